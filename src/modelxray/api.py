@@ -1,0 +1,50 @@
+"""The Python API beside the CLI (seed 000's ``ModelAnalyzer`` use, in one call)::
+
+    import modelxray
+    out = modelxray.analyze(["model=tiny_gpt2", "dataset.max_tokens=2048"])
+    out.metrics["performance/perplexity"]
+
+    # or your own in-memory model, with its tokenizer or a DataLoader of token batches
+    out = modelxray.analyze(["analyzer=[performance]", "tracker=none"], model=my_model, tokenizer=tok)
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from modelxray.app import JobInfo, RunOutcome, run
+
+
+def compose(overrides: list[str] | None = None):
+    """The config ``python run.py <overrides>`` would use (Hydra's compose API)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from modelxray.paths import conf_dir
+
+    if GlobalHydra.instance().is_initialized():
+        GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=list(overrides or []), return_hydra_config=True)
+
+
+def analyze(overrides: list[str] | None = None, *, model: Any = None, tokenizer: Any = None, dataloader: Any = None,
+            output_dir: str | Path | None = None) -> RunOutcome:
+    """Run the analyzers chosen by ``overrides`` and return their results (also written and tracked).
+
+    ``model`` (an ``nn.Module``) replaces the configured model; give its ``tokenizer`` to use the
+    configured dataset, or a ``dataloader`` of token-id batches to evaluate on your own data.
+    """
+    from modelxray.cli import choices_of
+
+    cfg = compose(overrides)
+    hydra_cfg = cfg.hydra
+    out = Path(output_dir) if output_dir else Path("outputs") / "api" / time.strftime("%Y-%m-%d/%H-%M-%S")
+    job = JobInfo(output_dir=out, choices=choices_of(hydra_cfg), overrides=list(overrides or []))
+    from omegaconf import open_dict
+
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return run(cfg, job, model=model, tokenizer=tokenizer, batches=dataloader)

@@ -1,0 +1,155 @@
+"""One run: validate, build the subject, quantize, analyze, report, track. Nothing else.
+
+``run(cfg)`` is a plain function of the composed config (the CLI, the Python API and the tests
+all call it), following lightning-hydra-template's ``train(cfg)``.
+"""
+from __future__ import annotations
+
+import random
+import time
+import traceback
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+from modelxray.analyzers.base import Result, RunContext
+from modelxray.components import build_components
+from modelxray.errors import ConfigError
+from modelxray.models.base import LoadedModel, ModelInfo
+from modelxray.models.process_cache import load_model
+from modelxray.provenance import git_commit, host, versions
+from modelxray.report.writer import write_reports
+from modelxray.subject import Subject
+
+
+@dataclass
+class JobInfo:
+    """What Hydra knows about this job (or what the Python API makes up in its place)."""
+
+    output_dir: Path
+    choices: dict[str, str] = field(default_factory=dict)
+    overrides: list[str] = field(default_factory=list)
+    sweep_dir: str | None = None
+    job_num: int | None = None
+
+
+@dataclass
+class RunOutcome:
+    metrics: dict[str, float]
+    results: dict[str, Result]
+    output_dir: Path
+    run_id: str | None
+    tracking: str
+
+    @property
+    def failed(self) -> list[str]:
+        return [n for n, r in self.results.items() if not r.ok]
+
+
+def flatten(node: Any, prefix: str = "") -> dict[str, str]:
+    """Config as dotted keys -> strings (lists kept as one value), for MLflow params."""
+    out: dict[str, str] = {}
+    if isinstance(node, dict):
+        for k, v in node.items():
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if isinstance(v, dict) and v:
+                out.update(flatten(v, key))
+            else:
+                out[key] = "null" if v is None else str(v)
+    return out
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def _in_memory(model: torch.nn.Module, tokenizer: Any) -> LoadedModel:
+    dtypes = {str(p.dtype).replace("torch.", "") for p in model.parameters()}
+    info = ModelInfo(name=type(model).__name__, source_format="in-memory", source_dtype=",".join(sorted(dtypes)))
+    return LoadedModel(model.eval(), tokenizer, info)
+
+
+def run(cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, tokenizer: Any = None,
+        batches: Any = None) -> RunOutcome:
+    """Run the configured analyzers on the configured (or given) model and record everything."""
+    if model is not None and tokenizer is None and batches is None:
+        raise ConfigError("tokenizer", "an in-memory model needs a tokenizer or a dataloader of token batches")
+    components = build_components(cfg, skip_model=model is not None, skip_dataset=batches is not None)
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    _seed_everything(cfg.seed)
+    out_dir = Path(job.output_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    config = OmegaConf.to_container(cfg, resolve=True)
+    config.pop("hydra", None)
+    run_name = ",".join(job.overrides) or "default"
+    tags = {"modelxray.overrides": " ".join(job.overrides) or "(none)", "host": host(),
+            **{f"version.{k}": v for k, v in versions().items()}}
+    commit = git_commit()
+    if commit:
+        tags.update({"git.commit": commit, "mlflow.source.git.commit": commit})
+    if job.sweep_dir is not None:
+        tags.update({"modelxray.sweep_dir": job.sweep_dir, "modelxray.job_num": str(job.job_num)})
+    tracker_run = components.tracker.start(run_name, tags)
+    results: dict[str, Result] = {}
+    try:
+        params = {**flatten(config), **{k: str(v) for k, v in job.choices.items()}}
+        loaded = _in_memory(model, tokenizer) if model is not None else load_model(components.model, cfg.model_cache_size)
+        data = components.dataset.load(loaded.tokenizer) if batches is None and components.dataset else None
+        subject = Subject(loaded.model, loaded.tokenizer, data, loaded.info, batches=batches)
+        params.update(loaded.info.as_params())
+        tracker_run.log_params(params)
+
+        subject = components.quant.apply(subject)
+        ctx = RunContext(output_dir=out_dir, seed=cfg.seed, progress=cfg.progress)
+        for name, analyzer in components.analyzers.items():
+            results[name] = _run_one(name, analyzer, subject, ctx)
+
+        run_info = _run_info(cfg, job, subject, tracker_run.describe())
+        write_reports(out_dir, run_info, results, components.thresholds, dashboard=cfg.report.dashboard)
+        metrics = {f"{name}/{k}": v for name, r in results.items() for k, v in r.finite_metrics().items()}
+        metrics.update({f"{name}/seconds": r.seconds for name, r in results.items()})
+        tracker_run.log_metrics(metrics)
+        tracker_run.log_artifacts(out_dir)
+        tracker_run.finish("FAILED" if any(not r.ok for r in results.values()) else "FINISHED")
+    except BaseException:
+        tb = traceback.format_exc()
+        (out_dir / "errors").mkdir(exist_ok=True)
+        (out_dir / "errors" / "run_traceback.txt").write_text(tb)
+        try:
+            tracker_run.log_text(tb, "errors/run_traceback.txt")
+        finally:
+            tracker_run.finish("FAILED")
+        raise
+    return RunOutcome(metrics, results, out_dir, tracker_run.run_id, tracker_run.describe())
+
+
+def _run_one(name: str, analyzer, subject: Subject, ctx: RunContext) -> Result:
+    """Run one analyzer; a failure becomes a Result carrying its traceback, so the others still run."""
+    start = time.perf_counter()
+    try:
+        result = analyzer.run(subject, ctx)
+    except Exception:  # noqa: BLE001 - recorded and reported, never lost
+        result = Result(name, error=traceback.format_exc())
+    result.analyzer = name
+    result.seconds = time.perf_counter() - start
+    return result
+
+
+def _run_info(cfg: DictConfig, job: JobInfo, subject: Subject, tracking: str) -> dict[str, Any]:
+    data = subject.data
+    dataset = (f"{data.name}: {data.n_tokens:,} of {data.available_tokens:,} tokens, windows of {data.seq_len}"
+               if data is not None else "user-supplied batches")
+    quant = "; ".join(str(s) for s in subject.applied) or "none (weights as loaded)"
+    config = OmegaConf.to_container(cfg, resolve=True)
+    config.pop("hydra", None)
+    return {"model": asdict(subject.info), "dataset": dataset, "quant": quant, "choices": job.choices,
+            "overrides": job.overrides, "tracking": tracking, "host": host(), "versions": versions(),
+            "output_dir": str(job.output_dir), "config": config}

@@ -1,0 +1,45 @@
+"""The command line: a thin Hydra layer over ``modelxray.app.run``."""
+from __future__ import annotations
+
+import sys
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig
+
+from modelxray import app
+from modelxray.errors import ConfigError
+
+FAILED_JOBS: list[str] = []
+
+
+def choices_of(hydra_cfg) -> dict[str, str]:
+    return {k: str(v) for k, v in hydra_cfg.runtime.choices.items() if not k.startswith("hydra") and v is not None}
+
+
+def job_info() -> app.JobInfo:
+    hc = HydraConfig.get()
+    multirun = hc.mode == RunMode.MULTIRUN
+    return app.JobInfo(
+        output_dir=hc.runtime.output_dir,
+        choices=choices_of(hc),
+        overrides=list(hc.overrides.task),
+        sweep_dir=hc.sweep.dir if multirun else None,
+        job_num=hc.job.num if multirun else None,
+    )
+
+
+def task(cfg: DictConfig) -> dict[str, float]:
+    """Hydra task function: one job. Config errors end the process with one line and exit code 2."""
+    try:
+        outcome = app.run(cfg, job_info())
+    except ConfigError as exc:
+        print(f"modelxray: error: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    print(f"modelxray: report  {outcome.output_dir}/summary_report.md")
+    print(f"modelxray: tracked {outcome.tracking}")
+    for name in outcome.failed:
+        print(f"modelxray: analyzer {name!r} FAILED: see {outcome.output_dir}/errors/{name}_traceback.txt",
+              file=sys.stderr)
+        FAILED_JOBS.append(f"{outcome.output_dir}:{name}")
+    return outcome.metrics

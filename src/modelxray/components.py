@@ -1,0 +1,75 @@
+"""Turn a composed config into validated component objects, before any model loads."""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from modelxray.analyzers.base import Analyzer
+from modelxray.configurable import build_component
+from modelxray.errors import ConfigError
+from modelxray.report.insights import InsightThresholds
+
+TOP_LEVEL_KEYS = {"model", "dataset", "analyzer", "quant", "tracker", "seed", "threads", "progress",
+                  "model_cache_size", "report", "hydra"}
+
+
+@dataclass
+class Components:
+    model: Any  # ModelSource, or None when an in-memory model is given
+    dataset: Any
+    analyzers: dict[str, Analyzer]
+    quant: Any
+    tracker: Any
+    thresholds: InsightThresholds
+
+
+def build_components(cfg: DictConfig, *, skip_model: bool = False, skip_dataset: bool = False) -> Components:
+    unknown = sorted(set(cfg.keys()) - TOP_LEVEL_KEYS)
+    if unknown:
+        raise ConfigError(unknown[0], f"unknown top-level key; valid keys: {', '.join(sorted(TOP_LEVEL_KEYS - {'hydra'}))}")
+    _check_scalar(cfg, "seed", int)
+    _check_scalar(cfg, "threads", int, allow_none=True, positive=True)
+    _check_scalar(cfg, "progress", bool)
+    _check_scalar(cfg, "model_cache_size", int, non_negative=True)
+    model = None if skip_model else build_component(cfg.model, "model")
+    dataset = None if skip_dataset else build_component(cfg.dataset, "dataset")
+    if not isinstance(cfg.analyzer, DictConfig) or len(cfg.analyzer) == 0:
+        raise ConfigError("analyzer", "no analyzer selected: e.g. analyzer=performance or analyzer=[performance,robustness]")
+    analyzers = {}
+    for name in cfg.analyzer:
+        obj = build_component(cfg.analyzer[name], f"analyzer.{name}")
+        if not isinstance(obj, Analyzer):
+            raise ConfigError(f"analyzer.{name}._target_", f"{type(obj).__name__} is not an Analyzer")
+        analyzers[name] = obj
+    quant = build_component(cfg.quant, "quant")
+    tracker = build_component(cfg.tracker, "tracker")
+    thresholds = _thresholds(cfg)
+    return Components(model, dataset, analyzers, quant, tracker, thresholds)
+
+
+def _thresholds(cfg: DictConfig) -> InsightThresholds:
+    node = OmegaConf.select(cfg, "report.insights") or {}
+    allowed = {f.name for f in fields(InsightThresholds)}
+    values = OmegaConf.to_container(node) if isinstance(node, DictConfig) else dict(node)
+    for k, v in values.items():
+        if k not in allowed:
+            raise ConfigError(f"report.insights.{k}", f"unknown key; valid keys: {', '.join(sorted(allowed))}")
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
+            raise ConfigError(f"report.insights.{k}", f"must be a positive number, got {v!r}")
+    return InsightThresholds(**values)
+
+
+def _check_scalar(cfg: DictConfig, key: str, tp: type, allow_none: bool = False, positive: bool = False,
+                  non_negative: bool = False) -> None:
+    value = cfg.get(key)
+    if value is None and allow_none:
+        return
+    ok = isinstance(value, tp) and (tp is bool or not isinstance(value, bool))
+    if not ok:
+        raise ConfigError(key, f"expected {tp.__name__}, got {value!r}")
+    if positive and value <= 0:
+        raise ConfigError(key, f"must be positive, got {value!r}")
+    if non_negative and value < 0:
+        raise ConfigError(key, f"must be >= 0, got {value!r}")

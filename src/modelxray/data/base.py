@@ -1,0 +1,81 @@
+"""Text datasets become one token stream, tokenised once and cached on disk by content hash."""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from modelxray.configurable import Configurable
+from modelxray.models.tokenizers import tokenizer_identity
+
+
+@dataclass
+class TokenData:
+    """The evaluation token stream: ``ids`` capped at ``max_tokens``, and its size in UTF-8 bytes."""
+
+    name: str
+    ids: torch.Tensor  # 1-D int64
+    n_bytes: int
+    seq_len: int
+    available_tokens: int  # before the max_tokens cap
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.ids.numel())
+
+
+@dataclass
+class TextDataset(Configurable):
+    """Base of text dataset configs. Subclasses supply ``name`` and ``read_text()``."""
+
+    seq_len: int = 256
+    max_tokens: int | None = 8192
+    cache_dir: str = "~/.cache/modelxray"
+
+    def validate(self) -> None:
+        self.require_positive("seq_len")
+        self.require_positive("max_tokens", allow_none=True)
+        if self.max_tokens is not None and self.max_tokens < 2:
+            from modelxray.errors import ConfigError
+
+            raise ConfigError("max_tokens", f"must be at least 2 (one input and one target), got {self.max_tokens}")
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+    def read_text(self) -> str:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def load(self, tokenizer: Any) -> TokenData:
+        text = self.read_text()
+        ids = tokenize_cached(text, tokenizer, Path(os.path.expanduser(self.cache_dir)) / "tokens")
+        available = int(ids.numel())
+        if self.max_tokens is not None:
+            ids = ids[: self.max_tokens]
+        n_bytes = len(text.encode("utf-8")) if ids.numel() == available else _decoded_bytes(tokenizer, ids)
+        return TokenData(self.name, ids, n_bytes, self.seq_len, available)
+
+
+def _decoded_bytes(tokenizer: Any, ids: torch.Tensor) -> int:
+    return len(tokenizer.decode(ids.tolist()).encode("utf-8"))
+
+
+def tokenize_cached(text: str, tokenizer: Any, cache_dir: Path) -> torch.Tensor:
+    """Token ids of ``text`` (no special tokens), from ``cache_dir`` when this text and tokenizer were seen."""
+    key = hashlib.sha256(text.encode("utf-8")).hexdigest()[:24] + "-" + tokenizer_identity(tokenizer)
+    path = cache_dir / f"{key}.npy"
+    if path.exists():
+        return torch.from_numpy(np.load(path).astype(np.int64))
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    arr = np.asarray(ids, dtype=np.int32)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
+    np.save(tmp, arr)
+    os.replace(tmp, path)
+    return torch.from_numpy(arr.astype(np.int64))

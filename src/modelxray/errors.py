@@ -1,0 +1,21 @@
+"""Errors a user can act on: one line that names the bad key or file and says how to fix it."""
+from __future__ import annotations
+
+
+class ConfigError(ValueError):
+    """A bad configuration value, reported before any model loads.
+
+    ``key`` is the dotted config key (``dataset.max_tokens``) or a file path; the message says what
+    would fix it. ``str(err)`` is the one line the CLI prints.
+    """
+
+    def __init__(self, key: str, message: str):
+        self.key = key
+        self.message = message
+        super().__init__(f"{key}: {message}" if key else message)
+
+    def under(self, prefix: str) -> "ConfigError":
+        """The same error with its key placed under a config group (``max_tokens`` -> ``dataset.max_tokens``)."""
+        if not prefix or self.key.startswith(prefix + ".") or self.key == prefix:
+            return self
+        return ConfigError(f"{prefix}.{self.key}" if self.key else prefix, self.message)

@@ -1,0 +1,1 @@
+"""Measurements that run code and watch it (timers, hooks, process memory); results are plain numbers."""

@@ -1,0 +1,67 @@
+"""Per-module forward time with hooks.
+
+torch.profiler reports per-op times; users ask per *module* ("which block is slow?"), so forward
+pre/post hooks time every named module. Times are inclusive (a block includes its children);
+``self_ms`` subtracts the children's time.
+"""
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+
+import torch
+from torch import nn
+
+from modelxray.scoring import forward_logits
+
+
+def time_modules(model: nn.Module, input_ids: torch.Tensor, iters: int = 1) -> list[dict]:
+    """Mean inclusive and self time per module over ``iters`` forward passes, slowest first."""
+    named = [(name, m) for name, m in model.named_modules() if name]
+    children = {name: [n for n, _ in m.named_children()] for name, m in named}
+    totals: dict[str, float] = defaultdict(float)
+    starts: dict[str, list[float]] = defaultdict(list)
+    sync = (lambda: torch.cuda.synchronize(input_ids.device)) if input_ids.device.type == "cuda" else (lambda: None)
+    handles = []
+
+    def pre(name):
+        def hook(_module, _args):
+            sync()
+            starts[name].append(time.perf_counter())
+        return hook
+
+    def post(name):
+        def hook(_module, _args, _out):
+            sync()
+            totals[name] += time.perf_counter() - starts[name].pop()
+        return hook
+
+    for name, module in named:
+        handles.append(module.register_forward_pre_hook(pre(name)))
+        handles.append(module.register_forward_hook(post(name)))
+    try:
+        with torch.inference_mode():
+            for _ in range(iters):
+                forward_logits(model, input_ids)
+    finally:
+        for h in handles:
+            h.remove()
+    rows = []
+    types = dict((name, type(m).__name__) for name, m in named)
+    for name, _ in named:
+        if name not in totals:
+            continue
+        incl = totals[name] / iters * 1e3
+        child = sum(totals.get(f"{name}.{c}", 0.0) for c in children[name]) / iters * 1e3
+        rows.append({"module": name, "type": types[name], "time_ms": incl, "self_ms": max(incl - child, 0.0),
+                     "leaf": not children[name]})
+    rows.sort(key=lambda r: r["time_ms"], reverse=True)
+    return rows
+
+
+def time_by_type(rows: list[dict]) -> dict[str, float]:
+    """Self time per module type (ms), summed over all modules: where the forward pass spends its time."""
+    out: dict[str, float] = defaultdict(float)
+    for r in rows:
+        out[r["type"]] += r["self_ms"]
+    return dict(sorted(out.items(), key=lambda kv: kv[1], reverse=True))

@@ -1,0 +1,25 @@
+"""Process and device memory readings."""
+from __future__ import annotations
+
+import resource
+import sys
+
+import psutil
+import torch
+
+
+def peak_rss_bytes() -> int:
+    """Peak resident set size of this process since it started (ru_maxrss; KiB on Linux, bytes on macOS)."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)
+
+
+def rss_bytes() -> int:
+    return int(psutil.Process().memory_info().rss)
+
+
+def cuda_peaks(device: torch.device) -> dict[str, int]:
+    if device.type != "cuda":
+        return {}
+    return {"cuda_max_allocated_bytes": int(torch.cuda.max_memory_allocated(device)),
+            "cuda_max_reserved_bytes": int(torch.cuda.max_memory_reserved(device))}

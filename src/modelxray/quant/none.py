@@ -1,0 +1,19 @@
+"""``quant=none``: the model as loaded."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from modelxray.quant.base import Quantizer
+
+
+@dataclass
+class NoQuant(Quantizer):
+    name: ClassVar[str] = "none"
+
+    def apply(self, subject):
+        return subject
+
+    @property
+    def is_identity(self) -> bool:
+        return True

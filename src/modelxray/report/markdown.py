@@ -1,0 +1,64 @@
+"""Markdown reports a person reads: ``summary_report.md`` and ``insights.md``."""
+from __future__ import annotations
+
+from typing import Any
+
+from modelxray.report.plots.style import human_bytes
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        if v != 0 and (abs(v) >= 1e6 or abs(v) < 1e-3):
+            return f"{v:.4g}"
+        return f"{v:,.4f}".rstrip("0").rstrip(".") if abs(v) < 1000 else f"{v:,.1f}"
+    return str(v)
+
+
+def table(rows: list[dict], columns: list[str] | None = None) -> str:
+    if not rows:
+        return "_(empty)_\n"
+    columns = columns or list(rows[0].keys())
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    for r in rows:
+        lines.append("| " + " | ".join(_fmt(r.get(c, "")) for c in columns) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def summary_report(run: dict, results: dict, plots: list[str]) -> str:
+    info = run["model"]
+    out = [f"# modelxray report: {info['name']}", ""]
+    out += [f"- **Model**: {info['name']} ({info['source_format']}, stored as {info['source_dtype']})"]
+    if info.get("file_bytes"):
+        out.append(f"- **Model file**: `{info['file_path']}` ({human_bytes(info['file_bytes'])})")
+    out += [f"- **Dataset**: {run['dataset']}", f"- **Quantization**: {run['quant']}",
+            f"- **Analyzers**: {', '.join(results)}", f"- **Config choices**: "
+            + ", ".join(f"{k}={v}" for k, v in run["choices"].items()),
+            f"- **Overrides**: `{' '.join(run['overrides']) or '(none)'}`",
+            f"- **Tracking**: {run['tracking']}", f"- **Host**: {run['host']}, torch {run['versions'].get('torch', '?')}", ""]
+    for note in info.get("notes", []):
+        out += [f"> **Note on the baseline.** {note}", ""]
+    for name, result in results.items():
+        out += [f"## {name}", ""]
+        if not result.ok:
+            out += [f"**FAILED** after {result.seconds:.1f} s; traceback in `errors/{name}_traceback.txt`:", "",
+                    "```", result.error.strip().splitlines()[-1], "```", ""]
+            continue
+        out += [f"Finished in {result.seconds:.1f} s.", ""]
+        out += [table([{"metric": k, "value": v} for k, v in result.metrics.items()
+                       if "/" not in k and not k.startswith("bs")])]
+        for tname, rows in result.tables.items():
+            out += [f"### {tname.replace('_', ' ')}", "", table(rows)]
+    if plots:
+        out += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
+    return "\n".join(out)
+
+
+def insights_report(title: str, sections: dict[str, list[str]], notes: list[str]) -> str:
+    out = [f"# Insights: {title}", ""]
+    for note in notes:
+        out += [f"> {note}", ""]
+    if not sections:
+        out.append("No analyzer produced observations.")
+    for section, lines in sections.items():
+        out += [f"## {section}", ""] + [f"- {line}" for line in lines] + [""]
+    return "\n".join(out)

@@ -1,0 +1,40 @@
+"""The tracker interface the app talks to, and ``tracker=none``."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from modelxray.configurable import Configurable
+
+
+class TrackerRun(Protocol):
+    run_id: str | None
+
+    def log_params(self, params: dict[str, str]) -> None: ...
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None: ...
+    def set_tags(self, tags: dict[str, str]) -> None: ...
+    def log_artifacts(self, folder: Path) -> None: ...
+    def log_text(self, text: str, artifact_path: str) -> None: ...
+    def finish(self, status: str) -> None: ...
+    def describe(self) -> str: ...
+
+
+class NullRun:
+    run_id = None
+
+    def log_params(self, params): pass
+    def log_metrics(self, metrics, step=None): pass
+    def set_tags(self, tags): pass
+    def log_artifacts(self, folder): pass
+    def log_text(self, text, artifact_path): pass
+    def finish(self, status): pass
+
+    def describe(self) -> str:
+        return "tracking disabled (tracker=none)"
+
+
+@dataclass
+class NullTracker(Configurable):
+    def start(self, run_name: str | None, tags: dict[str, str]) -> NullRun:
+        return NullRun()

@@ -1,0 +1,107 @@
+"""MLflow tracking: one MLflow run per Hydra job, logged in batches through ``MlflowClient``.
+
+The client API (not the fluent ``mlflow.start_run``) keeps no global state, so several runs in one
+process (a Hydra multirun, the Python API, tests) never leak into each other.
+"""
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from modelxray.configurable import Configurable
+from modelxray.errors import ConfigError
+from modelxray.tracking.redact import redact
+
+_PARAM_BATCH = 100  # MLflow's limit of params per log_batch call
+_METRIC_BATCH = 1000  # and of metrics
+_PARAM_MAX_CHARS = 6000
+
+
+@dataclass
+class MlflowTracker(Configurable):
+    uri: str = "sqlite:///mlflow.db"
+    experiment: str = "modelxray"
+    run_name: str | None = None
+    artifact_location: str | None = None
+    tags: dict = field(default_factory=dict)
+
+    def validate(self) -> None:
+        if not self.uri:
+            raise ConfigError("uri", "is empty: use sqlite:///mlflow.db, a directory, or http://host:port")
+        if not self.experiment:
+            raise ConfigError("experiment", "is empty: name the MLflow experiment")
+        if self.uri.startswith("sqlite:///"):
+            folder = Path(self.uri[len("sqlite:///"):]).expanduser().resolve().parent
+            if not folder.is_dir():
+                raise ConfigError("uri", f"folder {str(folder)!r} of the SQLite file does not exist")
+
+    def start(self, run_name: str | None, tags: dict[str, str]) -> "MlflowRun":
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=self.uri)
+        experiment_id = _get_or_create_experiment(client, self.experiment, self.artifact_location)
+        run = client.create_run(experiment_id, run_name=self.run_name or run_name,
+                                tags={**{k: str(v) for k, v in tags.items()}, **{k: str(v) for k, v in self.tags.items()}})
+        return MlflowRun(client, run.info.run_id, self.uri, self.experiment)
+
+
+def _get_or_create_experiment(client, name: str, artifact_location: str | None) -> str:
+    from mlflow.exceptions import MlflowException
+
+    exp = client.get_experiment_by_name(name)
+    if exp is not None:
+        if exp.lifecycle_stage == "deleted":
+            client.restore_experiment(exp.experiment_id)
+        return exp.experiment_id
+    try:
+        return client.create_experiment(name, artifact_location=artifact_location)
+    except MlflowException:  # created meanwhile by a parallel job
+        exp = client.get_experiment_by_name(name)
+        if exp is None:
+            raise
+        return exp.experiment_id
+
+
+class MlflowRun:
+    def __init__(self, client, run_id: str, uri: str, experiment: str):
+        self.client, self.run_id, self.uri, self.experiment = client, run_id, uri, experiment
+
+    def log_params(self, params: dict[str, str]) -> None:
+        from mlflow.entities import Param
+
+        items = [Param(k, str(v)[:_PARAM_MAX_CHARS]) for k, v in redact(params).items()]
+        for i in range(0, len(items), _PARAM_BATCH):
+            self.client.log_batch(self.run_id, params=items[i : i + _PARAM_BATCH])
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(k, float(v), now, step or 0) for k, v in metrics.items() if math.isfinite(float(v))]
+        for i in range(0, len(items), _METRIC_BATCH):
+            self.client.log_batch(self.run_id, metrics=items[i : i + _METRIC_BATCH])
+
+    def set_tags(self, tags: dict[str, str]) -> None:
+        from mlflow.entities import RunTag
+
+        self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
+    def log_artifacts(self, folder: Path) -> None:
+        for entry in sorted(os.listdir(folder)):
+            path = Path(folder) / entry
+            if path.is_dir():
+                self.client.log_artifacts(self.run_id, str(path), artifact_path=entry)
+            else:
+                self.client.log_artifact(self.run_id, str(path))
+
+    def log_text(self, text: str, artifact_path: str) -> None:
+        self.client.log_text(self.run_id, text, artifact_path)
+
+    def finish(self, status: str) -> None:
+        self.client.set_terminated(self.run_id, status=status)
+
+    def describe(self) -> str:
+        return f"MLflow run {self.run_id} in experiment {self.experiment!r} at {redact({'uri': self.uri})['uri']}"

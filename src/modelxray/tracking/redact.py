@@ -1,0 +1,17 @@
+"""Keep secrets out of logged params: credentials in URIs and values of secret-looking keys."""
+from __future__ import annotations
+
+import re
+
+_SECRET_KEY = re.compile(r"(token|password|passwd|secret|api[_-]?key|credential|auth)", re.IGNORECASE)
+_URI_CREDS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s:]+(:[^/@\s]*)?@")
+
+
+def redact_value(key: str, value: str) -> str:
+    if _SECRET_KEY.search(key.rsplit(".", 1)[-1]):
+        return "***"
+    return _URI_CREDS.sub(lambda m: m.group("scheme") + "***@", value)
+
+
+def redact(params: dict[str, str]) -> dict[str, str]:
+    return {k: redact_value(k, v) for k, v in params.items()}
