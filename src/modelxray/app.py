@@ -20,6 +20,7 @@ from modelxray.analyzers.base import Result, RunContext
 from modelxray.components import build_components
 from modelxray.errors import ConfigError
 from modelxray.models.base import LoadedModel, ModelInfo
+from modelxray.models import process_cache
 from modelxray.models.process_cache import load_model
 from modelxray.provenance import git_commit, host, versions
 from modelxray.report.writer import write_reports
@@ -101,7 +102,10 @@ def run(cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, 
     results: dict[str, Result] = {}
     try:
         params = {**flatten(config), **{k: str(v) for k, v in job.choices.items()}}
+        loads_before = process_cache.load_count
         loaded = _in_memory(model, tokenizer) if model is not None else load_model(components.model, cfg.model_cache_size)
+        if model is None:
+            tracker_run.set_tags({"modelxray.model_cache": "miss" if process_cache.load_count > loads_before else "hit"})
         data = components.dataset.load(loaded.tokenizer) if batches is None and components.dataset else None
         subject = Subject(loaded.model, loaded.tokenizer, data, loaded.info, batches=batches)
         params.update(loaded.info.as_params())

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import re
 
-_SECRET_KEY = re.compile(r"(token|password|passwd|secret|api[_-]?key|credential|auth)", re.IGNORECASE)
+# the last segment of a key *is* a secret name (hf_token, api_key), not merely contains one (max_tokens)
+_SECRET_KEY = re.compile(r"(^|[_-])(token|password|passwd|secret|api[_-]?key|credentials?|auth)$", re.IGNORECASE)
 _URI_CREDS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)[^/@\s:]+(:[^/@\s]*)?@")
 
 

