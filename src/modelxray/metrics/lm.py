@@ -5,26 +5,42 @@ import math
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 
 from modelxray.data.windows import IGNORE
+
+
+_CHUNK = 128  # tokens per chunk: keeps a chunk's logits (128 x vocab floats) in cache between passes
 
 
 def batch_token_stats(logits: torch.Tensor, targets: torch.Tensor, ks: list[int]) -> tuple[float, int, dict[int, int]]:
     """Summed NLL (nats), scored-token count and top-k hit counts for one batch.
 
-    ``logits`` (B, T, V), ``targets`` (B, T) with ``IGNORE`` where not scored. A target is a top-k
-    hit when fewer than k logits are strictly greater than its own (ties count in its favour).
+    ``logits`` (B, T, V), ``targets`` (B, T) with ``IGNORE`` where not scored. Works through the
+    tokens in chunks so that the cross-entropy and top-k passes read each chunk from cache: on a
+    49k vocabulary this is 6x faster than whole-tensor passes (``scripts/bench_eval.py``). Top-k
+    ties are broken by ``torch.topk``'s order.
     """
-    mask = targets != IGNORE
-    if not bool(mask.any()):
-        return 0.0, 0, {k: 0 for k in ks}
-    scored = logits[mask].float()  # (N, V)
-    tgt = targets[mask]
-    tgt_logit = scored.gather(1, tgt.unsqueeze(1))
-    nll = torch.logsumexp(scored, dim=1) - tgt_logit.squeeze(1)
-    rank = (scored > tgt_logit).sum(dim=1)
-    hits = {k: int((rank < k).sum()) for k in ks}
-    return float(nll.sum()), int(tgt.numel()), hits
+    vocab = logits.shape[-1]
+    flat, tgt = logits.reshape(-1, vocab), targets.reshape(-1)
+    kmax = min(max(ks), vocab)
+    nll = torch.zeros((), dtype=torch.float64)
+    hits = torch.zeros(len(ks), dtype=torch.int64)
+    n = 0
+    for start in range(0, flat.shape[0], _CHUNK):
+        x, y = flat[start : start + _CHUNK], tgt[start : start + _CHUNK]
+        mask = y != IGNORE
+        count = int(mask.sum())
+        if count == 0:
+            continue
+        if count < y.numel():
+            x, y = x[mask], y[mask]
+        x = x.float()
+        nll += F.cross_entropy(x, y, reduction="sum").double()
+        found = x.topk(kmax, dim=1).indices == y.unsqueeze(1)  # (N, kmax), at most one True per row
+        hits += torch.stack([found[:, :k].sum() for k in ks])
+        n += count
+    return float(nll), n, {k: int(h) for k, h in zip(ks, hits)}
 
 
 @dataclass
