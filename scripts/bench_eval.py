@@ -5,7 +5,8 @@ model-load time with and without the caches.
     python scripts/bench_eval.py --model tiny_gpt2 --tokens 4096
 
 Prints tokens/s of both loops and their ratio (target >= 0.97: scoring must add almost nothing to
-the forward pass), and load times: GGUF conversion (no disk cache), from the disk cache, and a
+the forward pass), with ``--lm-eval`` the same comparison against lm-evaluation-harness's
+``loglikelihood_rolling`` (when ``lm_eval`` is installed), and load times: GGUF conversion (no disk cache), from the disk cache, and a
 per-process cache hit. Rounds alternate the two loops so drifting machine load hits both equally.
 """
 from __future__ import annotations
@@ -39,6 +40,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--skip-cold-load", action="store_true", help="skip the slow load without the disk cache")
+    ap.add_argument("--lm-eval", action="store_true", help="also time lm-evaluation-harness (pip install lm-eval)")
     args = ap.parse_args()
 
     cfg = compose([f"model={args.model}", f"dataset.max_tokens={args.tokens}", f"dataset.seq_len={args.seq_len}"])
@@ -85,6 +87,31 @@ def main() -> None:
     print(f"  bare model(input_ids) loop: {n_tokens / bare:8.1f} tokens/s  (median of {args.rounds})")
     print(f"  modelxray scoring loop:     {n_tokens / ours:8.1f} tokens/s  (perplexity {ppl:.4f}, top-1/5/10)")
     print(f"  ratio ours / bare:          {bare / ours:8.3f}   (target >= 0.97)")
+    if args.lm_eval:
+        compare_lm_eval(model, loaded.tokenizer, data, args.batch_size)
+
+
+def compare_lm_eval(model, tokenizer, data, batch_size: int) -> None:
+    """lm-evaluation-harness's loglikelihood_rolling vs our lm_eval_rolling protocol on the same text."""
+    import math
+
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.huggingface import HFLM
+
+    text = tokenizer.decode(data.ids.tolist())
+    lm = HFLM(pretrained=model, tokenizer=tokenizer, batch_size=batch_size, max_length=data.seq_len)
+    request = Instance(request_type="loglikelihood_rolling", doc={}, arguments=(text,), idx=0)
+    n_tokens = len(tokenizer(text, add_special_tokens=False)["input_ids"])
+    start = time.perf_counter()
+    loglik = lm.loglikelihood_rolling([request], disable_tqdm=True)[0]
+    theirs = time.perf_counter() - start
+    ids = torch.tensor(tokenizer(text, add_special_tokens=False)["input_ids"])
+    windows = make_windows(ids, data.seq_len, "lm_eval_rolling", prefix=lm.prefix_token_id)
+    score, ours = score_windows(model, windows, batch_size, [1, 5, 10], progress=False)
+    print(f"== lm-evaluation-harness loglikelihood_rolling, {n_tokens:,} tokens, windows of {data.seq_len}")
+    print(f"  lm-eval:   {n_tokens / theirs:8.1f} tokens/s  perplexity {math.exp(-loglik / n_tokens):.4f}")
+    print(f"  modelxray: {score.n_tokens / ours:8.1f} tokens/s  perplexity {score.result()['perplexity']:.4f}")
+    print(f"  ratio ours / lm-eval: {theirs / ours * score.n_tokens / n_tokens:.3f}   (target >= 1.0)")
 
 
 if __name__ == "__main__":

@@ -69,3 +69,9 @@ def test_cli_prints_one_line_and_exits_2(tmp_path):
     assert lines[-1] == "modelxray: error: dataset.seq_len: must be positive, got -1"
     assert "Traceback" not in proc.stderr
     assert not (tmp_path / "mlflow.db").exists()  # nothing started before validation
+
+
+def test_report_thresholds_are_checked():
+    assert _error(["model=tiny_gpt2", "report.insights.realtime_latency_ms=-5"]).startswith(
+        "report.insights.realtime_latency_ms: must be a positive number")
+    assert _error(["model=tiny_gpt2", "+report.insights.colour=1"]).startswith("report.insights.colour: unknown key")

@@ -117,7 +117,7 @@ def run(cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, 
             results[name] = _run_one(name, analyzer, subject, ctx)
 
         run_info = _run_info(cfg, job, subject, tracker_run.describe())
-        write_reports(out_dir, run_info, results, components.thresholds, dashboard=cfg.report.dashboard)
+        write_reports(out_dir, run_info, results, components.thresholds, dashboard=OmegaConf.select(cfg, "report.dashboard", default=True))
         metrics = {f"{name}/{k}": v for name, r in results.items() for k, v in r.finite_metrics().items()}
         metrics.update({f"{name}/seconds": r.seconds for name, r in results.items()})
         tracker_run.log_metrics(metrics)

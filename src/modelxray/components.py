@@ -50,6 +50,12 @@ def build_components(cfg: DictConfig, *, skip_model: bool = False, skip_dataset:
 
 
 def _thresholds(cfg: DictConfig) -> InsightThresholds:
+    report = cfg.get("report") or {}
+    for k in report:
+        if k not in ("dashboard", "insights"):
+            raise ConfigError(f"report.{k}", "unknown key; valid keys: dashboard, insights")
+    if not isinstance(report.get("dashboard", True), bool):
+        raise ConfigError("report.dashboard", f"expected bool, got {report.get('dashboard')!r}")
     node = OmegaConf.select(cfg, "report.insights") or {}
     allowed = {f.name for f in fields(InsightThresholds)}
     values = OmegaConf.to_container(node) if isinstance(node, DictConfig) else dict(node)

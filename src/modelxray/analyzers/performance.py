@@ -11,7 +11,7 @@ from modelxray.analyzers.base import Analyzer, Result, RunContext
 from modelxray.data.windows import PROTOCOLS, make_windows, speed_inputs, windows_from_batches
 from modelxray.errors import ConfigError
 from modelxray.measure.layer_time import time_by_type, time_modules
-from modelxray.measure.memory import cuda_peaks, peak_rss_bytes, rss_bytes
+from modelxray.measure.memory import cuda_peaks, peak_rss_bytes, reset_cuda_peaks, rss_bytes
 from modelxray.measure.speed import time_forward
 from modelxray.metrics.latency import latency_stats, throughput
 from modelxray.metrics.memory import count_parameters, tensor_bytes_by_dtype
@@ -55,6 +55,7 @@ class PerformanceAnalyzer(Analyzer):
     # -- the three measurements -------------------------------------------------------------
     def run(self, subject, ctx: RunContext) -> Result:
         result = Result(self.name)
+        reset_cuda_peaks(model_device(subject.model))
         self._quality(subject, ctx, result)
         self._speed(subject, ctx, result)
         self._memory(subject, result)

@@ -23,3 +23,9 @@ def cuda_peaks(device: torch.device) -> dict[str, int]:
         return {}
     return {"cuda_max_allocated_bytes": int(torch.cuda.max_memory_allocated(device)),
             "cuda_max_reserved_bytes": int(torch.cuda.max_memory_reserved(device))}
+
+
+def reset_cuda_peaks(device: torch.device) -> None:
+    """Start the CUDA peak counters afresh, so peaks belong to the measurement that follows."""
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
