@@ -55,3 +55,12 @@ def mlflow_runs(uri: str, experiment: str):
     exp = client.get_experiment_by_name(experiment)
     assert exp is not None, f"no MLflow experiment {experiment!r}"
     return client, client.search_runs([exp.experiment_id])
+
+
+@pytest.fixture(scope="session")
+def trained_tiny(tmp_path_factory):
+    """The tiny GPT-2 trained for a few seconds on the docs text, so quantization and noise have
+    something to destroy. Returns (LoadedModel, TokenData) with 128-token windows."""
+    from helpers import train_tiny
+
+    return train_tiny(str(tmp_path_factory.mktemp("tok")))

@@ -111,7 +111,9 @@ def run(cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, 
         params.update(loaded.info.as_params())
         tracker_run.log_params(params)
 
-        subject = components.quant.apply(subject)
+        subject, quant_report = components.quant.apply(subject)
+        if quant_report is not None:
+            results["quant"] = quant_report
         ctx = RunContext(output_dir=out_dir, seed=cfg.seed, progress=cfg.progress)
         for name, analyzer in components.analyzers.items():
             results[name] = _run_one(name, analyzer, subject, ctx)

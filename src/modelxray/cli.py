@@ -37,7 +37,7 @@ def task(cfg: DictConfig) -> dict[str, float]:
         print(f"modelxray: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     print(f"modelxray: report  {outcome.output_dir}/summary_report.md")
-    print(f"modelxray: tracked {outcome.tracking}")
+    print(f"modelxray: tracking {outcome.tracking}")
     for name in outcome.failed:
         print(f"modelxray: analyzer {name!r} FAILED: see {outcome.output_dir}/errors/{name}_traceback.txt",
               file=sys.stderr)

@@ -12,8 +12,4 @@ class NoQuant(Quantizer):
     name: ClassVar[str] = "none"
 
     def apply(self, subject):
-        return subject
-
-    @property
-    def is_identity(self) -> bool:
-        return True
+        return subject, None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-_PLOTTERS = {"performance": "modelxray.report.plots.performance"}
+_PLOTTERS = {"quant": "modelxray.report.plots.quant", "performance": "modelxray.report.plots.performance"}
 
 
 def plotter_for(analyzer: str) -> ModuleType | None:

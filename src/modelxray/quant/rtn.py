@@ -1,0 +1,112 @@
+"""Round-to-nearest (RTN) weight quantization, simulated ("fake"): quantize, then dequantize.
+
+Simulation is the engine of the accuracy studies: any bit width 2..16 runs on any hardware, and
+the error is exactly what a real low-bit kernel with the same format would see. Sizes are
+reported as the packed format would store them (``packed_bits``), never as float32 storage.
+
+Formats, for a weight matrix ``W`` (out_features x in_features) cut into groups along the input
+dimension (per tensor: one group; per channel: one group per output row; group: ``group_size``
+columns per group, the last group narrower when ``group_size`` does not divide in_features, e.g.
+576 = 4 x 128 + 64):
+
+* symmetric: ``scale = max|w| / (2^(b-1) - 1)``, ``q = round(w / scale)`` in ``[-(2^(b-1)-1), 2^(b-1)-1]``;
+  stores ``b`` bits per weight plus one scale per group.
+* asymmetric: ``scale = (max w - min w) / (2^b - 1)``, ``q = round((w - min w) / scale)`` in
+  ``[0, 2^b - 1]``, dequantized as ``q * scale + min`` (a float offset, as GGUF's Q4_1 stores it);
+  stores ``b`` bits per weight plus a scale and an offset per group.
+
+Scales and offsets are rounded to ``scale_dtype`` (float16 by default, as real formats store
+them) before use. Every element's error is at most half a quantization step.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+GRANULARITIES = ("tensor", "channel", "group")
+_SCALE_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+
+
+@dataclass(frozen=True)
+class QuantSpec:
+    bits: int = 4
+    symmetric: bool = True
+    granularity: str = "group"
+    group_size: int = 128
+    scale_dtype: str = "float16"
+
+    def describe(self) -> str:
+        g = {"tensor": "per-tensor", "channel": "per-channel"}.get(self.granularity, f"g{self.group_size}")
+        return f"int{self.bits} {'sym' if self.symmetric else 'asym'} {g}"
+
+
+def _group_view(w: torch.Tensor, spec: QuantSpec) -> list[torch.Tensor]:
+    """Views of ``w`` (rows x cols) as (rows, n_groups, width) blocks: full groups, then the remainder."""
+    rows, cols = w.shape
+    if spec.granularity == "tensor":
+        return [w.reshape(1, 1, -1)]
+    if spec.granularity == "channel" or spec.group_size >= cols:
+        return [w.reshape(rows, 1, cols)]
+    g = spec.group_size
+    full = cols // g * g
+    parts = [w[:, :full].reshape(rows, cols // g, g)]
+    if full < cols:
+        parts.append(w[:, full:].reshape(rows, 1, cols - full))
+    return parts
+
+
+def _quantize_blocks(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """Fake-quantize (R, G, W) blocks, one scale (and offset) per (R, G) group."""
+    sdt = _SCALE_DTYPES[spec.scale_dtype]
+    if spec.symmetric:
+        qmax = 2 ** (spec.bits - 1) - 1
+        scale = (x.abs().amax(dim=-1, keepdim=True) / qmax).to(sdt).float()
+        scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+        return torch.clamp(torch.round(x / scale), -qmax, qmax) * scale
+    qmax = 2**spec.bits - 1
+    lo = x.amin(dim=-1, keepdim=True).to(sdt).float()
+    hi = x.amax(dim=-1, keepdim=True)
+    scale = ((hi - lo) / qmax).to(sdt).float()
+    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
+    return torch.clamp(torch.round((x - lo) / scale), 0, qmax) * scale + lo
+
+
+def fake_quantize(w: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """Quantize-dequantize a 2-D weight (groups along dim 1); returns a new tensor of ``w``'s dtype."""
+    if w.dim() != 2:
+        raise ValueError(f"expected a 2-D weight, got shape {tuple(w.shape)}")
+    x = w.detach().float()
+    out = torch.empty_like(x)
+    rows, cols = x.shape
+    if spec.granularity == "tensor":
+        return _quantize_blocks(x.reshape(1, 1, -1), spec).reshape(rows, cols).to(w.dtype)
+    col = 0
+    for block in _group_view(x, spec):
+        width = block.shape[1] * block.shape[2]
+        out[:, col : col + width] = _quantize_blocks(block, spec).reshape(rows, width)
+        col += width
+    return out.to(w.dtype)
+
+
+def n_groups(shape: tuple[int, int], spec: QuantSpec) -> int:
+    rows, cols = shape
+    if spec.granularity == "tensor":
+        return 1
+    if spec.granularity == "channel":
+        return rows
+    return rows * -(-cols // spec.group_size)
+
+
+def packed_bits(shape: tuple[int, int], spec: QuantSpec) -> int:
+    """Bits the packed format stores: ``bits`` per weight plus per-group scale (and offset)."""
+    per_group = torch.finfo(_SCALE_DTYPES[spec.scale_dtype]).bits * (1 if spec.symmetric else 2)
+    return shape[0] * shape[1] * spec.bits + n_groups(shape, spec) * per_group
+
+
+def relative_error(original: torch.Tensor, quantized: torch.Tensor) -> float:
+    """||W - Q(W)||_F / ||W||_F (0 for an all-zero weight)."""
+    original, quantized = original.detach().float(), quantized.detach().float()
+    num = torch.linalg.vector_norm(original - quantized)
+    den = torch.linalg.vector_norm(original)
+    return float(num / den) if den > 0 else 0.0

@@ -1,0 +1,45 @@
+"""What a quantizer did, as a ``Result``: per-layer rows and the model-level figures."""
+from __future__ import annotations
+
+from torch import nn
+
+from modelxray.analyzers.base import Result
+
+
+def quant_result(method: str, rows: list[dict], model: nn.Module, seconds: float, notes: list[str]) -> Result:
+    """``rows``: one per quantized tensor with ``elements``, ``bytes_before``, ``packed_bytes``,
+    ``bits`` and ``rel_error``. Model-level sizes count every other parameter at its storage size."""
+    seen, total_elems, total_bytes = set(), 0, 0
+    for p in model.parameters():
+        if p.data_ptr() in seen:
+            continue
+        seen.add(p.data_ptr())
+        total_elems += p.numel()
+        total_bytes += p.numel() * p.element_size()
+    q_elems = sum(r["elements"] for r in rows)
+    q_before = sum(r["bytes_before"] for r in rows)
+    q_after = sum(r["packed_bytes"] for r in rows)
+    model_after = total_bytes - q_before + q_after
+    errors = [r["rel_error"] for r in rows]
+    metrics = {
+        "modules_quantized": float(len(rows)),
+        "params_quantized": float(q_elems),
+        "params_quantized_share": q_elems / total_elems if total_elems else 0.0,
+        "effective_bits": 8 * q_after / q_elems if q_elems else 0.0,
+        "model_effective_bits": 8 * model_after / total_elems if total_elems else 0.0,
+        "weight_bytes_before": float(q_before),
+        "weight_bytes_after": float(q_after),
+        "model_bytes_before": float(total_bytes),
+        "model_bytes_after": float(model_after),
+        "compression_ratio": total_bytes / model_after if model_after else 1.0,
+        "weight_rel_error_mean": sum(errors) / len(errors) if errors else 0.0,
+        "weight_rel_error_max": max(errors) if errors else 0.0,
+        "seconds": seconds,
+    }
+    bits_hist: dict[str, int] = {}
+    for r in rows:
+        bits_hist[str(r["bits"])] = bits_hist.get(str(r["bits"]), 0) + r["elements"]
+    for b, n in bits_hist.items():
+        metrics[f"params_at_{b}bit_share"] = n / q_elems
+    return Result("quant", metrics=metrics, tables={"layers": rows},
+                  data={"method": method, "bits_histogram": bits_hist}, insights=notes)

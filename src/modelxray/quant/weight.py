@@ -1,0 +1,83 @@
+"""Weight-only round-to-nearest quantization of a copy of the model, driven by a bit plan."""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import torch
+
+from modelxray.errors import ConfigError
+from modelxray.quant.base import Quantizer
+from modelxray.quant.plan import check_bits, parse_rules, resolve_plan
+from modelxray.quant.rtn import GRANULARITIES, QuantSpec, fake_quantize, packed_bits, relative_error
+from modelxray.quant.summary import quant_result
+from modelxray.quant.targets import KINDS, Target, find_targets
+
+
+@dataclass
+class WeightQuantizer(Quantizer):
+    """RTN weight quantization: ``bits`` / ``symmetric`` / ``granularity`` / ``group_size`` for every
+    module of the ``targets`` kinds not matched by ``skip``, then ``rules`` (see ``quant.plan``)."""
+
+    name: ClassVar[str] = "rtn"
+
+    bits: int = 4
+    symmetric: bool = True
+    granularity: str = "group"
+    group_size: int = 128
+    scale_dtype: str = "float16"
+    targets: list[str] = field(default_factory=lambda: ["linear"])
+    skip: list[str] = field(default_factory=list)
+    rules: list[dict] = field(default_factory=list)
+
+    def validate(self) -> None:
+        check_bits(self.bits, "bits")
+        self.require_choice("granularity", GRANULARITIES)
+        self.require_choice("scale_dtype", ["float16", "bfloat16", "float32"])
+        self.require_positive("group_size")
+        for kind in self.targets:
+            if kind not in KINDS:
+                raise ConfigError("targets", f"unknown kind {kind!r}; valid: {', '.join(KINDS)}")
+        self._rules = parse_rules(self.rules)
+
+    def default_spec(self) -> QuantSpec:
+        return QuantSpec(self.bits, self.symmetric, self.granularity, self.group_size, self.scale_dtype)
+
+    def plan_for(self, model: torch.nn.Module) -> tuple[list[Target], dict]:
+        targets = find_targets(model)
+        return targets, resolve_plan(targets, self.default_spec(), self.targets, self.skip, self._rules)
+
+    def apply(self, subject):
+        start = time.perf_counter()
+        self.plan_for(subject.model)  # a bad plan fails here, before the copy and any weight change
+        model = copy.deepcopy(subject.model)
+        targets, plan = self.plan_for(model)
+        rows, notes = quantize_model(targets, plan)
+        result = quant_result("rtn", rows, model, time.perf_counter() - start, notes)
+        step = {"method": "rtn", "default": self.default_spec().describe(),
+                "effective_bits": round(result.metrics["effective_bits"], 3)}
+        return subject.with_model(model, step), result
+
+
+def quantize_model(targets: list[Target], plan: dict) -> tuple[list[dict], list[str]]:
+    """Fake-quantize each planned module in place; a weight shared by two modules is done once."""
+    rows, notes, done = [], [], {}
+    for t in targets:
+        spec = plan.get(t.name)
+        if spec is None:
+            continue
+        ptr = t.module.weight.data_ptr()
+        if ptr in done:
+            notes.append(f"{t.name} shares its weight with {done[ptr]} (tied): quantized once, as {done[ptr]}.")
+            continue
+        done[ptr] = t.name
+        w = t.weight_matrix()
+        q = fake_quantize(w, spec)
+        rows.append({"module": t.name, "kind": t.kind, "component": t.component, "block": t.block,
+                     "bits": spec.bits, "format": spec.describe(), "elements": w.numel(),
+                     "bytes_before": w.numel() * w.element_size(), "packed_bytes": packed_bits(tuple(w.shape), spec) / 8,
+                     "rel_error": relative_error(w, q)})
+        t.set_weight_matrix(q)
+    return rows, notes

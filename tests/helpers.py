@@ -1,0 +1,27 @@
+"""Test helpers that are plain functions (fixtures call them; scripts may too)."""
+from __future__ import annotations
+
+import torch
+
+
+def train_tiny(cache_dir: str, steps: int = 60, batch: int = 8, lr: float = 1e-2, seed: int = 0):
+    """Train the tiny GPT-2 briefly on the docs text after the evaluated span; returns (LoadedModel,
+    TokenData of the first 2,048 tokens in 128-token windows)."""
+    from modelxray.data.pydoc_topics import PydocTopics
+    from modelxray.models.tiny_gpt2 import TinyGPT2Source
+
+    loaded = TinyGPT2Source(device="cpu").load()
+    data = PydocTopics(seq_len=128, max_tokens=2048, cache_dir=cache_dir).load(loaded.tokenizer)
+    ids = PydocTopics(max_tokens=None, cache_dir=cache_dir).load(loaded.tokenizer).ids[4096 : 4096 + 129 * 512]
+    windows = ids[: (ids.numel() // 129) * 129].view(-1, 129)
+    model = loaded.model.train()
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    gen = torch.Generator().manual_seed(seed)
+    for _ in range(steps):
+        rows = windows[torch.randint(0, windows.shape[0], (batch,), generator=gen)]
+        loss = model(input_ids=rows[:, :-1], labels=rows[:, :-1]).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval()
+    return loaded, data
