@@ -182,3 +182,18 @@ def test_int4_g32_asym_reproduces_the_embedded_q4_1_weights_exactly():
     assert report.metrics["modules_quantized"] == 30 * 7
     assert report.metrics["weight_rel_error_max"] < 1e-6  # zero up to float32 rounding
     assert report.metrics["effective_bits"] == pytest.approx(4 + 32 / 32)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torchao") is None, reason="torchao not installed")
+def test_torchao_int8_really_stores_int8_and_keeps_quality(trained_tiny):
+    from modelxray.metrics.memory import tensor_bytes_by_dtype
+
+    subject = _subject(trained_tiny)
+    qs, report = build_components(compose(["model=tiny_gpt2", "quant=int8_torchao"])).quant.apply(subject)
+    by_dtype = tensor_bytes_by_dtype(qs.model)["params"]
+    linear_elems = sum(r["elements"] for r in report.tables["layers"])
+    assert report.metrics["modules_quantized"] == 8
+    assert linear_elems <= by_dtype.get("int8", 0) <= 1.02 * linear_elems  # int8 weights (+ an int8 zero per row)
+    assert sum(by_dtype.values()) < sum(tensor_bytes_by_dtype(subject.model)["params"].values())
+    assert report.metrics["weight_rel_error_max"] < 0.01
+    assert abs(_loss(qs) - _loss(subject)) / _loss(subject) < 0.01

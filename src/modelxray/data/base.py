@@ -23,6 +23,7 @@ class TokenData:
     n_bytes: int
     seq_len: int
     available_tokens: int  # before the max_tokens cap
+    calibration: torch.Tensor | None = None  # (N, seq_len) windows after the evaluated span, for GPTQ/AWQ
 
     @property
     def n_tokens(self) -> int:
@@ -35,10 +36,12 @@ class TextDataset(Configurable):
 
     seq_len: int = 256
     max_tokens: int | None = 8192
+    calibration_windows: int = 128  # windows of seq_len after the evaluated tokens (GPTQ, AWQ)
     cache_dir: str = "~/.cache/modelxray"
 
     def validate(self) -> None:
         self.require_positive("seq_len")
+        self.require_non_negative("calibration_windows")
         self.require_positive("max_tokens", allow_none=True)
         if self.max_tokens is not None and self.max_tokens < 2:
             from modelxray.errors import ConfigError
@@ -54,12 +57,14 @@ class TextDataset(Configurable):
 
     def load(self, tokenizer: Any) -> TokenData:
         text = self.read_text()
-        ids = tokenize_cached(text, tokenizer, Path(os.path.expanduser(self.cache_dir)) / "tokens")
-        available = int(ids.numel())
-        if self.max_tokens is not None:
-            ids = ids[: self.max_tokens]
+        all_ids = tokenize_cached(text, tokenizer, Path(os.path.expanduser(self.cache_dir)) / "tokens")
+        available = int(all_ids.numel())
+        ids = all_ids if self.max_tokens is None else all_ids[: self.max_tokens]
         n_bytes = len(text.encode("utf-8")) if ids.numel() == available else _decoded_bytes(tokenizer, ids)
-        return TokenData(self.name, ids, n_bytes, self.seq_len, available)
+        rest = all_ids[ids.numel() :]
+        n_cal = min(self.calibration_windows, rest.numel() // self.seq_len)
+        calibration = rest[: n_cal * self.seq_len].view(n_cal, self.seq_len) if n_cal else None
+        return TokenData(self.name, ids, n_bytes, self.seq_len, available, calibration)
 
 
 def _decoded_bytes(tokenizer: Any, ids: torch.Tensor) -> int:

@@ -1,20 +1,32 @@
 """Bytes held by a model's tensors, grouped by dtype."""
 from __future__ import annotations
 
+import torch
 from torch import nn
 
 
+def storage_tensors(t: torch.Tensor) -> list[torch.Tensor]:
+    """The plain tensors that hold ``t``'s data: itself, or for a quantized tensor subclass
+    (torchao's Int8Tensor...) its inner tensors (int8 data, scales), which is what memory holds."""
+    if type(t) in (torch.Tensor, nn.Parameter) or not hasattr(t, "__tensor_flatten__"):
+        return [t]
+    names, _ = t.__tensor_flatten__()
+    return [x for n in names for x in storage_tensors(getattr(t, n))]
+
+
 def tensor_bytes_by_dtype(model: nn.Module) -> dict[str, dict[str, int]]:
-    """``{"params": {dtype: bytes}, "buffers": {dtype: bytes}}``; shared (tied) tensors count once."""
+    """``{"params": {dtype: bytes}, "buffers": {dtype: bytes}}`` as stored (quantized tensor
+    subclasses by their inner tensors); shared (tied) tensors count once."""
     out: dict[str, dict[str, int]] = {"params": {}, "buffers": {}}
     seen: set[int] = set()
     for kind, tensors in (("params", model.parameters()), ("buffers", model.buffers())):
-        for t in tensors:
-            if t.data_ptr() in seen:
-                continue
-            seen.add(t.data_ptr())
-            dtype = str(t.dtype).replace("torch.", "")
-            out[kind][dtype] = out[kind].get(dtype, 0) + t.numel() * t.element_size()
+        for outer in tensors:
+            for t in storage_tensors(outer):
+                if t.data_ptr() in seen:
+                    continue
+                seen.add(t.data_ptr())
+                dtype = str(t.dtype).replace("torch.", "")
+                out[kind][dtype] = out[kind].get(dtype, 0) + t.numel() * t.element_size()
     return out
 
 

@@ -56,36 +56,45 @@ def _group_view(w: torch.Tensor, spec: QuantSpec) -> list[torch.Tensor]:
     return parts
 
 
-def _quantize_blocks(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
-    """Fake-quantize (R, G, W) blocks, one scale (and offset) per (R, G) group."""
+def _quantize_blocks(x: torch.Tensor, spec: QuantSpec, clip: torch.Tensor | None = None) -> torch.Tensor:
+    """Fake-quantize (R, G, W) blocks, one scale (and offset) per (R, G) group. ``clip`` (R, G, 1)
+    shrinks each group's range (AWQ's clipping search); values beyond it saturate."""
     sdt = _SCALE_DTYPES[spec.scale_dtype]
     if spec.symmetric:
         qmax = 2 ** (spec.bits - 1) - 1
-        scale = (x.abs().amax(dim=-1, keepdim=True) / qmax).to(sdt).float()
+        amax = x.abs().amax(dim=-1, keepdim=True)
+        scale = ((amax if clip is None else amax * clip) / qmax).to(sdt).float()
         scale = torch.where(scale > 0, scale, torch.ones_like(scale))
         return torch.clamp(torch.round(x / scale), -qmax, qmax) * scale
     qmax = 2**spec.bits - 1
-    lo = x.amin(dim=-1, keepdim=True).to(sdt).float()
-    hi = x.amax(dim=-1, keepdim=True)
+    lo, hi = x.amin(dim=-1, keepdim=True), x.amax(dim=-1, keepdim=True)
+    if clip is not None:
+        lo, hi = lo * clip, hi * clip
+    lo = lo.to(sdt).float()
     scale = ((hi - lo) / qmax).to(sdt).float()
     scale = torch.where(scale > 0, scale, torch.ones_like(scale))
     return torch.clamp(torch.round((x - lo) / scale), 0, qmax) * scale + lo
 
 
-def fake_quantize(w: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
-    """Quantize-dequantize a 2-D weight (groups along dim 1); returns a new tensor of ``w``'s dtype."""
+def fake_quantize(w: torch.Tensor, spec: QuantSpec, clip: torch.Tensor | None = None) -> torch.Tensor:
+    """Quantize-dequantize a 2-D weight (groups along dim 1); returns a new tensor of ``w``'s dtype.
+
+    ``clip`` (rows x groups, or 1 x 1 per tensor) optionally shrinks each group's range."""
     if w.dim() != 2:
         raise ValueError(f"expected a 2-D weight, got shape {tuple(w.shape)}")
     x = w.detach().float()
     out = torch.empty_like(x)
     rows, cols = x.shape
     if spec.granularity == "tensor":
-        return _quantize_blocks(x.reshape(1, 1, -1), spec).reshape(rows, cols).to(w.dtype)
-    col = 0
+        c = None if clip is None else clip.reshape(1, 1, 1)
+        return _quantize_blocks(x.reshape(1, 1, -1), spec, c).reshape(rows, cols).to(w.dtype)
+    col, g = 0, 0
     for block in _group_view(x, spec):
         width = block.shape[1] * block.shape[2]
-        out[:, col : col + width] = _quantize_blocks(block, spec).reshape(rows, width)
+        c = None if clip is None else clip[:, g : g + block.shape[1]].unsqueeze(-1)
+        out[:, col : col + width] = _quantize_blocks(block, spec, c).reshape(rows, width)
         col += width
+        g += block.shape[1]
     return out.to(w.dtype)
 
 

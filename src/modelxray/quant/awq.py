@@ -1,0 +1,183 @@
+"""AWQ (Lin et al., 2023, "AWQ: Activation-aware Weight Quantization for LLM Compression and
+Acceleration"), implemented on our RTN formats.
+
+Why our own: the maintained implementations (AutoAWQ, llm-compressor) need CUDA kernels or pin
+other transformers versions. AWQ protects the weights that meet large activations: for each group
+of layers that read the same input (q/k/v; gate/up; ...), it searches a per-input-channel scale
+``s = mean|x|^a / mean|w|^(1-a)`` over a grid of ``a`` in [0, 1), quantizes ``W * s`` and divides by
+``s`` again, keeping the ``a`` whose outputs on calibration tokens stay closest to the float
+layer (``a = 0`` is plain RTN, so the search never does worse on its sample). It then searches a
+per-group clipping ratio of the weight range. In deployment ``1/s`` folds into the previous
+operation (a norm's weight or the previous linear's rows) or stays an explicit per-channel
+multiply; the simulated weights here equal what such a kernel computes.
+"""
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+import torch
+from tqdm.auto import tqdm
+
+from modelxray.quant.calibration import BlockInputs, calibration_windows, decoder_blocks
+from modelxray.quant.gptq import _group_bounds, _row
+from modelxray.quant.rtn import QuantSpec, fake_quantize
+from modelxray.quant.summary import quant_result
+from modelxray.quant.weight import WeightQuantizer, quantize_model
+
+
+def _collect(block, layer_targets, inputs: BlockInputs, sample_tokens: int, seed: int):
+    """Per layer: mean |x| per input channel over all calibration tokens, a random sample of input
+    rows, and which layers read the same input tensor."""
+    sums, counts, samples, ptrs = {}, {}, {}, {}
+    gen = torch.Generator().manual_seed(seed)
+    per_batch = max(1, sample_tokens // max(len(inputs.hidden), 1))
+    handles = []
+    for t in layer_targets:
+        def hook(_m, args, _out, name=t.name):
+            x = args[0].detach().reshape(-1, args[0].shape[-1]).float()
+            sums[name] = sums.get(name, 0) + x.abs().sum(0)
+            counts[name] = counts.get(name, 0) + x.shape[0]
+            idx = torch.randperm(x.shape[0], generator=gen)[:per_batch]
+            samples.setdefault(name, []).append(x[idx])
+            ptrs.setdefault(name, args[0].data_ptr())
+        handles.append(t.module.register_forward_hook(hook))
+    try:
+        inputs.run(block, update=False)
+    finally:
+        for h in handles:
+            h.remove()
+    groups: dict[int, list] = {}
+    for t in layer_targets:
+        groups.setdefault(ptrs[t.name], []).append(t)
+    return ({n: sums[n] / counts[n] for n in sums}, {n: torch.cat(v) for n, v in samples.items()},
+            list(groups.values()))
+
+
+def _weight_mean(ws: list[torch.Tensor], spec: QuantSpec) -> torch.Tensor:
+    """Mean over output rows of |w| normalised by its group's max: AWQ's weight salience."""
+    w = torch.cat(ws, 0).abs()
+    norm = torch.empty_like(w)
+    for a, b in _group_bounds(w.shape[1], spec):
+        norm[:, a:b] = w[:, a:b] / (w[:, a:b].amax(dim=1, keepdim=True) + 1e-6)
+    return norm.mean(0)
+
+
+def search_scale(x: torch.Tensor, x_mean: torch.Tensor, ws: list[torch.Tensor], specs: list[QuantSpec],
+                 grid: int, duo: bool) -> tuple[torch.Tensor, float]:
+    """The per-input-channel scale minimising the group's output error on the sample ``x``."""
+    refs = [x @ w.t() for w in ws]
+    w_mean = _weight_mean(ws, specs[0]) if duo else None
+    best, best_loss, best_ratio = torch.ones_like(x_mean), float("inf"), 0.0
+    for i in range(grid):
+        ratio = i / grid
+        s = x_mean.pow(ratio) / (w_mean.pow(1 - ratio) + 1e-4) if duo else x_mean.pow(ratio)
+        s = s.clamp(min=1e-4)
+        s = s / (s.max() * s.min()).sqrt()
+        loss = 0.0
+        for w, spec, ref in zip(ws, specs, refs):
+            q = fake_quantize(w * s, spec) / s
+            loss += float(((x @ q.t() - ref) ** 2).sum())
+        if loss < best_loss:
+            best, best_loss, best_ratio = s, loss, ratio
+    return best, best_ratio
+
+
+def search_clip(x: torch.Tensor, w: torch.Tensor, spec: QuantSpec, grid: int, clip_min: float) -> torch.Tensor:
+    """Per (row, group) clipping ratio of the weight range minimising that group's output error."""
+    bounds = _group_bounds(w.shape[1], spec)
+    if spec.granularity == "tensor":
+        return torch.ones(1, 1)
+    clip = torch.ones(w.shape[0], len(bounds))
+    row_spec = replace(spec, granularity="channel")
+    for g, (a, b) in enumerate(bounds):
+        xg, wg = x[:, a:b], w[:, a:b]
+        best_err = torch.full((w.shape[0],), float("inf"))
+        for i in range(grid):
+            ratio = 1.0 - (1.0 - clip_min) * i / grid
+            c = torch.full((w.shape[0], 1), ratio)
+            err = ((xg @ (fake_quantize(wg, row_spec, c) - wg).t()) ** 2).sum(0)
+            better = err < best_err
+            best_err = torch.where(better, err, best_err)
+            clip[better, g] = ratio
+    return clip
+
+
+@dataclass
+class AWQQuantizer(WeightQuantizer):
+    """AWQ on the decoder blocks' linear layers (per the bit plan), calibrated on
+    ``dataset.calibration_windows`` windows after the evaluated tokens; RTN outside the blocks."""
+
+    name: ClassVar[str] = "awq"
+
+    grid: int = 20
+    duo_scaling: bool = True
+    clip_search: bool = True
+    clip_grid: int = 20
+    clip_min: float = 0.5
+    sample_tokens: int = 4096
+    clip_tokens: int = 1024
+    batch_size: int = 8
+    seed: int = 0
+
+    def validate(self) -> None:
+        super().validate()
+        self.require_positive("grid", "clip_grid", "sample_tokens", "clip_tokens", "batch_size")
+        if not 0 < self.clip_min <= 1:
+            from modelxray.errors import ConfigError
+
+            raise ConfigError("clip_min", f"must be in (0, 1], got {self.clip_min}")
+
+    def apply(self, subject):
+        start = time.perf_counter()
+        self.plan_for(subject.model)  # a bad plan fails before any work
+        windows = calibration_windows(subject)
+        model = copy.deepcopy(subject.model)
+        targets, plan = self.plan_for(model)
+        _, blocks = decoder_blocks(model)
+        inputs = BlockInputs(model, blocks, windows, self.batch_size)
+        by_module = {t.module: t for t in targets if plan.get(t.name) is not None}
+        rows, done, ratios = [], set(), []
+        for block in tqdm(blocks, desc="awq: blocks", leave=False):
+            layer_targets = [by_module[m] for m in block.modules() if m in by_module]
+            if not layer_targets:
+                inputs.run(block, update=True)
+                continue
+            x_mean, samples, groups = _collect(block, layer_targets, inputs, self.sample_tokens, self.seed)
+            for group in groups:
+                x = samples[group[0].name]
+                ws = [t.weight_matrix().detach().float() for t in group]
+                specs = [plan[t.name] for t in group]
+                s, ratio = search_scale(x, x_mean[group[0].name], ws, specs, self.grid, self.duo_scaling)
+                ratios.append(ratio)
+                for t, w, spec in zip(group, ws, specs):
+                    ws_scaled = w * s
+                    clip = None
+                    if self.clip_search and not _is_qk(t.name):
+                        clip = search_clip(x[: self.clip_tokens] / s, ws_scaled, spec, self.clip_grid, self.clip_min)
+                    q = (fake_quantize(ws_scaled, spec, clip) / s).to(t.module.weight.dtype)
+                    rows.append(_row(t, spec, w, q))
+                    t.set_weight_matrix(q)
+                    done.add(t.name)
+            inputs.run(block, update=True)
+        rest = {t.name: plan[t.name] for t in targets if t.name not in done}
+        rtn_rows, notes = quantize_model([t for t in targets if t.name in rest], rest)
+        for r in rtn_rows:
+            r["format"] += " (RTN: outside the blocks)"
+        mean_ratio = sum(ratios) / len(ratios) if ratios else 0.0
+        notes.insert(0, f"AWQ calibrated on {inputs.n_tokens:,} tokens ({windows.shape[0]} windows after the evaluated "
+                     f"span); mean chosen scale exponent {mean_ratio:.2f} over {len(ratios)} layer groups, "
+                     f"clip search {'on' if self.clip_search else 'off'}.")
+        result = quant_result("awq", rows + rtn_rows, model, time.perf_counter() - start, notes)
+        result.metrics["awq_mean_scale_exponent"] = mean_ratio
+        step = {"method": "awq", "default": self.default_spec().describe(),
+                "effective_bits": round(result.metrics["effective_bits"], 3)}
+        return subject.with_model(model, step), result
+
+
+def _is_qk(name: str) -> bool:
+    """Query and key projections skip the clip search (their errors pass through softmax), as in AWQ."""
+    leaf = name.rsplit(".", 1)[-1]
+    return leaf in ("q_proj", "k_proj", "query", "key")

@@ -1,0 +1,86 @@
+"""Drive a transformer block by block on calibration data (what GPTQ and AWQ need).
+
+The inputs of the first block are caught with a forward pre-hook that stops the forward pass (the
+"catcher" trick of the GPTQ reference code), keeping the keyword arguments the model passes to its
+blocks (attention mask, rotary position embeddings, ...). Each block then runs on those inputs,
+and its outputs feed the next block, so a block is calibrated on what the already-quantized
+blocks before it produce.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import torch
+from torch import nn
+
+from modelxray.errors import ConfigError
+from modelxray.quant.targets import _is_conv1d
+from modelxray.scoring import forward_logits, model_device
+
+
+class _Caught(Exception):
+    pass
+
+
+def decoder_blocks(model: nn.Module) -> tuple[str, nn.ModuleList]:
+    """The longest ModuleList whose entries hold linear layers: ``model.layers``, ``transformer.h``..."""
+    best: tuple[str, nn.ModuleList] | None = None
+    for name, module in model.named_modules():
+        if isinstance(module, nn.ModuleList) and len(module) > 0:
+            has_linear = any(isinstance(m, nn.Linear) or _is_conv1d(m) for m in module[0].modules())
+            if has_linear and (best is None or len(module) > len(best[1])):
+                best = (name, module)
+    if best is None:
+        raise ConfigError("quant", "calibration-based quantization needs a model made of repeated blocks "
+                          "(a ModuleList of layers); use an RTN config (quant=int4) for this model")
+    return best
+
+
+class BlockInputs:
+    """Per calibration batch: the hidden states entering the current block and the block kwargs."""
+
+    def __init__(self, model: nn.Module, blocks: nn.ModuleList, windows: torch.Tensor, batch_size: int):
+        self.hidden: list[torch.Tensor] = []
+        self.kwargs: list[dict[str, Any]] = []
+        device = model_device(model)
+
+        def catch(_module, args, kwargs):
+            hidden = args[0] if args else kwargs.pop("hidden_states")
+            self.hidden.append(hidden.detach())
+            self.kwargs.append(dict(kwargs))
+            raise _Caught
+
+        handle = blocks[0].register_forward_pre_hook(catch, with_kwargs=True)
+        try:
+            with torch.inference_mode():
+                for start in range(0, windows.shape[0], batch_size):
+                    try:
+                        forward_logits(model, windows[start : start + batch_size].to(device))
+                    except _Caught:
+                        pass
+        finally:
+            handle.remove()
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, dict[str, Any]]]:
+        return iter(zip(self.hidden, self.kwargs))
+
+    @property
+    def n_tokens(self) -> int:
+        return sum(h.shape[0] * h.shape[1] for h in self.hidden)
+
+    def run(self, block: nn.Module, update: bool) -> None:
+        """Run ``block`` on every batch; with ``update`` its outputs become the next block's inputs."""
+        with torch.inference_mode():
+            for i, (hidden, kwargs) in enumerate(self):
+                out = block(hidden, **kwargs)
+                out = out[0] if isinstance(out, (tuple, list)) else out
+                if update:
+                    self.hidden[i] = out.detach()
+
+
+def calibration_windows(subject) -> torch.Tensor:
+    data = subject.data
+    if data is None or data.calibration is None or data.calibration.shape[0] == 0:
+        raise ConfigError("dataset.calibration_windows", "no calibration windows: the dataset has no tokens after "
+                          "the evaluated span; lower dataset.max_tokens or raise dataset.calibration_windows")
+    return data.calibration

@@ -1,0 +1,217 @@
+"""GPTQ (Frantar et al., 2022, "GPTQ: Accurate Post-Training Quantization for Generative
+Pre-trained Transformers"), implemented on our RTN formats.
+
+Why our own: llm-compressor pins an older transformers and rejects a 128 group on a 576-wide
+layer; gptqmodel builds CUDA extensions. The algorithm is short: quantize a weight column by
+column and push each column's rounding error onto the columns not yet quantized, weighted by
+the inverse Hessian of the layer's calibration inputs (H = 2 X X^T / n), in lazy blocks of
+``block_size`` columns. ``act_order`` processes columns by decreasing H diagonal; groups then keep
+their contiguous layout (static groups: scales from the weights before any update), so the packed
+format is the same as RTN's. Without ``act_order`` a group's scale is computed when its first
+column is reached, from the already-updated weights, as in the reference implementation.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from tqdm.auto import tqdm
+
+from modelxray.quant.calibration import BlockInputs, calibration_windows, decoder_blocks
+from modelxray.quant.rtn import QuantSpec, _SCALE_DTYPES, packed_bits, relative_error
+from modelxray.quant.summary import quant_result
+from modelxray.quant.weight import WeightQuantizer, quantize_model
+
+
+def _group_bounds(cols: int, spec: QuantSpec) -> list[tuple[int, int]]:
+    if spec.granularity in ("tensor", "channel") or spec.group_size >= cols:
+        return [(0, cols)]
+    return [(s, min(s + spec.group_size, cols)) for s in range(0, cols, spec.group_size)]
+
+
+def _params(w: torch.Tensor, spec: QuantSpec) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scale and offset per row for a (rows, width) slice (offset 0 when symmetric)."""
+    sdt = _SCALE_DTYPES[spec.scale_dtype]
+    rows = w.shape[0]
+    if spec.granularity == "tensor":
+        amax, lo, hi = w.abs().max().expand(rows), w.min().expand(rows), w.max().expand(rows)
+    else:
+        amax, lo, hi = w.abs().amax(dim=1), w.amin(dim=1), w.amax(dim=1)
+    if spec.symmetric:
+        scale = (amax / (2 ** (spec.bits - 1) - 1)).to(sdt).float()
+        return torch.where(scale > 0, scale, torch.ones_like(scale)), torch.zeros_like(scale)
+    lo = lo.to(sdt).float()
+    scale = ((hi - lo) / (2**spec.bits - 1)).to(sdt).float()
+    return torch.where(scale > 0, scale, torch.ones_like(scale)), lo
+
+
+def _params_mse(w: torch.Tensor, spec: QuantSpec, grid: int, clip_min: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Like ``_params``, but each row's range is shrunk by the factor in [clip_min, 1] that minimises
+    that row's squared rounding error (the ``mse`` option of the GPTQ reference quantizer)."""
+    best_s, best_l = _params(w, spec)
+    best_err = ((_quant_block(w, best_s, best_l, spec) - w) ** 2).sum(1)
+    for i in range(1, grid):
+        ratio = 1.0 - (1.0 - clip_min) * i / (grid - 1)
+        s, l = _params(w * ratio, spec)
+        err = ((_quant_block(w, s, l, spec) - w) ** 2).sum(1)
+        better = err < best_err
+        best_s, best_l, best_err = torch.where(better, s, best_s), torch.where(better, l, best_l), torch.minimum(err, best_err)
+    return best_s, best_l
+
+
+def _quant_block(w: torch.Tensor, scale: torch.Tensor, lo: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    return _quant_col(w, scale[:, None], lo[:, None], spec)
+
+
+def _quant_col(w: torch.Tensor, scale: torch.Tensor, lo: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    if spec.symmetric:
+        qmax = 2 ** (spec.bits - 1) - 1
+        return torch.clamp(torch.round(w / scale), -qmax, qmax) * scale
+    return torch.clamp(torch.round((w - lo) / scale), 0, 2**spec.bits - 1) * scale + lo
+
+
+def gptq_quantize(weight: torch.Tensor, hessian: torch.Tensor, spec: QuantSpec, act_order: bool = True,
+                  damp: float = 0.01, block_size: int = 128, clip_grid: int = 0, clip_min: float = 0.8) -> torch.Tensor:
+    """GPTQ-quantize ``weight`` (out x in) given ``hessian`` (in x in); returns the dequantized weight.
+
+    ``clip_grid > 1`` searches each group's range shrink factor in [clip_min, 1] (see ``_params_mse``)."""
+    params = (lambda x: _params_mse(x, spec, clip_grid, clip_min)) if clip_grid > 1 else (lambda x: _params(x, spec))
+    W = weight.detach().float().clone()
+    H = hessian.float().clone()
+    rows, cols = W.shape
+    dead = torch.diag(H) == 0
+    H[dead, dead] = 1
+    W[:, dead] = 0
+    bounds = _group_bounds(cols, spec)
+    group_of = torch.empty(cols, dtype=torch.long)
+    for g, (a, b) in enumerate(bounds):
+        group_of[a:b] = g
+    scales = torch.zeros(rows, len(bounds))
+    los = torch.zeros(rows, len(bounds))
+    ready = torch.zeros(len(bounds), dtype=torch.bool)
+    if spec.granularity == "tensor":
+        s, l = params(W)
+        scales[:], los[:], ready[:] = s[:, None], l[:, None], True
+    perm = torch.arange(cols)
+    if act_order:
+        perm = torch.argsort(torch.diag(H), descending=True)
+        for g, (a, b) in enumerate(bounds):  # static groups: scales from the weights before any update
+            if not ready[g]:
+                scales[:, g], los[:, g] = params(W[:, a:b])
+                ready[g] = True
+        W, H = W[:, perm], H[perm][:, perm]
+    H += damp * torch.mean(torch.diag(H)) * torch.eye(cols)
+    Hinv = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(H)), upper=True)
+    Q = torch.zeros_like(W)
+    for i1 in range(0, cols, block_size):
+        i2 = min(i1 + block_size, cols)
+        W1 = W[:, i1:i2].clone()
+        Q1 = torch.zeros_like(W1)
+        Err1 = torch.zeros_like(W1)
+        Hinv1 = Hinv[i1:i2, i1:i2]
+        for i in range(i2 - i1):
+            col = int(perm[i1 + i])
+            g = int(group_of[col])
+            if not ready[g]:  # lazy groups (no act_order): columns arrive in order
+                a, b = bounds[g]
+                current = torch.cat([W1[:, i:], W[:, i2:]], dim=1)[:, : b - a]
+                scales[:, g], los[:, g] = params(current)
+                ready[g] = True
+            w = W1[:, i]
+            q = _quant_col(w, scales[:, g], los[:, g], spec)
+            Q1[:, i] = q
+            err = (w - q) / Hinv1[i, i]
+            W1[:, i:] -= err.unsqueeze(1) @ Hinv1[i, i:].unsqueeze(0)
+            Err1[:, i] = err
+        Q[:, i1:i2] = Q1
+        W[:, i2:] -= Err1 @ Hinv[i1:i2, i2:]
+    if act_order:
+        Q = Q[:, torch.argsort(perm)]
+    return Q.to(weight.dtype)
+
+
+@dataclass
+class GPTQQuantizer(WeightQuantizer):
+    """GPTQ on the decoder blocks' linear layers (per the bit plan), calibrated on
+    ``dataset.calibration_windows`` windows after the evaluated tokens; RTN for planned modules
+    outside the blocks (embeddings, LM head)."""
+
+    name: ClassVar[str] = "gptq"
+
+    act_order: bool = True
+    damp: float = 0.01
+    block_size: int = 128
+    batch_size: int = 8
+    clip_grid: int = 0  # > 1: search each group's range shrink in [clip_min, 1] (0: plain min/max)
+    clip_min: float = 0.8
+
+    def validate(self) -> None:
+        super().validate()
+        self.require_positive("damp", "block_size", "batch_size")
+        self.require_non_negative("clip_grid")
+        if not 0 < self.clip_min <= 1:
+            from modelxray.errors import ConfigError
+
+            raise ConfigError("clip_min", f"must be in (0, 1], got {self.clip_min}")
+
+    def apply(self, subject):
+        import copy
+
+        start = time.perf_counter()
+        self.plan_for(subject.model)  # a bad plan fails before any work
+        windows = calibration_windows(subject)
+        model = copy.deepcopy(subject.model)
+        targets, plan = self.plan_for(model)
+        _, blocks = decoder_blocks(model)
+        inputs = BlockInputs(model, blocks, windows, self.batch_size)
+        by_module = {t.module: t for t in targets if plan.get(t.name) is not None}
+        rows, done = [], set()
+        for block in tqdm(blocks, desc="gptq: blocks", leave=False):
+            layer_targets = [by_module[m] for m in block.modules() if m in by_module]
+            hessians = _collect_hessians(block, layer_targets, inputs)
+            for t in layer_targets:
+                spec = plan[t.name]
+                w = t.weight_matrix()
+                q = gptq_quantize(w, hessians[t.name], spec, self.act_order, self.damp, self.block_size,
+                                  self.clip_grid, self.clip_min)
+                rows.append(_row(t, spec, w, q))
+                t.set_weight_matrix(q)
+                done.add(t.name)
+            inputs.run(block, update=True)
+        rest = {t.name: plan[t.name] for t in targets if t.name not in done}
+        rtn_rows, notes = quantize_model([t for t in targets if t.name in rest], rest)
+        for r in rtn_rows:
+            r["format"] += " (RTN: outside the blocks)"
+        notes.insert(0, f"GPTQ calibrated on {inputs.n_tokens:,} tokens ({windows.shape[0]} windows after the "
+                     f"evaluated span), act_order={self.act_order}, damp={self.damp}.")
+        result = quant_result("gptq", rows + rtn_rows, model, time.perf_counter() - start, notes)
+        step = {"method": "gptq", "default": self.default_spec().describe(), "act_order": self.act_order,
+                "effective_bits": round(result.metrics["effective_bits"], 3)}
+        return subject.with_model(model, step), result
+
+
+def _collect_hessians(block, layer_targets, inputs: BlockInputs) -> dict[str, torch.Tensor]:
+    """H = 2/n * sum x x^T over every calibration token entering each target layer."""
+    sums: dict[str, torch.Tensor] = {}
+    counts: dict[str, int] = {}
+    handles = []
+    for t in layer_targets:
+        def hook(_m, args, _out, name=t.name):
+            x = args[0].detach().reshape(-1, args[0].shape[-1]).float()
+            sums[name] = sums.get(name, 0) + x.t() @ x
+            counts[name] = counts.get(name, 0) + x.shape[0]
+        handles.append(t.module.register_forward_hook(hook))
+    try:
+        inputs.run(block, update=False)
+    finally:
+        for h in handles:
+            h.remove()
+    return {n: 2 * sums[n] / counts[n] for n in sums}
+
+
+def _row(t, spec: QuantSpec, w: torch.Tensor, q: torch.Tensor) -> dict:
+    return {"module": t.name, "kind": t.kind, "component": t.component, "block": t.block, "bits": spec.bits,
+            "format": spec.describe(), "elements": w.numel(), "bytes_before": w.numel() * w.element_size(),
+            "packed_bytes": packed_bits(tuple(w.shape), spec) / 8, "rel_error": relative_error(w, q)}
