@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 
-def train_tiny(cache_dir: str, steps: int = 60, batch: int = 8, lr: float = 1e-2, seed: int = 0):
+def train_tiny(cache_dir: str, steps: int = 200, batch: int = 16, lr: float = 3e-3, seed: int = 0):
     """Train the tiny GPT-2 briefly on the docs text after the evaluated span; returns (LoadedModel,
     TokenData of the first 2,048 tokens in 128-token windows)."""
     from modelxray.data.pydoc_topics import PydocTopics

@@ -69,10 +69,11 @@ def _calibration_loss(subject, calibration):
 
 
 def test_gptq_and_awq_beat_rtn_at_3_bits_on_the_tiny_model(trained_tiny):
-    subject = _subject(trained_tiny)
-    cal = subject.data.calibration[:32]
-    subject.data.calibration = cal
-    fmt = dict(bits=3, group_size=32, targets=["linear", "embedding", "lm_head"])
+    loaded, data = trained_tiny
+    cal = data.calibration[:32]
+    small = TokenData(data.name, data.ids, data.n_bytes, data.seq_len, data.available_tokens, cal)
+    subject = Subject(loaded.model, loaded.tokenizer, small, loaded.info)  # the shared fixture stays as it is
+    fmt = dict(bits=3, granularity="channel", targets=["linear"])
     base = _calibration_loss(subject, cal)
     rtn = _calibration_loss(WeightQuantizer(**fmt).apply(subject)[0], cal)
     gptq_subject, report = GPTQQuantizer(**fmt, batch_size=16).apply(subject)
@@ -81,8 +82,15 @@ def test_gptq_and_awq_beat_rtn_at_3_bits_on_the_tiny_model(trained_tiny):
     assert rtn > base
     assert gptq < rtn, (base, rtn, gptq)
     assert awq < rtn, (base, rtn, awq)
+    assert report.metrics["modules_quantized"] == 8
+
+
+def test_modules_outside_the_blocks_fall_back_to_rtn(trained_tiny):
+    subject = _subject(trained_tiny)
+    subject = Subject(subject.model, subject.tokenizer, subject.data, subject.info)
+    _, report = GPTQQuantizer(bits=4, targets=["linear", "embedding"], batch_size=16).apply(subject)
     assert report.metrics["modules_quantized"] == 8 + 2  # 8 decoder linears by GPTQ, wte and wpe by RTN
-    assert any("RTN: outside the blocks" in r["format"] for r in report.tables["layers"])
+    assert sum("RTN: outside the blocks" in r["format"] for r in report.tables["layers"]) == 2
 
 
 def test_calibration_needs_tokens_after_the_evaluated_span(trained_tiny):

@@ -82,3 +82,13 @@ def perplexity(mean_nll_nats: float) -> float:
 def bits_per_byte(nll_sum_nats: float, n_bytes: int) -> float:
     """Total negative log-likelihood in bits divided by the UTF-8 bytes it covers."""
     return nll_sum_nats / (math.log(2) * n_bytes)
+
+
+def kl_and_agreement(ref_logprobs: torch.Tensor, logits: torch.Tensor, mask: torch.Tensor) -> tuple[float, int, int]:
+    """Summed KL(reference || model) in nats, and the count of tokens whose top-1 prediction agrees,
+    over the positions in ``mask`` (B, T). ``ref_logprobs`` are the reference log-softmax (B, T, V)."""
+    logq = torch.log_softmax(logits[mask].float(), dim=-1)
+    logp = ref_logprobs[mask]
+    kl = (logp.exp() * (logp - logq)).sum(-1)
+    agree = (logp.argmax(-1) == logq.argmax(-1)).sum()
+    return float(kl.sum()), int(agree), int(mask.sum())

@@ -50,15 +50,26 @@ def performance_insights(result, t: InsightThresholds) -> list[str]:
     return out
 
 
+def is_simulated(quant_result) -> bool:
+    """RTN, GPTQ and AWQ keep float weights that hold quantized values; casts and torchao are real."""
+    method = str(quant_result.data.get("method", ""))
+    return not (method.startswith("cast") or method.startswith("torchao"))
+
+
 def deployment_insights(results: dict, t: InsightThresholds) -> list[str]:
     perf = results.get("performance")
     if perf is None or not perf.ok or not perf.data.get("speed"):
         return []
     speed, mem = perf.data["speed"], perf.data.get("memory", {})
     out = []
-    weight_mb = mem.get("param_bytes", 0) / 2**20
+    weight_mb, what = mem.get("param_bytes", 0) / 2**20, "weights"
+    quant = results.get("quant")
+    if quant is not None and quant.ok and is_simulated(quant):
+        weight_mb, what = quant.metrics["model_bytes_after"] / 2**20, "packed quantized weights"
+        out.append(f"Quantization here is simulated in float32: measured memory and latency are those of the float "
+                   f"model; the packed format would take {weight_mb:.0f} MiB. Use quant=int8_torchao for real int8 kernels.")
     verdict = "fits" if weight_mb <= t.edge_max_weight_mb else "does not fit"
-    out.append(f"Edge: weights {weight_mb:.0f} MiB {verdict} a {t.edge_max_weight_mb:.0f} MiB budget"
+    out.append(f"Edge: {what} {weight_mb:.0f} MiB {verdict} a {t.edge_max_weight_mb:.0f} MiB budget"
                + ("." if weight_mb <= t.edge_max_weight_mb else "; 8-bit or 4-bit weights would take 4x or 8x less than float32."))
     bs1 = next((r for r in speed if r["batch_size"] == 1), None)
     if bs1:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-_PLOTTERS = {"quant": "modelxray.report.plots.quant", "performance": "modelxray.report.plots.performance"}
+_PLOTTERS = {"quant": "modelxray.report.plots.quant", "performance": "modelxray.report.plots.performance",
+            "bitwidth": "modelxray.report.plots.bitwidth"}
 
 
 def plotter_for(analyzer: str) -> ModuleType | None:
