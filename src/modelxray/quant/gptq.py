@@ -20,7 +20,7 @@ import torch
 from tqdm.auto import tqdm
 
 from modelxray.quant.calibration import BlockInputs, calibration_windows, decoder_blocks
-from modelxray.quant.rtn import QuantSpec, _SCALE_DTYPES, packed_bits, relative_error
+from modelxray.quant.rtn import QuantSpec, group_params, packed_bits, quantize_with, relative_error
 from modelxray.quant.summary import quant_result
 from modelxray.quant.weight import WeightQuantizer, quantize_model
 
@@ -32,44 +32,26 @@ def _group_bounds(cols: int, spec: QuantSpec) -> list[tuple[int, int]]:
 
 
 def _params(w: torch.Tensor, spec: QuantSpec) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scale and offset per row for a (rows, width) slice (offset 0 when symmetric)."""
-    sdt = _SCALE_DTYPES[spec.scale_dtype]
-    rows = w.shape[0]
+    """Scale and offset per row of a (rows, width) slice; per tensor, one pair shared by all rows."""
     if spec.granularity == "tensor":
-        amax, lo, hi = w.abs().max().expand(rows), w.min().expand(rows), w.max().expand(rows)
-    else:
-        amax, lo, hi = w.abs().amax(dim=1), w.amin(dim=1), w.amax(dim=1)
-    if spec.symmetric:
-        scale = (amax / (2 ** (spec.bits - 1) - 1)).to(sdt).float()
-        return torch.where(scale > 0, scale, torch.ones_like(scale)), torch.zeros_like(scale)
-    lo = lo.to(sdt).float()
-    scale = ((hi - lo) / (2**spec.bits - 1)).to(sdt).float()
-    return torch.where(scale > 0, scale, torch.ones_like(scale)), lo
+        scale, lo = group_params(w.reshape(1, -1), spec)
+        return scale.reshape(1).expand(w.shape[0]), lo.reshape(1).expand(w.shape[0])
+    scale, lo = group_params(w, spec)
+    return scale.squeeze(1), lo.squeeze(1)
 
 
 def _params_mse(w: torch.Tensor, spec: QuantSpec, grid: int, clip_min: float) -> tuple[torch.Tensor, torch.Tensor]:
     """Like ``_params``, but each row's range is shrunk by the factor in [clip_min, 1] that minimises
     that row's squared rounding error (the ``mse`` option of the GPTQ reference quantizer)."""
     best_s, best_l = _params(w, spec)
-    best_err = ((_quant_block(w, best_s, best_l, spec) - w) ** 2).sum(1)
+    best_err = ((quantize_with(w, best_s[:, None], best_l[:, None], spec) - w) ** 2).sum(1)
     for i in range(1, grid):
         ratio = 1.0 - (1.0 - clip_min) * i / (grid - 1)
         s, l = _params(w * ratio, spec)
-        err = ((_quant_block(w, s, l, spec) - w) ** 2).sum(1)
+        err = ((quantize_with(w, s[:, None], l[:, None], spec) - w) ** 2).sum(1)
         better = err < best_err
         best_s, best_l, best_err = torch.where(better, s, best_s), torch.where(better, l, best_l), torch.minimum(err, best_err)
     return best_s, best_l
-
-
-def _quant_block(w: torch.Tensor, scale: torch.Tensor, lo: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
-    return _quant_col(w, scale[:, None], lo[:, None], spec)
-
-
-def _quant_col(w: torch.Tensor, scale: torch.Tensor, lo: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
-    if spec.symmetric:
-        qmax = 2 ** (spec.bits - 1) - 1
-        return torch.clamp(torch.round(w / scale), -qmax, qmax) * scale
-    return torch.clamp(torch.round((w - lo) / scale), 0, 2**spec.bits - 1) * scale + lo
 
 
 def gptq_quantize(weight: torch.Tensor, hessian: torch.Tensor, spec: QuantSpec, act_order: bool = True,
@@ -120,7 +102,7 @@ def gptq_quantize(weight: torch.Tensor, hessian: torch.Tensor, spec: QuantSpec, 
                 scales[:, g], los[:, g] = params(current)
                 ready[g] = True
             w = W1[:, i]
-            q = _quant_col(w, scales[:, g], los[:, g], spec)
+            q = quantize_with(w, scales[:, g], los[:, g], spec)
             Q1[:, i] = q
             err = (w - q) / Hinv1[i, i]
             W1[:, i:] -= err.unsqueeze(1) @ Hinv1[i, i:].unsqueeze(0)

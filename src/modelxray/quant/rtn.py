@@ -56,24 +56,34 @@ def _group_view(w: torch.Tensor, spec: QuantSpec) -> list[torch.Tensor]:
     return parts
 
 
-def _quantize_blocks(x: torch.Tensor, spec: QuantSpec, clip: torch.Tensor | None = None) -> torch.Tensor:
-    """Fake-quantize (R, G, W) blocks, one scale (and offset) per (R, G) group. ``clip`` (R, G, 1)
-    shrinks each group's range (AWQ's clipping search); values beyond it saturate."""
+def group_params(x: torch.Tensor, spec: QuantSpec, clip: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scale and offset of each group, reducing over the last dimension (keepdim). Offsets are 0 when
+    symmetric. ``clip`` (broadcastable to the result) shrinks each group's range (clipping searches)."""
     sdt = _SCALE_DTYPES[spec.scale_dtype]
     if spec.symmetric:
-        qmax = 2 ** (spec.bits - 1) - 1
         amax = x.abs().amax(dim=-1, keepdim=True)
-        scale = ((amax if clip is None else amax * clip) / qmax).to(sdt).float()
-        scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-        return torch.clamp(torch.round(x / scale), -qmax, qmax) * scale
-    qmax = 2**spec.bits - 1
+        scale = ((amax if clip is None else amax * clip) / (2 ** (spec.bits - 1) - 1)).to(sdt).float()
+        return torch.where(scale > 0, scale, torch.ones_like(scale)), torch.zeros_like(scale)
     lo, hi = x.amin(dim=-1, keepdim=True), x.amax(dim=-1, keepdim=True)
     if clip is not None:
         lo, hi = lo * clip, hi * clip
     lo = lo.to(sdt).float()
-    scale = ((hi - lo) / qmax).to(sdt).float()
-    scale = torch.where(scale > 0, scale, torch.ones_like(scale))
-    return torch.clamp(torch.round((x - lo) / scale), 0, qmax) * scale + lo
+    scale = ((hi - lo) / (2**spec.bits - 1)).to(sdt).float()
+    return torch.where(scale > 0, scale, torch.ones_like(scale)), lo
+
+
+def quantize_with(x: torch.Tensor, scale: torch.Tensor, lo: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
+    """Round ``x`` to the grid of ``scale`` (and offset ``lo``) and dequantize."""
+    if spec.symmetric:
+        qmax = 2 ** (spec.bits - 1) - 1
+        return torch.clamp(torch.round(x / scale), -qmax, qmax) * scale
+    return torch.clamp(torch.round((x - lo) / scale), 0, 2**spec.bits - 1) * scale + lo
+
+
+def _quantize_blocks(x: torch.Tensor, spec: QuantSpec, clip: torch.Tensor | None = None) -> torch.Tensor:
+    """Fake-quantize (R, G, W) blocks, one scale (and offset) per (R, G) group."""
+    scale, lo = group_params(x, spec, clip)
+    return quantize_with(x, scale, lo, spec)
 
 
 def fake_quantize(w: torch.Tensor, spec: QuantSpec, clip: torch.Tensor | None = None) -> torch.Tensor:
