@@ -5,6 +5,7 @@ all call it), following lightning-hydra-template's ``train(cfg)``.
 """
 from __future__ import annotations
 
+import logging
 import random
 import time
 import traceback
@@ -16,6 +17,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from modelxray import progress
 from modelxray.analyzers.base import Result, RunContext
 from modelxray.components import build_components
 from modelxray.errors import ConfigError
@@ -85,6 +87,8 @@ def run(cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     _seed_everything(cfg.seed)
+    progress.ENABLED = cfg.progress
+    logging.getLogger("torchao").setLevel(logging.ERROR)  # warns about its CUDA-only extensions on CPU
     out_dir = Path(job.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
+from modelxray.progress import bar
 
 from modelxray.data.windows import Window, batched
 from modelxray.metrics.lm import LMScore
@@ -53,7 +53,7 @@ def score_windows(model: nn.Module, windows: list[Window], batch_size: int, ks: 
     score = LMScore(ks=sorted(set(ks)))
     total = sum(w.inputs.numel() for w in windows)
     start = time.perf_counter()
-    with torch.inference_mode(), tqdm(total=total, desc=desc, unit="tok", disable=not progress, leave=False) as bar:
+    with torch.inference_mode(), bar(total=total, desc=desc, unit="tok", enabled=progress) as bar:
         for inputs, targets in batched(windows, batch_size):
             logits = forward_logits(model, inputs.to(device))
             score.update(logits, targets.to(device))

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 import torch
-from tqdm.auto import tqdm
+from modelxray.progress import bar
 
 from modelxray.analyzers.base import Analyzer, Result, RunContext
 from modelxray.analyzers.reference import Reference
@@ -118,7 +118,7 @@ class BitwidthAnalyzer(Analyzer):
 
         configs = self.configurations(num_blocks(targets))
         rows = []
-        for name, q in tqdm(configs.items(), desc="bitwidth: configurations", disable=not ctx.progress, leave=False):
+        for name, q in bar(configs.items(), desc="bitwidth: configurations", enabled=ctx.progress):
             m, stats = evaluate(q, desc=name)
             rows.append({"config": name, **_pick(m), **stats})
         for i in pareto_front([(r["effective_bits"], r["perplexity"]) for r in rows]):
@@ -151,7 +151,7 @@ class BitwidthAnalyzer(Analyzer):
         units = sorted({(t.block, t.component) for t in targets
                         if t.kind in self.targets and t.block is not None and t.component in ("attention", "mlp")})
         out = []
-        for block, comp in tqdm(units, desc="bitwidth: layer sensitivity", disable=not ctx.progress, leave=False):
+        for block, comp in bar(units, desc="bitwidth: layer sensitivity", enabled=ctx.progress):
             q = WeightQuantizer(**self._fmt(self.sensitivity_bits, [{"blocks": [block], "component": comp,
                                                                      "bits": self.sensitivity_bits}], targets=[]))
             m, stats = evaluate(q, n_batches)

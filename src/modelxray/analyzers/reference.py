@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
+from modelxray.progress import bar
 
 from modelxray.data.windows import IGNORE, Window, batched
 from modelxray.metrics.lm import LMScore, kl_and_agreement
@@ -24,7 +24,7 @@ class Reference:
         self._scores: list[LMScore] = []  # per batch, for the reference metrics of any prefix of batches
         seen = 0
         with torch.inference_mode():
-            for inputs, targets in tqdm(self.batches, desc=desc, disable=not progress, leave=False):
+            for inputs, targets in bar(self.batches, desc=desc, enabled=progress):
                 logits = forward_logits(model, inputs.to(self.device))
                 score = LMScore(ks=[1])
                 score.update(logits, targets.to(self.device))
@@ -52,7 +52,7 @@ class Reference:
         kl_sum = 0.0
         batches = self.batches[:max_batches] if max_batches else self.batches
         with torch.inference_mode():
-            for i, (inputs, targets) in enumerate(tqdm(batches, desc=desc, disable=not progress, leave=False)):
+            for i, (inputs, targets) in enumerate(bar(batches, desc=desc, enabled=progress)):
                 targets = targets.to(self.device)
                 logits = forward_logits(model, inputs.to(self.device))
                 score.update(logits, targets)

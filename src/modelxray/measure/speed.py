@@ -5,7 +5,7 @@ import time
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
+from modelxray.progress import bar
 
 from modelxray.scoring import forward_logits
 
@@ -24,7 +24,7 @@ def time_forward(model: nn.Module, input_ids: torch.Tensor, warmup: int, iters: 
         for _ in range(warmup):
             forward_logits(model, input_ids)
         _sync(device)
-        for _ in tqdm(range(iters), desc=desc, disable=not progress, leave=False):
+        for _ in bar(range(iters), desc=desc, enabled=progress):
             start = time.perf_counter()
             forward_logits(model, input_ids)
             _sync(device)

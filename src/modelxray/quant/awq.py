@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import torch
-from tqdm.auto import tqdm
+from modelxray.progress import bar
 
 from modelxray.quant.calibration import BlockInputs, calibration_windows, decoder_blocks
 from modelxray.quant.gptq import _group_bounds, _row
@@ -140,7 +140,7 @@ class AWQQuantizer(WeightQuantizer):
         inputs = BlockInputs(model, blocks, windows, self.batch_size)
         by_module = {t.module: t for t in targets if plan.get(t.name) is not None}
         rows, done, ratios = [], set(), []
-        for block in tqdm(blocks, desc="awq: blocks", leave=False):
+        for block in bar(blocks, desc="awq: blocks"):
             layer_targets = [by_module[m] for m in block.modules() if m in by_module]
             if not layer_targets:
                 inputs.run(block, update=True)

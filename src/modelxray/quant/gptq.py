@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
-from tqdm.auto import tqdm
+from modelxray.progress import bar
 
 from modelxray.quant.calibration import BlockInputs, calibration_windows, decoder_blocks
 from modelxray.quant.rtn import QuantSpec, group_params, packed_bits, quantize_with, relative_error
@@ -150,7 +150,7 @@ class GPTQQuantizer(WeightQuantizer):
         inputs = BlockInputs(model, blocks, windows, self.batch_size)
         by_module = {t.module: t for t in targets if plan.get(t.name) is not None}
         rows, done = [], set()
-        for block in tqdm(blocks, desc="gptq: blocks", leave=False):
+        for block in bar(blocks, desc="gptq: blocks"):
             layer_targets = [by_module[m] for m in block.modules() if m in by_module]
             hessians = _collect_hessians(block, layer_targets, inputs)
             for t in layer_targets:

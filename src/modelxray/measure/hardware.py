@@ -1,0 +1,70 @@
+"""What this machine offers: CPU, memory, GPUs, and which kernels can run here."""
+from __future__ import annotations
+
+import importlib.util
+import platform
+
+import psutil
+import torch
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def hardware_profile() -> dict:
+    gpus = []
+    if torch.cuda.is_available():
+        for i in range(torch.cuda.device_count()):
+            p = torch.cuda.get_device_properties(i)
+            gpus.append({"index": i, "name": p.name, "memory_bytes": p.total_memory,
+                         "compute_capability": f"{p.major}.{p.minor}"})
+    return {
+        "cpu_model": cpu_model(),
+        "physical_cores": psutil.cpu_count(logical=False),
+        "logical_cores": psutil.cpu_count(logical=True),
+        "torch_threads": torch.get_num_threads(),
+        "ram_bytes": psutil.virtual_memory().total,
+        "os": f"{platform.system()} {platform.release()}",
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "gpus": gpus,
+        "cpu_flags": _cpu_flags(),
+        "torchao_installed": importlib.util.find_spec("torchao") is not None,
+    }
+
+
+def _cpu_flags() -> list[str]:
+    wanted = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8")
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return [w for w in wanted if w in flags]
+    except OSError:
+        pass
+    return []
+
+
+def strategy_support(quantizer, profile: dict) -> tuple[bool, str]:
+    """Whether a quantizer runs here, and what it measures on this hardware."""
+    kind = type(quantizer).__name__
+    if kind == "TorchaoQuantizer":
+        if not profile["torchao_installed"]:
+            return False, "needs torchao (pip install torchao)"
+        return True, "real int8 kernels: memory and latency are measured"
+    if kind == "CastQuantizer":
+        if getattr(quantizer, "dtype", "") == "float16" and not profile["gpus"]:
+            return True, "float16 runs on this CPU but usually slower than float32 (no fp16 matmul units)"
+        return True, "real 16-bit weights: memory and latency are measured"
+    if kind == "NoQuant":
+        return True, "baseline"
+    return True, "simulated low-bit weights: quality is exact, memory and latency are the float model's"

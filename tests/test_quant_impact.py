@@ -1,0 +1,58 @@
+"""Quantization-impact analyzer: strategies measured, scored and recommended; data exported."""
+import importlib.util
+import math
+
+import pandas as pd
+import pytest
+
+from modelxray.analyzers.base import RunContext
+from modelxray.analyzers.quant_impact import PRIORITIES, QuantImpactAnalyzer, efficiency_scores
+from modelxray.errors import ConfigError
+from modelxray.measure.hardware import hardware_profile
+from modelxray.subject import Subject
+
+
+def test_efficiency_score_is_the_weighted_geometric_mean_of_normalised_axes():
+    rows = [{"quality_ratio": 1.0, "speed_ratio": 1.0, "memory_ratio": 1.0},
+            {"quality_ratio": 0.5, "speed_ratio": 1.0, "memory_ratio": 4.0}]
+    bal = efficiency_scores(rows, "balanced")
+    # axes normalised by the best: row 0 = (1, 1, 0.25), row 1 = (0.5, 1, 1)
+    assert bal[0] == pytest.approx(0.25 ** (1 / 3))
+    assert bal[1] == pytest.approx(0.5 ** (1 / 3))
+    acc = efficiency_scores(rows, "accuracy")
+    assert acc[0] == pytest.approx(0.25**0.2) and acc[1] == pytest.approx(0.5**0.6)
+    assert set(PRIORITIES) == {"accuracy", "speed", "memory", "balanced"}
+
+
+def test_hardware_profile():
+    p = hardware_profile()
+    assert p["logical_cores"] >= 1 and p["ram_bytes"] > 2**30 and isinstance(p["gpus"], list)
+
+
+def test_unknown_strategy_fails_at_config_time():
+    with pytest.raises(ConfigError, match="^strategies|unknown strategy 'int5'"):
+        QuantImpactAnalyzer(strategies=["none", "int5"])
+
+
+def test_quant_impact_end_to_end(trained_tiny, tmp_path):
+    loaded, data = trained_tiny
+    subject = Subject(loaded.model, loaded.tokenizer, data, loaded.info)
+    strategies = ["none", "int8", "int2", "bf16"] + (["int8_torchao"] if importlib.util.find_spec("torchao") else [])
+    a = QuantImpactAnalyzer(strategies=strategies, eval_windows=4, kl_windows=2, iters=2, memory_interval_ms=10)
+    result = a.run(subject, RunContext(output_dir=tmp_path, progress=False))
+    rows = {r["strategy"]: r for r in result.tables["strategies"]}
+    assert list(rows) == strategies
+    assert rows["none"]["kl"] == pytest.approx(0.0, abs=1e-6) and rows["none"]["quality_ratio"] == 1.0
+    assert rows["int8"]["kl"] < rows["int2"]["kl"]
+    assert rows["int2"]["memory_ratio"] > rows["int8"]["memory_ratio"] > 1 and rows["bf16"]["memory_ratio"] == pytest.approx(2.0)
+    assert rows["int8"]["simulated"] and not rows["bf16"]["simulated"]
+    if "int8_torchao" in rows:
+        assert not rows["int8_torchao"]["simulated"]
+        assert rows["int8_torchao"]["stored_bytes"] < rows["none"]["stored_bytes"]  # real int8 in memory
+    for r in rows.values():
+        assert r["peak_quantize_rss"] > 0 and r["peak_inference_rss"] > 0 and math.isfinite(r["tokens_per_s"])
+    assert set(result.data["recommendations"]) == set(PRIORITIES)
+    timeline = pd.read_csv(tmp_path / "quant_impact_memory_timeline.csv")
+    assert {"quantize", "inference"} <= set(timeline["phase"]) and set(timeline["strategy"]) == set(strategies)
+    assert len(pd.read_csv(tmp_path / "quant_impact_strategies.csv")) == len(strategies)
+    assert "none_perplexity" in result.metrics and "int2_score_balanced" in result.metrics
