@@ -53,9 +53,9 @@ def score_windows(model: nn.Module, windows: list[Window], batch_size: int, ks: 
     score = LMScore(ks=sorted(set(ks)))
     total = sum(w.inputs.numel() for w in windows)
     start = time.perf_counter()
-    with torch.inference_mode(), bar(total=total, desc=desc, unit="tok", enabled=progress) as bar:
+    with torch.inference_mode(), bar(total=total, desc=desc, unit="tok", enabled=progress) as pbar:
         for inputs, targets in batched(windows, batch_size):
             logits = forward_logits(model, inputs.to(device))
             score.update(logits, targets.to(device))
-            bar.update(inputs.numel())
+            pbar.update(inputs.numel())
     return score, time.perf_counter() - start
