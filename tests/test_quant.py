@@ -165,6 +165,7 @@ def test_quant_run_logs_quant_metrics_and_params(tiny, tracking_uri, tmp_path, r
     run = runs[0]
     assert run.data.params["quant"] == "int8" and run.data.params["quant.bits"] == "8"
     m = run.data.metrics
+    assert m["quant/seconds"] > 0
     for k in ["quant/effective_bits", "quant/compression_ratio", "quant/weight_rel_error_mean", "quant/seconds",
               "quant/model_bytes_after", "performance/perplexity"]:
         assert k in m and math.isfinite(m[k]), k

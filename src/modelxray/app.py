@@ -117,12 +117,13 @@ def run(cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, 
 
         subject, quant_report = components.quant.apply(subject)
         if quant_report is not None:
+            quant_report.seconds = quant_report.metrics.get("seconds", 0.0)
             results["quant"] = quant_report
         ctx = RunContext(output_dir=out_dir, seed=cfg.seed, progress=cfg.progress)
         for name, analyzer in components.analyzers.items():
             results[name] = _run_one(name, analyzer, subject, ctx)
 
-        run_info = _run_info(cfg, job, subject, tracker_run.describe())
+        run_info = _run_info(config, job, subject, tracker_run.describe())
         write_reports(out_dir, run_info, results, components.thresholds, dashboard=OmegaConf.select(cfg, "report.dashboard", default=True))
         metrics = {f"{name}/{k}": v for name, r in results.items() for k, v in r.finite_metrics().items()}
         metrics.update({f"{name}/seconds": r.seconds for name, r in results.items()})
@@ -153,13 +154,11 @@ def _run_one(name: str, analyzer, subject: Subject, ctx: RunContext) -> Result:
     return result
 
 
-def _run_info(cfg: DictConfig, job: JobInfo, subject: Subject, tracking: str) -> dict[str, Any]:
+def _run_info(config: dict, job: JobInfo, subject: Subject, tracking: str) -> dict[str, Any]:
     data = subject.data
     dataset = (f"{data.name}: {data.n_tokens:,} of {data.available_tokens:,} tokens, windows of {data.seq_len}"
                if data is not None else "user-supplied batches")
     quant = "; ".join(str(s) for s in subject.applied) or "none (weights as loaded)"
-    config = OmegaConf.to_container(cfg, resolve=True)
-    config.pop("hydra", None)
     return {"model": asdict(subject.info), "dataset": dataset, "quant": quant, "choices": job.choices,
             "overrides": job.overrides, "tracking": tracking, "host": host(), "versions": versions(),
             "output_dir": str(job.output_dir), "config": config}
