@@ -92,3 +92,13 @@ def test_recommended_plan_file_is_a_valid_quant_config(trained_tiny, tmp_path):
     quantizer = build_component(cfg, "quant")
     _, report = quantizer.apply(subject)
     assert report.metrics["modules_quantized"] == 8
+
+
+def test_a_smaller_evaluated_configuration_within_budget_is_recommended(trained_tiny, tmp_path):
+    subject = _subject(trained_tiny)
+    a = BitwidthAnalyzer(uniform_bits=[8, 3], mixed=False, progressive=False, group_size=32, sensitivity_windows=2,
+                         kl_windows=1, budget_ppl_increase=10.0)  # everything is within a +1000% budget
+    result = a.run(subject, RunContext(output_dir=tmp_path, progress=False))
+    rec = result.data["recommendation"]
+    assert rec["source"] == "uniform_int3" and rec["effective_bits"] < rec["greedy_effective_bits"]
+    assert "bits: 3" in (tmp_path / "bitwidth_recommended_plan.yaml").read_text()

@@ -73,7 +73,7 @@ def test_gptq_and_awq_beat_rtn_at_3_bits_on_the_tiny_model(trained_tiny):
     cal = data.calibration[:32]
     small = TokenData(data.name, data.ids, data.n_bytes, data.seq_len, data.available_tokens, cal)
     subject = Subject(loaded.model, loaded.tokenizer, small, loaded.info)  # the shared fixture stays as it is
-    fmt = dict(bits=3, granularity="channel", targets=["linear"])
+    fmt = dict(bits=3, granularity="tensor", targets=["linear"])  # coarse enough to hurt this small model
     base = _calibration_loss(subject, cal)
     rtn = _calibration_loss(WeightQuantizer(**fmt).apply(subject)[0], cal)
     gptq_subject, report = GPTQQuantizer(**fmt, batch_size=16).apply(subject)
@@ -100,3 +100,13 @@ def test_calibration_needs_tokens_after_the_evaluated_span(trained_tiny):
     empty = TokenData(data.name, data.ids, data.n_bytes, data.seq_len, data.available_tokens, None)
     with pytest.raises(ConfigError, match="^dataset.calibration_windows: no calibration windows"):
         GPTQQuantizer(bits=4).apply(Subject(loaded.model, loaded.tokenizer, empty, loaded.info))
+
+
+def test_calibrated_quantizers_leave_the_shared_model_untouched(trained_tiny):
+    import copy
+
+    subject = _subject(trained_tiny)
+    before = copy.deepcopy(subject.model.state_dict())
+    GPTQQuantizer(bits=3, batch_size=16).apply(subject)
+    AWQQuantizer(bits=3, batch_size=16, grid=4, clip_grid=4).apply(subject)
+    assert all(torch.equal(v, subject.model.state_dict()[k]) for k, v in before.items())

@@ -134,11 +134,22 @@ class BitwidthAnalyzer(Analyzer):
             result.tables["layer_sensitivity"] = sens
             if self.recommend and sens:
                 rec = self._recommend(sens, ref, evaluate, ctx)
+                quantizer = WeightQuantizer(**self._fmt(self.low_bits, rec["rules"]))
+                # an evaluated configuration within budget and smaller than the greedy plan wins
+                within = [r for r in rows if r["perplexity"] / ref.metrics["perplexity"] - 1 <= self.budget_ppl_increase]
+                smaller = min(within, key=lambda r: r["effective_bits"], default=None)
+                if smaller is not None and smaller["effective_bits"] < rec["effective_bits"]:
+                    rec = {**rec, "source": smaller["config"], "greedy_effective_bits": rec["effective_bits"],
+                           "greedy_perplexity": rec["perplexity"], "perplexity": smaller["perplexity"],
+                           "ppl_increase": smaller["perplexity"] / ref.metrics["perplexity"] - 1, "within_budget": True,
+                           "effective_bits": smaller["effective_bits"], "model_mb": smaller["model_mb"],
+                           "kl": smaller["kl"], "top1_agree": smaller["top1_agree"]}
+                    quantizer = configs[smaller["config"]]
                 result.data["recommendation"] = rec
                 result.metrics.update({f"recommended_{k}": v for k, v in rec.items()
                                        if isinstance(v, (int, float)) and not isinstance(v, bool)})
                 path = ctx.output_dir / "bitwidth_recommended_plan.yaml"
-                path.write_text(_plan_yaml(rec, self))
+                path.write_text(_plan_yaml(quantizer, rec))
                 result.data["recommended_plan_file"] = path.name
         restore()
         result.insights.extend(_insights(result, ref.metrics, self))
@@ -183,7 +194,7 @@ class BitwidthAnalyzer(Analyzer):
                 lo = mid + 1
         m, stats = evaluate(plan(lo), desc="bitwidth: confirm recommendation")
         increase = m["perplexity"] / ref.metrics["perplexity"] - 1
-        return {"units_high": lo, "units_total": len(ranked), "perplexity": m["perplexity"],
+        return {"source": "greedy", "units_high": lo, "units_total": len(ranked), "perplexity": m["perplexity"],
                 "ppl_increase": increase, "within_budget": increase <= self.budget_ppl_increase,
                 "effective_bits": stats["effective_bits"], "model_mb": stats["model_mb"],
                 "kl": m["kl"], "top1_agree": m["top1_agree"],
@@ -205,15 +216,16 @@ def _size_stats(rows: list[dict], model) -> dict:
             "params_quantized": m["params_quantized"]}
 
 
-def _plan_yaml(rec: dict, a: BitwidthAnalyzer) -> str:
-    lines = ["# Recommended by the bit-width analyzer: use with",
-             "#   python run.py quant=custom 'quant.rules=...' or copy into conf/quant/<name>.yaml",
-             f"# perplexity {rec['perplexity']:.4f} (+{rec['ppl_increase']:.1%}), {rec['effective_bits']:.3f} effective bits",
+def _plan_yaml(q: WeightQuantizer, rec: dict) -> str:
+    lines = ["# Recommended by the bit-width analyzer: copy into conf/quant/<name>.yaml and run quant=<name>",
+             f"# ({rec['source']}) perplexity {rec['perplexity']:.4f} ({rec['ppl_increase']:+.1%}), "
+             f"{rec['effective_bits']:.3f} effective bits",
              "_target_: modelxray.quant.weight.WeightQuantizer",
-             f"bits: {a.low_bits}", f"symmetric: {str(a.symmetric).lower()}", f"granularity: {a.granularity}",
-             f"group_size: {a.group_size}", f"scale_dtype: {a.scale_dtype}", f"targets: [{', '.join(a.targets)}]",
-             "skip: []", "rules:" + ("" if rec["rules"] else " []")]
-    lines += [f"  - {{blocks: [{r['blocks'][0]}], component: {r['component']}, bits: {r['bits']}}}" for r in rec["rules"]]
+             f"bits: {q.bits}", f"symmetric: {str(q.symmetric).lower()}", f"granularity: {q.granularity}",
+             f"group_size: {q.group_size}", f"scale_dtype: {q.scale_dtype}", f"targets: [{', '.join(q.targets)}]",
+             "skip: []", "rules:" + ("" if q.rules else " []")]
+    for r in q.rules:
+        lines.append("  - {" + ", ".join(f"{k}: {v}" for k, v in r.items()) + "}")
     return "\n".join(lines) + "\n"
 
 
@@ -223,7 +235,7 @@ def _insights(result: Result, ref: dict, a: BitwidthAnalyzer) -> list[str]:
     front = [r for r in rows if r["pareto"]]
     if front:
         out.append("Pareto-optimal configurations (effective bits -> perplexity): " + ", ".join(
-            f"{r['config']} {r['effective_bits']:.2f} -> {r['perplexity']:.2f}" for r in front)
+            f"{r['config']} {r['effective_bits']:.2f} -> {r['perplexity']:.4g}" for r in front)
             + f"; unquantized {ref['perplexity']:.2f}.")
     sens = result.tables.get("layer_sensitivity") or []
     if sens:
@@ -240,9 +252,14 @@ def _insights(result: Result, ref: dict, a: BitwidthAnalyzer) -> list[str]:
     rec = result.data.get("recommendation")
     if rec:
         verdict = "within" if rec["within_budget"] else "NOT within"
-        where = (f"int{a.low_bits} everywhere except {rec['units_high']} of {rec['units_total']} block components "
-                 f"at int{a.high_bits} ({', '.join(rec['high_units'][:8])}{', ...' if len(rec['high_units']) > 8 else ''})"
-                 if rec["units_high"] else f"int{a.low_bits} everywhere")
+        if rec["source"] != "greedy":
+            where = (f"{rec['source']} (smaller than the best int{a.low_bits}/int{a.high_bits} mix within budget, "
+                     f"{rec['greedy_effective_bits']:.2f} bits at perplexity {rec['greedy_perplexity']:.3f})")
+        elif rec["units_high"]:
+            where = (f"int{a.low_bits} everywhere except {rec['units_high']} of {rec['units_total']} block components "
+                     f"at int{a.high_bits} ({', '.join(rec['high_units'][:8])}{', ...' if len(rec['high_units']) > 8 else ''})")
+        else:
+            where = f"int{a.low_bits} everywhere"
         out.append(f"Recommendation: {where}: {rec['effective_bits']:.2f} effective bits, "
                    f"perplexity {rec['perplexity']:.3f} (+{rec['ppl_increase']:.1%}), {verdict} the "
                    f"+{a.budget_ppl_increase:.0%} budget; plan written to {result.data.get('recommended_plan_file')}.")
