@@ -17,11 +17,13 @@ def train_tiny(cache_dir: str, steps: int = 200, batch: int = 16, lr: float = 3e
     model = loaded.model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     gen = torch.Generator().manual_seed(seed)
-    for _ in range(steps):
-        rows = windows[torch.randint(0, windows.shape[0], (batch,), generator=gen)]
-        loss = model(input_ids=rows[:, :-1], labels=rows[:, :-1]).loss
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    with torch.random.fork_rng(devices=[]):  # dropout draws from the global RNG: same model in any test order
+        torch.manual_seed(seed)
+        for _ in range(steps):
+            rows = windows[torch.randint(0, windows.shape[0], (batch,), generator=gen)]
+            loss = model(input_ids=rows[:, :-1], labels=rows[:, :-1]).loss
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
     model.eval()
     return loaded, data

@@ -1,7 +1,6 @@
 """Bit-width analyzer: configurations, sensitivity, Pareto front, recommendation, and their cost."""
 import copy
 import math
-from pathlib import Path
 
 import pytest
 import torch

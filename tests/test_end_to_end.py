@@ -4,12 +4,11 @@ import math
 
 import pytest
 import torch
+from conftest import mlflow_runs, run_cli
 
 import modelxray
 from modelxray import app
-from modelxray.api import compose
 
-from conftest import mlflow_runs, run_cli
 
 def untracked(overrides):
     return [o for o in overrides if not o.startswith("tracker.")] + ["tracker=none"]
@@ -96,8 +95,9 @@ def test_two_job_multirun_makes_two_mlflow_runs_and_loads_model_once(tmp_path):
 
 
 def test_api_with_in_memory_model_and_tokenizer(tiny, tmp_path):
-    from modelxray.models.byte_tokenizer import ByteTokenizer
     from transformers import GPT2Config, GPT2LMHeadModel
+
+    from modelxray.models.byte_tokenizer import ByteTokenizer
 
     torch.manual_seed(1)
     model = GPT2LMHeadModel(GPT2Config(vocab_size=257, n_positions=256, n_embd=32, n_layer=1, n_head=2))

@@ -156,9 +156,9 @@ def test_bf16_cast_halves_the_model(trained_tiny):
 
 
 def test_quant_run_logs_quant_metrics_and_params(tiny, tracking_uri, tmp_path, request):
-    import modelxray
-
     from conftest import mlflow_runs
+
+    import modelxray
 
     modelxray.analyze(tiny + ["quant=int8"], output_dir=tmp_path)
     _, runs = mlflow_runs(tracking_uri, request.node.name)

@@ -1,11 +1,10 @@
 """Bad input fails before any model loads, in one line that names the key or file."""
 import pytest
+from conftest import run_cli
 
 from modelxray.api import compose
 from modelxray.components import build_components
 from modelxray.errors import ConfigError
-
-from conftest import run_cli
 
 
 def _error(overrides):

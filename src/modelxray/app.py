@@ -21,8 +21,8 @@ from modelxray import progress
 from modelxray.analyzers.base import Result, RunContext
 from modelxray.components import build_components
 from modelxray.errors import ConfigError
-from modelxray.models.base import LoadedModel, ModelInfo
 from modelxray.models import process_cache
+from modelxray.models.base import LoadedModel, ModelInfo
 from modelxray.models.process_cache import load_model
 from modelxray.provenance import git_commit, host, versions
 from modelxray.report.writer import write_reports

@@ -17,7 +17,6 @@ from typing import ClassVar
 
 import torch
 from omegaconf import OmegaConf
-from modelxray.progress import bar
 
 from modelxray.analyzers.base import Analyzer, Result, RunContext
 from modelxray.analyzers.reference import Reference
@@ -30,6 +29,7 @@ from modelxray.measure.speed import time_forward
 from modelxray.metrics.latency import latency_stats
 from modelxray.metrics.memory import tensor_bytes_by_dtype
 from modelxray.paths import conf_dir
+from modelxray.progress import bar
 from modelxray.report.plots.style import human_bytes
 from modelxray.scoring import model_device
 

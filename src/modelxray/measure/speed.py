@@ -5,8 +5,8 @@ import time
 
 import torch
 from torch import nn
-from modelxray.progress import bar
 
+from modelxray.progress import bar
 from modelxray.scoring import forward_logits
 
 

@@ -9,7 +9,6 @@ import torch.nn.functional as F
 
 from modelxray.data.windows import IGNORE
 
-
 _CHUNK = 128  # tokens per chunk: keeps a chunk's logits (128 x vocab floats) in cache between passes
 
 

@@ -13,19 +13,16 @@ multiply; the simulated weights here equal what such a kernel computes.
 """
 from __future__ import annotations
 
-import copy
-import time
 from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import torch
-from modelxray.progress import bar
 
-from modelxray.quant.calibration import BlockInputs, calibration_windows, decoder_blocks
-from modelxray.quant.gptq import _group_bounds, _row
+from modelxray.errors import ConfigError
+from modelxray.quant.blockwise import BlockwiseQuantizer, layer_row
+from modelxray.quant.calibration import BlockInputs
+from modelxray.quant.gptq import _group_bounds
 from modelxray.quant.rtn import QuantSpec, fake_quantize
-from modelxray.quant.summary import quant_result
-from modelxray.quant.weight import WeightQuantizer, quantize_model
 
 
 def _collect(block, layer_targets, inputs: BlockInputs, sample_tokens: int, seed: int):
@@ -106,7 +103,7 @@ def search_clip(x: torch.Tensor, w: torch.Tensor, spec: QuantSpec, grid: int, cl
 
 
 @dataclass
-class AWQQuantizer(WeightQuantizer):
+class AWQQuantizer(BlockwiseQuantizer):
     """AWQ on the decoder blocks' linear layers (per the bit plan), calibrated on
     ``dataset.calibration_windows`` windows after the evaluated tokens; RTN outside the blocks."""
 
@@ -119,62 +116,40 @@ class AWQQuantizer(WeightQuantizer):
     clip_min: float = 0.5
     sample_tokens: int = 4096
     clip_tokens: int = 1024
-    batch_size: int = 8
     seed: int = 0
 
     def validate(self) -> None:
         super().validate()
-        self.require_positive("grid", "clip_grid", "sample_tokens", "clip_tokens", "batch_size")
+        self.require_positive("grid", "clip_grid", "sample_tokens", "clip_tokens")
         if not 0 < self.clip_min <= 1:
-            from modelxray.errors import ConfigError
-
             raise ConfigError("clip_min", f"must be in (0, 1], got {self.clip_min}")
 
-    def apply(self, subject):
-        start = time.perf_counter()
-        self.plan_for(subject.model)  # a bad plan fails before any work
-        windows = calibration_windows(subject)
-        model = copy.deepcopy(subject.model)
-        targets, plan = self.plan_for(model)
-        _, blocks = decoder_blocks(model)
-        inputs = BlockInputs(model, blocks, windows, self.batch_size)
-        by_module = {t.module: t for t in targets if plan.get(t.name) is not None}
-        rows, done, ratios = [], set(), []
-        for block in bar(blocks, desc="awq: blocks"):
-            layer_targets = [by_module[m] for m in block.modules() if m in by_module]
-            if not layer_targets:
-                inputs.run(block, update=True)
-                continue
-            x_mean, samples, groups = _collect(block, layer_targets, inputs, self.sample_tokens, self.seed)
-            for group in groups:
-                x = samples[group[0].name]
-                ws = [t.weight_matrix().detach().float() for t in group]
-                specs = [plan[t.name] for t in group]
-                s, ratio = search_scale(x, x_mean[group[0].name], ws, specs, self.grid, self.duo_scaling)
-                ratios.append(ratio)
-                for t, w, spec in zip(group, ws, specs):
-                    ws_scaled = w * s
-                    clip = None
-                    if self.clip_search and not _is_qk(t.name):
-                        clip = search_clip(x[: self.clip_tokens] / s, ws_scaled, spec, self.clip_grid, self.clip_min)
-                    q = (fake_quantize(ws_scaled, spec, clip) / s).to(t.module.weight.dtype)
-                    rows.append(_row(t, spec, w, q))
-                    t.set_weight_matrix(q)
-                    done.add(t.name)
-            inputs.run(block, update=True)
-        rest = {t.name: plan[t.name] for t in targets if t.name not in done}
-        rtn_rows, notes = quantize_model([t for t in targets if t.name in rest], rest)
-        for r in rtn_rows:
-            r["format"] += " (RTN: outside the blocks)"
-        mean_ratio = sum(ratios) / len(ratios) if ratios else 0.0
-        notes.insert(0, f"AWQ calibrated on {inputs.n_tokens:,} tokens ({windows.shape[0]} windows after the evaluated "
-                     f"span); mean chosen scale exponent {mean_ratio:.2f} over {len(ratios)} layer groups, "
-                     f"clip search {'on' if self.clip_search else 'off'}.")
-        result = quant_result("awq", rows + rtn_rows, model, time.perf_counter() - start, notes)
-        result.metrics["awq_mean_scale_exponent"] = mean_ratio
-        step = {"method": "awq", "default": self.default_spec().describe(),
-                "effective_bits": round(result.metrics["effective_bits"], 3)}
-        return subject.with_model(model, step), result
+    def begin(self) -> None:
+        self._ratios: list[float] = []
+
+    def quantize_block(self, block, layer_targets, plan, inputs) -> list[dict]:
+        x_mean, samples, groups = _collect(block, layer_targets, inputs, self.sample_tokens, self.seed)
+        rows = []
+        for group in groups:
+            x = samples[group[0].name]
+            ws = [t.weight_matrix().detach().float() for t in group]
+            specs = [plan[t.name] for t in group]
+            s, ratio = search_scale(x, x_mean[group[0].name], ws, specs, self.grid, self.duo_scaling)
+            self._ratios.append(ratio)
+            for t, w, spec in zip(group, ws, specs):
+                ws_scaled = w * s
+                clip = None
+                if self.clip_search and not _is_qk(t.name):
+                    clip = search_clip(x[: self.clip_tokens] / s, ws_scaled, spec, self.clip_grid, self.clip_min)
+                q = (fake_quantize(ws_scaled, spec, clip) / s).to(t.module.weight.dtype)
+                rows.append(layer_row(t, spec, w, q))
+                t.set_weight_matrix(q)
+        return rows
+
+    def summary(self) -> tuple[str, dict]:
+        mean = sum(self._ratios) / len(self._ratios) if self._ratios else 0.0
+        return (f"mean chosen scale exponent {mean:.2f} over {len(self._ratios)} layer groups, clip search "
+                f"{'on' if self.clip_search else 'off'}.", {"awq_mean_scale_exponent": mean})
 
 
 def _is_qk(name: str) -> bool:

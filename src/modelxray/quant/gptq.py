@@ -12,17 +12,15 @@ column is reached, from the already-updated weights, as in the reference impleme
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import ClassVar
 
 import torch
-from modelxray.progress import bar
 
-from modelxray.quant.calibration import BlockInputs, calibration_windows, decoder_blocks
-from modelxray.quant.rtn import QuantSpec, group_params, packed_bits, quantize_with, relative_error
-from modelxray.quant.summary import quant_result
-from modelxray.quant.weight import WeightQuantizer, quantize_model
+from modelxray.errors import ConfigError
+from modelxray.quant.blockwise import BlockwiseQuantizer, layer_row
+from modelxray.quant.calibration import BlockInputs
+from modelxray.quant.rtn import QuantSpec, group_params, quantize_with
 
 
 def _group_bounds(cols: int, spec: QuantSpec) -> list[tuple[int, int]]:
@@ -115,7 +113,7 @@ def gptq_quantize(weight: torch.Tensor, hessian: torch.Tensor, spec: QuantSpec, 
 
 
 @dataclass
-class GPTQQuantizer(WeightQuantizer):
+class GPTQQuantizer(BlockwiseQuantizer):
     """GPTQ on the decoder blocks' linear layers (per the bit plan), calibrated on
     ``dataset.calibration_windows`` windows after the evaluated tokens; RTN for planned modules
     outside the blocks (embeddings, LM head)."""
@@ -125,53 +123,30 @@ class GPTQQuantizer(WeightQuantizer):
     act_order: bool = True
     damp: float = 0.01
     block_size: int = 128
-    batch_size: int = 8
     clip_grid: int = 0  # > 1: search each group's range shrink in [clip_min, 1] (0: plain min/max)
     clip_min: float = 0.8
 
     def validate(self) -> None:
         super().validate()
-        self.require_positive("damp", "block_size", "batch_size")
+        self.require_positive("damp", "block_size")
         self.require_non_negative("clip_grid")
         if not 0 < self.clip_min <= 1:
-            from modelxray.errors import ConfigError
-
             raise ConfigError("clip_min", f"must be in (0, 1], got {self.clip_min}")
 
-    def apply(self, subject):
-        import copy
+    def quantize_block(self, block, layer_targets, plan, inputs) -> list[dict]:
+        hessians = _collect_hessians(block, layer_targets, inputs)
+        rows = []
+        for t in layer_targets:
+            spec = plan[t.name]
+            w = t.weight_matrix()
+            q = gptq_quantize(w, hessians[t.name], spec, self.act_order, self.damp, self.block_size,
+                              self.clip_grid, self.clip_min)
+            rows.append(layer_row(t, spec, w, q))
+            t.set_weight_matrix(q)
+        return rows
 
-        start = time.perf_counter()
-        self.plan_for(subject.model)  # a bad plan fails before any work
-        windows = calibration_windows(subject)
-        model = copy.deepcopy(subject.model)
-        targets, plan = self.plan_for(model)
-        _, blocks = decoder_blocks(model)
-        inputs = BlockInputs(model, blocks, windows, self.batch_size)
-        by_module = {t.module: t for t in targets if plan.get(t.name) is not None}
-        rows, done = [], set()
-        for block in bar(blocks, desc="gptq: blocks"):
-            layer_targets = [by_module[m] for m in block.modules() if m in by_module]
-            hessians = _collect_hessians(block, layer_targets, inputs)
-            for t in layer_targets:
-                spec = plan[t.name]
-                w = t.weight_matrix()
-                q = gptq_quantize(w, hessians[t.name], spec, self.act_order, self.damp, self.block_size,
-                                  self.clip_grid, self.clip_min)
-                rows.append(_row(t, spec, w, q))
-                t.set_weight_matrix(q)
-                done.add(t.name)
-            inputs.run(block, update=True)
-        rest = {t.name: plan[t.name] for t in targets if t.name not in done}
-        rtn_rows, notes = quantize_model([t for t in targets if t.name in rest], rest)
-        for r in rtn_rows:
-            r["format"] += " (RTN: outside the blocks)"
-        notes.insert(0, f"GPTQ calibrated on {inputs.n_tokens:,} tokens ({windows.shape[0]} windows after the "
-                     f"evaluated span), act_order={self.act_order}, damp={self.damp}.")
-        result = quant_result("gptq", rows + rtn_rows, model, time.perf_counter() - start, notes)
-        step = {"method": "gptq", "default": self.default_spec().describe(), "act_order": self.act_order,
-                "effective_bits": round(result.metrics["effective_bits"], 3)}
-        return subject.with_model(model, step), result
+    def summary(self) -> tuple[str, dict]:
+        return f"act_order={self.act_order}, damp={self.damp}, range search grid {self.clip_grid}.", {}
 
 
 def _collect_hessians(block, layer_targets, inputs: BlockInputs) -> dict[str, torch.Tensor]:
@@ -191,9 +166,3 @@ def _collect_hessians(block, layer_targets, inputs: BlockInputs) -> dict[str, to
         for h in handles:
             h.remove()
     return {n: 2 * sums[n] / counts[n] for n in sums}
-
-
-def _row(t, spec: QuantSpec, w: torch.Tensor, q: torch.Tensor) -> dict:
-    return {"module": t.name, "kind": t.kind, "component": t.component, "block": t.block, "bits": spec.bits,
-            "format": spec.describe(), "elements": w.numel(), "bytes_before": w.numel() * w.element_size(),
-            "packed_bytes": packed_bits(tuple(w.shape), spec) / 8, "rel_error": relative_error(w, q)}
