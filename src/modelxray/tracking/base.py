@@ -31,7 +31,7 @@ class NullRun:
     def finish(self, status): pass
 
     def describe(self) -> str:
-        return "tracking disabled (tracker=none)"
+        return "disabled (tracker=none)"
 
 
 @dataclass
