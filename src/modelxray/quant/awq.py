@@ -21,8 +21,7 @@ import torch
 from modelxray.errors import ConfigError
 from modelxray.quant.blockwise import BlockwiseQuantizer, layer_row
 from modelxray.quant.calibration import BlockInputs
-from modelxray.quant.gptq import _group_bounds
-from modelxray.quant.rtn import QuantSpec, fake_quantize
+from modelxray.quant.rtn import QuantSpec, fake_quantize, group_bounds
 
 
 def _collect(block, layer_targets, inputs: BlockInputs, sample_tokens: int, seed: int):
@@ -31,21 +30,14 @@ def _collect(block, layer_targets, inputs: BlockInputs, sample_tokens: int, seed
     sums, counts, samples, ptrs = {}, {}, {}, {}
     gen = torch.Generator().manual_seed(seed)
     per_batch = max(1, sample_tokens // max(len(inputs.hidden), 1))
-    handles = []
-    for t in layer_targets:
-        def hook(_m, args, _out, name=t.name):
-            x = args[0].detach().reshape(-1, args[0].shape[-1]).float()
-            sums[name] = sums.get(name, 0) + x.abs().sum(0)
-            counts[name] = counts.get(name, 0) + x.shape[0]
-            idx = torch.randperm(x.shape[0], generator=gen)[:per_batch]
-            samples.setdefault(name, []).append(x[idx])
-            ptrs.setdefault(name, args[0].data_ptr())
-        handles.append(t.module.register_forward_hook(hook))
-    try:
-        inputs.run(block, update=False)
-    finally:
-        for h in handles:
-            h.remove()
+
+    def add(name, x, raw):
+        sums[name] = sums.get(name, 0) + x.abs().sum(0)
+        counts[name] = counts.get(name, 0) + x.shape[0]
+        samples.setdefault(name, []).append(x[torch.randperm(x.shape[0], generator=gen)[:per_batch]])
+        ptrs.setdefault(name, raw.data_ptr())
+
+    inputs.observe(block, layer_targets, add)
     groups: dict[int, list] = {}
     for t in layer_targets:
         groups.setdefault(ptrs[t.name], []).append(t)
@@ -57,7 +49,7 @@ def _weight_mean(ws: list[torch.Tensor], spec: QuantSpec) -> torch.Tensor:
     """Mean over output rows of |w| normalised by its group's max: AWQ's weight salience."""
     w = torch.cat(ws, 0).abs()
     norm = torch.empty_like(w)
-    for a, b in _group_bounds(w.shape[1], spec):
+    for a, b in group_bounds(w.shape[1], spec):
         norm[:, a:b] = w[:, a:b] / (w[:, a:b].amax(dim=1, keepdim=True) + 1e-6)
     return norm.mean(0)
 
@@ -84,7 +76,7 @@ def search_scale(x: torch.Tensor, x_mean: torch.Tensor, ws: list[torch.Tensor], 
 
 def search_clip(x: torch.Tensor, w: torch.Tensor, spec: QuantSpec, grid: int, clip_min: float) -> torch.Tensor:
     """Per (row, group) clipping ratio of the weight range minimising that group's output error."""
-    bounds = _group_bounds(w.shape[1], spec)
+    bounds = group_bounds(w.shape[1], spec)
     if spec.granularity == "tensor":
         return torch.ones(1, 1)
     clip = torch.ones(w.shape[0], len(bounds))

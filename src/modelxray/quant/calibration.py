@@ -68,6 +68,21 @@ class BlockInputs:
     def n_tokens(self) -> int:
         return sum(h.shape[0] * h.shape[1] for h in self.hidden)
 
+    def observe(self, block: nn.Module, layer_targets, fn) -> None:
+        """Run ``block`` on every batch and call ``fn(name, x, raw)`` with each target layer's input
+        (``x`` flattened to (tokens, features) in float32, ``raw`` as the layer received it)."""
+        handles = []
+        for t in layer_targets:
+            def hook(_m, args, _out, name=t.name):
+                raw = args[0].detach()
+                fn(name, raw.reshape(-1, raw.shape[-1]).float(), raw)
+            handles.append(t.module.register_forward_hook(hook))
+        try:
+            self.run(block, update=False)
+        finally:
+            for h in handles:
+                h.remove()
+
     def run(self, block: nn.Module, update: bool) -> None:
         """Run ``block`` on every batch; with ``update`` its outputs become the next block's inputs."""
         with torch.inference_mode():

@@ -20,13 +20,7 @@ import torch
 from modelxray.errors import ConfigError
 from modelxray.quant.blockwise import BlockwiseQuantizer, layer_row
 from modelxray.quant.calibration import BlockInputs
-from modelxray.quant.rtn import QuantSpec, group_params, quantize_with
-
-
-def _group_bounds(cols: int, spec: QuantSpec) -> list[tuple[int, int]]:
-    if spec.granularity in ("tensor", "channel") or spec.group_size >= cols:
-        return [(0, cols)]
-    return [(s, min(s + spec.group_size, cols)) for s in range(0, cols, spec.group_size)]
+from modelxray.quant.rtn import QuantSpec, group_bounds, group_params, quantize_with
 
 
 def _params(w: torch.Tensor, spec: QuantSpec) -> tuple[torch.Tensor, torch.Tensor]:
@@ -64,7 +58,7 @@ def gptq_quantize(weight: torch.Tensor, hessian: torch.Tensor, spec: QuantSpec, 
     dead = torch.diag(H) == 0
     H[dead, dead] = 1
     W[:, dead] = 0
-    bounds = _group_bounds(cols, spec)
+    bounds = group_bounds(cols, spec)
     group_of = torch.empty(cols, dtype=torch.long)
     for g, (a, b) in enumerate(bounds):
         group_of[a:b] = g
@@ -153,16 +147,10 @@ def _collect_hessians(block, layer_targets, inputs: BlockInputs) -> dict[str, to
     """H = 2/n * sum x x^T over every calibration token entering each target layer."""
     sums: dict[str, torch.Tensor] = {}
     counts: dict[str, int] = {}
-    handles = []
-    for t in layer_targets:
-        def hook(_m, args, _out, name=t.name):
-            x = args[0].detach().reshape(-1, args[0].shape[-1]).float()
-            sums[name] = sums.get(name, 0) + x.t() @ x
-            counts[name] = counts.get(name, 0) + x.shape[0]
-        handles.append(t.module.register_forward_hook(hook))
-    try:
-        inputs.run(block, update=False)
-    finally:
-        for h in handles:
-            h.remove()
+
+    def add(name, x, _raw):
+        sums[name] = sums.get(name, 0) + x.t() @ x
+        counts[name] = counts.get(name, 0) + x.shape[0]
+
+    inputs.observe(block, layer_targets, add)
     return {n: 2 * sums[n] / counts[n] for n in sums}

@@ -41,6 +41,13 @@ class QuantSpec:
         return f"int{self.bits} {'sym' if self.symmetric else 'asym'} {g}"
 
 
+def group_bounds(cols: int, spec: QuantSpec) -> list[tuple[int, int]]:
+    """Column ranges of the groups of one row (a narrower last group when group_size does not divide)."""
+    if spec.granularity in ("tensor", "channel") or spec.group_size >= cols:
+        return [(0, cols)]
+    return [(s, min(s + spec.group_size, cols)) for s in range(0, cols, spec.group_size)]
+
+
 def _group_view(w: torch.Tensor, spec: QuantSpec) -> list[torch.Tensor]:
     """Views of ``w`` (rows x cols) as (rows, n_groups, width) blocks: full groups, then the remainder."""
     rows, cols = w.shape
