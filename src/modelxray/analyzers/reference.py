@@ -1,5 +1,5 @@
 """Reference outputs of the model under analysis, computed once and compared against many variants
-(quantized, noisy, perturbed): loss, top-1 agreement and KL(reference || variant)."""
+(quantized, noisy, perturbed, attacked): loss, top-1 agreement and KL(reference || variant)."""
 from __future__ import annotations
 
 import torch
@@ -18,54 +18,78 @@ class Reference:
     def __init__(self, model: nn.Module, windows: list[Window], batch_size: int, kl_windows: int,
                  progress: bool = False, desc: str = "reference"):
         self.batches = list(batched(windows, batch_size))
+        self.batch_size = batch_size
         self.device = model_device(model)
         self.argmax: list[torch.Tensor] = []
         self.logprobs: list[torch.Tensor | None] = []
-        self._scores: list[LMScore] = []  # per batch, for the reference metrics of any prefix of batches
+        self._scores: list[LMScore] = []  # per window, for the reference metrics of any prefix of windows
+        self.vocab_size = 0
         seen = 0
         with torch.inference_mode():
             for inputs, targets in bar(self.batches, desc=desc, enabled=progress):
                 logits = forward_logits(model, inputs.to(self.device))
-                score = LMScore(ks=[1])
-                score.update(logits, targets.to(self.device))
-                self._scores.append(score)
+                targets = targets.to(self.device)
+                self.vocab_size = logits.shape[-1]
+                for row in range(inputs.shape[0]):
+                    score = LMScore(ks=[1])
+                    score.update(logits[row : row + 1], targets[row : row + 1])
+                    self._scores.append(score)
                 self.argmax.append(logits.argmax(-1))
                 keep = max(0, min(inputs.shape[0], kl_windows - seen))
                 self.logprobs.append(torch.log_softmax(logits[:keep].float(), -1) if keep else None)
                 seen += inputs.shape[0]
         self.metrics = self.metrics_of(None)
 
-    def metrics_of(self, max_batches: int | None) -> dict[str, float]:
-        """The reference's own metrics over the first ``max_batches`` batches (all when None)."""
+    def metrics_of(self, max_batches: int | None = None, max_windows: int | None = None) -> dict[str, float]:
+        """The reference's own metrics over the first ``max_batches`` batches or ``max_windows`` windows
+        (all when both are None)."""
+        n = max_windows if max_windows is not None else (max_batches * self.batch_size if max_batches else None)
         total = LMScore(ks=[1])
-        for s in self._scores[:max_batches] if max_batches else self._scores:
+        for s in self._scores[:n] if n else self._scores:
             total.nll_sum += s.nll_sum
             total.n_tokens += s.n_tokens
             total.hits[1] = total.hits.get(1, 0) + s.hits.get(1, 0)
         return {**total.result(), "top1_agree": 1.0, "kl": 0.0}
 
+    def comparison(self) -> "Comparison":
+        return Comparison(self)
+
     def evaluate(self, model: nn.Module, max_batches: int | None = None, progress: bool = False,
                  desc: str = "evaluate") -> dict[str, float]:
         """loss, perplexity, accuracy and, against the reference, top1_agree and kl (on kl windows)."""
-        score = LMScore(ks=[1])
-        agree = total = kl_n = 0
-        kl_sum = 0.0
+        comp = Comparison(self)
         batches = self.batches[:max_batches] if max_batches else self.batches
         with torch.inference_mode():
             for i, (inputs, targets) in enumerate(bar(batches, desc=desc, enabled=progress)):
-                targets = targets.to(self.device)
-                logits = forward_logits(model, inputs.to(self.device))
-                score.update(logits, targets)
-                mask = targets != IGNORE
-                agree += int((logits.argmax(-1) == self.argmax[i])[mask].sum())
-                total += int(mask.sum())
-                ref = self.logprobs[i]
-                if ref is not None:
-                    k = ref.shape[0]
-                    s, _, n = kl_and_agreement(ref, logits[:k], mask[:k])
-                    kl_sum += s
-                    kl_n += n
-        out = score.result()
-        out["top1_agree"] = agree / total if total else float("nan")
-        out["kl"] = kl_sum / kl_n if kl_n else float("nan")
+                comp.add(i, forward_logits(model, inputs.to(self.device)), targets.to(self.device))
+        return comp.result()
+
+
+class Comparison:
+    """Accumulates a variant's logits, batch by batch, against the reference. A variant may score the
+    first rows of a batch only, and may mark more targets ``IGNORE`` (e.g. tokens it replaced)."""
+
+    def __init__(self, ref: Reference):
+        self.ref = ref
+        self.score = LMScore(ks=[1])
+        self.agree = self.total = self.kl_n = 0
+        self.kl_sum = 0.0
+
+    def add(self, batch_index: int, logits: torch.Tensor, targets: torch.Tensor) -> None:
+        rows = logits.shape[0]
+        self.score.update(logits, targets)
+        mask = targets != IGNORE
+        self.agree += int((logits.argmax(-1) == self.ref.argmax[batch_index][:rows])[mask].sum())
+        self.total += int(mask.sum())
+        ref = self.ref.logprobs[batch_index]
+        if ref is not None:
+            k = min(ref.shape[0], rows)
+            s, _, n = kl_and_agreement(ref[:k], logits[:k], mask[:k])
+            self.kl_sum += s
+            self.kl_n += n
+
+    def result(self) -> dict[str, float]:
+        out = self.score.result()
+        out["top1_agree"] = self.agree / self.total if self.total else float("nan")
+        out["kl"] = self.kl_sum / self.kl_n if self.kl_n else float("nan")
         return out

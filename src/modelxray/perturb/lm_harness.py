@@ -1,0 +1,137 @@
+"""Evaluate perturbations of a causal language model against its clean outputs, computed once.
+
+Every family (attacks, weight noise, token perturbations) is scored by the same ``Comparison``
+against one ``Reference`` pass: loss, perplexity, top-1 agreement with the clean predictions and
+KL(clean || perturbed)."""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from modelxray.analyzers.reference import Reference
+from modelxray.data.windows import IGNORE, Window, batched
+from modelxray.metrics.lm import LMScore
+from modelxray.perturb.attacks import default_step_size, fgsm, pgd
+from modelxray.perturb.embedding_shift import EmbeddingShift, frozen, input_embedding
+from modelxray.perturb.tokens import dropout_windows, substitute_window
+from modelxray.progress import bar
+from modelxray.scoring import forward_logits
+
+
+class LMHarness:
+    task = "causal_lm"
+    quality = "perplexity"  # the headline metric of every family
+    dropout_family = "token_dropout"
+    substitution_family = "token_substitution"
+
+    def __init__(self, model: nn.Module, windows: list[Window], batch_size: int, kl_windows: int,
+                 progress: bool = True):
+        self.model, self.windows, self.batch_size, self.progress = model, windows, batch_size, progress
+        self.ref = Reference(model, windows, batch_size, kl_windows, progress, "robustness: clean reference")
+        self.clean = self.ref.metrics
+        self._embedding: nn.Module | None = None
+        self.size = len(windows)
+
+    def perturb_inputs(self, family: str, rate: float, generator: torch.Generator, desc: str) -> dict[str, float]:
+        if family == self.dropout_family:
+            return self.token_dropout(rate, generator, desc)
+        return self.token_substitution(rate, generator, desc)
+
+    # -- attacks in embedding space -------------------------------------------------------------
+    @property
+    def embedding(self) -> nn.Module:
+        if self._embedding is None:
+            self._embedding = input_embedding(self.model)
+        return self._embedding
+
+    @property
+    def eps_scale(self) -> float:
+        """Attack radii are relative to the std of the input-embedding weights."""
+        return float(self.embedding.weight.detach().float().std())
+
+    def clean_of(self, n_windows: int) -> dict[str, float]:
+        return self.ref.metrics_of(max_windows=n_windows)
+
+    def attack(self, eps_list: list[float], steps: int, step_size: float | None, random_start: bool,
+               generator: torch.Generator, n_windows: int, desc: str) -> dict[float, dict[str, dict]]:
+        """FGSM (and PGD when ``steps`` > 0) at each relative eps on the first ``n_windows`` windows,
+        maximising the next-token loss. Returns {eps: {"fgsm": metrics, "pgd": metrics}}; the FGSM
+        gradient at the clean point is computed once per batch and shared by every eps and PGD's first step."""
+        scale = self.eps_scale
+        fg = {e: self.ref.comparison() for e in eps_list}
+        pg = {e: self.ref.comparison() for e in eps_list} if steps > 0 else {}
+        left = n_windows
+        work = [(i, b) for i, b in enumerate(self.ref.batches)]
+        total = sum(min(b[0].shape[0], max(0, n_windows - i * self.batch_size)) for i, b in work)
+        with frozen(self.model), EmbeddingShift(self.embedding) as shift, \
+                bar(total=total, desc=desc, unit="window", enabled=self.progress) as pbar:
+            for i, (inputs, targets) in work:
+                if left <= 0:
+                    break
+                rows = min(inputs.shape[0], left)
+                left -= rows
+                inputs, targets = inputs[:rows].to(self.ref.device), targets[:rows].to(self.ref.device)
+                grad_fn = self._grad_fn(shift, inputs, targets)
+                zero = torch.zeros((*inputs.shape, self.embedding.weight.shape[1]), device=self.ref.device)
+                g0 = grad_fn(zero)
+                for eps in eps_list:
+                    e = eps * scale
+                    fg[eps].add(i, self._logits(shift, inputs, fgsm(zero, g0, e)), targets)
+                    if steps > 0:
+                        size = (step_size * e) if step_size else default_step_size(e, steps)
+                        delta = pgd(zero, grad_fn, e, steps, size, random_start, generator, first_grad=g0)
+                        pg[eps].add(i, self._logits(shift, inputs, delta), targets)
+                pbar.update(rows)
+        return {e: {"fgsm": fg[e].result(), **({"pgd": pg[e].result()} if steps > 0 else {})} for e in eps_list}
+
+    def _logits(self, shift: EmbeddingShift, inputs: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+        shift.delta = delta
+        with torch.inference_mode():
+            out = forward_logits(self.model, inputs)
+        shift.delta = None
+        return out
+
+    def _grad_fn(self, shift: EmbeddingShift, inputs: torch.Tensor, targets: torch.Tensor):
+        def grad(delta: torch.Tensor) -> torch.Tensor:
+            d = delta.detach().requires_grad_(True)
+            shift.delta = d
+            with torch.enable_grad():
+                logits = forward_logits(self.model, inputs)
+                loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1),
+                                       ignore_index=IGNORE)
+                (g,) = torch.autograd.grad(loss, d)
+            shift.delta = None
+            return g
+
+        return grad
+
+    # -- the model as it is now (after weight noise) ----------------------------------------------
+    def evaluate(self, desc: str) -> dict[str, float]:
+        return self.ref.evaluate(self.model, progress=self.progress, desc=desc)
+
+    # -- input perturbations ----------------------------------------------------------------------
+    def token_dropout(self, rate: float, generator: torch.Generator, desc: str) -> dict[str, float]:
+        """Loss and perplexity on the text after dropout (positions no longer match the clean run,
+        so there is no agreement or KL). Nothing left to score gives NaN metrics and 0 tokens."""
+        windows = dropout_windows(self.windows, rate, generator)
+        score = LMScore(ks=[1])
+        with torch.inference_mode():
+            for inputs, targets in bar(list(batched(windows, self.batch_size)), desc=desc, enabled=self.progress):
+                score.update(forward_logits(self.model, inputs.to(self.ref.device)), targets.to(self.ref.device))
+        if score.n_tokens == 0:
+            return {"loss": float("nan"), "perplexity": float("nan"), "accuracy": float("nan"), "tokens_scored": 0.0}
+        return score.result()
+
+    def token_substitution(self, rate: float, generator: torch.Generator, desc: str) -> dict[str, float]:
+        """Metrics on the targets that were not replaced, compared position by position with the clean run."""
+        windows = [substitute_window(w, rate, self.ref.vocab_size, generator) for w in self.windows]
+        comp = self.ref.comparison()
+        with torch.inference_mode():
+            for i, (inputs, targets) in enumerate(bar(list(batched(windows, self.batch_size)), desc=desc,
+                                                      enabled=self.progress)):
+                comp.add(i, forward_logits(self.model, inputs.to(self.ref.device)), targets.to(self.ref.device))
+        if comp.score.n_tokens == 0:
+            return {"loss": float("nan"), "perplexity": float("nan"), "accuracy": float("nan"), "tokens_scored": 0.0,
+                    "top1_agree": float("nan"), "kl": float("nan")}
+        return comp.result()

@@ -1,0 +1,88 @@
+"""Noise on weights: Gaussian noise scaled to each tensor's std, and uniform noise the size of a
+b-bit quantization step (the additive model of rounding error). Noise is drawn on the CPU from a
+seeded generator, tensor by tensor in module order, so a seed gives the same noise on any device."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from modelxray.quant.targets import _is_conv1d, find_targets
+
+NOISE_TARGETS = ("linear", "matrices", "all")  # decoder linear weights | every >=2-D tensor | every tensor
+STEP_GRANULARITY = ("channel", "tensor")
+
+
+@dataclass
+class NoiseTarget:
+    name: str
+    param: torch.Tensor
+    channel_dim: int | None  # the output-channel dim for per-channel ranges; None: whole tensor
+
+
+def noise_targets(model: nn.Module, which: str) -> list[NoiseTarget]:
+    """``linear``: weights of the linear layers (no embedding, no output head, no norms or biases);
+    ``matrices``: every parameter with >= 2 dims (embeddings included); ``all``: every parameter."""
+    if which not in NOISE_TARGETS:
+        raise ValueError(f"unknown noise target set {which!r}; expected one of {NOISE_TARGETS}")
+    conv1d = {id(m.weight) for m in model.modules() if _is_conv1d(m)}
+    if which == "linear":
+        return [NoiseTarget(f"{t.name}.weight", t.module.weight, 1 if id(t.module.weight) in conv1d else 0)
+                for t in find_targets(model) if t.kind == "linear"]
+    out = []
+    for name, p in model.named_parameters():  # shared (tied) parameters are listed once
+        if p.dim() >= 2:
+            out.append(NoiseTarget(name, p, 1 if id(p) in conv1d else 0))
+        elif which == "all":
+            out.append(NoiseTarget(name, p, None))
+    return out
+
+
+class WeightSnapshot:
+    """Copies of the targeted tensors, to undo a perturbation exactly."""
+
+    def __init__(self, targets: list[NoiseTarget]):
+        self.targets = targets
+        self.saved = [t.param.detach().clone() for t in targets]
+
+    def restore(self) -> None:
+        with torch.no_grad():
+            for t, w in zip(self.targets, self.saved):
+                t.param.copy_(w)
+
+
+def gaussian_noise(w: torch.Tensor, level: float, generator: torch.Generator) -> torch.Tensor:
+    """N(0, (level * std(w))^2) noise shaped like ``w``."""
+    noise = torch.randn(w.shape, generator=generator, dtype=torch.float32)
+    return (noise * (w.float().std() * level).cpu()).to(w.device, w.dtype) if w.numel() > 1 else torch.zeros_like(w)
+
+
+def quant_step(w: torch.Tensor, bits: int, channel_dim: int | None, granularity: str = "channel") -> torch.Tensor:
+    """The step of an asymmetric min-max ``bits`` grid: (max - min) / (2^bits - 1), per output channel
+    (broadcastable to ``w``) or for the whole tensor."""
+    w = w.float()
+    if granularity == "tensor" or channel_dim is None or w.dim() < 2:
+        return (w.max() - w.min()) / (2**bits - 1)
+    dims = [d for d in range(w.dim()) if d != channel_dim]
+    return (w.amax(dim=dims, keepdim=True) - w.amin(dim=dims, keepdim=True)) / (2**bits - 1)
+
+
+def quant_step_noise(w: torch.Tensor, bits: int, generator: torch.Generator, channel_dim: int | None,
+                     granularity: str = "channel") -> torch.Tensor:
+    """U(-step/2, step/2) noise shaped like ``w``: the error of rounding to a ``bits`` grid, without the grid."""
+    u = torch.rand(w.shape, generator=generator, dtype=torch.float32) - 0.5
+    return (u * quant_step(w, bits, channel_dim, granularity).cpu()).to(w.device, w.dtype)
+
+
+def add_gaussian_noise_(targets: list[NoiseTarget], level: float, generator: torch.Generator) -> None:
+    with torch.no_grad():
+        for t in targets:
+            t.param.add_(gaussian_noise(t.param, level, generator))
+
+
+def add_quant_step_noise_(targets: list[NoiseTarget], bits: int, generator: torch.Generator,
+                          granularity: str = "channel") -> None:
+    with torch.no_grad():
+        for t in targets:
+            t.param.add_(quant_step_noise(t.param, bits, generator, t.channel_dim, granularity))
