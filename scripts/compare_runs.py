@@ -3,8 +3,10 @@
     python scripts/compare_runs.py --experiment modelxray \\
         --params quant --metrics performance/perplexity,quant/model_bytes_after,performance/bs1_latency_p50_ms
 
-Columns: the chosen params, then the chosen metrics (``*_bytes`` metrics shown in MiB); one row
-per run, oldest first. ``--uri`` defaults to ``sqlite:///mlflow.db`` in the working directory.
+    python scripts/compare_runs.py --params quant --metrics 'robustness/fgsm_*_perplexity,robustness/clean_perplexity'
+
+Columns: the chosen params, then the chosen metrics (``*_bytes`` metrics shown in MiB; a ``*`` in a
+key matches any text, expanded over the metrics the runs logged); one row per run, oldest first. ``--uri`` defaults to ``sqlite:///mlflow.db`` in the working directory.
 """
 from __future__ import annotations
 
@@ -21,6 +23,19 @@ def fmt(key: str, value) -> str:
     return str(value)
 
 
+def expand(keys: list[str], logged: list[dict]) -> list[str]:
+    """Keys with ``*`` become every logged metric they match, in sorted order."""
+    import fnmatch
+
+    names = sorted({k for m in logged for k in m})
+    out: list[str] = []
+    for key in keys:
+        for k in (fnmatch.filter(names, key) if "*" in key else [key]):
+            if k not in out:
+                out.append(k)
+    return out
+
+
 def table(uri: str, experiment: str, params: list[str], metrics: list[str]) -> str:
     from mlflow.tracking import MlflowClient
 
@@ -29,6 +44,7 @@ def table(uri: str, experiment: str, params: list[str], metrics: list[str]) -> s
     if exp is None:
         raise SystemExit(f"compare_runs: no experiment {experiment!r} at {uri}")
     runs = sorted(client.search_runs([exp.experiment_id], max_results=10000), key=lambda r: r.info.start_time)
+    metrics = expand(metrics, [r.data.metrics for r in runs])
     head = ["run", *params, *metrics, "status"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in runs:

@@ -200,4 +200,26 @@ def _std(values: list[float]) -> float:
 
 
 def _insights(rows: list[dict], clean: dict, quality: str) -> list[str]:
-    return []  # filled in below (kept apart so the wording is easy to review)
+    """Plain sentences: the first level of each family that costs more than 10% of quality, and
+    whether PGD finds much more than FGSM (a gradient-masking or linearity signal)."""
+    out = []
+    base = clean[quality]
+    worse = (lambda v: v > 1.1 * base) if quality == "perplexity" else (lambda v: v < base - 0.1 * abs(base))
+    for family in dict.fromkeys(r["family"] for r in rows):
+        fam = [r for r in rows if r["family"] == family and quality in r and not math.isnan(r[quality])]
+        if family == "quant_noise":
+            fam = sorted(fam, key=lambda r: -r["level"])
+        first = next((r for r in fam if worse(r[quality])), None)
+        if first is None and fam:
+            out.append(f"{family}: {quality} stays within 10% of clean ({base:.3g}) up to level "
+                       f"{level_name(family, fam[-1]['level'])}.")
+        elif first is not None:
+            out.append(f"{family}: {quality} {first[quality]:.3g} vs clean {base:.3g} from level "
+                       f"{level_name(family, first['level'])}.")
+    for r in rows:
+        if r["family"] == "pgd" and quality == "perplexity" and "fgsm_perplexity" in r:
+            ratio = r["perplexity"] / r["fgsm_perplexity"]
+            if ratio > 1.1:
+                out.append(f"PGD-eps {r['level']:g} reaches perplexity {r['perplexity']:.3g} where FGSM reaches "
+                           f"{r['fgsm_perplexity']:.3g} on the same windows: the loss surface is far from linear there.")
+    return out

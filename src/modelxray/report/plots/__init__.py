@@ -6,7 +6,8 @@ import importlib
 from types import ModuleType
 
 _PLOTTERS = {"quant": "modelxray.report.plots.quant", "performance": "modelxray.report.plots.performance",
-            "bitwidth": "modelxray.report.plots.bitwidth", "quant_impact": "modelxray.report.plots.quant_impact"}
+            "bitwidth": "modelxray.report.plots.bitwidth", "quant_impact": "modelxray.report.plots.quant_impact",
+            "robustness": "modelxray.report.plots.robustness"}
 
 
 def plotter_for(analyzer: str) -> ModuleType | None:
