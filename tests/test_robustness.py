@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import mlflow_runs, run_cli
 from torch import nn
 
 from modelxray.analyzers.base import RunContext
@@ -16,10 +17,13 @@ from modelxray.errors import ConfigError
 from modelxray.perturb.attacks import fgsm, pgd
 from modelxray.perturb.lm_harness import LMHarness
 from modelxray.perturb.tokens import dropout_windows, substitute_window
-from modelxray.perturb.weight_noise import (WeightSnapshot, add_gaussian_noise_, add_quant_step_noise_, noise_targets,
-                                            quant_step)
-
-from conftest import mlflow_runs, run_cli
+from modelxray.perturb.weight_noise import (
+    WeightSnapshot,
+    add_gaussian_noise_,
+    add_quant_step_noise_,
+    noise_targets,
+    quant_step,
+)
 
 
 @pytest.fixture(scope="module")

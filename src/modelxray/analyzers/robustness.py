@@ -21,8 +21,14 @@ import torch
 from modelxray.analyzers.base import Analyzer, Result, RunContext
 from modelxray.data.windows import make_windows
 from modelxray.errors import ConfigError
-from modelxray.perturb.weight_noise import (NOISE_TARGETS, STEP_GRANULARITY, WeightSnapshot, add_gaussian_noise_,
-                                            add_quant_step_noise_, noise_targets)
+from modelxray.perturb.weight_noise import (
+    NOISE_TARGETS,
+    STEP_GRANULARITY,
+    WeightSnapshot,
+    add_gaussian_noise_,
+    add_quant_step_noise_,
+    noise_targets,
+)
 from modelxray.progress import bar
 
 # per family: the metrics logged for each level (the rest stay in the tables)
