@@ -2,9 +2,8 @@
 quantization-step noise and input perturbations.
 
 Language models are attacked in input-embedding space (eps relative to the embedding std), noised
-in their linear weights, and fed text with dropped or substituted tokens; classifiers are attacked
-in input space (accuracy under attack), noised the same way, and fed inputs with dropped features.
-One clean pass is computed first and every family is compared against it. Metrics are named
+in their linear weights, and fed text with dropped or substituted tokens. The perturbation families
+are task-agnostic; a harness per task (``perturb/lm_harness.py``) evaluates them. One clean pass is computed first and every family is compared against it. Metrics are named
 ``<family>_<level>_<metric>`` (``fgsm_0.03_perplexity``, ``quant_noise_4bit_kl``...).
 """
 from __future__ import annotations
@@ -45,7 +44,6 @@ class RobustnessAnalyzer(Analyzer):
 
     # what is evaluated
     eval_windows: int = 8          # language models: dataset windows (the clean pass is computed once)
-    eval_samples: int | None = None  # classifiers: test samples (null = the whole test split)
     batch_size: int = 4
     kl_windows: int = 8            # windows whose clean distribution is kept for exact KL
     # adversarial attacks (L-inf); language models: eps relative to the input-embedding std
@@ -62,13 +60,13 @@ class RobustnessAnalyzer(Analyzer):
     # quantization noise: U(-step/2, step/2), step of a b-bit min-max grid
     quant_noise_bits: list[int] = field(default_factory=lambda: [8, 6, 4])
     quant_noise_granularity: str = "channel"  # channel | tensor
-    # input perturbations (language models: tokens; classifiers: input features)
+    # input perturbations of the tokens
     dropout_rates: list[float] = field(default_factory=lambda: [0.05, 0.1, 0.2])
     substitution_rates: list[float] = field(default_factory=lambda: [0.05, 0.1, 0.2])
 
     def validate(self) -> None:
         self.require_positive("eval_windows", "batch_size", "seeds", "pgd_windows", "quant_noise_bits")
-        self.require_positive("eval_samples", "pgd_step_size", allow_none=True)
+        self.require_positive("pgd_step_size", allow_none=True)
         self.require_non_negative("kl_windows", "fgsm_eps", "pgd_eps", "pgd_steps", "weight_noise_levels")
         self.require_choice("noise_targets", NOISE_TARGETS)
         self.require_choice("quant_noise_granularity", STEP_GRANULARITY)
@@ -149,11 +147,7 @@ class RobustnessAnalyzer(Analyzer):
                 raise ConfigError("analyzer.robustness", "needs a dataset of token windows (not a user DataLoader)")
             windows = make_windows(subject.data.ids, subject.data.seq_len, "disjoint")[: self.eval_windows]
             return LMHarness(subject.model, windows, self.batch_size, self.kl_windows, ctx.progress)
-        if subject.task == "classification":
-            from modelxray.perturb.classifier_harness import ClassifierHarness
-
-            return ClassifierHarness(subject.model, subject.data, self.batch_size, self.eval_samples, ctx.progress)
-        raise ConfigError("analyzer.robustness", f"does not support task {subject.task!r} (causal_lm, classification)")
+        raise ConfigError("analyzer.robustness", f"does not support task {subject.task!r} yet (causal_lm)")
 
     def _row(self, family: str, level: float, m: dict, clean: dict, n: int, **extra) -> dict:
         row = {"family": family, "level": level, "samples": n, **{k: m.get(k) for k in
