@@ -111,7 +111,8 @@ def run(cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, 
         if model is None:
             tracker_run.set_tags({"modelxray.model_cache": "miss" if process_cache.load_count > loads_before else "hit"})
         data = components.dataset.load(loaded.tokenizer) if batches is None and components.dataset else None
-        subject = Subject(loaded.model, loaded.tokenizer, data, loaded.info, batches=batches)
+        subject = Subject(loaded.model, loaded.tokenizer, data, loaded.info, task=loaded.task, batches=batches)
+        check_task(subject, components.analyzers)
         params.update(loaded.info.as_params())
         tracker_run.log_params(params)
 
@@ -142,6 +143,22 @@ def run(cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, 
     return RunOutcome(metrics, results, out_dir, tracker_run.run_id, tracker_run.describe())
 
 
+def check_task(subject: Subject, analyzers: dict) -> None:
+    """The dataset and every analyzer must fit the kind of model (language model or classifier)."""
+    from modelxray.data.base import ClassificationData, TokenData
+
+    wanted = {"causal_lm": TokenData, "classification": ClassificationData}.get(subject.task)
+    if subject.data is not None and wanted is not None and not isinstance(subject.data, wanted):
+        hint = "dataset=digits" if subject.task == "classification" else "a text dataset, e.g. dataset=pydoc_topics"
+        raise ConfigError("dataset", f"{type(subject.data).__name__} does not fit a {subject.task} model "
+                          f"({subject.info.name}); use {hint}")
+    for name, analyzer in analyzers.items():
+        if subject.task not in analyzer.tasks:
+            fits = [n for n, a in analyzers.items() if subject.task in a.tasks] or ["robustness"]
+            raise ConfigError(f"analyzer.{name}", f"analyzes {' and '.join(analyzer.tasks)} models, and "
+                              f"{subject.info.name} is a {subject.task} model; use e.g. analyzer={fits[0]}")
+
+
 def _run_one(name: str, analyzer, subject: Subject, ctx: RunContext) -> Result:
     """Run one analyzer; a failure becomes a Result carrying its traceback, so the others still run."""
     start = time.perf_counter()
@@ -156,8 +173,13 @@ def _run_one(name: str, analyzer, subject: Subject, ctx: RunContext) -> Result:
 
 def _run_info(config: dict, job: JobInfo, subject: Subject, tracking: str) -> dict[str, Any]:
     data = subject.data
-    dataset = (f"{data.name}: {data.n_tokens:,} of {data.available_tokens:,} tokens, windows of {data.seq_len}"
-               if data is not None else "user-supplied batches")
+    if data is None:
+        dataset = "user-supplied batches"
+    elif hasattr(data, "n_tokens"):
+        dataset = f"{data.name}: {data.n_tokens:,} of {data.available_tokens:,} tokens, windows of {data.seq_len}"
+    else:
+        dataset = (f"{data.name}: {data.n_samples:,} test samples of shape {tuple(data.input_shape)}, "
+                   f"{data.n_classes} classes (trained on {len(data.y_train):,})")
     quant = "; ".join(str(s) for s in subject.applied) or "none (weights as loaded)"
     return {"model": asdict(subject.info), "dataset": dataset, "quant": quant, "choices": job.choices,
             "overrides": job.overrides, "tracking": tracking, "host": host(), "versions": versions(),

@@ -6,7 +6,7 @@ from typing import Any
 
 from torch import nn
 
-from modelxray.data.base import TokenData
+from modelxray.data.base import ClassificationData, TokenData
 from modelxray.models.base import ModelInfo
 
 
@@ -14,9 +14,9 @@ from modelxray.models.base import ModelInfo
 class Subject:
     model: nn.Module
     tokenizer: Any
-    data: TokenData | None
+    data: TokenData | ClassificationData | None
     info: ModelInfo
-    task: str = "causal_lm"
+    task: str = "causal_lm"  # causal_lm | classification
     batches: Any = None  # a user's DataLoader (Python API); used instead of windows over ``data``
     applied: list[dict[str, Any]] = field(default_factory=list)  # transformations (quantization...) so far
 

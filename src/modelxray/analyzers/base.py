@@ -50,6 +50,7 @@ class Analyzer(Configurable):
     """Base of analyzer configs; subclasses set ``name`` and implement ``run``."""
 
     name: ClassVar[str] = "analyzer"
+    tasks: ClassVar[tuple[str, ...]] = ("causal_lm",)  # the model kinds it can analyze
 
     def run(self, subject, ctx: RunContext) -> Result:  # pragma: no cover - abstract
         raise NotImplementedError

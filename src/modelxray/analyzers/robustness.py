@@ -2,8 +2,10 @@
 quantization-step noise and input perturbations.
 
 Language models are attacked in input-embedding space (eps relative to the embedding std), noised
-in their linear weights, and fed text with dropped or substituted tokens. The perturbation families
-are task-agnostic; a harness per task (``perturb/lm_harness.py``) evaluates them. One clean pass is computed first and every family is compared against it. Metrics are named
+in their linear weights, and fed text with dropped or substituted tokens. Classifiers are attacked
+in input space inside the feature range (eps a fraction of it) and fed inputs with blanked or
+randomised features. The perturbation families are task-agnostic; a harness per task
+(``perturb/lm_harness.py``, ``perturb/classifier_harness.py``) evaluates them. One clean pass is computed first and every family is compared against it. Metrics are named
 ``<family>_<level>_<metric>`` (``fgsm_0.03_perplexity``, ``quant_noise_4bit_kl``...).
 """
 from __future__ import annotations
@@ -41,11 +43,15 @@ def level_name(family: str, level: float) -> str:
 @dataclass
 class RobustnessAnalyzer(Analyzer):
     name: ClassVar[str] = "robustness"
+    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification")
 
     # what is evaluated
     eval_windows: int = 8          # language models: dataset windows (the clean pass is computed once)
     batch_size: int = 4
     kl_windows: int = 8            # windows whose clean distribution is kept for exact KL
+    eval_samples: int | None = None  # classifiers: test samples (null = all)
+    sample_batch_size: int = 256   # classifiers: samples per forward pass
+    pgd_samples: int | None = None # classifiers: samples attacked by PGD (null = all)
     # adversarial attacks (L-inf); language models: eps relative to the input-embedding std
     fgsm_eps: list[float] = field(default_factory=lambda: [0.01, 0.03, 0.1])
     pgd_eps: list[float] = field(default_factory=lambda: [0.01, 0.03])
@@ -66,7 +72,8 @@ class RobustnessAnalyzer(Analyzer):
 
     def validate(self) -> None:
         self.require_positive("eval_windows", "batch_size", "seeds", "pgd_windows", "quant_noise_bits")
-        self.require_positive("pgd_step_size", allow_none=True)
+        self.require_positive("pgd_step_size", "eval_samples", "pgd_samples", allow_none=True)
+        self.require_positive("sample_batch_size")
         self.require_non_negative("kl_windows", "fgsm_eps", "pgd_eps", "pgd_steps", "weight_noise_levels")
         self.require_choice("noise_targets", NOISE_TARGETS)
         self.require_choice("quant_noise_granularity", STEP_GRANULARITY)
@@ -97,7 +104,8 @@ class RobustnessAnalyzer(Analyzer):
         if self.pgd_eps:
             scale = harness.eps_scale
             result.data["eps_scale"] = scale
-            n = min(self.pgd_windows, harness.size)
+            n = min(self.pgd_windows if harness.task == "causal_lm" else (self.pgd_samples or harness.size),
+                    harness.size)
             sub_clean = harness.clean_of(n)
             attacks = harness.attack(self.pgd_eps, self.pgd_steps, self.pgd_step_size, self.pgd_random_start,
                                      gen(2), n, f"robustness: PGD-{self.pgd_steps}")
@@ -147,7 +155,17 @@ class RobustnessAnalyzer(Analyzer):
                 raise ConfigError("analyzer.robustness", "needs a dataset of token windows (not a user DataLoader)")
             windows = make_windows(subject.data.ids, subject.data.seq_len, "disjoint")[: self.eval_windows]
             return LMHarness(subject.model, windows, self.batch_size, self.kl_windows, ctx.progress)
-        raise ConfigError("analyzer.robustness", f"does not support task {subject.task!r} yet (causal_lm)")
+        if subject.task == "classification":
+            from modelxray.data.base import ClassificationData
+            from modelxray.perturb.classifier_harness import ClassifierHarness
+
+            data = subject.data
+            if not isinstance(data, ClassificationData):
+                raise ConfigError("dataset", "a classifier needs a classification dataset, e.g. dataset=digits")
+            n = self.eval_samples or data.n_samples
+            return ClassifierHarness(subject.model, data.x_test[:n], data.y_test[:n], data.feature_range,
+                                     self.sample_batch_size, ctx.progress)
+        raise ConfigError("analyzer.robustness", f"does not support task {subject.task!r} (causal_lm, classification)")
 
     def _row(self, family: str, level: float, m: dict, clean: dict, n: int, **extra) -> dict:
         row = {"family": family, "level": level, "samples": n, **{k: m.get(k) for k in

@@ -84,3 +84,23 @@ def tokenize_cached(text: str, tokenizer: Any, cache_dir: Path) -> torch.Tensor:
     np.save(tmp, arr)
     os.replace(tmp, path)
     return torch.from_numpy(arr.astype(np.int64))
+
+
+@dataclass
+class ClassificationData:
+    """A supervised split for classifiers: features in ``feature_range``, integer labels.
+
+    ``x_test``/``y_test`` are what analyzers evaluate; the train split is only for building a model."""
+
+    name: str
+    x_train: torch.Tensor  # (N, *input_shape) float32
+    y_train: torch.Tensor  # (N,) int64
+    x_test: torch.Tensor
+    y_test: torch.Tensor
+    n_classes: int
+    feature_range: tuple[float, float]
+    input_shape: tuple[int, ...]
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.y_test.numel())

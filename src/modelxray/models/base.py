@@ -39,6 +39,7 @@ class LoadedModel:
     model: nn.Module
     tokenizer: Any
     info: ModelInfo
+    task: str = "causal_lm"  # causal_lm | classification: which analyzers and datasets apply
 
 
 @dataclass

@@ -22,14 +22,17 @@ class NoiseTarget:
 
 
 def noise_targets(model: nn.Module, which: str) -> list[NoiseTarget]:
-    """``linear``: weights of the linear layers (no embedding, no output head, no norms or biases);
+    """``linear``: weights of the linear and convolution layers (no embedding, no output head, no
+    norms or biases);
     ``matrices``: every parameter with >= 2 dims (embeddings included); ``all``: every parameter."""
     if which not in NOISE_TARGETS:
         raise ValueError(f"unknown noise target set {which!r}; expected one of {NOISE_TARGETS}")
     conv1d = {id(m.weight) for m in model.modules() if _is_conv1d(m)}
     if which == "linear":
-        return [NoiseTarget(f"{t.name}.weight", t.module.weight, 1 if id(t.module.weight) in conv1d else 0)
-                for t in find_targets(model) if t.kind == "linear"]
+        linear = {id(t.module) for t in find_targets(model) if t.kind == "linear"}
+        return [NoiseTarget(f"{name}.weight", m.weight, 1 if id(m.weight) in conv1d else 0)
+                for name, m in model.named_modules()
+                if id(m) in linear or isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d))]
     out = []
     for name, p in model.named_parameters():  # shared (tied) parameters are listed once
         if p.dim() >= 2:

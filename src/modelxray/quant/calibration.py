@@ -95,6 +95,9 @@ class BlockInputs:
 
 def calibration_windows(subject) -> torch.Tensor:
     data = subject.data
+    if getattr(subject, "task", "causal_lm") != "causal_lm":
+        raise ConfigError("quant", f"calibration-based quantization (GPTQ, AWQ) needs a language model and its "
+                          f"token windows; {subject.info.name} is a {subject.task} model: use RTN, e.g. quant=int4")
     if data is None or data.calibration is None or data.calibration.shape[0] == 0:
         raise ConfigError("dataset.calibration_windows", "no calibration windows: the dataset has no tokens after "
                           "the evaluated span; lower dataset.max_tokens or raise dataset.calibration_windows")

@@ -21,6 +21,8 @@ def figures(result) -> dict:
     for name, (families, xlabel) in _FAMILIES.items():
         sub = [r for r in rows if r["family"] in families]
         if sub:
+            if name == "adversarial_robustness.png" and _quality(result) == "accuracy":
+                xlabel = "attack radius eps (fraction of the input range)"
             out[name] = _figure(result, sub, families, xlabel)
     return out
 
@@ -60,7 +62,10 @@ def _lines(ax, result, rows, metric, xlabel, title):
             if isinstance(r.get(std), float) and r[std] > 0 and not math.isnan(r[std]):
                 ax.errorbar(r["level"], r[metric], yerr=r[std], color="#555", capsize=3, lw=0.8)
     if metric == _quality(result):
-        ax.axhline(result.data["clean"][metric], color="#2c3e50", ls="--", lw=1, label="clean")
+        clean = result.data["clean"][metric]
+        ax.axhline(clean, color="#2c3e50", ls="--", lw=1, label="clean")
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(min(lo, clean), max(hi, clean))
         if metric == "perplexity" and df[metric].max() / max(df[metric].min(), 1e-9) > 3:
             ax.set_yscale("log")
     if df["level"].min() > 0 and df["level"].max() / df["level"].min() > 5 and df["family"].iloc[0] != "quant_noise":

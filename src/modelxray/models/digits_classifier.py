@@ -1,0 +1,129 @@
+"""A small MLP or CNN on scikit-learn's digits: the classifier of the robustness analyzer.
+
+Given no checkpoint it trains in about a second (Adam, seeded, on the train part of the same split
+the ``digits`` dataset evaluates), so ``model=digits_mlp`` works offline with nothing to download.
+A checkpoint (a state dict of the same architecture, .pt or .safetensors) is loaded with
+``weights_only=True``."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from modelxray.data.digits import load_digits_split
+from modelxray.errors import ConfigError
+from modelxray.models.base import LoadedModel, ModelInfo, ModelSource
+
+ARCHS = ("mlp", "cnn")
+
+
+def build_digits_model(arch: str, hidden: list[int], channels: list[int], n_classes: int = 10) -> nn.Sequential:
+    """``mlp``: 64 pixels -> hidden layers (ReLU) -> classes. ``cnn``: 8x8 image -> 3x3 convs (ReLU),
+    2x2 max-pool -> linear classifier."""
+    layers: list[nn.Module] = []
+    if arch == "mlp":
+        width = 64
+        layers.append(nn.Flatten())
+        for h in hidden:
+            layers += [nn.Linear(width, h), nn.ReLU()]
+            width = h
+    else:
+        layers.append(nn.Unflatten(1, (1, 8, 8)))
+        width = 1
+        for c in channels:
+            layers += [nn.Conv2d(width, c, 3, padding=1), nn.ReLU()]
+            width = c
+        layers += [nn.MaxPool2d(2), nn.Flatten()]
+        width = width * 16
+    layers.append(nn.Linear(width, n_classes))
+    return nn.Sequential(*layers)
+
+
+@dataclass
+class DigitsClassifierSource(ModelSource):
+    arch: str = "mlp"
+    hidden: list[int] = field(default_factory=lambda: [64])
+    channels: list[int] = field(default_factory=lambda: [8, 16])
+    checkpoint: str | None = None       # state dict of this architecture; null = train now
+    save_checkpoint: str | None = None  # write the trained weights here (safetensors)
+    epochs: int = 40
+    batch_size: int = 64
+    lr: float = 0.003
+    weight_decay: float = 0.0
+    seed: int = 0
+    test_fraction: float = 0.25         # the split to train on: the digits dataset's, so nothing leaks
+    split_seed: int = 0
+
+    def validate(self) -> None:
+        super().validate()
+        self.require_choice("arch", ARCHS)
+        self.require_positive("hidden", "channels", "epochs", "batch_size", "lr")
+        self.require_non_negative("weight_decay")
+        if self.checkpoint is not None and not Path(self.checkpoint).expanduser().is_file():
+            raise ConfigError("checkpoint", f"file not found: {self.checkpoint} (null trains the model now)")
+
+    def load(self) -> LoadedModel:
+        model = build_digits_model(self.arch, self.hidden, self.channels)
+        if self.checkpoint is not None:
+            from modelxray.models.file import _read_state_dict, detect_format
+
+            path = Path(self.checkpoint).expanduser()
+            fmt = detect_format(path)
+            if fmt not in ("safetensors", "state_dict"):
+                raise ConfigError("model.checkpoint", f"{path} is a {fmt}; give a state dict (.pt) or .safetensors")
+            state = _read_state_dict(path, fmt, allow_unsafe_pickle=False)
+            fix = "set model.arch / hidden / channels to the saved ones"
+            try:
+                missing, unexpected = model.load_state_dict(state, strict=False)
+            except RuntimeError as exc:  # shape mismatch
+                detail = next((ln.strip() for ln in str(exc).splitlines() if "size mismatch" in ln), str(exc)[:200])
+                raise ConfigError("model.checkpoint", f"{path} does not match arch={self.arch}: {detail}; {fix}") from None
+            if missing or unexpected:
+                raise ConfigError("model.checkpoint", f"{path} does not match arch={self.arch} (missing {missing[:3]}, "
+                                  f"unexpected {unexpected[:3]}); {fix}")
+            note = f"weights from {path}"
+            source = fmt
+        else:
+            seconds, train_acc = self._train(model)
+            note = (f"trained now: {self.epochs} epochs of Adam (lr {self.lr}, seed {self.seed}) on the train split, "
+                    f"{seconds:.1f} s, train accuracy {train_acc:.3f}")
+            source = "config"
+        if self.save_checkpoint:
+            from safetensors.torch import save_file
+
+            out = Path(self.save_checkpoint).expanduser()
+            out.parent.mkdir(parents=True, exist_ok=True)
+            save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out))
+        info = ModelInfo(name=f"digits-{self.arch}", source_format=source, source_dtype="float32", notes=[note],
+                         file_path=self.checkpoint)
+        return LoadedModel(self.place(model), None, info, task="classification")
+
+    def _train(self, model: nn.Module) -> tuple[float, float]:
+        data = load_digits_split(self.test_fraction, self.split_seed)
+        start = time.perf_counter()
+        gen = torch.Generator().manual_seed(self.seed)
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            for m in model.modules():  # seeded init, independent of the global RNG state
+                if hasattr(m, "reset_parameters"):
+                    m.reset_parameters()
+        opt = torch.optim.Adam(model.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        x, y = data.x_train, data.y_train
+        model.train()
+        with torch.enable_grad():
+            for _ in range(self.epochs):
+                order = torch.randperm(len(y), generator=gen)
+                for i in range(0, len(y), self.batch_size):
+                    idx = order[i : i + self.batch_size]
+                    loss = F.cross_entropy(model(x[idx]), y[idx])
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+        model.eval()
+        with torch.inference_mode():
+            acc = float((model(x).argmax(-1) == y).float().mean())
+        return time.perf_counter() - start, acc
