@@ -112,11 +112,18 @@ def test_truncated_file_is_a_clear_error(reference, tmp_path, name, fmt):
     assert "\n" not in str(info.value)
 
 
-def test_weights_only_file_needs_architecture(tmp_path):
+def test_weights_only_file_opens_for_inspection_and_running_it_needs_architecture(tmp_path):
+    from modelxray.analyzers.performance import PerformanceAnalyzer
+    from modelxray.app import check_task
+    from modelxray.subject import Subject
+
     path = tmp_path / "w.safetensors"
     save_file({"a": torch.zeros(2)}, str(path))
-    with pytest.raises(ConfigError, match="^architecture: a safetensors file holds weights only"):
-        FileSource(path=str(path))
+    loaded = FileSource(path=str(path)).load()
+    assert loaded.task == "weights" and [n for n, _ in loaded.model.iter_tensors()] == ["a"]
+    subject = Subject(loaded.model, None, None, loaded.info, task="weights")
+    with pytest.raises(ConfigError, match="^analyzer.performance: .*analyzer=inspect, or set model.architecture"):
+        check_task(subject, {"performance": PerformanceAnalyzer()})
 
 
 def test_tiny_gpt2_is_deterministic_under_its_seed():

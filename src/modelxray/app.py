@@ -110,9 +110,10 @@ def run(cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, 
         loaded = _in_memory(model, tokenizer) if model is not None else load_model(components.model, cfg.model_cache_size)
         if model is None:
             tracker_run.set_tags({"modelxray.model_cache": "miss" if process_cache.load_count > loads_before else "hit"})
-        data = components.dataset.load(loaded.tokenizer) if batches is None and components.dataset else None
+        needs_data = batches is None and components.dataset is not None and loaded.task != "weights"
+        data = components.dataset.load(loaded.tokenizer) if needs_data else None
         subject = Subject(loaded.model, loaded.tokenizer, data, loaded.info, task=loaded.task, batches=batches)
-        check_task(subject, components.analyzers)
+        check_task(subject, components.analyzers, components.quant)
         params.update(loaded.info.as_params())
         tracker_run.log_params(params)
 
@@ -143,8 +144,9 @@ def run(cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, 
     return RunOutcome(metrics, results, out_dir, tracker_run.run_id, tracker_run.describe())
 
 
-def check_task(subject: Subject, analyzers: dict) -> None:
-    """The dataset and every analyzer must fit the kind of model (language model or classifier)."""
+def check_task(subject: Subject, analyzers: dict, quant=None) -> None:
+    """The dataset, the quantizer and every analyzer must fit the kind of model: a language model,
+    a classifier, or weights alone (a weights-only file, which cannot run)."""
     from modelxray.data.base import ClassificationData, TokenData
 
     wanted = {"causal_lm": TokenData, "classification": ClassificationData}.get(subject.task)
@@ -152,11 +154,16 @@ def check_task(subject: Subject, analyzers: dict) -> None:
         hint = "dataset=digits" if subject.task == "classification" else "a text dataset, e.g. dataset=pydoc_topics"
         raise ConfigError("dataset", f"{type(subject.data).__name__} does not fit a {subject.task} model "
                           f"({subject.info.name}); use {hint}")
+    hints = {"classification": "analyzer=robustness or analyzer=inspect",
+             "weights": "analyzer=inspect, or set model.architecture so the model can run"}
     for name, analyzer in analyzers.items():
         if subject.task not in analyzer.tasks:
-            fits = [n for n, a in analyzers.items() if subject.task in a.tasks] or ["robustness"]
             raise ConfigError(f"analyzer.{name}", f"analyzes {' and '.join(analyzer.tasks)} models, and "
-                              f"{subject.info.name} is a {subject.task} model; use e.g. analyzer={fits[0]}")
+                              f"{subject.info.name} is a {subject.task} model; use "
+                              f"{hints.get(subject.task, 'a language model')}")
+    if subject.task == "weights" and quant is not None and getattr(quant, "name", "none") != "none":
+        raise ConfigError("quant", f"{subject.info.name} holds weights only (no model.architecture), so it "
+                          "cannot be quantized and run; use quant=none or set model.architecture")
 
 
 def _run_one(name: str, analyzer, subject: Subject, ctx: RunContext) -> Result:

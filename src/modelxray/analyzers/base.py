@@ -19,6 +19,7 @@ class Result:
     tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     data: dict[str, Any] = field(default_factory=dict)
     insights: list[str] = field(default_factory=list)
+    texts: dict[str, str] = field(default_factory=dict)  # extra text reports: file name -> content
     error: str | None = None  # traceback text when the analyzer failed
     seconds: float = 0.0
 

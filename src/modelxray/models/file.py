@@ -2,7 +2,9 @@
 
 A state dict or safetensors file holds weights only, so ``architecture`` says what to build: a
 path to a ``config.json`` (or a directory holding one) or an inline mapping such as
-``{model_type: gpt2, n_layer: 2, n_embd: 64, n_head: 4, vocab_size: 257}``.
+``{model_type: gpt2, n_layer: 2, n_embd: 64, n_head: 4, vocab_size: 257}``. Without one, the file
+opens as weights only (``models/weights_file.py``): ``analyzer=inspect`` reads it tensor by tensor,
+and analyzers that must run the model say that ``architecture`` is needed.
 Pickled checkpoints load with ``torch.load(weights_only=True)``: a file that would run code is
 refused unless ``allow_unsafe_pickle=true``.
 """
@@ -54,9 +56,6 @@ class FileSource(ModelSource):
         if not p.exists():
             raise ConfigError("path", f"model file {self.path!r} does not exist")
         fmt = self.resolved_format()
-        if fmt in ("safetensors", "state_dict") and self.architecture is None:
-            raise ConfigError("architecture", f"a {fmt} file holds weights only: set model.architecture to a "
-                              "config.json path or a mapping like {model_type: gpt2, n_layer: 2, ...}")
         if isinstance(self.architecture, str) and not Path(os.path.expanduser(self.architecture)).exists():
             raise ConfigError("architecture", f"architecture config {self.architecture!r} does not exist")
         validate_tokenizer_spec(self.tokenizer, "tokenizer")
@@ -74,6 +73,8 @@ class FileSource(ModelSource):
             return HFSource(name_or_path=str(path), dtype=self.dtype, device=self.device, local_files_only=True,
                             trust_remote_code=self.trust_remote_code,
                             tokenizer=None if self.tokenizer == "byte" and has_own else self.tokenizer).load()
+        if fmt in ("safetensors", "state_dict") and self.architecture is None:
+            return self._weights_only(path, fmt)
         tokenizer = load_tokenizer(self.tokenizer, "model.tokenizer")
         if fmt == "torchscript":
             model = _load_torchscript(path)
@@ -86,6 +87,18 @@ class FileSource(ModelSource):
         info = ModelInfo(name=path.name, source_format=fmt, source_dtype=stored, file_path=str(path),
                          file_bytes=path.stat().st_size)
         return LoadedModel(self.place(model), tokenizer, info)
+
+    def _weights_only(self, path: Path, fmt: str) -> LoadedModel:
+        """No architecture: the file's tensors, read lazily, for analyzers that need no forward pass."""
+        from modelxray.models.weights_file import WeightsFile
+
+        weights = WeightsFile(path, fmt)
+        names = weights.tensor_names()  # opens the file now, so a corrupt one fails here, clearly
+        info = ModelInfo(name=path.name, source_format=fmt, source_dtype="see inspect", file_path=str(path),
+                         file_bytes=path.stat().st_size,
+                         notes=[f"weights only ({len(names)} tensors, no model.architecture): inspected "
+                                "without running; set model.architecture to run it"])
+        return LoadedModel(weights, None, info, task="weights")
 
     def _build_architecture(self) -> torch.nn.Module:
         from transformers import AutoConfig, AutoModelForCausalLM

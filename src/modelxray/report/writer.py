@@ -40,6 +40,11 @@ def write_reports(out_dir: Path, run: dict, results: dict, thresholds: InsightTh
             p = errors_dir / f"{name}_traceback.txt"
             p.write_text(result.error)
             written.append(p)
+    for result in results.values():
+        for fname, text in (result.texts or {}).items() if result.ok else ():
+            p = out_dir / fname
+            p.write_text(text)
+            written.append(p)
     payload = {"run": run, "results": {n: r.to_json() for n, r in results.items()}, "plot_errors": plot_errors}
     p = out_dir / "analysis_results.json"
     p.write_text(json.dumps(_jsonable(payload), indent=2))

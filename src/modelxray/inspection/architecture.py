@@ -1,0 +1,148 @@
+"""What kind of model this is, and what input it takes, from its modules (or tensor names alone).
+
+The classification is a rule over module types and names, documented so users can predict it:
+attention modules plus a token embedding make a transformer (decoder-only when the model has a
+causal-LM head or its config says ``is_decoder``; encoder-decoder when the config says so; encoder
+otherwise); convolutions without attention make a CNN; only linear layers make an MLP; recurrent
+layers an RNN; convolutions or recurrence mixed with attention a hybrid."""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+_ATTN_NAME = re.compile(r"(attn|attention|self_attn|q_proj|query)", re.IGNORECASE)
+_CONV = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
+_RNN = (nn.RNN, nn.LSTM, nn.GRU)
+
+
+@dataclass
+class Architecture:
+    kind: str                          # decoder-only transformer | encoder-decoder transformer | encoder transformer | CNN | MLP | RNN | hybrid | unknown
+    reason: str                        # the rule that fired, in words
+    module_counts: dict[str, int]      # leaf module type -> count
+    param_share: dict[str, float]      # owning module type -> share of all parameters
+    total_parameters: int
+    input: dict = field(default_factory=dict)  # what the compute analysis feeds it (see infer_input)
+
+
+def _is_conv1d_hf(m: nn.Module) -> bool:
+    return type(m).__name__ == "Conv1D" and hasattr(m, "nf")
+
+
+def module_counts(model: nn.Module) -> dict[str, int]:
+    """Leaf modules (no children) by type name, plus attention blocks (which are not leaves)."""
+    counts = Counter(type(m).__name__ for m in model.modules() if not list(m.children()))
+    attn = sum(1 for n, m in model.named_modules() if n and "attention" in type(m).__name__.lower())
+    if attn:
+        counts["(attention blocks)"] = attn
+    return dict(counts.most_common())
+
+
+def param_share(model: nn.Module) -> tuple[dict[str, float], int]:
+    """Share of parameters held by each module type (a parameter belongs to the module that owns it;
+    tied weights count once)."""
+    seen, by_type = set(), Counter()
+    for m in model.modules():
+        for p in m.parameters(recurse=False):
+            if id(p) in seen:
+                continue
+            seen.add(id(p))
+            by_type[type(m).__name__] += p.numel()
+    total = sum(by_type.values())
+    return ({k: v / total for k, v in by_type.most_common()} if total else {}), total
+
+
+def classify(model: nn.Module) -> tuple[str, str]:
+    mods = list(model.named_modules())
+    has_attn = any(_ATTN_NAME.search(n.rsplit(".", 1)[-1]) or "attention" in type(m).__name__.lower()
+                   for n, m in mods if n)
+    has_emb = any(isinstance(m, nn.Embedding) for _, m in mods)
+    has_conv = any(isinstance(m, _CONV) for _, m in mods)
+    has_rnn = any(isinstance(m, _RNN) for _, m in mods)
+    has_linear = any(isinstance(m, nn.Linear) or _is_conv1d_hf(m) for _, m in mods)
+    config = getattr(model, "config", None)
+    if has_attn and (has_conv or has_rnn):
+        return "hybrid", "attention together with " + ("convolutions" if has_conv else "recurrent layers")
+    if has_attn:
+        if getattr(config, "is_encoder_decoder", False):
+            return "encoder-decoder transformer", "attention; config.is_encoder_decoder"
+        head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+        name = type(model).__name__
+        if getattr(config, "is_decoder", False) or "CausalLM" in name or "LMHead" in name or \
+                (head is not None and has_emb and getattr(config, "model_type", "") in _DECODER_TYPES):
+            return "decoder-only transformer", f"attention, token embedding and a causal-LM head ({name})"
+        return "encoder transformer", "attention without a causal-LM head"
+    if has_rnn:
+        return "RNN", "recurrent layers (RNN/LSTM/GRU)"
+    if has_conv:
+        return "CNN", "convolutions, no attention"
+    if has_linear:
+        return "MLP", "only linear layers (and activations)"
+    return "unknown", "no linear, convolution, recurrent or attention modules found"
+
+
+_DECODER_TYPES = {"gpt2", "llama", "mistral", "qwen2", "gpt_neox", "phi", "gemma", "opt", "bloom", "falcon", "smollm"}
+
+
+def classify_names(names: list[str], shapes: dict[str, tuple[int, ...]]) -> tuple[str, str]:
+    """The same question for a weights-only file: from tensor names and shapes alone."""
+    joined = " ".join(names)
+    has_attn = bool(_ATTN_NAME.search(joined)) or "c_attn" in joined
+    conv = any(len(s) in (3, 4, 5) for s in shapes.values())
+    if has_attn and ("lm_head" in joined or "embed_tokens" in joined or "wte" in joined):
+        return "decoder-only transformer (from tensor names)", "attention and token-embedding tensor names"
+    if has_attn:
+        return "transformer (from tensor names)", "attention tensor names"
+    if conv:
+        return "CNN (from tensor shapes)", "3- to 5-D weight tensors (convolutions)"
+    if any(len(s) == 2 for s in shapes.values()):
+        return "MLP (from tensor shapes)", "2-D weight tensors only"
+    return "unknown", "no weight matrices"
+
+
+def infer_input(model: nn.Module, *, batch_size: int, seq_len: int | None, input_shape: list[int] | None,
+                data_shape: tuple[int, ...] | None = None) -> dict:
+    """The input the compute analysis runs: token ids (vocab size and context length from the
+    config or the embedding), or features/images of ``input_shape`` (config), the dataset's shape,
+    or the first layer's expected width."""
+    config = getattr(model, "config", None)
+    emb = next((m for m in model.modules() if isinstance(m, nn.Embedding)), None)
+    if input_shape:
+        return {"kind": "features", "shape": [batch_size, *input_shape], "source": "config (input_shape)"}
+    if data_shape is not None:
+        return {"kind": "features", "shape": [batch_size, *data_shape], "source": "dataset"}
+    if emb is not None:
+        vocab = getattr(config, "vocab_size", None) or emb.num_embeddings
+        ctx = next((getattr(config, k) for k in ("max_position_embeddings", "n_positions", "n_ctx")
+                    if getattr(config, k, None)), None)
+        t = seq_len or min(ctx or 256, 256)
+        if ctx:
+            t = min(t, ctx)
+        return {"kind": "token_ids", "shape": [batch_size, t], "vocab_size": int(vocab),
+                "context_length": int(ctx) if ctx else None, "source": "config" if config is not None else "embedding"}
+    first = next((m for m in model.modules() if isinstance(m, (*_CONV, nn.Linear))), None)
+    if isinstance(first, _CONV):
+        dims = {nn.Conv1d: 1, nn.Conv2d: 2, nn.Conv3d: 3}.get(type(first), 2)
+        return {"kind": "image", "shape": [batch_size, first.in_channels, *([32] * dims)],
+                "source": "first convolution (spatial size 32 assumed; set input_shape)"}
+    if isinstance(first, nn.Linear):
+        return {"kind": "features", "shape": [batch_size, first.in_features], "source": "first linear layer"}
+    return {"kind": "unknown", "shape": None, "source": "set analyzer.inspect.input_shape"}
+
+
+def make_input(spec: dict, device: torch.device, seed: int = 0) -> torch.Tensor:
+    """A seeded tensor matching ``spec`` (token ids uniform over the vocabulary, features in [0, 1))."""
+    g = torch.Generator().manual_seed(seed)
+    if spec["kind"] == "token_ids":
+        return torch.randint(0, spec["vocab_size"], tuple(spec["shape"]), generator=g).to(device)
+    return torch.rand(tuple(spec["shape"]), generator=g).to(device)
+
+
+def describe(model: nn.Module) -> Architecture:
+    kind, reason = classify(model)
+    share, total = param_share(model)
+    return Architecture(kind, reason, module_counts(model), share, total)

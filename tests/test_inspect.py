@@ -1,0 +1,166 @@
+"""The inspect analyzer: architecture and input inference, weights-only files read tensor by
+tensor, energy reporting, recommendations, and the CLI on the tiny GPT-2, a weights file and the
+digits classifier. The statistics and FLOP counters have their own tests (test_tensor_stats.py,
+test_flops.py)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from conftest import mlflow_runs, run_cli
+from safetensors.torch import save_file
+from torch import nn
+
+from modelxray.errors import ConfigError
+from modelxray.inspection import advice
+from modelxray.inspection.architecture import classify, classify_names, infer_input
+from modelxray.inspection.weights import analyze_weights
+from modelxray.measure.flops import closed_form_gpt2_flops
+from modelxray.metrics.tensor_stats import StatsConfig
+from modelxray.models.digits_classifier import build_digits_model
+from modelxray.models.file import FileSource
+from modelxray.models.tiny_gpt2 import TinyGPT2Source
+
+
+@pytest.fixture(scope="module")
+def gpt2():
+    return TinyGPT2Source(device="cpu").load().model
+
+
+def test_architecture_kinds(gpt2):
+    from transformers import BertConfig, BertModel, T5Config, T5ForConditionalGeneration
+
+    assert classify(gpt2)[0] == "decoder-only transformer"
+    bert = BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                intermediate_size=32))
+    assert classify(bert)[0] == "encoder transformer"
+    t5 = T5ForConditionalGeneration(T5Config(vocab_size=50, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2))
+    assert classify(t5)[0] == "encoder-decoder transformer"
+    assert classify(build_digits_model("mlp", [32], []))[0] == "MLP"
+    assert classify(build_digits_model("cnn", [], [4]))[0] == "CNN"
+
+    class Hybrid(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3)
+            self.attention = nn.MultiheadAttention(8, 2)
+
+    assert classify(Hybrid())[0] == "hybrid"
+    assert classify(nn.LSTM(4, 4))[0] == "RNN"
+
+
+def test_input_inference(gpt2):
+    spec = infer_input(gpt2, batch_size=2, seq_len=64, input_shape=None)
+    assert spec == {"kind": "token_ids", "shape": [2, 64], "vocab_size": 257, "context_length": 512, "source": "config"}
+    assert infer_input(gpt2, batch_size=1, seq_len=4096, input_shape=None)["shape"] == [1, 512]  # capped at context
+    mlp = build_digits_model("mlp", [32], [])
+    assert infer_input(mlp, batch_size=1, seq_len=None, input_shape=None)["shape"] == [1, 64]
+    assert infer_input(nn.Sequential(nn.Conv2d(3, 4, 3)), batch_size=1, seq_len=None, input_shape=[3, 16, 16])["shape"] \
+        == [1, 3, 16, 16]
+
+
+@pytest.mark.parametrize("suffix", ["safetensors", "pt"])
+def test_weights_only_file_streams_the_same_statistics(gpt2, tmp_path, suffix):
+    state = {k: v.contiguous() for k, v in gpt2.state_dict().items() if k != "lm_head.weight"}
+    path = tmp_path / f"w.{suffix}"
+    save_file(state, str(path)) if suffix == "safetensors" else torch.save(state, path)
+    loaded = FileSource(path=str(path)).load()
+    assert loaded.task == "weights" and "weights only" in loaded.info.notes[0]
+    cfg = StatsConfig(spectral="exact")
+    from_file = {r["name"]: r for r in analyze_weights(loaded.model, cfg, progress=False)}
+    from_model = {r["name"]: r for r in analyze_weights(gpt2, cfg, progress=False)}
+    assert set(from_file) == set(from_model) - {n for n in from_model if n not in state}
+    for name in ("transformer.h.0.attn.c_attn.weight", "transformer.wte.weight", "transformer.ln_f.bias"):
+        for key in ("mean", "std", "kurtosis", "l2", "hist_counts", "quant_sensitivity"):
+            a, b = from_file[name].get(key), from_model[name].get(key)
+            assert a == b or (a != a and b != b), (name, key)  # NaN (kurtosis of a constant) on both sides
+    assert from_file["transformer.wte.weight"]["type"] == "embedding"
+    assert from_file["transformer.ln_f.bias"]["type"] in ("norm", "bias")
+
+
+def test_corrupt_weights_only_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "bad.safetensors"
+    save_file({"a": torch.zeros(100, 100)}, str(path))
+    path.write_bytes(path.read_bytes()[:50])
+    with pytest.raises(ConfigError, match="truncated or corrupt") as info:
+        FileSource(path=str(path)).load()
+    assert "\n" not in str(info.value)
+
+
+def test_energy_report_says_how_power_was_obtained():
+    from modelxray.measure.energy import measure_energy
+
+    a = torch.randn(256, 256)
+    e = measure_energy(lambda: a @ a, min_seconds=0.5, country_iso_code="FRA", sample_seconds=0.5)
+    assert e.iterations > 1 and e.seconds >= 0.5 and e.energy_j > 0 and e.co2_g > 0
+    assert e.mean_power_w == pytest.approx(e.energy_j / e.seconds)
+    assert ("ESTIMATED" in e.method) != e.measured or "measured" in e.method
+
+
+def test_recommendations_carry_their_numbers():
+    rows = [{"name": f"l{i}.weight", "shape": [8, 8], "prune_potential": p, "zeros_share": 0.0, "std": 1.0,
+             "quant_sensitivity": q, "kurtosis": k, "outlier_share": 0.01}
+            for i, (p, q, k) in enumerate([(0.9, 0.05, 0.1), (0.1, 0.05, 0.2), (0.2, 0.30, 40.0)])]
+    prune = advice.prune_candidates(rows, top=5, prune_min=0.3)
+    assert [r["target"] for r in prune] == ["l0.weight"] and "90%" in prune[0]["why"]
+    keep = advice.precision_candidates(rows, top=5, bits=4)
+    assert [r["target"] for r in keep] == ["l2.weight"] and "0.300" in keep[0]["why"] and "kurtosis 40.0" in keep[0]["why"]
+    mem = advice.memory_bound_advice([{"op": "aten.add", "bound": "memory", "intensity": 0.1, "time_s": 0.2, "ridge": 10},
+                                      {"op": "aten.mm", "bound": "compute", "intensity": 50, "time_s": 0.8, "ridge": 10}], 5)
+    assert [r["target"] for r in mem] == ["aten.add"] and "20.0% of op time" in mem[0]["why"]
+
+
+def test_names_alone_classify_a_weights_file():
+    names = ["model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight", "lm_head.weight"]
+    assert classify_names(names, {n: (4, 4) for n in names})[0].startswith("decoder-only transformer")
+    assert classify_names(["c.weight"], {"c.weight": (4, 3, 3, 3)})[0].startswith("CNN")
+
+
+FAST = ["analyzer=inspect", "analyzer.inspect.energy_seconds=0.5", "analyzer.inspect.power_sample_seconds=0.5",
+        "analyzer.inspect.profile_iters=2", "analyzer.inspect.profile_warmup=1", "analyzer.inspect.peak_matmul_size=256",
+        "analyzer.inspect.seq_len=32", "progress=false"]
+
+
+def test_cli_inspect_tiny_gpt2(tiny, tracking_uri, tmp_path):
+    base = [o for o in tiny if not o.startswith("analyzer.performance.")]
+    proc = run_cli([*base, *FAST], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _, runs = mlflow_runs(tracking_uri, "test_cli_inspect_tiny_gpt2")
+    (run,) = runs
+    m = run.data.metrics
+    assert m["inspect/flops_total"] == closed_form_gpt2_flops(2, 64, 32, 257)  # eager attention counted exactly
+    assert m["inspect/parameters"] == sum(p.numel() for p in TinyGPT2Source().load().model.parameters())
+    assert m["inspect/energy_j_per_forward"] > 0 and m["inspect/co2_g_per_forward"] > 0
+    assert 0 < m["inspect/utilization_of_peak"]
+    out = next((tmp_path / "outputs").rglob("comprehensive_model_analysis.txt"))
+    text = out.read_text()
+    for section in ("ARCHITECTURE", "PARAMETERS BY LAYER TYPE", "EVERY TENSOR", "COMPUTE", "ENERGY AND CO2",
+                    "SYSTEM", "RECOMMENDATIONS"):
+        assert section in text, section
+    assert "decoder-only transformer" in text and "transformer.h.1.mlp.c_fc.weight" in text
+    plots = {p.name for p in out.parent.rglob("*.png")}
+    assert {"parameter_distributions.png", "layer_norms.png", "flops_by_op.png", "roofline.png"} <= plots
+    artifacts = {a.path for a in __import__("mlflow").tracking.MlflowClient(tracking_uri).list_artifacts(run.info.run_id)}
+    assert "comprehensive_model_analysis.txt" in artifacts
+    results = json.loads((out.parent / "analysis_results.json").read_text())["results"]["inspect"]
+    assert len(results["data"]["tensors"]) == len([p for p in TinyGPT2Source().load().model.parameters()])
+
+
+def test_cli_inspect_weights_file_and_classifier(gpt2, tracking_uri, tmp_path):
+    path = tmp_path / "w.safetensors"
+    save_file({k: v.contiguous() for k, v in gpt2.state_dict().items() if k != "lm_head.weight"}, str(path))
+    common = [*FAST, f"tracker.uri={tracking_uri}", "tracker.experiment=inspect_files"]
+    proc = run_cli(["model=file", f"model.path={path}", *common], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    bad = run_cli(["model=file", f"model.path={path}", "analyzer=performance", "progress=false",
+                   f"tracker.uri={tracking_uri}", "tracker.experiment=inspect_files"], cwd=tmp_path)
+    assert bad.returncode == 2 and "analyzer=inspect" in bad.stderr and "model.architecture" in bad.stderr
+    proc = run_cli(["model=digits_mlp", "model.epochs=1", *common], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    _, runs = mlflow_runs(tracking_uri, "inspect_files")
+    by_model = {r.data.params.get("model"): r for r in runs if r.info.status == "FINISHED"}
+    weights = by_model["file"].data.metrics
+    assert weights["inspect/tensors"] == len(gpt2.state_dict()) - 1 and "inspect/flops_total" not in weights
+    digits = by_model["digits_mlp"].data.metrics
+    assert digits["inspect/flops_per_sample"] == 2 * (64 * 64 + 64 * 10)  # two Linear layers, 2*K*N each
