@@ -164,3 +164,30 @@ def test_cli_inspect_weights_file_and_classifier(gpt2, tracking_uri, tmp_path):
     assert weights["inspect/tensors"] == len(gpt2.state_dict()) - 1 and "inspect/flops_total" not in weights
     digits = by_model["digits_mlp"].data.metrics
     assert digits["inspect/flops_per_sample"] == 2 * (64 * 64 + 64 * 10)  # two Linear layers, 2*K*N each
+
+
+def test_inspect_a_torchscript_file(gpt2, tmp_path):
+    """A traced model keeps its class names as ``original_name``: classified, input inferred, FLOPs counted."""
+    from modelxray.analyzers.base import RunContext
+    from modelxray.analyzers.inspect import InspectAnalyzer
+    from modelxray.subject import Subject
+
+    class Wrapper(nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids):
+            return self.m(input_ids=input_ids, use_cache=False).logits
+
+    path = tmp_path / "m.ts"
+    torch.jit.trace(Wrapper(gpt2), (torch.zeros(1, 16, dtype=torch.long),), strict=False).save(str(path))
+    loaded = FileSource(path=str(path), device="cpu").load()
+    subject = Subject(loaded.model, loaded.tokenizer, None, loaded.info)
+    result = InspectAnalyzer(seq_len=16, energy=False, profile_iters=1, profile_warmup=0,
+                             peak_matmul_size=128).run(subject, RunContext(tmp_path, progress=False))
+    arch = result.data["architecture"]
+    assert arch["kind"] == "decoder-only transformer"
+    assert arch["module_counts"]["Conv1D"] == 8 and arch["input"]["vocab_size"] == 257
+    assert result.metrics["flops_total"] == closed_form_gpt2_flops(2, 64, 16, 257)
+    assert result.metrics["parameters"] == sum(p.numel() for p in gpt2.parameters())

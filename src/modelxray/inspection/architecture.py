@@ -15,8 +15,14 @@ import torch
 from torch import nn
 
 _ATTN_NAME = re.compile(r"(attn|attention|self_attn|q_proj|query)", re.IGNORECASE)
-_CONV = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
-_RNN = (nn.RNN, nn.LSTM, nn.GRU)
+_CONV = {"Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"}
+_RNN = {"RNN", "LSTM", "GRU"}
+_LINEAR = {"Linear", "Conv1D", "NonDynamicallyQuantizableLinear"}
+
+
+def type_name(m: nn.Module) -> str:
+    """The module's class name; a TorchScript module keeps it as ``original_name``."""
+    return getattr(m, "original_name", None) or type(m).__name__
 
 
 @dataclass
@@ -29,14 +35,10 @@ class Architecture:
     input: dict = field(default_factory=dict)  # what the compute analysis feeds it (see infer_input)
 
 
-def _is_conv1d_hf(m: nn.Module) -> bool:
-    return type(m).__name__ == "Conv1D" and hasattr(m, "nf")
-
-
 def module_counts(model: nn.Module) -> dict[str, int]:
     """Leaf modules (no children) by type name, plus attention blocks (which are not leaves)."""
-    counts = Counter(type(m).__name__ for m in model.modules() if not list(m.children()))
-    attn = sum(1 for n, m in model.named_modules() if n and "attention" in type(m).__name__.lower())
+    counts = Counter(type_name(m) for m in model.modules() if not list(m.children()))
+    attn = sum(1 for n, m in model.named_modules() if n and "attention" in type_name(m).lower())
     if attn:
         counts["(attention blocks)"] = attn
     return dict(counts.most_common())
@@ -51,19 +53,18 @@ def param_share(model: nn.Module) -> tuple[dict[str, float], int]:
             if id(p) in seen:
                 continue
             seen.add(id(p))
-            by_type[type(m).__name__] += p.numel()
+            by_type[type_name(m)] += p.numel()
     total = sum(by_type.values())
     return ({k: v / total for k, v in by_type.most_common()} if total else {}), total
 
 
 def classify(model: nn.Module) -> tuple[str, str]:
-    mods = list(model.named_modules())
-    has_attn = any(_ATTN_NAME.search(n.rsplit(".", 1)[-1]) or "attention" in type(m).__name__.lower()
-                   for n, m in mods if n)
-    has_emb = any(isinstance(m, nn.Embedding) for _, m in mods)
-    has_conv = any(isinstance(m, _CONV) for _, m in mods)
-    has_rnn = any(isinstance(m, _RNN) for _, m in mods)
-    has_linear = any(isinstance(m, nn.Linear) or _is_conv1d_hf(m) for _, m in mods)
+    mods = [(n, m, type_name(m)) for n, m in model.named_modules()]
+    has_attn = any(_ATTN_NAME.search(n.rsplit(".", 1)[-1]) or "attention" in t.lower() for n, m, t in mods if n)
+    has_emb = any(t == "Embedding" for _, _, t in mods)
+    has_conv = any(t in _CONV for _, _, t in mods)
+    has_rnn = any(t in _RNN for _, _, t in mods)
+    has_linear = any(t in _LINEAR for _, _, t in mods)
     config = getattr(model, "config", None)
     if has_attn and (has_conv or has_rnn):
         return "hybrid", "attention together with " + ("convolutions" if has_conv else "recurrent layers")
@@ -71,8 +72,9 @@ def classify(model: nn.Module) -> tuple[str, str]:
         if getattr(config, "is_encoder_decoder", False):
             return "encoder-decoder transformer", "attention; config.is_encoder_decoder"
         head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-        name = type(model).__name__
-        if getattr(config, "is_decoder", False) or "CausalLM" in name or "LMHead" in name or \
+        lm = next((t for _, _, t in mods if "CausalLM" in t or "LMHead" in t), None)
+        name = lm or type_name(model)
+        if getattr(config, "is_decoder", False) or lm is not None or \
                 (head is not None and has_emb and getattr(config, "model_type", "") in _DECODER_TYPES):
             return "decoder-only transformer", f"attention, token embedding and a causal-LM head ({name})"
         return "encoder transformer", "attention without a causal-LM head"
@@ -110,13 +112,13 @@ def infer_input(model: nn.Module, *, batch_size: int, seq_len: int | None, input
     config or the embedding), or features/images of ``input_shape`` (config), the dataset's shape,
     or the first layer's expected width."""
     config = getattr(model, "config", None)
-    emb = next((m for m in model.modules() if isinstance(m, nn.Embedding)), None)
+    emb = next((m for m in model.modules() if type_name(m) == "Embedding"), None)
     if input_shape:
         return {"kind": "features", "shape": [batch_size, *input_shape], "source": "config (input_shape)"}
     if data_shape is not None:
         return {"kind": "features", "shape": [batch_size, *data_shape], "source": "dataset"}
     if emb is not None:
-        vocab = getattr(config, "vocab_size", None) or emb.num_embeddings
+        vocab = getattr(config, "vocab_size", None) or int(emb.weight.shape[0])
         ctx = next((getattr(config, k) for k in ("max_position_embeddings", "n_positions", "n_ctx")
                     if getattr(config, k, None)), None)
         t = seq_len or min(ctx or 256, 256)
@@ -124,13 +126,13 @@ def infer_input(model: nn.Module, *, batch_size: int, seq_len: int | None, input
             t = min(t, ctx)
         return {"kind": "token_ids", "shape": [batch_size, t], "vocab_size": int(vocab),
                 "context_length": int(ctx) if ctx else None, "source": "config" if config is not None else "embedding"}
-    first = next((m for m in model.modules() if isinstance(m, (*_CONV, nn.Linear))), None)
-    if isinstance(first, _CONV):
-        dims = {nn.Conv1d: 1, nn.Conv2d: 2, nn.Conv3d: 3}.get(type(first), 2)
-        return {"kind": "image", "shape": [batch_size, first.in_channels, *([32] * dims)],
+    first = next((m for m in model.modules() if type_name(m) in _CONV | {"Linear"}), None)
+    if first is not None and type_name(first) in _CONV:
+        dims = {"Conv1d": 1, "Conv3d": 3}.get(type_name(first), 2)
+        return {"kind": "image", "shape": [batch_size, int(first.weight.shape[1]), *([32] * dims)],
                 "source": "first convolution (spatial size 32 assumed; set input_shape)"}
-    if isinstance(first, nn.Linear):
-        return {"kind": "features", "shape": [batch_size, first.in_features], "source": "first linear layer"}
+    if first is not None:
+        return {"kind": "features", "shape": [batch_size, int(first.weight.shape[1])], "source": "first linear layer"}
     return {"kind": "unknown", "shape": None, "source": "set analyzer.inspect.input_shape"}
 
 

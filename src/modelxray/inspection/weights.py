@@ -7,6 +7,7 @@ import re
 
 from torch import nn
 
+from modelxray.inspection.architecture import type_name
 from modelxray.metrics.tensor_stats import StatsConfig, tensor_stats
 from modelxray.models.weights_file import WeightsFile, named_tensors
 from modelxray.progress import bar
@@ -25,7 +26,7 @@ def owner_types(model: nn.Module) -> dict[str, str]:
             if id(p) in seen:
                 continue
             seen.add(id(p))
-            out[f"{mname}.{pname}" if mname else pname] = type(m).__name__
+            out[f"{mname}.{pname}" if mname else pname] = type_name(m)
     return out
 
 
