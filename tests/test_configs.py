@@ -66,7 +66,7 @@ def test_every_config_composes_and_instantiates(group, option, hf_dir, tmp_path,
 
 def test_every_config_file_is_covered():
     files = {p.relative_to(CONF).parts[0] for p in CONF.rglob("*.yaml") if p.parent != CONF}
-    assert files <= set(GROUPS) | {"hydra"}, f"a config group has no test: {files - set(GROUPS)}"
+    assert files <= set(GROUPS) | {"hydra", "local"}, f"a config group has no test: {files - set(GROUPS)}"
 
 
 def test_several_analyzers_in_one_run_compose():

@@ -66,6 +66,23 @@ def flatten(node: Any, prefix: str = "") -> dict[str, str]:
     return out
 
 
+def _scheduler_tags() -> dict[str, str]:
+    """Which sweep and which scheduler job this run is: the sweep id set by ``SweepSetup``, the
+    submitit executor, and SLURM's job and array-task ids (the last array task's SLURM_JOB_ID
+    equals the array id, so both are kept)."""
+    import os
+
+    env = os.environ
+    tags = {}
+    for tag, var in (("modelxray.sweep_id", "MODELXRAY_SWEEP_ID"), ("modelxray.executor", "SUBMITIT_EXECUTOR"),
+                     ("modelxray.slurm_job_id", "SLURM_JOB_ID")):
+        if env.get(var):
+            tags[tag] = env[var]
+    if env.get("SLURM_ARRAY_JOB_ID"):
+        tags["modelxray.slurm_array_task"] = f"{env['SLURM_ARRAY_JOB_ID']}_{env.get('SLURM_ARRAY_TASK_ID', '')}"
+    return tags
+
+
 def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
@@ -102,6 +119,7 @@ def run(cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, 
         tags.update({"git.commit": commit, "mlflow.source.git.commit": commit})
     if job.sweep_dir is not None:
         tags.update({"modelxray.sweep_dir": job.sweep_dir, "modelxray.job_num": str(job.job_num)})
+    tags.update(_scheduler_tags())
     tracker_run = components.tracker.start(run_name, tags)
     results: dict[str, Result] = {}
     try:

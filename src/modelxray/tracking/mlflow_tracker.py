@@ -2,6 +2,11 @@
 
 The client API (not the fluent ``mlflow.start_run``) keeps no global state, so several runs in one
 process (a Hydra multirun, the Python API, tests) never leak into each other.
+
+Parallel jobs on one SQLite file race when the schema is created or migrated and when the
+experiment is created ("duplicate column name", "database is locked"): ``prepare()`` does both once,
+before a sweep's jobs start (``modelxray.sweep.SweepSetup``), and SQLite URIs get a busy timeout
+(``sqlite_timeout_s``) so concurrent writers wait instead of failing.
 """
 from __future__ import annotations
 
@@ -27,6 +32,7 @@ class MlflowTracker(Configurable):
     run_name: str | None = None
     artifact_location: str | None = None
     tags: dict = field(default_factory=dict)
+    sqlite_timeout_s: float = 60.0  # SQLite busy timeout: parallel jobs wait for the write lock this long
 
     def validate(self) -> None:
         if not self.uri:
@@ -34,14 +40,29 @@ class MlflowTracker(Configurable):
         if not self.experiment:
             raise ConfigError("experiment", "is empty: name the MLflow experiment")
         if self.uri.startswith("sqlite:///"):
-            folder = Path(self.uri[len("sqlite:///"):]).expanduser().resolve().parent
+            folder = Path(self.uri[len("sqlite:///"):].split("?")[0]).expanduser().resolve().parent
             if not folder.is_dir():
                 raise ConfigError("uri", f"folder {str(folder)!r} of the SQLite file does not exist")
+
+    @property
+    def store_uri(self) -> str:
+        """The URI handed to MLflow: SQLite gets ``?timeout=`` unless the user set a query already."""
+        if self.uri.startswith("sqlite:") and "?" not in self.uri and self.sqlite_timeout_s:
+            return f"{self.uri}?timeout={self.sqlite_timeout_s:g}"
+        return self.uri
+
+    def prepare(self) -> str:
+        """Create (or migrate) the store and the experiment once; returns the experiment id. Called on
+        the submitting host before a sweep's jobs start, so parallel jobs only ever read them."""
+        from mlflow.tracking import MlflowClient
+
+        return _get_or_create_experiment(MlflowClient(tracking_uri=self.store_uri), self.experiment,
+                                         self.artifact_location)
 
     def start(self, run_name: str | None, tags: dict[str, str]) -> "MlflowRun":
         from mlflow.tracking import MlflowClient
 
-        client = MlflowClient(tracking_uri=self.uri)
+        client = MlflowClient(tracking_uri=self.store_uri)
         experiment_id = _get_or_create_experiment(client, self.experiment, self.artifact_location)
         run = client.create_run(experiment_id, run_name=self.run_name or run_name,
                                 tags={**{k: str(v) for k, v in tags.items()}, **{k: str(v) for k, v in self.tags.items()}})

@@ -1,0 +1,31 @@
+"""Hydra callback run on the submitting host when a sweep (``-m``) starts, before any job launches.
+
+It gives the sweep an id (``MODELXRAY_SWEEP_ID``: the environment reaches local, submitit_local and
+SLURM jobs, which tag their MLflow runs with it) and prepares the tracking store once: the SQLite
+schema and the experiment are created here, so parallel jobs never race to create them."""
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any
+
+from hydra.experimental.callback import Callback
+from omegaconf import DictConfig
+
+SWEEP_ID_ENV = "MODELXRAY_SWEEP_ID"
+
+
+class SweepSetup(Callback):
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        os.environ[SWEEP_ID_ENV] = uuid.uuid4().hex[:12]
+        tracker_cfg = config.get("tracker")
+        if tracker_cfg is None or "MlflowTracker" not in str(tracker_cfg.get("_target_", "")):
+            return
+        from modelxray.configurable import build_component
+        from modelxray.errors import ConfigError
+
+        try:
+            tracker = build_component(tracker_cfg, "tracker")
+        except ConfigError:
+            return  # each job reports the bad key itself, with the job's own overrides
+        tracker.prepare()
