@@ -23,7 +23,7 @@ def test_launcher_configs_compose(launcher, target, tmp_path):
     proc = run_cli([f"hydra/launcher={launcher}", "model=tiny_gpt2", "--cfg", "hydra", "--package", "hydra.launcher"],
                    cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert f"submitit_launcher.{target}" in proc.stdout and "timeout_min: 60" in proc.stdout
+    assert f"modelxray_launcher.launcher.{target}" in proc.stdout and "timeout_min: 60" in proc.stdout
     if launcher == "slurm":
         assert "partition: null" in proc.stdout and "gpus_per_node: null" in proc.stdout and "setup: []" in proc.stdout
 
@@ -45,3 +45,74 @@ def test_eight_parallel_local_jobs_on_one_sqlite_file_lose_nothing(cache_dir, tm
     assert len(names) == 1 and "performance/perplexity" in next(iter(names))
     assert len({r.data.tags["modelxray.sweep_id"] for r in runs}) == 1
     assert {r.data.tags["modelxray.executor"] for r in runs} == {"local"}
+
+
+TINY = ["model=tiny_gpt2", "model.n_layer=1", "dataset.max_tokens=512", "dataset.seq_len=64",
+        "analyzer.performance.iters=1", "analyzer.performance.layer_timing_iters=1",
+        "analyzer.performance.speed_batch_sizes=[1]", "report.dashboard=false", "progress=false"]
+
+
+def test_a_failing_job_does_not_stop_the_others_and_is_listed_with_its_logs(cache_dir, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    proc = run_cli(["-m", "hydra/launcher=local_jobs", *TINY, f"dataset.cache_dir={cache_dir}",
+                    "dataset.seq_len=64,0", f"tracker.uri={uri}", "tracker.experiment=failing",
+                    f"hydra.sweep.dir={tmp_path}/multirun"], cwd=tmp_path, timeout=600)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "modelxray: 1 of 2 jobs FAILED:" in proc.stderr and "job #1 (" in proc.stderr
+    assert "logs: " in proc.stderr and "_log.out" in proc.stderr
+    _, runs = mlflow_runs(uri, "failing")
+    assert [r.info.status for r in runs] == ["FINISHED"]  # the bad config failed before a run was started
+
+
+def test_skip_finished_resumes_a_sweep_without_redoing_finished_jobs(cache_dir, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    args = ["-m", *TINY, f"dataset.cache_dir={cache_dir}", "seed=0,1", "runtime.skip_finished=true",
+            f"tracker.uri={uri}", "tracker.experiment=resume", f"hydra.sweep.dir={tmp_path}/multirun"]
+    first = run_cli(args, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    again = run_cli([*args[:-1], f"hydra.sweep.dir={tmp_path}/again", "seed=0,1,2"], cwd=tmp_path)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.count("skipped: FINISHED before as run") == 2
+    _, runs = mlflow_runs(uri, "resume")
+    assert sorted(r.data.params["seed"] for r in runs) == ["0", "1", "2"]  # only seed 2 ran again
+    assert len({r.data.tags["modelxray.config_hash"] for r in runs}) == 3
+
+
+def test_sigterm_ends_the_run_killed_and_orphans_are_ended(cache_dir, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import REPO
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    tiny = [o for o in TINY if not o.startswith("analyzer.performance.")]
+    cmd = [sys.executable, str(REPO / "run.py"), *tiny, f"dataset.cache_dir={cache_dir}", "analyzer=robustness",
+           "analyzer.robustness.seeds=50", f"tracker.uri={uri}", "tracker.experiment=killed"]
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(tmp_path.rglob("mlflow_run.json")):
+        time.sleep(0.5)
+    time.sleep(2)
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=120)
+    _, runs = mlflow_runs(uri, "killed")
+    assert [r.info.status for r in runs] == ["KILLED"]
+    assert not any(a.path == "mlflow_run.json" for a in _artifacts(uri, runs[0].info.run_id))
+
+    from modelxray.tracking.mlflow_tracker import MlflowTracker, end_orphan_run
+
+    tracker = MlflowTracker(uri=uri, experiment="orphan")
+    run = tracker.start("x", {})
+    run.record(tmp_path)
+    assert end_orphan_run(tmp_path) and not end_orphan_run(tmp_path)
+    assert run.client.get_run(run.run_id).info.status == "KILLED"
+    assert os.path.exists(tmp_path / "mlflow_run.json")
+
+
+def _artifacts(uri, run_id):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(uri).list_artifacts(run_id)

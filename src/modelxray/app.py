@@ -40,6 +40,10 @@ class JobInfo:
     job_num: int | None = None
 
 
+class JobKilled(BaseException):
+    """SIGTERM arrived (SLURM's scancel, a timeout, a shutdown): the run ends KILLED, not FAILED."""
+
+
 @dataclass
 class RunOutcome:
     metrics: dict[str, float]
@@ -47,6 +51,7 @@ class RunOutcome:
     output_dir: Path
     run_id: str | None
     tracking: str
+    skipped: bool = False  # runtime.skip_finished found this config FINISHED already
 
     @property
     def failed(self) -> list[str]:
@@ -64,6 +69,19 @@ def flatten(node: Any, prefix: str = "") -> dict[str, str]:
             else:
                 out[key] = "null" if v is None else str(v)
     return out
+
+
+_NOT_IN_FINGERPRINT = ("tracker", "runtime", "progress", "model_cache_size")
+
+
+def config_fingerprint(config: dict) -> str:
+    """Identity of what a run computes: the resolved config without where it is logged or how it
+    is shown. Two runs with the same fingerprint compute the same thing (``runtime.skip_finished``)."""
+    import hashlib
+    import json
+
+    kept = {k: v for k, v in config.items() if k not in _NOT_IN_FINGERPRINT}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _scheduler_tags() -> dict[str, str]:
@@ -120,7 +138,15 @@ def run(cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, 
     if job.sweep_dir is not None:
         tags.update({"modelxray.sweep_dir": job.sweep_dir, "modelxray.job_num": str(job.job_num)})
     tags.update(_scheduler_tags())
+    config_hash = config_fingerprint(config)
+    tags["modelxray.config_hash"] = config_hash
+    if OmegaConf.select(cfg, "runtime.skip_finished", default=False):
+        found = components.tracker.find_finished(config_hash)
+        if found is not None:
+            run_id, metrics = found
+            return RunOutcome(metrics, {}, out_dir, run_id, f"skipped: FINISHED before as run {run_id}", skipped=True)
     tracker_run = components.tracker.start(run_name, tags)
+    tracker_run.record(out_dir)
     results: dict[str, Result] = {}
     try:
         params = {**flatten(config), **{k: str(v) for k, v in job.choices.items()}}
@@ -150,14 +176,14 @@ def run(cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, 
         tracker_run.log_metrics(metrics)
         tracker_run.log_artifacts(out_dir)
         tracker_run.finish("FAILED" if any(not r.ok for r in results.values()) else "FINISHED")
-    except BaseException:
+    except BaseException as exc:
         tb = traceback.format_exc()
         (out_dir / "errors").mkdir(exist_ok=True)
         (out_dir / "errors" / "run_traceback.txt").write_text(tb)
         try:
             tracker_run.log_text(tb, "errors/run_traceback.txt")
         finally:
-            tracker_run.finish("FAILED")
+            tracker_run.finish("KILLED" if isinstance(exc, (KeyboardInterrupt, JobKilled)) else "FAILED")
         raise
     return RunOutcome(metrics, results, out_dir, tracker_run.run_id, tracker_run.describe())
 

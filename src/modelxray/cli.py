@@ -1,7 +1,9 @@
 """The command line: a thin Hydra layer over ``modelxray.app.run``."""
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
@@ -29,13 +31,23 @@ def job_info() -> app.JobInfo:
     )
 
 
+def _raise_killed(signum, frame):
+    raise app.JobKilled(f"signal {signum}")
+
+
 def task(cfg: DictConfig) -> dict[str, float]:
-    """Hydra task function: one job. Config errors end the process with one line and exit code 2."""
+    """Hydra task function: one job. Config errors end the process with one line and exit code 2;
+    SIGTERM (scancel, a SLURM timeout) ends the run KILLED rather than leaving it RUNNING."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_killed)
     try:
         outcome = app.run(cfg, job_info())
     except ConfigError as exc:
         print(f"modelxray: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    if outcome.skipped:
+        print(f"modelxray: {outcome.tracking}")
+        return outcome.metrics
     print(f"modelxray: report  {outcome.output_dir}/summary_report.md")
     print(f"modelxray: tracking {outcome.tracking}")
     for name in outcome.failed:

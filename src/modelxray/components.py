@@ -12,7 +12,7 @@ from modelxray.errors import ConfigError
 from modelxray.report.insights import InsightThresholds
 
 TOP_LEVEL_KEYS = {"model", "dataset", "analyzer", "quant", "tracker", "seed", "threads", "progress",
-                  "model_cache_size", "report", "hydra"}
+                  "model_cache_size", "report", "runtime", "hydra"}
 
 
 @dataclass
@@ -46,7 +46,17 @@ def build_components(cfg: DictConfig, *, skip_model: bool = False, skip_dataset:
     quant = build_component(cfg.quant, "quant")
     tracker = build_component(cfg.tracker, "tracker")
     thresholds = _thresholds(cfg)
+    _check_runtime(cfg)
     return Components(model, dataset, analyzers, quant, tracker, thresholds)
+
+
+def _check_runtime(cfg: DictConfig) -> None:
+    runtime = cfg.get("runtime") or {}
+    for k in runtime:
+        if k != "skip_finished":
+            raise ConfigError(f"runtime.{k}", "unknown key; valid keys: skip_finished")
+    if not isinstance(runtime.get("skip_finished", False), bool):
+        raise ConfigError("runtime.skip_finished", f"expected true or false, got {runtime.get('skip_finished')!r}")
 
 
 def _thresholds(cfg: DictConfig) -> InsightThresholds:

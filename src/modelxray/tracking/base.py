@@ -17,6 +17,7 @@ class TrackerRun(Protocol):
     def log_artifacts(self, folder: Path) -> None: ...
     def log_text(self, text: str, artifact_path: str) -> None: ...
     def finish(self, status: str) -> None: ...
+    def record(self, folder: Path) -> None: ...
     def describe(self) -> str: ...
 
 
@@ -29,6 +30,7 @@ class NullRun:
     def log_artifacts(self, folder): pass
     def log_text(self, text, artifact_path): pass
     def finish(self, status): pass
+    def record(self, folder): pass
 
     def describe(self) -> str:
         return "disabled (tracker=none)"
@@ -38,3 +40,6 @@ class NullRun:
 class NullTracker(Configurable):
     def start(self, run_name: str | None, tags: dict[str, str]) -> NullRun:
         return NullRun()
+
+    def find_finished(self, config_hash: str) -> None:
+        return None  # nothing is recorded, so nothing can be skipped

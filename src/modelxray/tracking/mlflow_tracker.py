@@ -59,6 +59,19 @@ class MlflowTracker(Configurable):
         return _get_or_create_experiment(MlflowClient(tracking_uri=self.store_uri), self.experiment,
                                          self.artifact_location)
 
+    def find_finished(self, config_hash: str) -> tuple[str, dict[str, float]] | None:
+        """The newest FINISHED run of this experiment with this config fingerprint: (run id, metrics)."""
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=self.store_uri)
+        exp = client.get_experiment_by_name(self.experiment)
+        if exp is None:
+            return None
+        runs = client.search_runs([exp.experiment_id], max_results=1, order_by=["attributes.start_time DESC"],
+                                  filter_string=f"tags.`modelxray.config_hash` = '{config_hash}' and "
+                                                "attributes.status = 'FINISHED'")
+        return (runs[0].info.run_id, dict(runs[0].data.metrics)) if runs else None
+
     def start(self, run_name: str | None, tags: dict[str, str]) -> "MlflowRun":
         from mlflow.tracking import MlflowClient
 
@@ -84,6 +97,27 @@ def _get_or_create_experiment(client, name: str, artifact_location: str | None) 
         if exp is None:
             raise
         return exp.experiment_id
+
+
+RUN_FILE = "mlflow_run.json"  # in the job's output dir: which run this job logs to
+
+
+def end_orphan_run(job_dir: Path, status: str = "KILLED") -> bool:
+    """End the run of a job that died before it could (SIGKILL, out of memory): ``status`` if it is
+    still RUNNING. Returns whether it changed anything."""
+    import json
+
+    from mlflow.tracking import MlflowClient
+
+    path = Path(job_dir) / RUN_FILE
+    if not path.exists():
+        return False
+    info = json.loads(path.read_text())
+    client = MlflowClient(tracking_uri=info["uri"])
+    if client.get_run(info["run_id"]).info.status != "RUNNING":
+        return False
+    client.set_terminated(info["run_id"], status=status)
+    return True
 
 
 class MlflowRun:
@@ -112,6 +146,8 @@ class MlflowRun:
 
     def log_artifacts(self, folder: Path) -> None:
         for entry in sorted(os.listdir(folder)):
+            if entry == RUN_FILE:  # local bookkeeping; holds the tracking URI, which may carry credentials
+                continue
             path = Path(folder) / entry
             if path.is_dir():
                 self.client.log_artifacts(self.run_id, str(path), artifact_path=entry)
@@ -123,6 +159,12 @@ class MlflowRun:
 
     def finish(self, status: str) -> None:
         self.client.set_terminated(self.run_id, status=status)
+
+    def record(self, folder: Path) -> None:
+        """Leave the run's id in the job's folder, so a launcher can end it if the job is killed."""
+        import json
+
+        (Path(folder) / RUN_FILE).write_text(json.dumps({"uri": self.uri, "run_id": self.run_id}))
 
     def describe(self) -> str:
         return f"MLflow run {self.run_id} in experiment {self.experiment!r} at {redact({'uri': self.uri})['uri']}"

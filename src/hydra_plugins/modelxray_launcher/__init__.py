@@ -1,0 +1,1 @@
+"""modelxray's Hydra launchers (see launcher.py)."""

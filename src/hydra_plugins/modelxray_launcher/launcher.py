@@ -1,0 +1,110 @@
+"""Submitit launchers (SLURM and local) that wait for every job and say which failed and where.
+
+hydra-submitit-launcher 1.2 collects results with ``[j.results()[0] for j in jobs]``: the first
+job that died without a result (killed by SLURM, out of memory, a config error that exits)
+raises there, the jobs after it are no longer awaited, and no log path is printed. These
+subclasses submit exactly as the stock ones do, then wait for all jobs, print one line per failed
+job with its scheduler state and log files, and mark a failed job's MLflow run KILLED if the job
+died before it could. Lives under ``hydra_plugins`` because Hydra only loads launchers from there;
+imports stay light because Hydra imports every plugin at start-up."""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+from hydra_plugins.hydra_submitit_launcher import submitit_launcher as stock
+from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
+from omegaconf import OmegaConf
+
+log = logging.getLogger(__name__)
+
+
+class _WaitForAll:
+    _EXECUTOR: str
+
+    def _executor(self):
+        """The executor exactly as the stock launcher configures it."""
+        import submitit
+
+        params = dict(self.params)
+        init_keys = {"max_num_timeout"}
+        init = {"folder": params["submitit_folder"],
+                **{f"{self._EXECUTOR}_{k}": v for k, v in params.items() if k in init_keys}}
+        executor = submitit.AutoExecutor(cluster=self._EXECUTOR, **init)
+        base = set(OmegaConf.structured(BaseQueueConf).keys())
+        executor.update_parameters(**{k if k in base else f"{self._EXECUTOR}_{k}": v for k, v in params.items()
+                                      if k not in init_keys | {"submitit_folder"}})
+        return executor
+
+    def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
+        import submitit
+
+        executor = self._executor()
+        sweep_dir = Path(str(self.config.hydra.sweep.dir))
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        log.info(f"Submitit '{self._EXECUTOR}' sweep output dir : {sweep_dir}")
+        params = []
+        for i, overrides in enumerate(job_overrides):
+            idx = initial_job_idx + i
+            log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
+            params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state()))
+        jobs = executor.map_array(self, *zip(*params))
+
+        returns, failed = [], []
+        for i, (overrides, job) in enumerate(zip(job_overrides, jobs)):
+            num = initial_job_idx + i
+            try:
+                ret = job.results()[0]
+            except submitit.core.utils.UncompletedJobError as exc:  # killed, timed out, exited, out of memory
+                ret = JobReturn(overrides=list(overrides), status=JobStatus.FAILED, _return_value=exc)
+                _mark_killed(sweep_dir / str(num))
+            if ret.status == JobStatus.FAILED:
+                failed.append((num, job, ret))
+                # completed, so Hydra's sweeper does not re-raise the first failure and stop there
+                ret = JobReturn(overrides=ret.overrides, status=JobStatus.COMPLETED, _return_value=None,
+                                cfg=ret.cfg, hydra_cfg=ret.hydra_cfg, working_dir=ret.working_dir,
+                                task_name=ret.task_name)
+            returns.append(ret)
+        _report(failed, sweep_dir, len(jobs))
+        return returns
+
+
+def _report(failed: list, sweep_dir: Path, total: int) -> None:
+    if not failed:
+        return
+    from modelxray import cli
+
+    lines = [f"modelxray: {len(failed)} of {total} jobs FAILED:"]
+    for num, job, ret in failed:
+        err = ret._return_value
+        why = str(err).strip().splitlines()[0][:200] if err is not None else "failed"
+        lines.append(f"  job #{num} ({job.job_id}, {job.state}): {why}")
+        lines.append(f"    logs: {job.paths.stdout}")
+        lines.append(f"          {job.paths.stderr}")
+        trace = sweep_dir / str(num) / "errors" / "run_traceback.txt"
+        if trace.exists():
+            lines.append(f"    traceback: {trace}")
+        cli.FAILED_JOBS.append(f"job #{num}")
+    print("\n".join(lines), file=sys.stderr, flush=True)
+
+
+def _mark_killed(job_dir: Path) -> None:
+    """A job killed before it could end its MLflow run leaves it RUNNING: end it as KILLED."""
+    try:
+        from modelxray.tracking.mlflow_tracker import end_orphan_run
+
+        end_orphan_run(job_dir)
+    except Exception as exc:  # noqa: BLE001 - reporting the failure matters more than this tidy-up
+        log.warning(f"could not mark the run of {job_dir} KILLED: {exc}")
+
+
+class SlurmLauncher(_WaitForAll, stock.SlurmLauncher):
+    pass
+
+
+class LocalLauncher(_WaitForAll, stock.LocalLauncher):
+    pass
