@@ -1,20 +1,29 @@
-"""Print the runs of an MLflow experiment side by side as a Markdown table.
+"""Compare the runs of an MLflow experiment side by side: a Markdown table, the Pareto-optimal runs
+for two metrics, a plot, and the comparison logged back to MLflow as a summary run.
 
     python scripts/compare_runs.py --experiment modelxray \\
-        --params quant --metrics performance/perplexity,quant/model_bytes_after,performance/bs1_latency_p50_ms
+        --params quant --metrics performance/perplexity,quant/model_bytes_after,performance/bs1_latency_p50_ms \\
+        --pareto quant/model_bytes_after,performance/perplexity --plot comparison.png
 
     python scripts/compare_runs.py --params quant --metrics 'robustness/fgsm_*_perplexity,robustness/clean_perplexity'
 
 Columns: the chosen params, then the chosen metrics (``*_bytes`` metrics shown in MiB; a ``*`` in a
-key matches any text, expanded over the metrics the runs logged); one row per run, oldest first. ``--uri`` defaults to ``sqlite:///mlflow.db`` in the working directory.
+key matches any text, expanded over the metrics the runs logged); one row per run, oldest first;
+with ``--pareto X,Y`` a ``pareto`` column marks the runs no other run beats on both (both minimised;
+``--maximize`` names the ones to maximise). ``--sweep-id`` keeps one sweep's runs. The comparison
+is logged as a run tagged ``modelxray.summary`` (``--no-log`` skips that; summary runs are never
+compared). ``--uri`` defaults to ``sqlite:///mlflow.db`` in the working directory. The same data
+in Python: ``modelxray.tracking.runs.load_runs``.
 """
 from __future__ import annotations
 
 import argparse
+import tempfile
+from pathlib import Path
 
 
 def fmt(key: str, value) -> str:
-    if value is None:
+    if value is None or (isinstance(value, float) and value != value):
         return "-"
     if key.endswith("_bytes") or key.endswith("bytes_after") or key.endswith("bytes_before"):
         return f"{value / 2**20:,.1f} MiB"
@@ -23,11 +32,11 @@ def fmt(key: str, value) -> str:
     return str(value)
 
 
-def expand(keys: list[str], logged: list[dict]) -> list[str]:
+def expand(keys: list[str], logged: list[str]) -> list[str]:
     """Keys with ``*`` become every logged metric they match, in sorted order."""
     import fnmatch
 
-    names = sorted({k for m in logged for k in m})
+    names = sorted(set(logged))
     out: list[str] = []
     for key in keys:
         for k in (fnmatch.filter(names, key) if "*" in key else [key]):
@@ -36,33 +45,109 @@ def expand(keys: list[str], logged: list[dict]) -> list[str]:
     return out
 
 
-def table(uri: str, experiment: str, params: list[str], metrics: list[str]) -> str:
-    from mlflow.tracking import MlflowClient
+def _load(uri: str, experiment: str, sweep_id: str | None):
+    from modelxray.tracking.runs import load_runs
 
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        raise SystemExit(f"compare_runs: no experiment {experiment!r} at {uri}")
-    runs = sorted(client.search_runs([exp.experiment_id], max_results=10000), key=lambda r: r.info.start_time)
-    metrics = expand(metrics, [r.data.metrics for r in runs])
-    head = ["run", *params, *metrics, "status"]
+    try:
+        return load_runs(uri, experiment, sweep_id=sweep_id)
+    except KeyError:
+        raise SystemExit(f"compare_runs: no experiment {experiment!r} at {uri}") from None
+
+
+def table(uri: str, experiment: str, params: list[str], metrics: list[str], pareto: list[str] | None = None,
+          maximize: tuple[str, ...] = (), sweep_id: str | None = None) -> str:
+    runs = _load(uri, experiment, sweep_id)
+    return _table(runs, params, metrics, pareto, maximize)
+
+
+def _table(runs, params, metrics, pareto, maximize) -> str:
+    frame = runs.frame
+    metrics = expand(metrics, [c for c in frame.columns if "/" in c])
+    front = set(runs.pareto(*pareto, maximize=maximize)) if pareto else set()
+    head = ["run", *params, *metrics, "status"] + (["pareto"] if pareto else [])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in runs:
-        cells = [r.info.run_id[:8], *(r.data.params.get(p, "-") for p in params),
-                 *(fmt(m, r.data.metrics.get(m)) for m in metrics), r.info.status]
+        cells = [r["run_id"][:8], *(fmt(p, r.get(p, "-")) for p in params), *(fmt(m, r.get(m)) for m in metrics),
+                 r["status"]] + (["**yes**" if r["run_id"] in front else ""] if pareto else [])
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def plot(runs, x: str, y: str, label: str, maximize: tuple[str, ...], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import seaborn as sns
+
+    from modelxray.report.plots.style import new_figure, save
+
+    df = runs.frame.dropna(subset=[x, y]).copy()
+    front = set(runs.pareto(x, y, maximize=maximize))
+    df["Pareto-optimal"] = df["run_id"].isin(front)
+    df["label"] = df[label].astype(str) if label in df else df["run_id"].str[:8]
+    fig, axes = new_figure(width=7.5, height=5.2)
+    ax = axes[0][0]
+    sns.scatterplot(data=df, x=x, y=y, hue="Pareto-optimal", style="Pareto-optimal", s=90, ax=ax)
+    edge = df[df["Pareto-optimal"]].sort_values(x)
+    ax.plot(edge[x], edge[y], color="#2c3e50", lw=1, ls="--")
+    for _, r in df.iterrows():
+        ax.annotate(r["label"], (r[x], r[y]), fontsize=8, xytext=(4, 4), textcoords="offset points")
+    ax.set_title(f"{runs.experiment}: {len(df)} runs, Pareto front of {x} vs {y}")
+    save(fig, path)
+    return path
+
+
+def log_summary(runs, text: str, plot_path: Path | None, args) -> str:
+    """The comparison as an MLflow run of the same experiment, tagged so it is never compared itself."""
+    from mlflow.tracking import MlflowClient
+
+    from modelxray.tracking.runs import SUMMARY_TAG
+
+    client = MlflowClient(tracking_uri=runs.uri)
+    exp = client.get_experiment_by_name(runs.experiment)
+    run = client.create_run(exp.experiment_id, run_name=f"comparison of {len(runs)} runs",
+                            tags={SUMMARY_TAG: "true", "modelxray.compared_runs": ",".join(r[:8] for r in runs.run_ids)})
+    rid = run.info.run_id
+    client.log_param(rid, "params", args.params)
+    client.log_param(rid, "metrics", args.metrics)
+    if args.pareto:
+        client.log_param(rid, "pareto", args.pareto)
+        front = runs.pareto(*args.pareto.split(","), maximize=tuple(args.maximize.split(",")) if args.maximize else ())
+        client.set_tag(rid, "modelxray.pareto_runs", ",".join(front))
+    client.log_text(rid, text + "\n", "comparison.md")
+    if plot_path is not None:
+        client.log_artifact(rid, str(plot_path))
+    client.set_terminated(rid, "FINISHED")
+    return rid
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--uri", default="sqlite:///mlflow.db")
     ap.add_argument("--experiment", default="modelxray")
+    ap.add_argument("--sweep-id", default=None, help="only the runs of this sweep (tag modelxray.sweep_id)")
     ap.add_argument("--params", default="quant", help="comma-separated param keys")
-    ap.add_argument("--metrics", default="performance/perplexity", help="comma-separated metric keys")
+    ap.add_argument("--metrics", default="performance/perplexity", help="comma-separated metric keys (* allowed)")
+    ap.add_argument("--pareto", default=None, help="X,Y: mark the runs on the Pareto front of these two metrics")
+    ap.add_argument("--maximize", default="", help="comma-separated metrics of --pareto to maximise")
+    ap.add_argument("--plot", default=None, help="save the Pareto plot here (default with --pareto: a temp file)")
+    ap.add_argument("--no-log", action="store_true", help="do not log the comparison as a summary run")
     args = ap.parse_args()
-    print(table(args.uri, args.experiment, [p for p in args.params.split(",") if p],
-                [m for m in args.metrics.split(",") if m]))
+    runs = _load(args.uri, args.experiment, args.sweep_id)
+    params = [p for p in args.params.split(",") if p]
+    pareto = args.pareto.split(",") if args.pareto else None
+    if pareto is not None and len(pareto) != 2:
+        raise SystemExit("compare_runs: --pareto takes two metrics, X,Y")
+    maximize = tuple(m for m in args.maximize.split(",") if m)
+    text = _table(runs, params, [m for m in args.metrics.split(",") if m], pareto, maximize)
+    print(text)
+    plot_path = None
+    if pareto:
+        plot_path = Path(args.plot or Path(tempfile.mkdtemp()) / "comparison.png")
+        plot(runs, *pareto, params[0] if params else "run_id", maximize, plot_path)
+        print(f"\nplot: {plot_path}")
+    if not args.no_log:
+        print(f"summary run: {log_summary(runs, text, plot_path, args)}")
 
 
 if __name__ == "__main__":
