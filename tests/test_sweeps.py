@@ -116,3 +116,13 @@ def _artifacts(uri, run_id):
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(uri).list_artifacts(run_id)
+
+
+def test_hydra_packaged_group_choices_are_not_logged_as_params():
+    from types import SimpleNamespace
+
+    from modelxray.cli import choices_of
+
+    hc = SimpleNamespace(runtime=SimpleNamespace(choices={"quant": "int4", "hydra/launcher": "slurm",
+                                                          "local@hydra.launcher": "slurm", "model": None}))
+    assert choices_of(hc) == {"quant": "int4"}

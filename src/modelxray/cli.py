@@ -16,7 +16,10 @@ FAILED_JOBS: list[str] = []
 
 
 def choices_of(hydra_cfg) -> dict[str, str]:
-    return {k: str(v) for k, v in hydra_cfg.runtime.choices.items() if not k.startswith("hydra") and v is not None}
+    """Config group choices of the run (``quant=int4``...), without Hydra's own groups (``hydra/...``,
+    and groups packaged under ``hydra``, e.g. ``local@hydra.launcher``)."""
+    return {k: str(v) for k, v in hydra_cfg.runtime.choices.items()
+            if not k.startswith("hydra") and "@hydra" not in k and v is not None}
 
 
 def job_info() -> app.JobInfo:
