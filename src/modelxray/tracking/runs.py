@@ -66,9 +66,9 @@ class RunCollection:
             elif isinstance(want, tuple) and len(want) == 2:
                 mask &= col.between(*want)
             elif isinstance(want, list):
-                mask &= col.map(lambda v: v in want)
+                mask &= col.map(lambda v, w=want: v in w)
             else:
-                mask &= col.map(lambda v: v == want)
+                mask &= col.map(lambda v, w=want: v == w)
         return RunCollection(self.frame[mask], self.uri, self.experiment)
 
     def group_by(self, *keys: str) -> dict[Any, "RunCollection"]:
