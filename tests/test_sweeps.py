@@ -126,3 +126,14 @@ def test_hydra_packaged_group_choices_are_not_logged_as_params():
     hc = SimpleNamespace(runtime=SimpleNamespace(choices={"quant": "int4", "hydra/launcher": "slurm",
                                                           "local@hydra.launcher": "slurm", "model": None}))
     assert choices_of(hc) == {"quant": "int4"}
+
+
+def test_site_overrides_in_conf_local_reach_the_slurm_launcher(tmp_path):
+    """conf/local/slurm.yaml (gitignored) overrides the launcher defaults; here it comes from a search path."""
+    (tmp_path / "site" / "local").mkdir(parents=True)
+    (tmp_path / "site" / "local" / "slurm.yaml").write_text("partition: gpu\naccount: proj42\nsetup: ['module load cuda']\n")
+    proc = run_cli(["hydra/launcher=slurm", "model=tiny_gpt2", f"hydra.searchpath=[file://{tmp_path / 'site'}]",
+                    "--cfg", "hydra", "--package", "hydra.launcher"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "partition: gpu" in proc.stdout and "account: proj42" in proc.stdout and "module load cuda" in proc.stdout
+    assert "cpus_per_task: 2" in proc.stdout  # the rest keeps the defaults
