@@ -27,3 +27,18 @@ def train_tiny(cache_dir: str, steps: int = 200, batch: int = 16, lr: float = 3e
             opt.step()
     model.eval()
     return loaded, data
+
+
+def save_torchscript_lm(model, path, example_ids) -> None:
+    """Trace a Hugging Face causal LM as ``input_ids -> logits`` and save it as TorchScript."""
+    import torch
+
+    class LogitsOnly(torch.nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids):
+            return self.m(input_ids=input_ids, use_cache=False).logits
+
+    torch.jit.trace(LogitsOnly(model), (example_ids,), strict=False).save(str(path))

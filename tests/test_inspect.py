@@ -172,16 +172,10 @@ def test_inspect_a_torchscript_file(gpt2, tmp_path):
     from modelxray.analyzers.inspect import InspectAnalyzer
     from modelxray.subject import Subject
 
-    class Wrapper(nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, input_ids):
-            return self.m(input_ids=input_ids, use_cache=False).logits
+    from helpers import save_torchscript_lm
 
     path = tmp_path / "m.ts"
-    torch.jit.trace(Wrapper(gpt2), (torch.zeros(1, 16, dtype=torch.long),), strict=False).save(str(path))
+    save_torchscript_lm(gpt2, path, torch.zeros(1, 16, dtype=torch.long))
     loaded = FileSource(path=str(path), device="cpu").load()
     subject = Subject(loaded.model, loaded.tokenizer, None, loaded.info)
     result = InspectAnalyzer(seq_len=16, energy=False, profile_iters=1, profile_warmup=0,

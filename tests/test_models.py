@@ -58,17 +58,10 @@ def test_state_dict_with_config_json(reference, tmp_path):
 def test_torchscript(reference, tmp_path):
     model, ids, logits = reference
 
-    class Wrapper(torch.nn.Module):
-        def __init__(self, m):
-            super().__init__()
-            self.m = m
-
-        def forward(self, input_ids):
-            return self.m(input_ids=input_ids, use_cache=False).logits
+    from helpers import save_torchscript_lm
 
     path = tmp_path / "m.ts"
-    traced = torch.jit.trace(Wrapper(model), (ids,), strict=False)
-    traced.save(str(path))
+    save_torchscript_lm(model, path, ids)
     loaded = FileSource(path=str(path), device="cpu").load()
     assert loaded.info.source_format == "torchscript"
     assert torch.allclose(_logits(loaded, ids), logits, atol=1e-5)

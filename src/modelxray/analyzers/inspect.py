@@ -107,7 +107,6 @@ class InspectAnalyzer(Analyzer):
             arch.input = infer_input(model, batch_size=self.batch_size, seq_len=seq_len,
                                      input_shape=self.input_shape, data_shape=data_shape)
             result.data["architecture"] = {**arch.__dict__, "runnable": True}
-            result.metrics["parameters"] = float(arch.total_parameters)
             if self.compute:
                 if arch.input.get("shape") is None:
                     raise ConfigError("analyzer.inspect.input_shape", "cannot infer this model's input; set it, "
