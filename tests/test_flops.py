@@ -54,7 +54,8 @@ def test_gpt2_matches_closed_form_for_any_attention(attn):
     model = tiny_gpt2(attn)
     model.train()
     r = count_flops(model, ids())
-    assert r.total == closed_form_gpt2_flops(L, D, T, V)
+    n = 12 * L * D * D  # the closed form, written out: per token 2N + 4*L*T*d + 2*d*V
+    assert r.total == T * (2 * n + 4 * L * T * D + 2 * D * V) == closed_form_gpt2_flops(L, D, T, V)
     block = 24 * T * D * D + 4 * T * T * D
     assert r.by_module["GPT2LMHeadModel.transformer.h.0"] == block
     assert r.by_module["GPT2LMHeadModel.transformer.h.1"] == block

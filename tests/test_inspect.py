@@ -98,6 +98,23 @@ def test_energy_report_says_how_power_was_obtained():
     assert ("ESTIMATED" in e.method) != e.measured or "measured" in e.method
 
 
+def test_energy_method_says_measured_only_with_hardware_counters():
+    from types import SimpleNamespace
+
+    from modelxray.measure.energy import _method
+
+    def tracker(mode):
+        cpu = type("CPU", (), {"_mode": mode, "_tdp": 85})()
+        return SimpleNamespace(_hardware=[cpu])
+
+    _, measured, text = _method(tracker("intel_rapl"), SimpleNamespace(gpu_count=0))
+    assert measured and "CPU power measured (Intel RAPL)" in text and "ESTIMATED" not in text
+    _, measured, text = _method(tracker("constant"), SimpleNamespace(gpu_count=0))
+    assert not measured and "CPU power ESTIMATED" in text and "TDP 85 W" in text
+    _, measured, text = _method(tracker("cpu_load"), SimpleNamespace(gpu_count=1))
+    assert not measured and "GPU power measured (NVML)" in text  # an estimated CPU makes the total an estimate
+
+
 def test_recommendations_carry_their_numbers():
     rows = [{"name": f"l{i}.weight", "shape": [8, 8], "prune_potential": p, "zeros_share": 0.0, "std": 1.0,
              "quant_sensitivity": q, "kurtosis": k, "outlier_share": 0.01}
@@ -139,6 +156,8 @@ def test_cli_inspect_tiny_gpt2(tiny, tracking_uri, tmp_path):
                     "SYSTEM", "RECOMMENDATIONS"):
         assert section in text, section
     assert "decoder-only transformer" in text and "transformer.h.1.mlp.c_fc.weight" in text
+    energy = text.split("ENERGY AND CO2")[1]
+    assert "ESTIMATED: CPU power ESTIMATED" in energy or "MEASURED: CPU power measured" in energy
     plots = {p.name for p in out.parent.rglob("*.png")}
     assert {"parameter_distributions.png", "layer_norms.png", "flops_by_op.png", "roofline.png"} <= plots
     artifacts = {a.path for a in __import__("mlflow").tracking.MlflowClient(tracking_uri).list_artifacts(run.info.run_id)}

@@ -3,6 +3,7 @@ design card's flagship sweep ``analyzer=robustness quant=int4,int8 -m`` on the t
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -39,7 +40,8 @@ def test_eps_zero_attacks_reproduce_clean_metrics_exactly(harness):
                          n_windows=harness.size, desc="")
     for kind in ("fgsm", "pgd"):
         m = out[0.0][kind]
-        assert m["loss"] == harness.clean["loss"]
+        for key in ("loss", "perplexity", "accuracy"):
+            assert m[key] == harness.clean[key], (kind, key)
         assert m["top1_agree"] == 1.0
         assert m["kl"] == pytest.approx(0.0, abs=1e-6)
 
@@ -149,6 +151,34 @@ def test_analyzer_is_deterministic_and_names_metrics(trained_tiny, tmp_path):
     assert r3.metrics["weight_noise_0.05_loss"] != r1.metrics["weight_noise_0.05_loss"]
 
 
+def test_analyzer_level_zero_is_clean_and_dropout_one_scores_nothing(trained_tiny, tmp_path):
+    """Through the analyzer on a language model: eps 0, weight noise 0 and rates 0 give the clean
+    metrics exactly; dropout 1.0 leaves nothing to score (NaN, not logged); the weights come back."""
+    from modelxray.data.base import TokenData
+    from modelxray.models.base import ModelInfo
+    from modelxray.subject import Subject
+
+    loaded, data = trained_tiny
+    ids = data.ids[:512]
+    subject = Subject(loaded.model, None, TokenData("t", ids, 512, 128, 512), ModelInfo("t", "config", "fp32"))
+    before = [p.detach().clone() for p in loaded.model.parameters()]
+    a = RobustnessAnalyzer(eval_windows=4, batch_size=2, kl_windows=4, fgsm_eps=[0.0], pgd_eps=[0.0], pgd_steps=2,
+                           pgd_windows=4, weight_noise_levels=[0.0], quant_noise_bits=[], seeds=2,
+                           dropout_rates=[0.0, 1.0], substitution_rates=[0.0])
+    r = a.run(subject, RunContext(tmp_path, seed=0, progress=False))
+    m = r.metrics
+    for prefix in ("fgsm_0", "pgd_0", "weight_noise_0", "token_dropout_0", "token_substitution_0"):
+        assert m[f"{prefix}_loss"] == m["clean_loss"] and m[f"{prefix}_perplexity"] == m["clean_perplexity"], prefix
+        assert m[f"{prefix}_gap"] == 0.0, prefix
+    for prefix in ("fgsm_0", "pgd_0", "weight_noise_0", "token_substitution_0"):
+        assert m[f"{prefix}_top1_agree"] == 1.0 and m[f"{prefix}_kl"] == pytest.approx(0.0, abs=1e-6), prefix
+    assert m["weight_noise_0_perplexity_std"] == 0.0
+    assert not [k for k in m if k.startswith("token_dropout_1_")]  # NaN metrics are not logged
+    (gone,) = [row for row in r.tables["robustness"] if row["family"] == "token_dropout" and row["level"] == 1.0]
+    assert gone["tokens_scored"] == 0 and math.isnan(gone["perplexity"])
+    assert all(torch.equal(x, y) for x, y in zip(before, loaded.model.parameters()))
+
+
 @pytest.mark.parametrize("bad,match", [({"dropout_rates": [1.5]}, "dropout_rates"),
                                        ({"noise_targets": "heads"}, "noise_targets"),
                                        ({"pgd_steps": 0}, "pgd_steps")])
@@ -179,8 +209,23 @@ def test_flagship_sweep_gives_two_comparable_mlflow_runs(tiny, tracking_uri, tmp
     assert {r.data.params["quant"] for r in runs} == {"int4", "int8"}
     names = [{k for k in r.data.metrics if k.startswith("robustness/")} for r in runs]
     assert names[0] == names[1] and "robustness/fgsm_0.03_perplexity" in names[0]
-    plots = [p.name for p in (tmp_path / "multirun").rglob("*.png")]
-    assert plots.count("adversarial_robustness.png") == 2 and plots.count("noise_robustness.png") == 2
+    # robustness/<family>_<level>_<metric>, besides the clean reference and the analyzer's time
+    family = r"(fgsm|pgd|weight_noise|quant_noise|token_dropout|token_substitution)"
+    level = r"(\d+(\.\d+)?|\d+bit)"
+    pattern = re.compile(rf"robustness/({family}_{level}_[a-z0-9_]+|clean_[a-z]+|seconds)")
+    assert not [k for k in names[0] if not pattern.fullmatch(k)]
+    assert {f"robustness/{f}_{lv}_perplexity" for f, lv in (("pgd", "0.03"), ("weight_noise", "0.1"),
+            ("quant_noise", "4bit"), ("token_dropout", "0.1"), ("token_substitution", "0.1"))} <= names[0]
+    plots = sorted(str(p.relative_to(p.parents[1])) for p in (tmp_path / "multirun").rglob("*_robustness.png"))
+    assert plots == sorted(2 * ["plots/adversarial_robustness.png", "plots/noise_robustness.png",
+                                "plots/perturbation_robustness.png"])
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    for r in runs:
+        logged = {a.path for a in client.list_artifacts(r.info.run_id, "plots")}
+        assert {"plots/adversarial_robustness.png", "plots/noise_robustness.png",
+                "plots/perturbation_robustness.png"} <= logged
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("compare_runs", Path(__file__).parents[1] / "scripts" / "compare_runs.py")

@@ -64,6 +64,71 @@ def test_a_failing_job_does_not_stop_the_others_and_is_listed_with_its_logs(cach
     assert [r.info.status for r in runs] == ["FINISHED"]  # the bad config failed before a run was started
 
 
+_TROUBLE = """
+import os
+import signal
+from dataclasses import dataclass
+from typing import ClassVar
+
+from modelxray.analyzers.base import Analyzer, Result
+
+
+@dataclass
+class Killed(Analyzer):
+    name: ClassVar[str] = "killed"
+
+    def run(self, subject, ctx):
+        os.kill(os.getpid(), signal.SIGKILL)  # as the OOM killer or SLURM would: no chance to end the run
+
+
+@dataclass
+class Raises(Analyzer):
+    name: ClassVar[str] = "raises"
+
+    def run(self, subject, ctx):
+        raise RuntimeError("raised on purpose")
+
+
+@dataclass
+class Fine(Analyzer):
+    name: ClassVar[str] = "fine"
+
+    def run(self, subject, ctx):
+        return Result(self.name, metrics={"ok": 1.0})
+"""
+
+
+def test_killed_and_raising_jobs_end_killed_and_failed_and_are_listed(cache_dir, tmp_path):
+    """A job killed outright (its run left RUNNING, then marked KILLED by the launcher) and a job whose
+    analyzer raised (its run FAILED) are both listed with their logs; the third job is unaffected."""
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    (tmp_path / "trouble.py").write_text(_TROUBLE)
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    tiny = [o for o in TINY if not o.startswith("analyzer.performance.")]
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "run.py"), "-m", "hydra/launcher=local_jobs", *tiny, f"dataset.cache_dir={cache_dir}",
+         "analyzer=robustness", "analyzer.robustness.fgsm_eps=[]", "analyzer.robustness.pgd_eps=[]",
+         "analyzer.robustness.weight_noise_levels=[]", "analyzer.robustness.quant_noise_bits=[]",
+         "analyzer.robustness.dropout_rates=[]", "analyzer.robustness.substitution_rates=[]",
+         "+analyzer.trouble._target_=trouble.Killed,trouble.Raises,trouble.Fine", f"tracker.uri={uri}",
+         "tracker.experiment=trouble", f"hydra.sweep.dir={tmp_path}/multirun"],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
+        capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "modelxray: 2 of 3 jobs FAILED:" in proc.stderr, proc.stderr[-3000:]
+    assert "job #0 (" in proc.stderr and "job #1 (" in proc.stderr and "job #2 (" not in proc.stderr
+    assert "analyzer 'trouble' FAILED" in proc.stderr and "trouble_traceback.txt" in proc.stderr
+    assert proc.stderr.count("logs: ") == 2
+    _, runs = mlflow_runs(uri, "trouble")
+    status = {r.data.params.get("analyzer.trouble._target_"): r.info.status for r in runs}
+    assert status == {"trouble.Killed": "KILLED", "trouble.Raises": "FAILED", "trouble.Fine": "FINISHED"}
+
+
 def test_skip_finished_resumes_a_sweep_without_redoing_finished_jobs(cache_dir, tmp_path):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     args = ["-m", *TINY, f"dataset.cache_dir={cache_dir}", "seed=0,1", "runtime.skip_finished=true",

@@ -5,12 +5,14 @@ job that died without a result (killed by SLURM, out of memory, a config error t
 raises there, the jobs after it are no longer awaited, and no log path is printed. These
 subclasses submit exactly as the stock ones do, then wait for all jobs, print one line per failed
 job with its scheduler state and log files, and mark a failed job's MLflow run KILLED if the job
-died before it could. Lives under ``hydra_plugins`` because Hydra only loads launchers from there;
-imports stay light because Hydra imports every plugin at start-up."""
+died before it could. A job that finished but whose analyzers raised (its run ended FAILED, the
+tracebacks are in its ``errors/`` folder) counts as failed too, as it does with Hydra's basic
+launcher. Lives under ``hydra_plugins`` because Hydra only loads launchers from there; imports stay light because Hydra imports every plugin at start-up."""
 from __future__ import annotations
 
 import logging
 import sys
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -52,6 +54,7 @@ class _WaitForAll:
             idx = initial_job_idx + i
             log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
             params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state()))
+        submitted = time.time()
         jobs = executor.map_array(self, *zip(*params))
 
         returns, failed = [], []
@@ -62,6 +65,15 @@ class _WaitForAll:
             except submitit.core.utils.UncompletedJobError as exc:  # killed, timed out, exited, out of memory
                 ret = JobReturn(overrides=list(overrides), status=JobStatus.FAILED, _return_value=exc)
                 _mark_killed(sweep_dir / str(num))
+            else:
+                # the job returned but an analyzer raised (its run ended FAILED): a failure like any other
+                analyzers = _failed_analyzers(_job_dir(ret, sweep_dir, num), submitted)
+                if ret.status == JobStatus.COMPLETED and analyzers:
+                    ret = JobReturn(overrides=ret.overrides, status=JobStatus.FAILED,
+                                    _return_value=RuntimeError(f"analyzer {', '.join(map(repr, analyzers))} FAILED "
+                                                               "(its MLflow run ended FAILED)"),
+                                    cfg=ret.cfg, hydra_cfg=ret.hydra_cfg, working_dir=ret.working_dir,
+                                    task_name=ret.task_name)
             if ret.status == JobStatus.FAILED:
                 failed.append((num, job, ret))
                 # completed, so Hydra's sweeper does not re-raise the first failure and stop there
@@ -69,11 +81,30 @@ class _WaitForAll:
                                 cfg=ret.cfg, hydra_cfg=ret.hydra_cfg, working_dir=ret.working_dir,
                                 task_name=ret.task_name)
             returns.append(ret)
-        _report(failed, sweep_dir, len(jobs))
+        _report(failed, sweep_dir, len(jobs), submitted)
         return returns
 
 
-def _report(failed: list, sweep_dir: Path, total: int) -> None:
+def _job_dir(ret: JobReturn, sweep_dir: Path, num: int) -> Path:
+    """The job's output folder (``hydra.sweep.subdir`` may differ from the job number)."""
+    try:
+        return Path(str(ret.hydra_cfg.hydra.runtime.output_dir))
+    except Exception:  # noqa: BLE001 - no Hydra config came back: the default subdir
+        return sweep_dir / str(num)
+
+
+def _tracebacks(job_dir: Path, since: float) -> list[Path]:
+    """The tracebacks this sweep wrote in ``job_dir/errors`` (older ones: an earlier sweep into the
+    same folder)."""
+    folder = job_dir / "errors"
+    return sorted(f for f in folder.glob("*_traceback.txt") if f.stat().st_mtime >= since - 1) if folder.is_dir() else []
+
+
+def _failed_analyzers(job_dir: Path, since: float) -> list[str]:
+    return [f.name.removesuffix("_traceback.txt") for f in _tracebacks(job_dir, since) if f.name != "run_traceback.txt"]
+
+
+def _report(failed: list, sweep_dir: Path, total: int, since: float) -> None:
     if not failed:
         return
     from modelxray import cli
@@ -85,8 +116,7 @@ def _report(failed: list, sweep_dir: Path, total: int) -> None:
         lines.append(f"  job #{num} ({job.job_id}, {job.state}): {why}")
         lines.append(f"    logs: {job.paths.stdout}")
         lines.append(f"          {job.paths.stderr}")
-        trace = sweep_dir / str(num) / "errors" / "run_traceback.txt"
-        if trace.exists():
+        for trace in _tracebacks(_job_dir(ret, sweep_dir, num), since):
             lines.append(f"    traceback: {trace}")
         cli.FAILED_JOBS.append(f"job #{num}")
     print("\n".join(lines), file=sys.stderr, flush=True)
