@@ -76,18 +76,30 @@ def test_hf_directory(reference, tmp_path):
 
 
 class _Evil:
+    def __init__(self, marker):
+        self.marker = marker
+
     def __reduce__(self):
-        return (os.system, ("echo pwned > /dev/null",))
+        return (os.system, (f"touch {self.marker}",))
 
 
 def test_pickle_that_would_run_code_is_refused(tmp_path):
     path = tmp_path / "evil.pt"
-    torch.save({"w": torch.zeros(2), "x": _Evil()}, path)
+    marker = tmp_path / "pwned"
+    torch.save({"w": torch.zeros(2), "x": _Evil(marker)}, path)
     src = FileSource(path=str(path), architecture=ARCH, device="cpu")
     with pytest.raises(ConfigError) as info:
         src.load()
     msg = str(info.value)
     assert msg.startswith(str(path)) and "model.allow_unsafe_pickle=true" in msg and "\n" not in msg
+    assert not marker.exists()  # the payload never ran
+
+
+def test_random_bytes_are_called_corrupt_not_unsafe(tmp_path):
+    path = tmp_path / "junk.pt"
+    path.write_bytes(bytes(range(256)) * 12)
+    with pytest.raises(ConfigError, match="truncated or corrupt"):
+        FileSource(path=str(path), architecture=ARCH, device="cpu").load()
 
 
 @pytest.mark.parametrize("name,fmt", [("trunc.safetensors", "safetensors"), ("trunc.pt", "state_dict")])

@@ -136,7 +136,8 @@ def _read_state_dict(path: Path, fmt: str, allow_unsafe_pickle: bool) -> dict[st
     try:
         obj = torch.load(str(path), map_location="cpu", weights_only=not allow_unsafe_pickle)
     except pickle.UnpicklingError as exc:
-        if not allow_unsafe_pickle and "weights_only" in str(exc):
+        # torch names the global it refused ("unsupported GLOBAL posix.system"); random bytes fail otherwise
+        if not allow_unsafe_pickle and "GLOBAL" in str(exc):
             raise ConfigError(str(path), "holds pickled objects besides tensors, which could run code when loaded; "
                               "refused. If you trust the file, set model.allow_unsafe_pickle=true") from None
         raise ConfigError(str(path), f"not a readable PyTorch checkpoint (truncated or corrupt?): {str(exc).splitlines()[0]}") from None
