@@ -10,7 +10,7 @@ from modelxray.components import build_components
 from modelxray.paths import conf_dir
 
 CONF = conf_dir()
-GROUPS = ["model", "dataset", "analyzer", "quant", "tracker"]
+GROUPS = ["model", "dataset", "analyzer", "quant", "tracker", "train"]
 
 
 def _options(group: str) -> list[str]:
@@ -60,6 +60,12 @@ def test_every_config_composes_and_instantiates(group, option, hf_dir, tmp_path,
     if group == "analyzer":
         (name,) = comps.analyzers  # a preset (robustness_full) configures the analyzer it is named after
         assert option == name or option.startswith(name + "_")
+    elif group == "train":
+        from modelxray.configurable import build_component
+
+        obj = build_component(cfg.train, "train")  # train=none builds NoTraining, which the run skips
+        assert type(obj).__name__ in cfg.train._target_
+        assert (comps.train is None) == (option == "none")
     else:
         assert type(built[group]).__name__ in OmegaConf.select(cfg, f"{group}._target_")
 

@@ -161,6 +161,10 @@ def run(cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, 
         params.update(loaded.info.as_params())
         tracker_run.log_params(params)
 
+        if components.train is not None:
+            from modelxray.training.run import train_subject
+
+            subject, results["train"] = train_subject(subject, components.train, tracker_run, out_dir)
         subject, quant_report = components.quant.apply(subject)
         if quant_report is not None:
             quant_report.seconds = quant_report.metrics.get("seconds", 0.0)
@@ -174,7 +178,8 @@ def run(cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, 
         metrics = {f"{name}/{k}": v for name, r in results.items() for k, v in r.finite_metrics().items()}
         metrics.update({f"{name}/seconds": r.seconds for name, r in results.items()})
         tracker_run.log_metrics(metrics)
-        tracker_run.log_artifacts(out_dir)
+        keep_checkpoints = components.train is not None and components.train.log_checkpoints
+        tracker_run.log_artifacts(out_dir, exclude=() if keep_checkpoints else ("checkpoints",))
         tracker_run.finish("FAILED" if any(not r.ok for r in results.values()) else "FINISHED")
     except BaseException as exc:
         tb = traceback.format_exc()
@@ -231,7 +236,10 @@ def _run_info(config: dict, job: JobInfo, subject: Subject, tracking: str) -> di
     else:
         dataset = (f"{data.name}: {data.n_samples:,} test samples of shape {tuple(data.input_shape)}, "
                    f"{data.n_classes} classes (trained on {len(data.y_train):,})")
-    quant = "; ".join(str(s) for s in subject.applied) or "none (weights as loaded)"
-    return {"model": asdict(subject.info), "dataset": dataset, "quant": quant, "choices": job.choices,
+    quant = "; ".join(str(s) for s in subject.applied if s.get("kind") != "train") or "none (weights as loaded)"
+    trained = [s for s in subject.applied if s.get("kind") == "train"]
+    training = (f"{trained[0]['steps']} {trained[0]['optimizer']} steps at lr {trained[0]['lr']:g}"
+                + (" (LoRA)" if trained[0]["lora"] else "") + " before the analyzers ran") if trained else None
+    return {"model": asdict(subject.info), "dataset": dataset, "quant": quant, "training": training, "choices": job.choices,
             "overrides": job.overrides, "tracking": tracking, "host": host(), "versions": versions(),
             "output_dir": str(job.output_dir), "config": config}

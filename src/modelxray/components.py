@@ -11,7 +11,7 @@ from modelxray.configurable import build_component
 from modelxray.errors import ConfigError
 from modelxray.report.insights import InsightThresholds
 
-TOP_LEVEL_KEYS = {"model", "dataset", "analyzer", "quant", "tracker", "seed", "threads", "progress",
+TOP_LEVEL_KEYS = {"model", "dataset", "analyzer", "quant", "tracker", "train", "seed", "threads", "progress",
                   "model_cache_size", "report", "runtime", "hydra"}
 
 
@@ -23,6 +23,7 @@ class Components:
     quant: Any
     tracker: Any
     thresholds: InsightThresholds
+    train: Any = None  # TrainConfig, or None for train=none
 
 
 def build_components(cfg: DictConfig, *, skip_model: bool = False, skip_dataset: bool = False) -> Components:
@@ -35,10 +36,12 @@ def build_components(cfg: DictConfig, *, skip_model: bool = False, skip_dataset:
     _check_scalar(cfg, "model_cache_size", int, non_negative=True)
     model = None if skip_model else build_component(cfg.model, "model")
     dataset = None if skip_dataset else build_component(cfg.dataset, "dataset")
-    if not isinstance(cfg.analyzer, DictConfig) or len(cfg.analyzer) == 0:
+    train = _train(cfg)
+    no_analyzer = not isinstance(cfg.analyzer, DictConfig) or len(cfg.analyzer) == 0
+    if no_analyzer and train is None:
         raise ConfigError("analyzer", "no analyzer selected: e.g. analyzer=performance or analyzer=[performance,robustness]")
     analyzers = {}
-    for name in cfg.analyzer:
+    for name in ([] if no_analyzer else cfg.analyzer):
         obj = build_component(cfg.analyzer[name], f"analyzer.{name}")
         if not isinstance(obj, Analyzer):
             raise ConfigError(f"analyzer.{name}._target_", f"{type(obj).__name__} is not an Analyzer")
@@ -47,7 +50,16 @@ def build_components(cfg: DictConfig, *, skip_model: bool = False, skip_dataset:
     tracker = build_component(cfg.tracker, "tracker")
     thresholds = _thresholds(cfg)
     _check_runtime(cfg)
-    return Components(model, dataset, analyzers, quant, tracker, thresholds)
+    return Components(model, dataset, analyzers, quant, tracker, thresholds, train)
+
+
+def _train(cfg: DictConfig) -> Any:
+    """The training config of ``train=<preset>``, or None for ``train=none`` (or no train key)."""
+    node = cfg.get("train")
+    if node is None:
+        return None
+    obj = build_component(node, "train")
+    return obj if getattr(obj, "enabled", False) else None
 
 
 def _check_runtime(cfg: DictConfig) -> None:

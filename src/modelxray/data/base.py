@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ class TokenData:
     seq_len: int
     available_tokens: int  # before the max_tokens cap
     calibration: torch.Tensor | None = None  # (N, seq_len) windows after the evaluated span, for GPTQ/AWQ
+    train_ids: torch.Tensor | None = None  # 1-D: every token after the evaluated span (training, train=)
 
     @property
     def n_tokens(self) -> int:
@@ -64,7 +65,7 @@ class TextDataset(Configurable):
         rest = all_ids[ids.numel() :]
         n_cal = min(self.calibration_windows, rest.numel() // self.seq_len)
         calibration = rest[: n_cal * self.seq_len].view(n_cal, self.seq_len) if n_cal else None
-        return TokenData(self.name, ids, n_bytes, self.seq_len, available, calibration)
+        return TokenData(self.name, ids, n_bytes, self.seq_len, available, calibration, train_ids=rest)
 
 
 def _decoded_bytes(tokenizer: Any, ids: torch.Tensor) -> int:
@@ -100,6 +101,7 @@ class ClassificationData:
     n_classes: int
     feature_range: tuple[float, float]
     input_shape: tuple[int, ...]
+    meta: dict[str, Any] = field(default_factory=dict)  # e.g. flipped label indices (digits_noisy)
 
     @property
     def n_samples(self) -> int:

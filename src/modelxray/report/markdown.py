@@ -31,6 +31,7 @@ def summary_report(run: dict, results: dict, plots: list[str]) -> str:
     if info.get("file_bytes"):
         out.append(f"- **Model file**: `{info['file_path']}` ({human_bytes(info['file_bytes'])})")
     out += [f"- **Dataset**: {run['dataset']}", f"- **Quantization**: {run['quant']}",
+            *([f"- **Training**: {run['training']}"] if run.get("training") else []),
             f"- **Analyzers**: {', '.join(results)}", "- **Config choices**: "
             + ", ".join(f"{k}={v}" for k, v in run["choices"].items()),
             f"- **Overrides**: `{' '.join(run['overrides']) or '(none)'}`",

@@ -139,14 +139,25 @@ class MlflowRun:
         for i in range(0, len(items), _METRIC_BATCH):
             self.client.log_batch(self.run_id, metrics=items[i : i + _METRIC_BATCH])
 
+    def log_metric_rows(self, rows: list[tuple[int, dict[str, float]]]) -> None:
+        """Step-indexed metrics, many steps per call (a training run's history): batches of 1,000."""
+        from mlflow.entities import Metric
+
+        now = int(time.time() * 1000)
+        items = [Metric(k, float(v), now, int(step)) for step, metrics in rows for k, v in metrics.items()
+                 if math.isfinite(float(v))]
+        for i in range(0, len(items), _METRIC_BATCH):
+            self.client.log_batch(self.run_id, metrics=items[i : i + _METRIC_BATCH])
+
     def set_tags(self, tags: dict[str, str]) -> None:
         from mlflow.entities import RunTag
 
         self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
-    def log_artifacts(self, folder: Path) -> None:
+    def log_artifacts(self, folder: Path, exclude: tuple[str, ...] = ()) -> None:
+        """Every file and folder of the run's output dir but ``exclude`` (e.g. large checkpoints)."""
         for entry in sorted(os.listdir(folder)):
-            if entry == RUN_FILE:  # local bookkeeping; holds the tracking URI, which may carry credentials
+            if entry == RUN_FILE or entry in exclude:  # RUN_FILE: local bookkeeping, holds the tracking URI
                 continue
             path = Path(folder) / entry
             if path.is_dir():

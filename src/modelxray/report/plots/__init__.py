@@ -7,7 +7,8 @@ from types import ModuleType
 
 _PLOTTERS = {"quant": "modelxray.report.plots.quant", "performance": "modelxray.report.plots.performance",
             "bitwidth": "modelxray.report.plots.bitwidth", "quant_impact": "modelxray.report.plots.quant_impact",
-            "robustness": "modelxray.report.plots.robustness", "inspect": "modelxray.report.plots.inspect"}
+            "robustness": "modelxray.report.plots.robustness", "inspect": "modelxray.report.plots.inspect",
+            "train": "modelxray.report.plots.train"}
 
 
 def plotter_for(analyzer: str) -> ModuleType | None:

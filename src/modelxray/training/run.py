@@ -1,0 +1,125 @@
+"""``train=<preset>`` inside a run: train the subject, log step-indexed metrics, report.
+
+The app calls ``train_subject`` between loading and quantizing; the analyzers then see the trained
+model. Everything the loop logs goes through a buffer (``StepLogger``) that sends one tracker batch
+per ``flush_rows`` rows, so a 4,000-step run does not make 4,000 round trips to the tracking store.
+"""
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+from modelxray.analyzers.base import Result
+from modelxray.subject import Subject
+from modelxray.training.callbacks import Callback
+from modelxray.training.config import TrainConfig
+from modelxray.training.dynamics_callback import DynamicsCallback
+from modelxray.training.loop import train
+from modelxray.training.tasks import make_task
+
+
+class StepLogger:
+    """Buffers ``(metrics, step)`` rows and hands them to ``tracker_run.log_metric_rows`` in batches."""
+
+    def __init__(self, tracker_run, flush_rows: int = 200, flush_seconds: float = 10.0):
+        self.run, self.flush_rows, self.flush_seconds = tracker_run, flush_rows, flush_seconds
+        self.rows: list[tuple[int, dict[str, float]]] = []
+        self.last = time.monotonic()
+        self.logged = 0
+
+    def __call__(self, metrics: dict[str, float], step: int) -> None:
+        self.rows.append((step, {k: float(v) for k, v in metrics.items()}))
+        if len(self.rows) >= self.flush_rows or time.monotonic() - self.last > self.flush_seconds:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.rows:
+            self.run.log_metric_rows(self.rows)
+            self.logged += sum(len(m) for _, m in self.rows)
+            self.rows = []
+        self.last = time.monotonic()
+
+
+def thin(rows: list[dict], most: int) -> list[dict]:
+    """At most ``most`` rows, evenly spaced, always the first and the last (report tables stay readable;
+    the JSON keeps everything)."""
+    if len(rows) <= most:
+        return rows
+    idx = sorted({round(i * (len(rows) - 1) / (most - 1)) for i in range(most)})
+    return [rows[i] for i in idx]
+
+
+def callbacks_for(cfg: TrainConfig, task_kind: str) -> list[Callback]:
+    """The callbacks a preset asks for: the dynamics monitor whenever any family is enabled."""
+    dyn = cfg.dynamics
+    if any(s.enabled for s in (dyn.param_change, dyn.sparse, dyn.grad, dyn.optim)):
+        return [DynamicsCallback(dyn)]
+    return []
+
+
+def train_subject(subject: Subject, cfg: TrainConfig, tracker_run, output_dir: Path,
+                  extra_callbacks: list[Callback] = ()) -> tuple[Subject, Result]:
+    start = time.perf_counter()
+    kind = subject.task if cfg.task == "auto" else cfg.task
+    task = make_task(kind, subject.data, cfg)
+    callbacks = callbacks_for(cfg, kind) + list(extra_callbacks)
+    logger = StepLogger(tracker_run)
+    try:
+        outcome = train(subject.model, task, cfg, callbacks=callbacks, log=logger, output_dir=output_dir)
+    finally:
+        logger.flush()
+    result = Result("train")
+    m = result.metrics
+    m.update({"steps": float(outcome.steps), "train_seconds": outcome.seconds,
+              "seconds_per_step": outcome.seconds / max(outcome.steps, 1),
+              "trainable_params": float(outcome.trainable_params), "total_params": float(outcome.total_params),
+              "examples_per_s" if kind != "causal_lm" else "tokens_per_s": outcome.examples / max(outcome.seconds, 1e-9),
+              "logged_values": float(logger.logged)})
+    if outcome.history:
+        m["first_loss"] = outcome.history[0]["train/loss"]
+        m["final_loss"] = outcome.history[-1]["train/loss"]
+    if outcome.evals:
+        for k, v in outcome.evals[0].items():
+            if k != "step":
+                m[f"before_{k}"] = v
+        for k, v in outcome.evals[-1].items():
+            if k != "step":
+                m[f"after_{k}"] = v
+    loop_overhead = sum(v for k, v in outcome.callback_seconds.items() if k not in ("evaluation", "checkpoints"))
+    for k, v in outcome.callback_seconds.items():
+        m[f"seconds_{k}"] = v
+    m["callback_share"] = loop_overhead / outcome.seconds if outcome.seconds > 0 else 0.0
+    result.data["loss_history"] = outcome.history  # every logged step, for the plots and the JSON
+    result.tables["history"] = thin(outcome.history, 25)
+    result.tables["evaluations"] = outcome.evals
+    if outcome.checkpoints:
+        result.tables["checkpoints"] = [{"path": p} for p in outcome.checkpoints]
+    result.data.update({"task": kind, "optimizer": cfg.optimizer, "lr": cfg.lr, "lora": cfg.lora.enabled,
+                        "interval": cfg.interval, "checkpoint_dir": str(Path(cfg.checkpoint_dir)) if cfg.checkpoint_dir
+                        else str(Path(output_dir) / "checkpoints") if outcome.checkpoints else None})
+    for cb in callbacks:
+        rep = cb.report()
+        rep.tables = {k: thin(v, 25) if k != "sparse_quality" else v for k, v in rep.tables.items()}
+        m.update(rep.metrics)
+        result.tables.update(rep.tables)
+        result.data.update(rep.data)
+        result.insights += rep.insights
+    result.insights.insert(0, _headline(outcome, kind, cfg))
+    result.seconds = time.perf_counter() - start
+    step = {"kind": "train", "steps": outcome.steps, "optimizer": cfg.optimizer, "lr": cfg.lr,
+            "lora": cfg.lora.enabled}
+    return subject.with_model(outcome.model, step), result
+
+
+def _headline(outcome, kind: str, cfg: TrainConfig) -> str:
+    what = "LoRA adapters (merged after training)" if cfg.lora.enabled and cfg.lora.merge else \
+        "LoRA adapters" if cfg.lora.enabled else "all parameters"
+    text = (f"Trained {what} ({outcome.trainable_params:,} of {outcome.total_params:,}) for {outcome.steps} "
+            f"{cfg.optimizer} steps at lr {cfg.lr:g} in {outcome.seconds:.1f} s")
+    if len(outcome.evals) >= 2:
+        a, b = outcome.evals[0], outcome.evals[-1]
+        key = "eval_perplexity" if "eval_perplexity" in a else "test_accuracy" if "test_accuracy" in a else None
+        if key and all(math.isfinite(x[key]) for x in (a, b)):
+            text += f"; held-out {key.replace('_', ' ')} {a[key]:.4g} -> {b[key]:.4g}"
+    return text + "."

@@ -1,0 +1,153 @@
+"""What the loop trains on: batches, the loss (with the forward's logits kept for callbacks), a fixed
+held-out probe batch, and the held-out evaluation. One class per kind of model.
+
+Language models train on the tokens after the evaluated span (``TokenData.train_ids``), cut into
+disjoint rows of ``seq_len`` shuffled each epoch, and are evaluated on the evaluated span itself, so
+training never sees an evaluated token.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from modelxray.data.base import ClassificationData, TokenData
+from modelxray.dynamics.outputs import eval_mode, logits_of
+from modelxray.errors import ConfigError
+
+
+def _epochs(n: int, batch_size: int, gen: torch.Generator) -> Iterator[tuple[int, torch.Tensor]]:
+    """(epoch, row indices) batches forever: a fresh seeded permutation per epoch, no partial batches."""
+    epoch = 0
+    while True:
+        perm = torch.randperm(n, generator=gen)
+        for start in range(0, n - batch_size + 1, batch_size):
+            yield epoch, perm[start : start + batch_size]
+        epoch += 1
+
+
+@dataclass
+class LMTask:
+    data: TokenData
+    seq_len: int
+    batch_size: int
+    eval_batches: int
+    seed: int = 0
+    kind: str = "causal_lm"
+
+    def __post_init__(self) -> None:
+        ids = self.data.train_ids
+        n = 0 if ids is None else ids.numel() // self.seq_len
+        if n < self.batch_size:
+            have = 0 if ids is None else ids.numel()
+            raise ConfigError("train.seq_len", f"only {have:,} tokens follow the evaluated span of {self.data.name}, "
+                              f"fewer than one batch of {self.batch_size} x {self.seq_len}; lower dataset.max_tokens, "
+                              "train.batch_size or train.seq_len")
+        self.rows = ids[: n * self.seq_len].view(n, self.seq_len)
+        ev = self.data.ids
+        n_eval = ev.numel() // self.seq_len
+        if n_eval == 0:
+            raise ConfigError("train.seq_len", f"the evaluated span ({ev.numel()} tokens) is shorter than one row of "
+                              f"{self.seq_len}; raise dataset.max_tokens or lower train.seq_len")
+        self.eval_rows = ev[: n_eval * self.seq_len].view(n_eval, self.seq_len)
+
+    @property
+    def n_train(self) -> int:
+        return self.rows.shape[0]
+
+    def batches(self) -> Iterator[tuple[int, dict[str, torch.Tensor]]]:
+        gen = torch.Generator().manual_seed(self.seed)
+        for epoch, idx in _epochs(self.n_train, self.batch_size, gen):
+            yield epoch, {"input_ids": self.rows[idx], "indices": idx}
+
+    def loss(self, model: nn.Module, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = batch["input_ids"].to(next(model.parameters()).device)
+        logits = logits_of(model(input_ids=ids, use_cache=False))
+        loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), ids[:, 1:].reshape(-1))
+        return loss, logits
+
+    def tokens(self, batch: dict) -> int:
+        return int(batch["input_ids"].numel())
+
+    def probe(self, rows: int, seq_len: int) -> dict[str, torch.Tensor]:
+        """The first ``rows`` held-out rows of ``seq_len`` tokens: the same at every measurement."""
+        ev = self.data.ids
+        seq_len = min(seq_len, ev.numel() // max(rows, 1)) or ev.numel()
+        n = min(rows, ev.numel() // seq_len)
+        return {"input_ids": ev[: n * seq_len].view(n, seq_len)}
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        """Mean next-token loss and perplexity on the first ``eval_batches`` held-out batches."""
+        rows = self.eval_rows[: self.eval_batches * self.batch_size]
+        total, count = 0.0, 0
+        with torch.no_grad(), eval_mode(model):
+            for start in range(0, rows.shape[0], self.batch_size):
+                batch = {"input_ids": rows[start : start + self.batch_size]}
+                loss, _ = self.loss(model, batch)
+                n = batch["input_ids"][:, 1:].numel()
+                total += float(loss) * n
+                count += n
+        mean = total / count
+        return {"eval_loss": mean, "eval_perplexity": math.exp(min(mean, 700.0))}
+
+
+@dataclass
+class ClassificationTask:
+    data: ClassificationData
+    batch_size: int | None  # None = full batch
+    seed: int = 0
+    kind: str = "classification"
+
+    @property
+    def n_train(self) -> int:
+        return int(self.data.y_train.numel())
+
+    def batches(self) -> Iterator[tuple[int, dict[str, torch.Tensor]]]:
+        n = self.n_train
+        if self.batch_size is None or self.batch_size >= n:
+            idx = torch.arange(n)
+            batch = {"x": self.data.x_train, "y": self.data.y_train, "indices": idx}
+            epoch = 0
+            while True:  # full batch: one step = one epoch
+                yield epoch, batch
+                epoch += 1
+        gen = torch.Generator().manual_seed(self.seed)
+        for epoch, idx in _epochs(n, self.batch_size, gen):
+            yield epoch, {"x": self.data.x_train[idx], "y": self.data.y_train[idx], "indices": idx}
+
+    def loss(self, model: nn.Module, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+        device = next(model.parameters()).device
+        logits = logits_of(model(batch["x"].to(device)))
+        return F.cross_entropy(logits.float(), batch["y"].to(device)), logits
+
+    def tokens(self, batch: dict) -> int:
+        return int(batch["y"].numel())
+
+    def probe(self, rows: int, seq_len: int) -> dict[str, torch.Tensor]:
+        return {"x": self.data.x_test[:rows]}
+
+    def evaluate(self, model: nn.Module) -> dict[str, float]:
+        """Loss and accuracy on the whole train and test splits."""
+        out = {}
+        device = next(model.parameters()).device
+        with torch.no_grad(), eval_mode(model):
+            for split, x, y in (("train", self.data.x_train, self.data.y_train), ("test", self.data.x_test, self.data.y_test)):
+                logits = logits_of(model(x.to(device))).float()
+                y = y.to(device)
+                out[f"{split}_loss"] = float(F.cross_entropy(logits, y))
+                out[f"{split}_accuracy"] = float((logits.argmax(-1) == y).float().mean())
+        return out
+
+
+def make_task(kind: str, data: Any, cfg) -> LMTask | ClassificationTask:
+    if kind == "causal_lm":
+        if not isinstance(data, TokenData):
+            raise ConfigError("dataset", "train= on a language model needs a text dataset, e.g. dataset=pydoc_topics")
+        return LMTask(data, cfg.seq_len, cfg.batch_size or 4, cfg.eval_batches, cfg.seed)
+    if not isinstance(data, ClassificationData):
+        raise ConfigError("dataset", "train= on a classifier needs a classification dataset, e.g. dataset=digits")
+    return ClassificationTask(data, cfg.batch_size, cfg.seed)
