@@ -7,6 +7,10 @@ for two metrics, a plot, and the comparison logged back to MLflow as a summary r
 
     python scripts/compare_runs.py --params quant --metrics 'robustness/fgsm_*_perplexity,robustness/clean_perplexity'
 
+    # training runs: overlay step-indexed curves (e.g. the learning-dynamics experiments)
+    python scripts/compare_runs.py --params experiment --metrics 'transitions/*/step,memorization/gap_accuracy' \
+        --curves eval/test_accuracy,eval/train_accuracy --curves-plot curves.png
+
 Columns: the chosen params, then the chosen metrics (``*_bytes`` metrics shown in MiB; a ``*`` in a
 key matches any text, expanded over the metrics the runs logged); one row per run, oldest first;
 with ``--pareto X,Y`` a ``pareto`` column marks the runs no other run beats on both (both minimised;
@@ -97,7 +101,32 @@ def plot(runs, x: str, y: str, label: str, maximize: tuple[str, ...], path: Path
     return path
 
 
-def log_summary(runs, text: str, plot_path: Path | None, args) -> str:
+def plot_curves(runs, metrics: list[str], label: str, path: Path) -> Path:
+    """One panel per metric, one line per run (labelled by ``label``), over optimizer steps."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import seaborn as sns
+
+    from modelxray.report.plots.style import new_figure, save
+
+    fig, axes = new_figure(ncols=len(metrics), width=6.0, height=4.4)
+    for ax, metric in zip(axes[0], metrics):
+        df = runs.history(metric, label) if label != "run_id" else runs.history(metric)
+        if df.empty:
+            ax.set_title(f"{metric}: not logged by these runs")
+            continue
+        df["run"] = df[label].astype(str) if label in df else df["run_id"].str[:8]
+        sns.lineplot(df, x="step", y="value", hue="run", ax=ax, estimator=None, units="run_id")
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel(metric)
+        ax.set_title(metric)
+    fig.suptitle(f"{runs.experiment}: {len(runs)} runs")
+    save(fig, path)
+    return path
+
+
+def log_summary(runs, text: str, plot_path: Path | None, args, curves_path: Path | None = None) -> str:
     """The comparison as an MLflow run of the same experiment, tagged so it is never compared itself."""
     from mlflow.tracking import MlflowClient
 
@@ -115,8 +144,9 @@ def log_summary(runs, text: str, plot_path: Path | None, args) -> str:
         front = runs.pareto(*args.pareto.split(","), maximize=tuple(args.maximize.split(",")) if args.maximize else ())
         client.set_tag(rid, "modelxray.pareto_runs", ",".join(front))
     client.log_text(rid, text + "\n", "comparison.md")
-    if plot_path is not None:
-        client.log_artifact(rid, str(plot_path))
+    for path in (plot_path, curves_path):
+        if path is not None:
+            client.log_artifact(rid, str(path))
     client.set_terminated(rid, "FINISHED")
     return rid
 
@@ -131,6 +161,8 @@ def main() -> None:
     ap.add_argument("--pareto", default=None, help="X,Y: mark the runs on the Pareto front of these two metrics")
     ap.add_argument("--maximize", default="", help="comma-separated metrics of --pareto to maximise")
     ap.add_argument("--plot", default=None, help="save the Pareto plot here (default with --pareto: a temp file)")
+    ap.add_argument("--curves", default=None, help="comma-separated step-indexed metrics to overlay, one line per run")
+    ap.add_argument("--curves-plot", default=None, help="save the overlaid curves here (default: a temp file)")
     ap.add_argument("--no-log", action="store_true", help="do not log the comparison as a summary run")
     args = ap.parse_args()
     runs = _load(args.uri, args.experiment, args.sweep_id)
@@ -146,8 +178,13 @@ def main() -> None:
         plot_path = Path(args.plot or Path(tempfile.mkdtemp()) / "comparison.png")
         plot(runs, *pareto, params[0] if params else "run_id", maximize, plot_path)
         print(f"\nplot: {plot_path}")
+    curves_path = None
+    if args.curves:
+        curves_path = Path(args.curves_plot or Path(tempfile.mkdtemp()) / "curves.png")
+        plot_curves(runs, [c for c in args.curves.split(",") if c], params[0] if params else "run_id", curves_path)
+        print(f"curves: {curves_path}")
     if not args.no_log:
-        print(f"summary run: {log_summary(runs, text, plot_path, args)}")
+        print(f"summary run: {log_summary(runs, text, plot_path, args, curves_path)}")
 
 
 if __name__ == "__main__":

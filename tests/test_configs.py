@@ -10,7 +10,7 @@ from modelxray.components import build_components
 from modelxray.paths import conf_dir
 
 CONF = conf_dir()
-GROUPS = ["model", "dataset", "analyzer", "quant", "tracker", "train"]
+GROUPS = ["model", "dataset", "analyzer", "quant", "tracker", "train", "experiment"]
 
 
 def _options(group: str) -> list[str]:
@@ -51,6 +51,11 @@ def test_every_config_composes_and_instantiates(group, option, hf_dir, tmp_path,
             build_components(compose([f"{group}={option}", "model=tiny_gpt2"]))
         return
     overrides = [f"{group}={option}"] + _required(group, option, hf_dir, tmp_path)
+    if group == "experiment":  # a whole study: it picks its own model, dataset and training
+        comps = build_components(compose(overrides))
+        assert comps.train is not None and comps.analyzers == {}
+        assert comps.train.task == "classification" and comps.train.learning.examples is not None
+        return
     if group != "model":
         overrides.append("model=tiny_gpt2")
     cfg = compose(overrides)

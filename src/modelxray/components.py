@@ -37,7 +37,7 @@ def build_components(cfg: DictConfig, *, skip_model: bool = False, skip_dataset:
     model = None if skip_model else build_component(cfg.model, "model")
     dataset = None if skip_dataset else build_component(cfg.dataset, "dataset")
     train = _train(cfg)
-    no_analyzer = not isinstance(cfg.analyzer, DictConfig) or len(cfg.analyzer) == 0
+    no_analyzer = not isinstance(cfg.get("analyzer"), DictConfig) or len(cfg.analyzer) == 0
     if no_analyzer and train is None:
         raise ConfigError("analyzer", "no analyzer selected: e.g. analyzer=performance or analyzer=[performance,robustness]")
     analyzers = {}

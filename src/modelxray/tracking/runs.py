@@ -90,6 +90,20 @@ class RunCollection:
         points = [(sign[x] * float(a), sign[y] * float(b)) for a, b in zip(sub[x], sub[y])]
         return [sub["run_id"].iloc[i] for i in pareto_front(points)]
 
+    def history(self, metric: str, *columns: str) -> pd.DataFrame:
+        """The step-indexed history of ``metric`` for every run: one row per (run, step) with ``step``,
+        ``value`` and the given config ``columns`` (e.g. ``experiment``), to overlay training curves."""
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=self.uri)
+        rows = []
+        for rec in self:
+            for m in client.get_metric_history(rec["run_id"], metric):
+                rows.append({"run_id": rec["run_id"], **{c: rec.get(c) for c in columns}, "step": m.step,
+                             "value": m.value})
+        frame = pd.DataFrame(rows, columns=["run_id", *columns, "step", "value"])
+        return frame.sort_values(["run_id", "step"]).reset_index(drop=True)
+
     def artifact(self, run_id: str, path: str = "") -> str:
         """A local path to an artifact (or the artifact root) of a run, downloaded if remote."""
         from mlflow.artifacts import download_artifacts

@@ -44,6 +44,49 @@ class LoraConfig(Configurable):
                 raise ConfigError("enabled", "LoRA needs the peft package: pip install peft (or .[lora])")
 
 
+_LEARNING = {  # train.learning.<key> -> (config class, callback class) in modelxray.learning.callbacks
+    "examples": ("ExampleDynamicsConfig", "ExampleDynamicsCallback"),
+    "grad_flow": ("GradientFlowConfig", "GradientFlowCallback"),
+    "memorization": ("MemorizationConfig", "MemorizationCallback"),
+    "features": ("FeatureEvolutionConfig", "FeatureEvolutionCallback"),
+    "attribution": ("TransitionAttributionConfig", "TransitionAttributionCallback"),
+}
+
+
+@dataclass
+class LearningConfig(Configurable):
+    """Learning-dynamics callbacks (``modelxray.learning``) to run during training; each section is
+    that callback's config keys plus ``enabled``, or null (off)."""
+
+    examples: Any = None  # forgetting events and dataset cartography
+    grad_flow: Any = None  # per-layer gradient norms over time, vanishing/exploding flags
+    memorization: Any = None  # train/test gap, fitted flipped labels, transition steps, change points
+    features: Any = None  # activations, PCA, silhouette, linear probe, CKA, Fourier sparsity
+    attribution: Any = None  # TracIn attribution of a transition to training examples
+
+    def validate(self) -> None:
+        from modelxray.learning import callbacks as lc
+
+        for key, (cfg_name, _) in _LEARNING.items():
+            value = getattr(self, key)
+            if value is None or value is False:
+                setattr(self, key, None)
+                continue
+            if not isinstance(value, dict):
+                raise ConfigError(key, f"expected a mapping of {cfg_name} keys or null, got {value!r}")
+            value = dict(value)
+            if not value.pop("enabled", True):
+                setattr(self, key, None)
+                continue
+            setattr(self, key, section(getattr(lc, cfg_name), value, key))
+
+    def callbacks(self) -> list:
+        from modelxray.learning import callbacks as lc
+
+        return [getattr(lc, cb_name)(getattr(self, key)) for key, (_, cb_name) in _LEARNING.items()
+                if getattr(self, key) is not None]
+
+
 @dataclass
 class TrainConfig(Configurable):
     enabled: bool = True
@@ -71,6 +114,7 @@ class TrainConfig(Configurable):
     log_checkpoints: bool = False  # also upload checkpoints to the tracker as artifacts (large)
     lora: Any = None
     dynamics: Any = None  # DynamicsConfig keys (interval comes from train.interval)
+    learning: Any = None  # LearningConfig sections (classifiers: forgetting, cartography, features ...)
 
     def validate(self) -> None:
         self.require_choice("task", ["auto", "causal_lm", "classification"])
@@ -88,3 +132,4 @@ class TrainConfig(Configurable):
                 raise ConfigError("dynamics.interval", "set train.interval instead (one interval for the run)")
             dyn = section(DynamicsConfig, {**dyn, "interval": self.interval}, "dynamics")
         self.dynamics = dyn
+        self.learning = section(LearningConfig, self.learning, "learning")

@@ -53,9 +53,16 @@ def thin(rows: list[dict], most: int) -> list[dict]:
 def callbacks_for(cfg: TrainConfig, task_kind: str) -> list[Callback]:
     """The callbacks a preset asks for: the dynamics monitor whenever any family is enabled."""
     dyn = cfg.dynamics
+    out: list[Callback] = []
     if any(s.enabled for s in (dyn.param_change, dyn.sparse, dyn.grad, dyn.optim)):
-        return [DynamicsCallback(dyn)]
-    return []
+        out.append(DynamicsCallback(dyn))
+    learning = cfg.learning.callbacks()
+    if learning and task_kind != "classification":
+        from modelxray.errors import ConfigError
+
+        raise ConfigError("train.learning", "the learning-dynamics callbacks follow classification examples; use a "
+                          "classifier (e.g. model=mlp dataset=digits) or set train.learning.<section>=null")
+    return out + learning
 
 
 def train_subject(subject: Subject, cfg: TrainConfig, tracker_run, output_dir: Path,
@@ -98,13 +105,21 @@ def train_subject(subject: Subject, cfg: TrainConfig, tracker_run, output_dir: P
     result.data.update({"task": kind, "optimizer": cfg.optimizer, "lr": cfg.lr, "lora": cfg.lora.enabled,
                         "interval": cfg.interval, "checkpoint_dir": str(Path(cfg.checkpoint_dir)) if cfg.checkpoint_dir
                         else str(Path(output_dir) / "checkpoints") if outcome.checkpoints else None})
+    learned: list[dict] = []
     for cb in callbacks:
         rep = cb.report()
-        rep.tables = {k: thin(v, 25) if k != "sparse_quality" else v for k, v in rep.tables.items()}
+        rep.tables = {k: thin(v, 25) if k not in ("sparse_quality", "hard_examples") else v
+                      for k, v in rep.tables.items()}
         m.update(rep.metrics)
         result.tables.update(rep.tables)
-        result.data.update(rep.data)
+        if isinstance(cb, DynamicsCallback):
+            result.data.update(rep.data)
+        else:  # learning-dynamics callbacks: each under its own name (their keys may coincide)
+            result.data.setdefault("learning", {})[cb.name] = rep.data
+            learned += [{"metric": k, "value": v} for k, v in rep.metrics.items() if k.count("/") == 1]
         result.insights += rep.insights
+    if learned:
+        result.tables["learning_dynamics"] = learned
     result.insights.insert(0, _headline(outcome, kind, cfg))
     result.seconds = time.perf_counter() - start
     step = {"kind": "train", "steps": outcome.steps, "optimizer": cfg.optimizer, "lr": cfg.lr,

@@ -27,6 +27,12 @@ def figures(result) -> dict:
         out["grad_norms.png"] = _grad_lines(grads)
     if result.tables.get("sparse_quality"):
         out["sparse_quality.png"] = _sparse(result.tables["sparse_quality"])
+    if result.data.get("learning"):
+        from modelxray.report.plots import learning
+
+        parts = {name: {"data": data, "tables": result.tables, "metrics": result.metrics}
+                 for name, data in result.data["learning"].items()}
+        out.update(learning.figures(parts))
     return out
 
 

@@ -1,0 +1,36 @@
+"""Learning dynamics: which examples, which layers and when a model learned, forgot or memorized.
+
+Pure metric functions (numpy/torch/scikit-learn, no plotting, no state):
+
+- :mod:`.evaluation`: per-example loss/correctness/true-class probability from logits; ``evaluate``;
+- :mod:`.forgetting`: forgetting events, first-learned epoch, unforgettable / never-learned (Toneva et al. 2019);
+- :mod:`.cartography`: confidence, variability, correctness, easy/ambiguous/hard (Swayamdipta et al. 2020);
+- :mod:`.gradient_flow`: per-layer gradient norms, vanishing/exploding flags;
+- :mod:`.memorization`: train/test gap events, fitted share of flipped labels, overlap with a region;
+- :mod:`.features`: activations by module name, PCA, silhouette, linear probe; :mod:`.cka`: linear CKA
+  (Kornblith et al. 2019); :mod:`.fourier`: Fourier sparsity of a residue embedding, weight norm
+  (Nanda et al. 2023);
+- :mod:`.transitions`: change points (``ruptures``) and level-crossing transition steps;
+- :mod:`.attribution`: TracIn influence and self-influence over checkpoints (Pruthi et al. 2020).
+
+State: :class:`.recorder.ExampleRecorder` (vectorised per-example history from the training
+forward's logits); :mod:`.state` saves/loads any of it as JSON + npz (no pickle).
+
+Callbacks for the training loop (:mod:`.callbacks`), metric families they log at ``state.step``:
+``examples/*``, ``cartography/*`` (ExampleDynamicsCallback), ``grad_flow/*`` (GradientFlowCallback),
+``memorization/*`` and ``transitions/*`` (MemorizationCallback), ``features/*``
+(FeatureEvolutionCallback), ``transitions/attribution_*`` (TransitionAttributionCallback). Each
+module's docstring lists its metric names. Build a callback from keywords, a dict or its config
+dataclass (``ExampleDynamicsConfig(...).build()``). ``modelxray.report.plots.learning`` draws their reports.
+"""
+from modelxray.learning.callbacks import (ExampleDynamicsCallback, ExampleDynamicsConfig, FeatureEvolutionCallback,
+                                          FeatureEvolutionConfig, GradientFlowCallback, GradientFlowConfig,
+                                          MemorizationCallback, MemorizationConfig, TransitionAttributionCallback,
+                                          TransitionAttributionConfig)
+from modelxray.learning.evaluation import evaluate, per_example_stats
+from modelxray.learning.state import load_state, save_state
+
+__all__ = ["ExampleDynamicsCallback", "ExampleDynamicsConfig", "GradientFlowCallback", "GradientFlowConfig",
+           "MemorizationCallback", "MemorizationConfig", "FeatureEvolutionCallback", "FeatureEvolutionConfig",
+           "TransitionAttributionCallback", "TransitionAttributionConfig", "evaluate", "per_example_stats",
+           "save_state", "load_state"]

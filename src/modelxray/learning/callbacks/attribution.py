@@ -1,0 +1,123 @@
+"""TransitionAttributionCallback: keep checkpoints during training, and at the end rank the
+training examples by their TracIn influence (:mod:`modelxray.learning.attribution`) on what the
+transition taught.
+
+Checkpoints (parameter copies on the CPU, with the step's learning rate) are taken every
+``every_n_steps`` steps between ``start_step`` and ``end_step`` (null = no bound); beyond
+``max_checkpoints`` every other one is dropped (first and newest kept). At ``on_train_end`` the
+target set is ``target``:
+
+- ``learned``: test examples the final model gets right and the first checkpoint got wrong (what
+  was learned across the window; falls back to the whole test set when there are none);
+- ``test``: the whole (first ``max_target``) test set.
+
+Report: ``transitions/attribution_checkpoints``, ``transitions/attribution_targets``; tables
+``attribution_proponents``, ``attribution_opponents`` and ``attribution_self_influence`` (top
+``top_k`` with index, label, influence, self-influence and, when an ExampleDynamicsCallback runs
+too, the cartography region).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from modelxray.configurable import Configurable
+from modelxray.learning.attribution import TracInCheckpoint, TracInResult, learned_targets, tracin
+from modelxray.learning.callbacks.base import LearningCallback, task_data
+from modelxray.training.callbacks import CallbackReport, TrainState
+
+
+@dataclass
+class TransitionAttributionConfig(Configurable):
+    every_n_steps: int = 100  # checkpoint frequency
+    start_step: int | None = None  # first step to checkpoint (null = from the start)
+    end_step: int | None = None  # last step to checkpoint (null = to the end)
+    max_checkpoints: int = 20
+    target: str = "learned"  # learned | test
+    max_target: int = 512  # at most this many target examples
+    max_train: int | None = None  # score the first N training examples (null = all)
+    top_k: int = 10
+    chunk_size: int = 256  # per-example gradients computed this many at a time
+
+    def validate(self) -> None:
+        self.require_positive("every_n_steps", "max_checkpoints", "max_target", "top_k", "chunk_size")
+        self.require_positive("max_train", allow_none=True)
+        self.require_choice("target", ("learned", "test"))
+
+    def build(self) -> "TransitionAttributionCallback":
+        """The callback this config describes (Hydra can target the config, which checks unknown keys)."""
+        return TransitionAttributionCallback(self)
+
+
+class TransitionAttributionCallback(LearningCallback):
+    name = "transition_attribution"
+    config_class = TransitionAttributionConfig
+
+    def __init__(self, config: TransitionAttributionConfig | dict | None = None, **overrides: Any):
+        super().__init__(config, **overrides)
+        self.checkpoints: list[TracInCheckpoint] = []
+        self.result: TracInResult | None = None
+        self.labels = None
+        self.regions = None
+        self.n_targets = 0
+
+    def on_step_end(self, state: TrainState):
+        c = self.config
+        if state.step % c.every_n_steps or (c.start_step is not None and state.step < c.start_step) \
+                or (c.end_step is not None and state.step > c.end_step):
+            return None
+        lr = state.lr if state.lr is not None else (state.optimizer.param_groups[0]["lr"] if state.optimizer else 1.0)
+        params = {k: v.detach().to("cpu", copy=True) for k, v in state.model.state_dict().items()}
+        self.checkpoints.append(TracInCheckpoint(params, float(lr), int(state.step)))
+        if len(self.checkpoints) > c.max_checkpoints:
+            del self.checkpoints[1:-1:2]
+        return None
+
+    def on_train_end(self, state: TrainState):
+        if not self.checkpoints:
+            return None
+        c, data = self.config, task_data(state)
+        x_t, y_t = data.x_test, data.y_test
+        if c.target == "learned":
+            pos = learned_targets(state.model, self.checkpoints[0], x_t, y_t)
+            if len(pos):
+                x_t, y_t = x_t[pos], y_t[pos]
+        x_t, y_t = x_t[: c.max_target], y_t[: c.max_target]
+        n = len(data.y_train) if c.max_train is None else min(c.max_train, len(data.y_train))
+        self.n_targets = len(y_t)
+        self.result = tracin(state.model, self.checkpoints, data.x_train[:n], data.y_train[:n], x_t, y_t,
+                             chunk_size=c.chunk_size)
+        self.labels = data.y_train[:n].cpu().numpy()
+        examples = state.extra.get("learning/example_dynamics") if isinstance(state.extra, dict) else None
+        self.regions = examples.regions_for(range(n)) if examples is not None else None
+        return None
+
+    def report(self) -> CallbackReport:
+        if self.result is None:
+            return CallbackReport(insights=["Transition attribution: not computed (no checkpoint, or training not ended)."])
+        k = self.config.top_k
+        tables = {f"attribution_{name}": self.result.top(k, by, self.labels, self.regions)
+                  for name, by in (("proponents", "influence"), ("opponents", "opponents"),
+                                   ("self_influence", "self_influence"))}
+        top = tables["attribution_self_influence"][:3]
+        steps = self.result.checkpoints
+        insights = [f"TracIn over {len(steps)} checkpoints (steps {steps[0]}-{steps[-1]}) on {self.n_targets} target "
+                    "examples; highest self-influence (possible mislabels): "
+                    + ", ".join(f"#{r['index']} (label {r.get('label')})" for r in top) + "."]
+        return CallbackReport(metrics={"transitions/attribution_checkpoints": float(len(steps)),
+                                       "transitions/attribution_targets": float(self.n_targets)},
+                              tables=tables, insights=insights, data={"checkpoint_steps": steps})
+
+    def state_dict(self) -> dict[str, Any]:
+        r = self.result
+        return {"checkpoints": [{"params": ck.params, "lr": ck.lr, "step": ck.step} for ck in self.checkpoints],
+                "result": None if r is None else {"influence": r.influence, "self_influence": r.self_influence,
+                                                  "checkpoints": list(r.checkpoints)},
+                "labels": self.labels, "regions": self.regions, "n_targets": self.n_targets}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.checkpoints = [TracInCheckpoint(dict(ck["params"]), float(ck["lr"]), int(ck["step"]))
+                            for ck in state["checkpoints"]]
+        r = state["result"]
+        self.result = None if r is None else TracInResult(r["influence"], r["self_influence"], list(r["checkpoints"]))
+        self.labels, self.regions, self.n_targets = state["labels"], state["regions"], int(state["n_targets"])

@@ -1,0 +1,62 @@
+"""Per-example loss, correctness and true-class probability from logits, and a no-grad evaluation.
+
+Why here: the example-dynamics recorder reuses the training forward's logits (no second pass), while
+the memorization tracker needs train/test accuracy and loss of the current weights; both go through
+the same vectorised :func:`per_example_stats`, so "correct" and "loss" mean the same thing everywhere.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+def per_example_stats(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(loss, correct, p_true)`` per row of ``logits`` (N, C): cross-entropy, argmax == label (bool),
+    and the softmax probability of the label. Computed in float32 (or float64 if given), no loops."""
+    if logits.dim() != 2:
+        raise ValueError(f"logits must be (N, classes), got shape {tuple(logits.shape)}")
+    lg = logits.detach()
+    if lg.dtype not in (torch.float32, torch.float64):
+        lg = lg.float()
+    labels = labels.to(lg.device).long()
+    logp_true = torch.log_softmax(lg, dim=-1).gather(1, labels[:, None]).squeeze(1)
+    return -logp_true, lg.argmax(dim=-1) == labels, logp_true.exp()
+
+
+@dataclass
+class EvalResult:
+    accuracy: float
+    loss: float
+    predictions: torch.Tensor  # (N,) int64, on CPU
+    losses: torch.Tensor  # (N,) float32 per-example cross-entropy, on CPU
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 4096) -> EvalResult:
+    """Accuracy and mean cross-entropy of ``model`` on ``(x, y)`` in eval mode, without gradients.
+
+    The model's train/eval mode is restored afterwards, so a callback may call this mid-training."""
+    was_training = model.training
+    device = _device_of(model)
+    model.eval()
+    preds, losses = [], []
+    try:
+        for i in range(0, len(y), batch_size):
+            logits = model(x[i:i + batch_size].to(device))
+            loss, _, _ = per_example_stats(logits, y[i:i + batch_size])
+            preds.append(logits.argmax(-1).cpu())
+            losses.append(loss.float().cpu())
+    finally:
+        model.train(was_training)
+    if not preds:
+        empty = torch.zeros(0)
+        return EvalResult(float("nan"), float("nan"), empty.long(), empty)
+    pred, loss = torch.cat(preds), torch.cat(losses)
+    return EvalResult(float((pred == y.cpu()).float().mean()), float(loss.mean()), pred, loss)
+
+
+def _device_of(model: nn.Module) -> torch.device:
+    p = next(model.parameters(), None)
+    return p.device if p is not None else torch.device("cpu")
