@@ -242,3 +242,20 @@ def test_after_real_fine_tuning_magnitude_masks_beat_random_masks():
     assert out.evals[-1]["eval_loss"] < out.evals[0]["eval_loss"]
     # the original (cached) model is untouched: training worked on a copy
     assert not any(p.requires_grad and p.grad is not None for p in lm.model.parameters())
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_snapshots_measure_against_the_rounded_weights(dtype):
+    model = _mlp()
+    monitor = DynamicsMonitor.create(DynamicsConfig(interval=1, snapshot_dtype=dtype, sparse={"enabled": False},
+                                                    grad={"enabled": False}, optim={"enabled": False}))
+    monitor.start(model)
+    assert all(t.dtype == getattr(torch, dtype) for t in monitor.snapshot.tensors.values())
+    snap = {n: t.float() for n, t in monitor.snapshot.tensors.items()}
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.01)
+    m = monitor.on_optimizer_step(model, step=1)
+    d = torch.cat([(p.detach() - snap[n]).reshape(-1) for n, p in model.named_parameters()]).double()
+    assert m["param_change/norm_l2"] == pytest.approx(float(d.norm()), rel=1e-6)
+    assert monitor.snapshot.nbytes == sum(p.numel() for p in model.parameters()) * 2

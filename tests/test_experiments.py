@@ -55,3 +55,32 @@ def test_sweep_of_experiments_and_overlaid_curves(tmp_path, tracking_uri, reques
 
     hist = load_runs(tracking_uri, exp).history("eval/test_accuracy", "experiment")
     assert set(hist["experiment"]) == {"normal", "memorization"} and set(hist["step"]) == {0, 21, 42, 63}
+
+
+def test_post_hoc_learning_dynamics_on_saved_checkpoints(tmp_path, tracking_uri, request):
+    exp = request.node.name
+    common = ["experiment=normal", "threads=1", "progress=false", f"tracker.uri={tracking_uri}",
+              f"tracker.experiment={exp}"]
+    proc = run_cli([*common, "train.steps=210", "train.checkpoint_every=42"], tmp_path, timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ckpt = next(tmp_path.glob("outputs/*/*/checkpoints"))
+    assert sorted(p.name for p in ckpt.iterdir()) == [f"step_{s:06d}" for s in (42, 84, 126, 168, 210)]
+    proc = run_cli([*common, "train=none", "analyzer=learning_dynamics", f"model.checkpoints={ckpt}"], tmp_path,
+                   timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    client, runs = mlflow_runs(tracking_uri, exp)
+    post = next(r for r in runs if r.data.params.get("analyzer") == "learning_dynamics")
+    trained = next(r for r in runs if r is not post)
+    m = post.data.metrics
+    assert m["learning_dynamics/checkpoints"] == 5 and post.info.status == "FINISHED"
+    assert m["learning_dynamics/examples/epochs_recorded"] == 5
+    # the last checkpoint is the trained model: the same final test accuracy as the training run measured
+    assert abs(m["learning_dynamics/memorization/test_accuracy"] - trained.data.metrics["train/after_test_accuracy"]) < 1e-6
+    assert "learning_dynamics/transitions/test_accuracy/n_change_points" in m and "learning_dynamics/memorization/gap_accuracy" in m
+    out = sorted(tmp_path.glob("outputs/*/*"))[-1]
+    for plot in ("cartography_map.png", "memorization.png", "feature_evolution.png", "gradient_flow.png"):
+        assert (out / "plots" / plot).is_file(), plot
+    assert "TracIn over 5 checkpoints" in (out / "insights.md").read_text()
+    # a folder without checkpoints: one line naming the key
+    proc = run_cli([*common, "train=none", "analyzer=learning_dynamics", f"model.checkpoints={tmp_path}"], tmp_path)
+    assert proc.returncode == 2 and "model.checkpoints:" in proc.stderr and "train.checkpoint_every" in proc.stderr

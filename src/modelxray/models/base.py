@@ -26,6 +26,7 @@ class ModelInfo:
     file_bytes: int | None = None
     dequantized_from_bits: int | None = None  # set when the fp weights came from a quantized file
     notes: list[str] = field(default_factory=list)
+    checkpoints: list[str] = field(default_factory=list)  # training checkpoints, by step (model.checkpoints)
 
     def as_params(self) -> dict[str, str]:
         out = {"model/source_format": self.source_format, "model/source_dtype": self.source_dtype, "model/name": self.name}

@@ -84,9 +84,11 @@ class MLPSource(ModelSource):
     hidden: list[int] = field(default_factory=lambda: [512])
     bias: bool = False
     seed: int = 0
+    checkpoints: str | None = None  # a directory of step_<N>/model.safetensors: load the last, list all
 
     def validate(self) -> None:
         super().validate()
+        _check_checkpoints(self.checkpoints)
         self.require_positive("p", "n_classes", allow_none=True)
         self.require_positive("in_features", "hidden")
         if self.p is None and self.n_classes is None:
@@ -101,7 +103,7 @@ class MLPSource(ModelSource):
         inp = f"one-hot a, b (2 x {self.p})" if self.p else f"{self.in_features} features"
         note = f"untrained (seed {self.seed}): {inp} -> {self.hidden} ReLU -> {self.n_classes or self.p}, bias={self.bias}"
         info = ModelInfo(name="mlp", source_format="config", source_dtype="float32", notes=[note])
-        return LoadedModel(self.place(model), None, info, task="classification")
+        return _with_checkpoints(LoadedModel(self.place(model), None, info, task="classification"), self.checkpoints)
 
 
 class _Attention(nn.Module):
@@ -191,9 +193,11 @@ class GrokkingTransformerSource(ModelSource):
     n_layers: int = 1
     mlp_bias: bool = True
     seed: int = 0
+    checkpoints: str | None = None  # a directory of step_<N>/model.safetensors: load the last, list all
 
     def validate(self) -> None:
         super().validate()
+        _check_checkpoints(self.checkpoints)
         self.require_positive("p", "d_model", "n_heads", "d_mlp", "n_layers")
         self.require_positive("d_head", allow_none=True)
         if self.d_head is None and self.d_model % self.n_heads:
@@ -208,4 +212,26 @@ class GrokkingTransformerSource(ModelSource):
         note = (f"untrained (seed {self.seed}): {self.n_layers}-layer transformer, d={self.d_model}, {self.n_heads} heads, "
                 f"MLP {self.d_mlp}, tokens a b = (p={self.p}); forward computes the last position only")
         info = ModelInfo(name="grokking_transformer", source_format="config", source_dtype="float32", notes=[note])
-        return LoadedModel(self.place(model), None, info, task="classification")
+        return _with_checkpoints(LoadedModel(self.place(model), None, info, task="classification"), self.checkpoints)
+
+
+def _check_checkpoints(folder: str | None) -> None:
+    if folder is not None:
+        from modelxray.models.checkpoints import list_checkpoints
+
+        list_checkpoints(folder, key="checkpoints")
+
+
+def _with_checkpoints(loaded: LoadedModel, folder: str | None) -> LoadedModel:
+    """With ``checkpoints``: the model holds the last checkpoint's weights and ``info.checkpoints``
+    lists them all (the learning-dynamics analyzer walks them)."""
+    if folder is None:
+        return loaded
+    from modelxray.models.checkpoints import list_checkpoints, load_weights
+
+    found = list_checkpoints(folder)
+    load_weights(loaded.model, found[-1][1])
+    loaded.info.checkpoints = [str(p) for _, p in found]
+    loaded.info.source_format = "safetensors"
+    loaded.info.notes = [f"weights of the last of {len(found)} checkpoints in {folder} (step {found[-1][0]})"]
+    return loaded

@@ -50,6 +50,26 @@ def thin(rows: list[dict], most: int) -> list[dict]:
     return [rows[i] for i in idx]
 
 
+def merge_reports(result: Result, callbacks: list[Callback]) -> None:
+    """Each callback's report into ``result``: metrics, tables (long ones thinned), insights; the
+    learning-dynamics callbacks' data under ``data["learning"][name]`` (their keys may coincide)."""
+    learned: list[dict] = []
+    for cb in callbacks:
+        rep = cb.report()
+        rep.tables = {k: thin(v, 25) if k not in ("sparse_quality", "hard_examples") else v
+                      for k, v in rep.tables.items()}
+        result.metrics.update(rep.metrics)
+        result.tables.update(rep.tables)
+        if isinstance(cb, DynamicsCallback):
+            result.data.update(rep.data)
+        else:
+            result.data.setdefault("learning", {})[cb.name] = rep.data
+            learned += [{"metric": k, "value": v} for k, v in rep.metrics.items() if k.count("/") == 1]
+        result.insights += rep.insights
+    if learned:
+        result.tables["learning_dynamics"] = learned
+
+
 def callbacks_for(cfg: TrainConfig, task_kind: str) -> list[Callback]:
     """The callbacks a preset asks for: the dynamics monitor whenever any family is enabled."""
     dyn = cfg.dynamics
@@ -105,21 +125,7 @@ def train_subject(subject: Subject, cfg: TrainConfig, tracker_run, output_dir: P
     result.data.update({"task": kind, "optimizer": cfg.optimizer, "lr": cfg.lr, "lora": cfg.lora.enabled,
                         "interval": cfg.interval, "checkpoint_dir": str(Path(cfg.checkpoint_dir)) if cfg.checkpoint_dir
                         else str(Path(output_dir) / "checkpoints") if outcome.checkpoints else None})
-    learned: list[dict] = []
-    for cb in callbacks:
-        rep = cb.report()
-        rep.tables = {k: thin(v, 25) if k not in ("sparse_quality", "hard_examples") else v
-                      for k, v in rep.tables.items()}
-        m.update(rep.metrics)
-        result.tables.update(rep.tables)
-        if isinstance(cb, DynamicsCallback):
-            result.data.update(rep.data)
-        else:  # learning-dynamics callbacks: each under its own name (their keys may coincide)
-            result.data.setdefault("learning", {})[cb.name] = rep.data
-            learned += [{"metric": k, "value": v} for k, v in rep.metrics.items() if k.count("/") == 1]
-        result.insights += rep.insights
-    if learned:
-        result.tables["learning_dynamics"] = learned
+    merge_reports(result, callbacks)
     result.insights.insert(0, _headline(outcome, kind, cfg))
     result.seconds = time.perf_counter() - start
     step = {"kind": "train", "steps": outcome.steps, "optimizer": cfg.optimizer, "lr": cfg.lr,

@@ -8,7 +8,8 @@ from types import ModuleType
 _PLOTTERS = {"quant": "modelxray.report.plots.quant", "performance": "modelxray.report.plots.performance",
             "bitwidth": "modelxray.report.plots.bitwidth", "quant_impact": "modelxray.report.plots.quant_impact",
             "robustness": "modelxray.report.plots.robustness", "inspect": "modelxray.report.plots.inspect",
-            "train": "modelxray.report.plots.train"}
+            "train": "modelxray.report.plots.train",
+            "learning_dynamics": "modelxray.report.plots.learning_dynamics"}
 
 
 def plotter_for(analyzer: str) -> ModuleType | None:

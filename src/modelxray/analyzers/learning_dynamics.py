@@ -1,0 +1,113 @@
+"""``analyzer=learning_dynamics``: the learning-dynamics analyses after training, on saved checkpoints.
+
+    python run.py experiment=normal train=none analyzer=learning_dynamics model.checkpoints=DIR
+
+Each checkpoint (``model.checkpoints``, in step order) is one "epoch" of the same callbacks that run
+during training: the training set's logits give per-example correctness and confidence (forgetting,
+cartography), one full-batch backward gives the gradient flow, the callbacks evaluate train/test
+accuracy (memorization, transition steps, change points) and features (CKA, probe, Fourier
+sparsity), and TracIn attributes what was learned between the first and the last checkpoint to
+training examples (with ``lr``, the learning rate the checkpoints were trained at). Granularity is
+that of the checkpoints: forgetting events between two checkpoints are only seen if both see them.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+
+from modelxray import progress
+from modelxray.analyzers.base import Analyzer, Result, RunContext
+from modelxray.errors import ConfigError
+
+
+def _default_sections() -> dict[str, Any]:
+    return {"examples": {}, "grad_flow": {}, "memorization": {"transition_level": 0.95},
+            "features": {"every_n_epochs": 1}, "attribution": {"every_n_steps": 1, "max_train": 2000}}
+
+
+@dataclass
+class LearningDynamicsAnalyzer(Analyzer):
+    name: ClassVar[str] = "learning_dynamics"
+    tasks: ClassVar[tuple[str, ...]] = ("classification",)
+
+    lr: float = 1e-3  # learning rate between checkpoints (TracIn weighs each checkpoint's gradients by it)
+    batch_size: int = 4096  # rows per forward/backward over the training set
+    sections: dict = field(default_factory=_default_sections)  # train.learning sections (null = off)
+
+    def validate(self) -> None:
+        from modelxray.training.config import LearningConfig
+
+        self.require_positive("lr", "batch_size")
+        unknown = set(self.sections) - set(_default_sections())
+        if unknown:
+            raise ConfigError(f"sections.{sorted(unknown)[0]}", f"unknown section; valid: {', '.join(_default_sections())}")
+        try:
+            self._learning = LearningConfig(**self.sections)
+        except ConfigError as exc:
+            raise exc.under("sections") from None
+
+    def run(self, subject, ctx: RunContext) -> Result:
+        from modelxray.models.checkpoints import load_weights
+        from modelxray.training.callbacks import TrainState
+        from modelxray.training.run import merge_reports
+        from modelxray.training.tasks import ClassificationTask
+
+        paths = list(getattr(subject.info, "checkpoints", None) or [])
+        if len(paths) < 2:
+            raise ConfigError("model.checkpoints", "the learning-dynamics analyzer needs a directory of at least two "
+                              "checkpoints (train with train.checkpoint_every=N, then model.checkpoints=<dir>)")
+        data = subject.data
+        task = ClassificationTask(data, None)
+        callbacks = self._learning.callbacks()
+        model = copy.deepcopy(subject.model)
+        load_weights(model, Path(paths[0]))  # what the callbacks see before the first "epoch"
+        state = TrainState(model=model, task=task, lr=self.lr, max_steps=_step(paths[-1]), step=_step(paths[0]))
+        for cb in callbacks:
+            cb.on_train_begin(state)
+        everything = torch.arange(len(data.y_train))
+        for path in progress.bar(paths, desc="checkpoints", enabled=ctx.progress):
+            load_weights(model, Path(path))
+            state.step = _step(path)
+            state.logits = self._logits_and_grads(model, data.x_train, data.y_train)
+            state.indices = everything
+            for cb in callbacks:
+                cb.on_step_end(state)
+            for cb in callbacks:
+                cb.on_epoch_end(state)
+            model.zero_grad(set_to_none=True)
+            state.epoch += 1
+        for cb in callbacks:
+            cb.on_train_end(state)
+        result = Result(self.name)
+        result.metrics["checkpoints"] = float(len(paths))
+        result.data["checkpoint_steps"] = [_step(p) for p in paths]
+        merge_reports(result, callbacks)
+        result.insights.insert(0, f"Analyzed {len(paths)} checkpoints from step {_step(paths[0])} to "
+                                  f"{_step(paths[-1])} ({Path(paths[0]).parent.parent}).")
+        return result
+
+    def _logits_and_grads(self, model, x, y) -> torch.Tensor:
+        """Training-set logits (detached), with the full-batch loss gradient left in ``p.grad`` for the
+        gradient-flow and attribution callbacks."""
+        model.eval()
+        model.zero_grad(set_to_none=True)
+        device = next(model.parameters()).device
+        out = []
+        n = len(y)
+        for start in range(0, n, self.batch_size):
+            xb, yb = x[start : start + self.batch_size].to(device), y[start : start + self.batch_size].to(device)
+            logits = model(xb)
+            (F.cross_entropy(logits.float(), yb, reduction="sum") / n).backward()
+            out.append(logits.detach())
+        return torch.cat(out)
+
+
+def _step(path: str | Path) -> int:
+    p = Path(path)
+    name = p.parent.name if p.name == "model.safetensors" else p.stem
+    return int(name.split("_")[-1])
