@@ -16,6 +16,7 @@ import time
 
 import torch
 
+from modelxray import progress
 from modelxray.data.digits import load_digits_split
 from modelxray.data.modular_addition import ModularArithmetic
 from modelxray.learning import ExampleDynamicsCallback, FeatureEvolutionCallback
@@ -44,6 +45,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
+    progress.ENABLED = False
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
 
     data = ModularArithmetic(p=59, train_fraction=0.5, seed=0).load()
