@@ -208,3 +208,16 @@ def test_state_round_trips_exactly(tmp_path):
     assert "pickle" not in (tmp_path / "s.json").read_text()
     with pytest.raises(TypeError):
         save_state(tmp_path / "bad", {1: 2})
+
+
+def test_cartography_regions_by_share_of_variability():
+    from modelxray.learning.cartography import RegionThresholds, assign_regions
+
+    var = np.array([0.30, 0.25, 0.22, 0.21, 0.05, 0.01])
+    conf = np.array([0.5, 0.5, 0.9, 0.1, 0.9, 0.1])
+    absolute = assign_regions(conf, var, RegionThresholds(0.2, 0.5))
+    assert list(absolute) == ["ambiguous"] * 4 + ["easy", "hard"]
+    top_third = assign_regions(conf, var, RegionThresholds(0.2, 0.5, ambiguous_top_share=1 / 3))
+    assert list(top_third) == ["ambiguous", "ambiguous", "easy", "hard", "easy", "hard"]
+    assert list(assign_regions(conf, var, RegionThresholds(0.2, 0.5, ambiguous_top_share=0.0))) == \
+        ["easy", "easy", "easy", "hard", "easy", "hard"]

@@ -14,6 +14,11 @@ are config):
 - ``easy``: not ambiguous and confidence >= ``easy_confidence`` (default 0.5);
 - ``hard``: not ambiguous and confidence < ``easy_confidence``.
 
+With ``ambiguous_top_share`` set (e.g. 0.33), the variability threshold is instead the quantile
+that puts that share of the examples in ``ambiguous`` (the paper's "top 33% most ambiguous"
+subsets): a model trained from scratch passes every example through low confidence first, so most
+examples exceed any fixed variability and the absolute map calls nearly all of them ambiguous.
+
 The paper draws the regions by eye on the map (easy-to-learn top left, hard-to-learn bottom left,
 ambiguous to the right); fixed thresholds make them reproducible and comparable across runs.
 """
@@ -30,6 +35,7 @@ REGIONS = ("easy", "ambiguous", "hard")
 class RegionThresholds:
     ambiguous_variability: float = 0.2
     easy_confidence: float = 0.5
+    ambiguous_top_share: float | None = None  # set: the most variable share of examples is ambiguous
 
 
 @dataclass
@@ -72,7 +78,11 @@ def assign_regions(confidence: np.ndarray, variability: np.ndarray,
                    thresholds: RegionThresholds | None = None) -> np.ndarray:
     """Region name per example (see the module docstring); NaN statistics (never seen) count as hard."""
     t = thresholds or RegionThresholds()
-    ambiguous = np.nan_to_num(variability, nan=0.0) >= t.ambiguous_variability
+    var = np.nan_to_num(variability, nan=0.0)
+    cut = t.ambiguous_variability
+    if t.ambiguous_top_share is not None and len(var):
+        cut = float(np.quantile(var, 1.0 - t.ambiguous_top_share)) if t.ambiguous_top_share > 0 else np.inf
+    ambiguous = var >= cut
     easy = ~ambiguous & (np.nan_to_num(confidence, nan=0.0) >= t.easy_confidence)
     return np.where(ambiguous, "ambiguous", np.where(easy, "easy", "hard")).astype("<U9")
 

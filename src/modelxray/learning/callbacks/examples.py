@@ -43,6 +43,7 @@ class ExampleDynamicsConfig(Configurable):
     keep_history: bool = True  # keep the (examples, epochs) matrices: curves by region, exact std
     ambiguous_variability: float = 0.2  # cartography: variability >= this is ambiguous
     easy_confidence: float = 0.5  # cartography: else confidence >= this is easy, below is hard
+    ambiguous_top_share: float | None = None  # set (e.g. 0.33): the most variable share is ambiguous, not a fixed cut
     n_hard: int = 20  # rows of the hard-examples table
 
     def validate(self) -> None:
@@ -51,12 +52,14 @@ class ExampleDynamicsConfig(Configurable):
         self.require_choice("selection", ("first", "random"))
         if not 0.0 < self.ambiguous_variability <= 0.5:
             raise ConfigError("ambiguous_variability", f"must lie in (0, 0.5], got {self.ambiguous_variability}")
+        if self.ambiguous_top_share is not None and not 0.0 <= self.ambiguous_top_share <= 1.0:
+            raise ConfigError("ambiguous_top_share", f"must lie in [0, 1] or be null, got {self.ambiguous_top_share}")
         if not 0.0 < self.easy_confidence < 1.0:
             raise ConfigError("easy_confidence", f"must lie in (0, 1), got {self.easy_confidence}")
 
     @property
     def thresholds(self) -> RegionThresholds:
-        return RegionThresholds(self.ambiguous_variability, self.easy_confidence)
+        return RegionThresholds(self.ambiguous_variability, self.easy_confidence, self.ambiguous_top_share)
 
     def build(self) -> "ExampleDynamicsCallback":
         """The callback this config describes (Hydra can target the config, which checks unknown keys)."""
@@ -164,7 +167,9 @@ class ExampleDynamicsCallback(LearningCallback):
                  "first_learned_epoch": int(first_epoch[i]), "region": str(c.region[i])} for k, i in enumerate(order)]
         data: dict[str, Any] = {
             "thresholds": {"ambiguous_variability": self.config.ambiguous_variability,
-                           "easy_confidence": self.config.easy_confidence, "variability": "population std (ddof=0)"},
+                           "easy_confidence": self.config.easy_confidence,
+                           "ambiguous_top_share": self.config.ambiguous_top_share,
+                           "variability": "population std (ddof=0)"},
             "cartography": {"index": r.tracked.tolist(), "label": labels.tolist(),
                             "confidence": c.confidence.tolist(), "variability": c.variability.tolist(),
                             "correctness": c.correctness.tolist(), "region": c.region.tolist(),

@@ -48,13 +48,19 @@ def _examples(data, tables, metrics) -> dict:
         fig.colorbar(sc, ax=ax, label="correctness")
         t = data.get("thresholds", {})
         if "ambiguous_variability" in t:
-            ax.axvline(t["ambiguous_variability"], color="gray", ls="--", lw=1)
+            cut = t["ambiguous_variability"]
+            amb = [v for v, r in zip(c["variability"], c.get("region", [])) if r == "ambiguous" and v == v]
+            if t.get("ambiguous_top_share") is not None and amb:
+                cut = min(amb)  # the quantile cut the regions were drawn with
+            ax.axvline(cut, color="gray", ls="--", lw=1)
             ax.axhline(t["easy_confidence"], color="gray", ls=":", lw=1)
             ax.text(0.01, 0.97, "easy", color=REGION_COLORS["easy"], transform=ax.transAxes, va="top")
             ax.text(0.01, 0.03, "hard", color=REGION_COLORS["hard"], transform=ax.transAxes)
             ax.text(0.97, 0.5, "ambiguous", color=REGION_COLORS["ambiguous"], transform=ax.transAxes, ha="right")
+        shares = {r: sum(1 for x in c.get("region", []) if x == r) / max(len(c.get("region", [])), 1) for r in REGION_COLORS}
         ax.set(xlabel="variability (std of true-class probability)", ylabel="confidence (mean true-class probability)",
-               title="Dataset cartography", xlim=(0.0, 0.5), ylim=(-0.02, 1.02))  # 0.5: the largest possible std
+               title="Dataset cartography: " + ", ".join(f"{r} {v:.0%}" for r, v in shares.items()),
+               xlim=(0.0, 0.5), ylim=(-0.02, 1.02))  # 0.5: the largest possible std
         out["cartography_map.png"] = fig
     hist = tables.get("forgetting_histogram")
     if hist:
