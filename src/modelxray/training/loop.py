@@ -111,8 +111,8 @@ def train(model: nn.Module, task, cfg: TrainConfig, *, callbacks: list[Callback]
         if cfg.lora.enabled:
             model = wrap_lora(model, cfg.lora)
         model.train()
-        for p in model.parameters():
-            if not cfg.lora.enabled:
+        if not cfg.lora.enabled:  # full fine-tuning: every parameter trains (LoRA froze the base weights)
+            for p in model.parameters():
                 p.requires_grad_(True)
         params = [p for p in model.parameters() if p.requires_grad]
         optimizer = make_optimizer(params, cfg)
