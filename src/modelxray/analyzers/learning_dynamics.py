@@ -52,7 +52,7 @@ class LearningDynamicsAnalyzer(Analyzer):
             raise exc.under("sections") from None
 
     def run(self, subject, ctx: RunContext) -> Result:
-        from modelxray.models.checkpoints import load_weights
+        from modelxray.models.checkpoints import load_weights, step_of
         from modelxray.training.callbacks import TrainState
         from modelxray.training.run import merge_reports
         from modelxray.training.tasks import ClassificationTask
@@ -66,13 +66,13 @@ class LearningDynamicsAnalyzer(Analyzer):
         callbacks = self._learning.callbacks()
         model = copy.deepcopy(subject.model)
         load_weights(model, Path(paths[0]))  # what the callbacks see before the first "epoch"
-        state = TrainState(model=model, task=task, lr=self.lr, max_steps=_step(paths[-1]), step=_step(paths[0]))
+        state = TrainState(model=model, task=task, lr=self.lr, max_steps=step_of(paths[-1]), step=step_of(paths[0]))
         for cb in callbacks:
             cb.on_train_begin(state)
         everything = torch.arange(len(data.y_train))
         for path in progress.bar(paths, desc="checkpoints", enabled=ctx.progress):
             load_weights(model, Path(path))
-            state.step = _step(path)
+            state.step = step_of(path)
             state.logits = self._logits_and_grads(model, data.x_train, data.y_train)
             state.indices = everything
             for cb in callbacks:
@@ -85,10 +85,10 @@ class LearningDynamicsAnalyzer(Analyzer):
             cb.on_train_end(state)
         result = Result(self.name)
         result.metrics["checkpoints"] = float(len(paths))
-        result.data["checkpoint_steps"] = [_step(p) for p in paths]
+        result.data["checkpoint_steps"] = [step_of(p) for p in paths]
         merge_reports(result, callbacks)
-        result.insights.insert(0, f"Analyzed {len(paths)} checkpoints from step {_step(paths[0])} to "
-                                  f"{_step(paths[-1])} ({Path(paths[0]).parent.parent}).")
+        result.insights.insert(0, f"Analyzed {len(paths)} checkpoints from step {step_of(paths[0])} to "
+                                  f"{step_of(paths[-1])} ({Path(paths[0]).parent.parent}).")
         return result
 
     def _logits_and_grads(self, model, x, y) -> torch.Tensor:
@@ -105,9 +105,3 @@ class LearningDynamicsAnalyzer(Analyzer):
             (F.cross_entropy(logits.float(), yb, reduction="sum") / n).backward()
             out.append(logits.detach())
         return torch.cat(out)
-
-
-def _step(path: str | Path) -> int:
-    p = Path(path)
-    name = p.parent.name if p.name == "model.safetensors" else p.stem
-    return int(name.split("_")[-1])

@@ -13,6 +13,15 @@ from modelxray.errors import ConfigError
 _STEP = re.compile(r"^step_(\d+)(?:\.safetensors)?$")
 
 
+def step_of(path: str | Path) -> int:
+    """The training step of a checkpoint file (``.../step_<N>/model.safetensors`` or ``step_<N>.safetensors``)."""
+    p = Path(path)
+    m = _STEP.match(p.parent.name if p.name == "model.safetensors" else p.name)
+    if not m:
+        raise ValueError(f"{path}: not a step_<N> checkpoint")
+    return int(m.group(1))
+
+
 def list_checkpoints(folder: str | Path, key: str = "model.checkpoints") -> list[tuple[int, Path]]:
     """(step, weights file) for every checkpoint in ``folder``, by step."""
     root = Path(folder).expanduser()

@@ -132,14 +132,13 @@ class ClassificationTask:
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
         """Loss and accuracy on the whole train and test splits."""
+        from modelxray.learning.evaluation import evaluate
+
         out = {}
-        device = next(model.parameters()).device
-        with torch.no_grad(), eval_mode(model):
+        with torch.no_grad():
             for split, x, y in (("train", self.data.x_train, self.data.y_train), ("test", self.data.x_test, self.data.y_test)):
-                logits = logits_of(model(x.to(device))).float()
-                y = y.to(device)
-                out[f"{split}_loss"] = float(F.cross_entropy(logits, y))
-                out[f"{split}_accuracy"] = float((logits.argmax(-1) == y).float().mean())
+                res = evaluate(model, x, y)
+                out[f"{split}_loss"], out[f"{split}_accuracy"] = res.loss, res.accuracy
         return out
 
 

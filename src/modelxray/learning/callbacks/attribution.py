@@ -21,14 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from modelxray.configurable import Configurable
 from modelxray.learning.attribution import TracInCheckpoint, TracInResult, learned_targets, tracin
-from modelxray.learning.callbacks.base import LearningCallback, task_data
+from modelxray.learning.callbacks.base import CallbackConfig, LearningCallback, task_data
 from modelxray.training.callbacks import CallbackReport, TrainState
 
 
 @dataclass
-class TransitionAttributionConfig(Configurable):
+class TransitionAttributionConfig(CallbackConfig):
     every_n_steps: int = 100  # checkpoint frequency
     start_step: int | None = None  # first step to checkpoint (null = from the start)
     end_step: int | None = None  # last step to checkpoint (null = to the end)
@@ -44,9 +43,6 @@ class TransitionAttributionConfig(Configurable):
         self.require_positive("max_train", allow_none=True)
         self.require_choice("target", ("learned", "test"))
 
-    def build(self) -> "TransitionAttributionCallback":
-        """The callback this config describes (Hydra can target the config, which checks unknown keys)."""
-        return TransitionAttributionCallback(self)
 
 
 class TransitionAttributionCallback(LearningCallback):

@@ -7,8 +7,19 @@ from typing import Any, ClassVar
 
 import torch
 
+from modelxray.configurable import Configurable
 from modelxray.learning.state import load_state, save_state
 from modelxray.training.callbacks import Callback, TrainState
+
+
+class CallbackConfig(Configurable):
+    """Base of the callbacks' configs: ``build()`` gives the callback it describes (Hydra can target
+    the config, which checks unknown keys). The callback class binds itself by naming the config."""
+
+    _callback: ClassVar[type] = None
+
+    def build(self) -> "LearningCallback":
+        return self._callback(self)
 
 
 class LearningCallback(Callback):
@@ -21,6 +32,11 @@ class LearningCallback(Callback):
 
     config_class: ClassVar[type]
     extra_key: ClassVar[str] = ""  # where the callback publishes itself in ``state.extra``
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if isinstance(cls.__dict__.get("config_class"), type):
+            cls.config_class._callback = cls
 
     def __init__(self, config: Any = None, **overrides: Any):
         if config is None:

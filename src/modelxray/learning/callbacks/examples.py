@@ -23,9 +23,8 @@ from typing import Any
 
 import numpy as np
 
-from modelxray.configurable import Configurable
 from modelxray.errors import ConfigError
-from modelxray.learning.callbacks.base import LearningCallback, finite, task_data
+from modelxray.learning.callbacks.base import CallbackConfig, LearningCallback, finite, task_data
 from modelxray.learning.cartography import (REGIONS, Cartography, RegionThresholds, cartography_from_sums,
                                             hard_example_order)
 from modelxray.learning.forgetting import ForgettingStats, forgetting_histogram
@@ -34,7 +33,7 @@ from modelxray.training.callbacks import CallbackReport, TrainState
 
 
 @dataclass
-class ExampleDynamicsConfig(Configurable):
+class ExampleDynamicsConfig(CallbackConfig):
     track_examples: int | None = 1000  # at most this many training examples (null = all)
     selection: str = "first"  # first | random: which ones (random is seeded)
     seed: int = 0
@@ -61,9 +60,6 @@ class ExampleDynamicsConfig(Configurable):
     def thresholds(self) -> RegionThresholds:
         return RegionThresholds(self.ambiguous_variability, self.easy_confidence, self.ambiguous_top_share)
 
-    def build(self) -> "ExampleDynamicsCallback":
-        """The callback this config describes (Hydra can target the config, which checks unknown keys)."""
-        return ExampleDynamicsCallback(self)
 
 
 class ExampleDynamicsCallback(LearningCallback):

@@ -29,8 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from modelxray.configurable import Configurable
-from modelxray.learning.callbacks.base import LearningCallback, finite, task_data
+from modelxray.learning.callbacks.base import CallbackConfig, LearningCallback, finite, task_data
 from modelxray.learning.cka import linear_cka
 from modelxray.learning.features import (capture_activations, default_feature_layer, linear_probe_accuracy,
                                          pca_projection, silhouette_by_class)
@@ -39,7 +38,7 @@ from modelxray.training.callbacks import CallbackReport, TrainState
 
 
 @dataclass
-class FeatureEvolutionConfig(Configurable):
+class FeatureEvolutionConfig(CallbackConfig):
     layers: list[str] = field(default_factory=list)  # module names; empty = the penultimate representation
     every_n_epochs: int = 10
     sample_size: int = 256  # fixed examples the activations are taken on
@@ -62,9 +61,6 @@ class FeatureEvolutionConfig(Configurable):
         self.require_positive("probe_max_dim", allow_none=True)
         self.require_choice("sample_split", ("test", "train"))
 
-    def build(self) -> "FeatureEvolutionCallback":
-        """The callback this config describes (Hydra can target the config, which checks unknown keys)."""
-        return FeatureEvolutionCallback(self)
 
 
 class FeatureEvolutionCallback(LearningCallback):

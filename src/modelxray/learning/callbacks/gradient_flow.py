@@ -19,14 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from modelxray.configurable import Configurable
-from modelxray.learning.callbacks.base import LearningCallback
+from modelxray.learning.callbacks.base import CallbackConfig, LearningCallback
 from modelxray.learning.gradient_flow import FlowThresholds, flow_flags, layer_grad_norms
 from modelxray.training.callbacks import CallbackReport, TrainState
 
 
 @dataclass
-class GradientFlowConfig(Configurable):
+class GradientFlowConfig(CallbackConfig):
     every_n_steps: int = 1
     layers: list[str] = field(default_factory=list)  # glob patterns of layer names; empty = every layer
     vanishing: float = 1e-7  # a layer's gradient norm below this is vanishing at that step
@@ -37,9 +36,6 @@ class GradientFlowConfig(Configurable):
     def validate(self) -> None:
         self.require_positive("every_n_steps", "vanishing", "exploding", "flag_share")
 
-    def build(self) -> "GradientFlowCallback":
-        """The callback this config describes (Hydra can target the config, which checks unknown keys)."""
-        return GradientFlowCallback(self)
 
 
 class GradientFlowCallback(LearningCallback):

@@ -28,8 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from modelxray.configurable import Configurable
-from modelxray.learning.callbacks.base import LearningCallback, finite, task_data
+from modelxray.learning.callbacks.base import CallbackConfig, LearningCallback, finite, task_data
 from modelxray.learning.evaluation import evaluate
 from modelxray.learning.memorization import fitted_share, gap_events, region_overlap
 from modelxray.learning.transitions import detect_transitions, transition_step
@@ -40,7 +39,7 @@ SERIES = ("train_accuracy", "test_accuracy", "train_loss", "test_loss", "gap_acc
 
 
 @dataclass
-class MemorizationConfig(Configurable):
+class MemorizationConfig(CallbackConfig):
     every_n_epochs: int = 1  # evaluate every N-th epoch (a full no-grad pass over both splits)
     max_train_eval: int | None = None  # evaluate the first N training examples (null = all)
     max_test_eval: int | None = None  # evaluate the first N test examples (null = all)
@@ -57,9 +56,6 @@ class MemorizationConfig(Configurable):
         self.require_positive("max_train_eval", "max_test_eval", allow_none=True)
         self.require_choice("change_point_method", ("binseg", "pelt"))
 
-    def build(self) -> "MemorizationCallback":
-        """The callback this config describes (Hydra can target the config, which checks unknown keys)."""
-        return MemorizationCallback(self)
 
 
 class MemorizationCallback(LearningCallback):
