@@ -1,4 +1,4 @@
-"""Statistics of one parameter tensor, and their aggregation by layer type.
+"""Statistics of one parameter tensor (their aggregation by layer type: ``tensor_aggregate``).
 
 Built for speed on a CPU (``scripts/bench_inspect.py``: >= 1 GB/s of float32 on 2 cores, 2.8x
 the straightforward torch version): a tensor is read in chunks of 2 MiB, twice (pass 1: min,
@@ -6,22 +6,22 @@ max, sum, sum of squares; pass 2: everything that needs them), every chunk op wr
 few buffers kept between calls, so the passes run from cache, no tensor is copied and half
 precision is converted chunk by chunk. The histogram is integer bucketing + ``bincount`` (3x
 faster than ``histc``), counts read sign bits instead of bool masks, large tensors run on two
-threads (see ``_on_two_threads``), and the spectral norm is a block Krylov iteration with an
+threads (see ``two_threads.on_two_threads``), and the spectral norm is a block Krylov iteration with an
 error bound (6x faster than ``matrix_norm(ord=2)`` over SmolLM2's weights). Pure functions:
 tensors in, JSON-able dicts out.
 """
 from __future__ import annotations
 
 import math
-import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
 from modelxray.metrics.spectral import spectral_norm
+from modelxray.metrics.tensor_aggregate import aggregate  # noqa: F401 - re-exported: callers import it from here
+from modelxray.metrics.two_threads import on_two_threads as _on_two_threads
 
 SPECTRAL = ("power", "exact", "none")
 PRUNE_ENERGY = 0.01  # prune_potential: share of the squared L2 norm that may be lost
@@ -165,44 +165,6 @@ def _buffers(size: int, wdtype: torch.dtype, device: torch.device) -> tuple[torc
     return bufs
 
 
-_helper: ThreadPoolExecutor | None = None
-_helper_lock = threading.Lock()
-
-
-def _forget_helper() -> None:  # a forked child has no helper thread, only its stale executor
-    global _helper, _helper_lock
-    _helper, _helper_lock = None, threading.Lock()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_forget_helper)
-
-
-def _on_two_threads(fn, chunks: list[torch.Tensor], two: bool, *args) -> list:
-    """``fn(group, *args)`` for the even and the odd chunks, the second group on a helper thread;
-    torch runs single-threaded meanwhile, in both. Two threads that each run whole chunks beat
-    torch's intra-op threads, which split every one of the ~35 small ops of a chunk and meet
-    after each: no per-op fork/join, the serial ``bincount`` runs on both cores, and when another
-    process holds a core the work slows down in proportion instead of stalling at every op
-    (measured 2.5x slower with a busy core)."""
-    global _helper
-    if not two or len(chunks) < 2:
-        return [fn(chunks, *args)]
-    with _helper_lock:
-        if _helper is None:  # its initializer changes torch's default thread count: the caller restores it
-            _helper = ThreadPoolExecutor(1, thread_name_prefix="tensor_stats", initializer=_single_threaded)
-    other = _helper.submit(fn, chunks[1::2], *args)
-    try:
-        return [fn(chunks[0::2], *args), other.result()]
-    finally:
-        other.result()  # never leave the helper working on buffers that a next call reuses
-
-
-def _single_threaded() -> None:
-    torch.get_num_threads()  # torch sets a thread's count from its global default on first use:
-    torch.set_num_threads(1)  # use it first, then set 1 (this sets the default too)
-
-
 def _count_below(v: torch.Tensor) -> int:
     """Number of elements of ``v`` below zero, clobbering ``v``: the sign bit, shifted down, is
     -1 exactly when the value is negative (2x faster than a comparison into a bool mask)."""
@@ -331,7 +293,7 @@ def _scalar_stats(x2d: torch.Tensor, wdtype: torch.dtype, cfg: StatsConfig, quan
     chunks = _chunks(x2d, 2 if two else 1)
     f = np.float32 if wdtype == torch.float32 else np.float64  # scalars as the chunk ops see them
     if two:
-        torch.set_num_threads(1)  # see _on_two_threads; restored below
+        torch.set_num_threads(1)  # see two_threads.on_two_threads; restored below
     try:
         lo, hi, total, sumsq = math.inf, -math.inf, 0.0, 0.0
         for glo, ghi, gtot, gsq in _on_two_threads(_pass1, chunks, two, wdtype):
@@ -415,46 +377,3 @@ def _prune_potential(counts: np.ndarray, lo: float, hi: float, scale: float, f: 
     if full < nb and be[full] > 0:
         removed += c[full] * (budget - (cum[full - 1] if full else 0.0)) / be[full]
     return min(removed / n, 1.0)
-
-
-def aggregate(rows: list[dict], key: str = "type") -> list[dict]:
-    """One row per value of ``rows[i][key]`` (largest parameter count first): tensors,
-    parameters, bytes, parameter-weighted means of the per-tensor shares and shapes of the
-    distribution, and the extremes that matter (min and max value, max kurtosis, max spectral
-    norm, min stable rank, max quant_sensitivity). Every row has the same keys; a statistic no
-    tensor of the group has (spectral stats of norms and biases) is ``None``; NaN is skipped."""
-    groups: dict[str, list[dict]] = {}
-    for r in rows:
-        groups.setdefault(str(r.get(key)), []).append(r)
-
-    def wmean(rs: list[dict], k: str) -> float | None:
-        vals = [(r[k], r["numel"]) for r in rs if r.get(k) is not None and not _isnan(r[k])]
-        w = sum(nw for _, nw in vals)
-        return sum(v * nw for v, nw in vals) / w if w else None
-
-    def ext(rs: list[dict], k: str, f) -> float | None:
-        vals = [r[k] for r in rs if r.get(k) is not None and not _isnan(r[k])]
-        return f(vals) if vals else None
-
-    out = []
-    for name, rs in sorted(groups.items(), key=lambda kv: -sum(r["numel"] for r in kv[1])):
-        out.append({
-            key: name, "tensors": len(rs), "parameters": sum(r["numel"] for r in rs),
-            "bytes": sum(r["bytes"] for r in rs),
-            "mean": wmean(rs, "mean"), "std": wmean(rs, "std"), "abs_mean": wmean(rs, "abs_mean"),
-            "min": ext(rs, "min", min), "max": ext(rs, "max", max),
-            "zeros_share": wmean(rs, "zeros_share"), "small_share": wmean(rs, "small_share"),
-            "outlier_share": wmean(rs, "outlier_share"), "entropy_bits": wmean(rs, "entropy_bits"),
-            "kurtosis": wmean(rs, "kurtosis"), "kurtosis_max": ext(rs, "kurtosis", max),
-            "skewness": wmean(rs, "skewness"),
-            "spectral_norm_max": ext(rs, "spectral_norm", max),
-            "stable_rank": wmean(rs, "stable_rank"), "stable_rank_min": ext(rs, "stable_rank", min),
-            "quant_sensitivity": wmean(rs, "quant_sensitivity"),
-            "quant_sensitivity_max": ext(rs, "quant_sensitivity", max),
-            "prune_potential": wmean(rs, "prune_potential"),
-        })
-    return out
-
-
-def _isnan(v) -> bool:
-    return isinstance(v, float) and math.isnan(v)
