@@ -110,6 +110,64 @@ def test_recorder_every_example_seen_random_selection():
     assert not rec.commit(2, 2)  # nothing seen since
 
 
+def test_recorder_blocks_reads_and_resume_match_the_pure_functions(monkeypatch):
+    """Epochs are buffered in blocks and folded later: over several blocks, with examples unseen in
+    some epochs, results read mid-epoch and a save/load mid-block, the running statistics equal
+    the pure functions on the history and a recorder without history."""
+    import modelxray.learning.recorder as recorder_module
+
+    monkeypatch.setattr(recorder_module, "BLOCK_EPOCHS", 4)
+    rng = np.random.default_rng(0)
+    n, k, classes, epochs = 30, 20, 3, 23
+    labels = rng.integers(0, classes, n)
+    rec = ExampleRecorder(n, k, "random", seed=1, labels=labels)
+    lean = ExampleRecorder(n, k, "random", seed=1, labels=labels, keep_history=False)
+    for e in range(epochs):
+        seen = rng.random(n) < (1.0 if e % 5 == 0 else 0.7)  # some epochs see every example
+        idx = np.flatnonzero(seen)
+        logits = torch.from_numpy(rng.standard_normal((len(idx), classes)) * 2)
+        y = torch.from_numpy(labels[idx])
+        for r in (rec, lean):
+            half = len(idx) // 2  # two batches per epoch, a read between them
+            r.update(logits[:half], torch.from_numpy(idx[:half]), y[:half])
+            if e % 3 == 1:
+                r.forgetting(), r.last_epoch_mean_loss()  # a read mid-epoch folds the finished epochs only
+            r.update(logits[half:], torch.from_numpy(idx[half:]), y[half:])
+            assert r.commit(e, 10 * e)
+        if e == 13:  # resume mid-block from the saved state
+            rec = ExampleRecorder.from_state_dict(rec.state_dict())
+    h = rec.history()
+    assert h["correct"].shape == (k, epochs) and np.isnan(h["correct"]).any()
+    pure = forgetting_stats(h["correct"])
+    for r in (rec, lean):
+        f = r.forgetting()
+        for key in ("events", "first_learned", "unforgettable", "never_learned"):
+            np.testing.assert_array_equal(getattr(f, key), getattr(pure, key))
+        np.testing.assert_array_equal(r.count, (~np.isnan(h["correct"])).sum(axis=1))
+        np.testing.assert_allclose(r.sum_p, np.nansum(h["p_true"], axis=1), rtol=1e-12)
+        np.testing.assert_allclose(r.sum_correct, np.nansum(h["correct"], axis=1))
+        last = h["loss"][:, -1]
+        assert r.last_epoch_mean_loss() == pytest.approx(np.nanmean(last))
+    full = ExampleRecorder(n, k, "random", seed=1, labels=labels)  # the history equals per-example cross-entropy
+    idx = torch.arange(n)
+    logits = torch.randn(n, classes)
+    full.update(logits, idx, torch.from_numpy(labels))
+    full.commit(0, 0)
+    ce = torch.nn.functional.cross_entropy(logits, torch.from_numpy(labels), reduction="none").numpy()
+    np.testing.assert_allclose(full.history()["loss"][:, 0], ce[full.tracked], rtol=1e-6)
+
+
+def test_recorder_reuses_the_forward_losses_it_is_given():
+    rec = ExampleRecorder(4, None, labels=np.array([0, 1, 0, 1]))
+    logits = torch.tensor([[2.0, 0.0], [0.0, 1.0], [0.0, 3.0], [1.0, 1.0]])
+    given = torch.tensor([0.5, 0.25, 0.125, 1.0])
+    rec.update(logits, torch.arange(4), torch.tensor([0, 1, 0, 1]), loss=given)
+    rec.commit(0, 0)
+    h = rec.history()
+    np.testing.assert_allclose(h["loss"][:, 0], given.numpy())
+    assert h["correct"][:, 0].tolist() == [1, 1, 0, 0]  # a tie goes to the first class (argmax)
+
+
 def _hsic_cka(x, y):
     """Kornblith et al. eq. 3 through centered Gram matrices, written independently."""
     n = len(x)

@@ -211,3 +211,32 @@ def test_callbacks_in_the_project_training_loop():
     assert ex["examples/epochs_recorded"] >= 4 and ex["examples/tracked"] == 1000  # 44 steps of 128 of 1,347
     assert cbs[2].report().metrics["memorization/flipped_hard_recall"] >= 0.5
     assert cbs[4].report().tables["attribution_self_influence"][0]["region"] is not None
+
+
+def test_memorization_shares_the_loops_evaluation_of_the_same_weights(monkeypatch):
+    """The loop's eval/ pass and the memorization callback evaluate the same weights once; an
+    optimizer step makes the next evaluation run again."""
+    import modelxray.learning.evaluation as evaluation
+    from modelxray.training.tasks import ClassificationTask
+
+    calls = []
+    real = evaluation.evaluate
+    monkeypatch.setattr(evaluation, "evaluate", lambda *a, **k: calls.append(1) or real(*a, **k))
+    data = ModularArithmetic(p=7, train_fraction=0.5).load()
+    model = MLPSource(p=7, hidden=[16], device="cpu").load().model
+    task = ClassificationTask(data, None)
+    cb = MemorizationCallback()
+    state = TrainState(model=model, task=task)
+    loop_eval = task.evaluate(model)
+    metrics = cb.on_train_begin(state)
+    assert len(calls) == 2  # train + test, once
+    assert metrics["memorization/test_accuracy"] == loop_eval["test_accuracy"]
+    assert metrics["memorization/train_loss"] == loop_eval["train_loss"]
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    F.cross_entropy(model(data.x_train), data.y_train).backward()
+    opt.step()
+    task.evaluate(model)
+    assert len(calls) == 4
+    cb.config.max_train_eval = 5  # another slice of the split is another evaluation
+    cb._measure(state)
+    assert len(calls) == 5

@@ -32,6 +32,7 @@ class TrainState:
     clip_coef: float = 1.0  # what clipping multiplied the gradients by (1.0: not clipped)
     batch: Any = None  # the training batch of this step (a dict of tensors)
     logits: torch.Tensor | None = None
+    example_loss: torch.Tensor | None = None  # per-example training loss of ``batch`` (classifiers), detached
     indices: torch.Tensor | None = None
     probe: Any = None  # a fixed held-out batch, the same at every step
     task: Any = None  # the TrainTask: loss, evaluation, data access

@@ -149,7 +149,7 @@ def train(model: nn.Module, task, cfg: TrainConfig, *, callbacks: list[Callback]
                 if epoch != state.epoch:  # the previous micro-batch closed an epoch
                     run_hook("on_epoch_end")
                     state.epoch = epoch
-                loss, logits = task.loss(model, batch)
+                loss, logits, example_loss = task.loss(model, batch)
                 (loss / cfg.grad_accum).backward()
                 total_loss += float(loss.detach()) / cfg.grad_accum
                 outcome.examples += task.tokens(batch)
@@ -162,6 +162,7 @@ def train(model: nn.Module, task, cfg: TrainConfig, *, callbacks: list[Callback]
             state.clip_coef = min(1.0, cfg.max_grad_norm / (grad_norm + 1e-6)) if grad_norm is not None else 1.0
             state.loss, state.lr = total_loss, optimizer.param_groups[0]["lr"]
             state.batch, state.logits, state.indices = batch, logits.detach(), batch.get("indices")
+            state.example_loss = example_loss
             run_hook("on_step_end")
             optimizer.zero_grad(set_to_none=True)
             if state.step % cfg.log_every == 0 or state.step == cfg.steps:

@@ -8,8 +8,8 @@ training never sees an evaluated token.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Iterator, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -18,6 +18,16 @@ from torch import nn
 from modelxray.data.base import ClassificationData, TokenData
 from modelxray.dynamics.outputs import eval_mode, logits_of
 from modelxray.errors import ConfigError
+
+
+class StepLoss(NamedTuple):
+    """A training forward: the loss to minimise, the logits (callbacks reuse them) and, for
+    classifiers, the per-example losses whose mean ``loss`` is (detached; the example recorder
+    reuses them instead of a second cross-entropy)."""
+
+    loss: torch.Tensor
+    logits: torch.Tensor
+    example_loss: torch.Tensor | None = None
 
 
 def _epochs(n: int, batch_size: int, gen: torch.Generator) -> Iterator[tuple[int, torch.Tensor]]:
@@ -64,11 +74,11 @@ class LMTask:
         for epoch, idx in _epochs(self.n_train, self.batch_size, gen):
             yield epoch, {"input_ids": self.rows[idx], "indices": idx}
 
-    def loss(self, model: nn.Module, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    def loss(self, model: nn.Module, batch: dict) -> StepLoss:
         ids = batch["input_ids"].to(next(model.parameters()).device)
         logits = logits_of(model(input_ids=ids, use_cache=False))
         loss = F.cross_entropy(logits[:, :-1].reshape(-1, logits.shape[-1]).float(), ids[:, 1:].reshape(-1))
-        return loss, logits
+        return StepLoss(loss, logits)
 
     def tokens(self, batch: dict) -> int:
         return int(batch["input_ids"].numel())
@@ -87,12 +97,18 @@ class LMTask:
         with torch.no_grad(), eval_mode(model):
             for start in range(0, rows.shape[0], self.batch_size):
                 batch = {"input_ids": rows[start : start + self.batch_size]}
-                loss, _ = self.loss(model, batch)
+                loss = self.loss(model, batch).loss
                 n = batch["input_ids"][:, 1:].numel()
                 total += float(loss) * n
                 count += n
         mean = total / count
         return {"eval_loss": mean, "eval_perplexity": math.exp(min(mean, 700.0))}
+
+
+def weights_version(model: nn.Module) -> tuple:
+    """Changes whenever a parameter or buffer of ``model`` is modified in place (optimizer steps,
+    running statistics, ``load_state_dict``): a key for results computed from the current weights."""
+    return (id(model),) + tuple((id(t), t._version) for t in (*model.parameters(), *model.buffers()))
 
 
 @dataclass
@@ -101,6 +117,7 @@ class ClassificationTask:
     batch_size: int | None  # None = full batch
     seed: int = 0
     kind: str = "classification"
+    _evaluated: dict = field(default_factory=dict, repr=False, compare=False)  # split -> (key, EvalResult)
 
     @property
     def n_train(self) -> int:
@@ -119,10 +136,12 @@ class ClassificationTask:
         for epoch, idx in _epochs(n, self.batch_size, gen):
             yield epoch, {"x": self.data.x_train[idx], "y": self.data.y_train[idx], "indices": idx}
 
-    def loss(self, model: nn.Module, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    def loss(self, model: nn.Module, batch: dict) -> StepLoss:
+        """The mean of the per-example cross-entropies, which the example recorder reuses."""
         device = next(model.parameters()).device
         logits = logits_of(model(batch["x"].to(device)))
-        return F.cross_entropy(logits.float(), batch["y"].to(device)), logits
+        per_example = F.cross_entropy(logits.float(), batch["y"].to(device), reduction="none")
+        return StepLoss(per_example.mean(), logits, per_example.detach())
 
     def tokens(self, batch: dict) -> int:
         return int(batch["y"].numel())
@@ -132,14 +151,31 @@ class ClassificationTask:
 
     def evaluate(self, model: nn.Module) -> dict[str, float]:
         """Loss and accuracy on the whole train and test splits."""
+        out = {}
+        for split in ("train", "test"):
+            res = self.evaluate_split(model, split)
+            out[f"{split}_loss"], out[f"{split}_accuracy"] = res.loss, res.accuracy
+        return out
+
+    def evaluate_split(self, model: nn.Module, split: str, limit: int | None = None, batch_size: int = 4096):
+        """Per-example predictions and losses of the current weights on the first ``limit`` examples
+        of ``split`` (:func:`modelxray.learning.evaluation.evaluate`). The last result per split is
+        kept until the weights change, so the loop's ``eval/`` pass and the memorization callback
+        share one forward at steps where both run."""
         from modelxray.learning.evaluation import evaluate
 
-        out = {}
-        with torch.no_grad():
-            for split, x, y in (("train", self.data.x_train, self.data.y_train), ("test", self.data.x_test, self.data.y_test)):
-                res = evaluate(model, x, y)
-                out[f"{split}_loss"], out[f"{split}_accuracy"] = res.loss, res.accuracy
-        return out
+        if split not in ("train", "test"):
+            raise ValueError(f"split must be train or test, got {split!r}")
+        x, y = (self.data.x_train, self.data.y_train) if split == "train" else (self.data.x_test, self.data.y_test)
+        if limit is not None:
+            x, y = x[:limit], y[:limit]
+        key = (weights_version(model), len(y))
+        cached = self._evaluated.get(split)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        res = evaluate(model, x, y, batch_size)
+        self._evaluated[split] = (key, res)
+        return res
 
 
 def make_task(kind: str, data: Any, cfg) -> LMTask | ClassificationTask:

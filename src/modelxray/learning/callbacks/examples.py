@@ -84,16 +84,23 @@ class ExampleDynamicsCallback(LearningCallback):
     def on_step_end(self, state: TrainState):
         if self.recorder is not None and state.logits is not None and state.indices is not None \
                 and self._due(self.config.every_n_epochs):
-            y = self._labels_on(state, state.logits.device)
-            self.recorder.update(state.logits, state.indices, y[state.indices.to(y.device).long()])
+            self.recorder.update(state.logits, state.indices, self._batch_labels(state), loss=state.example_loss)
         return None
 
-    def _labels_on(self, state: TrainState, device):
-        """The training labels, moved to the logits' device once (no host sync per step)."""
+    def _batch_labels(self, state: TrainState):
+        """The batch's labels on the logits' device: the training labels are moved there once, and
+        gathered again only when the indices tensor changes (a full-batch loop reuses one)."""
+        device = state.logits.device
         y = getattr(self, "_y", None)
         if y is None or y.device != device:
             y = self._y = task_data(state).y_train.to(device)
-        return y
+            self._labels_key = None
+        key = (state.indices, state.indices._version)
+        cached = getattr(self, "_labels_key", None)
+        if cached is None or cached[0] is not key[0] or cached[1] != key[1]:
+            self._batch_y = y[state.indices.to(device).long()]
+            self._labels_key = key
+        return self._batch_y
 
     def on_epoch_end(self, state: TrainState):
         due = self._due(self.config.every_n_epochs)

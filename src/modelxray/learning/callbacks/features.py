@@ -32,7 +32,8 @@ import torch
 from modelxray.learning.callbacks.base import CallbackConfig, LearningCallback, finite, task_data
 from modelxray.learning.cka import linear_cka
 from modelxray.learning.features import (capture_activations, default_feature_layer, linear_probe_accuracy,
-                                         pca_projection, silhouette_by_class)
+                                         single_thread,
+                                     pca_projection, silhouette_by_class)
 from modelxray.learning.fourier import fourier_sparsity, top_frequencies, weight_norm
 from modelxray.training.callbacks import CallbackReport, TrainState
 
@@ -107,6 +108,11 @@ class FeatureEvolutionCallback(LearningCallback):
 
     # ---- one snapshot -------------------------------------------------------------------------------------
     def snapshot(self, state: TrainState) -> dict[str, float]:
+        """One snapshot, on one thread (see :func:`modelxray.learning.features.single_thread`)."""
+        with single_thread():
+            return self._snapshot(state)
+
+    def _snapshot(self, state: TrainState) -> dict[str, float]:
         c = self.config
         k = len(self.steps)
         acts = capture_activations(state.model, self._x, self.layers)

@@ -93,8 +93,13 @@ class MemorizationCallback(LearningCallback):
         data, c = task_data(state), self.config
         n_tr = len(data.y_train) if c.max_train_eval is None else min(c.max_train_eval, len(data.y_train))
         n_te = len(data.y_test) if c.max_test_eval is None else min(c.max_test_eval, len(data.y_test))
-        tr = evaluate(state.model, data.x_train[:n_tr], data.y_train[:n_tr], c.batch_size)
-        te = evaluate(state.model, data.x_test[:n_te], data.y_test[:n_te], c.batch_size)
+        shared = getattr(state.task, "evaluate_split", None)  # shares the loop's eval/ pass at the same weights
+        if shared is not None:
+            tr = shared(state.model, "train", n_tr, c.batch_size)
+            te = shared(state.model, "test", n_te, c.batch_size)
+        else:
+            tr = evaluate(state.model, data.x_train[:n_tr], data.y_train[:n_tr], c.batch_size)
+            te = evaluate(state.model, data.x_test[:n_te], data.y_test[:n_te], c.batch_size)
         m = {"train_accuracy": tr.accuracy, "test_accuracy": te.accuracy, "train_loss": tr.loss, "test_loss": te.loss,
              "gap_accuracy": tr.accuracy - te.accuracy, "gap_loss": te.loss - tr.loss,
              "flipped_fitted_share": float("nan"), "clean_fitted_share": float("nan")}
