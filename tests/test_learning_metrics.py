@@ -47,7 +47,7 @@ def test_cartography_equals_hand_computation():
     assert carto.region.tolist() == ["easy", "hard", "ambiguous"]
     assert carto.shares() == pytest.approx({"easy": 1 / 3, "ambiguous": 1 / 3, "hard": 1 / 3})
     # thresholds are config: a high ambiguity bar makes the third one easy (confidence 0.5 >= 0.5)
-    assert cartography(p, c, RegionThresholds(0.45, 0.5)).region.tolist() == ["easy", "hard", "easy"]
+    assert cartography(p, c, RegionThresholds(0.45, 0.5, None)).region.tolist() == ["easy", "hard", "easy"]
     order = hard_example_order(carto.confidence, carto.variability, np.array([0, 0, 3]))
     assert order.tolist() == [1, 2, 0]
 
@@ -273,9 +273,10 @@ def test_cartography_regions_by_share_of_variability():
 
     var = np.array([0.30, 0.25, 0.22, 0.21, 0.05, 0.01])
     conf = np.array([0.5, 0.5, 0.9, 0.1, 0.9, 0.1])
-    absolute = assign_regions(conf, var, RegionThresholds(0.2, 0.5))
+    absolute = assign_regions(conf, var, RegionThresholds(0.2, 0.5, None))
     assert list(absolute) == ["ambiguous"] * 4 + ["easy", "hard"]
     top_third = assign_regions(conf, var, RegionThresholds(0.2, 0.5, ambiguous_top_share=1 / 3))
     assert list(top_third) == ["ambiguous", "ambiguous", "easy", "hard", "easy", "hard"]
+    assert list(assign_regions(conf, var)) == list(top_third)  # the default: the most variable third (0.33)
     assert list(assign_regions(conf, var, RegionThresholds(0.2, 0.5, ambiguous_top_share=0.0))) == \
         ["easy", "easy", "easy", "hard", "easy", "hard"]

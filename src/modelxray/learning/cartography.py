@@ -6,18 +6,16 @@ Per example, over the recorded epochs (NaN = not seen, ignored):
 - variability = its **population** standard deviation (ddof=0, as the paper's code ``np.std``);
 - correctness = fraction of recorded epochs where the prediction was right.
 
-Regions (absolute thresholds, every example in exactly one; both keys of :class:`RegionThresholds`
-are config):
+Regions (every example in exactly one; the keys of :class:`RegionThresholds` are config):
 
-- ``ambiguous``: variability >= ``ambiguous_variability`` (default 0.2; the largest possible
-  population std of values in [0, 1] is 0.5);
+- ``ambiguous``: the ``ambiguous_top_share`` (default 0.33) most variable examples: the variability
+  cut is the quantile that puts that share in ``ambiguous``, the paper's "top 33% most ambiguous"
+  subsets. A model trained from scratch passes every example through low confidence first, so
+  most examples exceed any fixed variability and an absolute cut calls nearly all of them
+  ambiguous. With ``ambiguous_top_share=None`` the cut is the absolute ``ambiguous_variability``
+  (0.2; the largest possible population std of values in [0, 1] is 0.5) instead;
 - ``easy``: not ambiguous and confidence >= ``easy_confidence`` (default 0.5);
 - ``hard``: not ambiguous and confidence < ``easy_confidence``.
-
-With ``ambiguous_top_share`` set (e.g. 0.33), the variability threshold is instead the quantile
-that puts that share of the examples in ``ambiguous`` (the paper's "top 33% most ambiguous"
-subsets): a model trained from scratch passes every example through low confidence first, so most
-examples exceed any fixed variability and the absolute map calls nearly all of them ambiguous.
 
 The paper draws the regions by eye on the map (easy-to-learn top left, hard-to-learn bottom left,
 ambiguous to the right); fixed thresholds make them reproducible and comparable across runs.
@@ -35,7 +33,7 @@ REGIONS = ("easy", "ambiguous", "hard")
 class RegionThresholds:
     ambiguous_variability: float = 0.2
     easy_confidence: float = 0.5
-    ambiguous_top_share: float | None = None  # set: the most variable share of examples is ambiguous
+    ambiguous_top_share: float | None = 0.33  # the most variable share is ambiguous (None: ambiguous_variability)
 
 
 @dataclass

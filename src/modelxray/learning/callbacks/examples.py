@@ -40,9 +40,9 @@ class ExampleDynamicsConfig(CallbackConfig):
     every_n_epochs: int = 1  # record every N-th epoch (1 = every epoch; steps of other epochs cost nothing)
     log_every_n_epochs: int = 1  # return the live metrics every N-th recorded epoch (full-batch runs: 10)
     keep_history: bool = True  # keep the (examples, epochs) matrices: curves by region, exact std
-    ambiguous_variability: float = 0.2  # cartography: variability >= this is ambiguous
+    ambiguous_top_share: float | None = 0.33  # cartography: the most variable share is ambiguous (null: a fixed cut)
+    ambiguous_variability: float = 0.2  # the fixed cut when ambiguous_top_share is null: variability >= this
     easy_confidence: float = 0.5  # cartography: else confidence >= this is easy, below is hard
-    ambiguous_top_share: float | None = None  # set (e.g. 0.33): the most variable share is ambiguous, not a fixed cut
     n_hard: int = 20  # rows of the hard-examples table
 
     def validate(self) -> None:
