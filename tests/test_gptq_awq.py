@@ -68,20 +68,24 @@ def _calibration_loss(subject, calibration):
     return a.run(s, RunContext(output_dir=Path("."), progress=False)).metrics["loss"]
 
 
-def test_gptq_and_awq_beat_rtn_at_3_bits_on_the_tiny_model(trained_tiny):
+def test_gptq_and_awq_recover_most_of_rtns_damage_at_2_bits_per_channel(trained_tiny):
+    """At 2 bits per output channel RTN raises the tiny model's calibration loss clearly; GPTQ and
+    AWQ each win back more than half of that damage (measured here: 95% and 77%). A setting with
+    small margins (3 bits per tensor: RTN +0.01) flipped the AWQ/RTN order between CPUs."""
     loaded, data = trained_tiny
     cal = data.calibration[:32]
     small = TokenData(data.name, data.ids, data.n_bytes, data.seq_len, data.available_tokens, cal)
     subject = Subject(loaded.model, loaded.tokenizer, small, loaded.info)  # the shared fixture stays as it is
-    fmt = dict(bits=3, granularity="tensor", targets=["linear"])  # coarse enough to hurt this small model
+    fmt = dict(bits=2, granularity="channel", targets=["linear"])
     base = _calibration_loss(subject, cal)
     rtn = _calibration_loss(WeightQuantizer(**fmt).apply(subject)[0], cal)
     gptq_subject, report = GPTQQuantizer(**fmt, batch_size=16).apply(subject)
     gptq = _calibration_loss(gptq_subject, cal)
     awq = _calibration_loss(AWQQuantizer(**fmt, batch_size=16, grid=10, clip_grid=10).apply(subject)[0], cal)
-    assert rtn > base
-    assert gptq < rtn, (base, rtn, gptq)
-    assert awq < rtn, (base, rtn, awq)
+    damage = rtn - base
+    assert damage > 0.03, (base, rtn)
+    assert rtn - gptq > 0.5 * damage, (base, rtn, gptq)
+    assert rtn - awq > 0.5 * damage, (base, rtn, awq)
     assert report.metrics["modules_quantized"] == 8
 
 

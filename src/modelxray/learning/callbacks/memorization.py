@@ -1,7 +1,7 @@
 """MemorizationCallback: train vs test accuracy and loss over training, the gap, the steps where it
 opens and closes, transition steps, and how noisy (flipped) labels are fitted.
 
-Every ``every_n_epochs`` epochs (and once at ``on_train_begin``) it evaluates the current weights in
+After every ``every_n_epochs``-th epoch (and once at ``on_train_begin``) it evaluates the current weights in
 eval mode without gradients (:func:`modelxray.learning.evaluation.evaluate`) on the train split
 (its first ``max_train_eval`` examples) and the test split. Metrics at each evaluation:
 
@@ -81,9 +81,10 @@ class MemorizationCallback(LearningCallback):
         return None
 
     def on_epoch_end(self, state: TrainState):
-        due = self._due(self.config.every_n_epochs)
+        """After every ``every_n_epochs``-th epoch (in a full-batch run: at steps N, 2N, ..., where an
+        ``eval_every`` of N evaluates the same weights and the two share one pass)."""
         self.epochs_seen += 1
-        return self._measure(state) if due else None
+        return self._measure(state) if self.epochs_seen % self.config.every_n_epochs == 0 else None
 
     def on_train_end(self, state: TrainState):
         self.overlap = self._flipped_overlap()
