@@ -75,3 +75,23 @@ def test_train_accuracy_high_well_before_test_accuracy(one_thread):
     assert np.isfinite(fe.metrics["features/fourier_sparsity"]) and fe.metrics["features/weight_norm"] > 0
     assert len(fe.data["steps"]) == 1 + 4500 // 500
     assert time.perf_counter() - start < 60
+
+
+def test_learning_dynamics_benchmark_runs_and_reports_its_targets():
+    """scripts/bench_learning_dynamics.py, shortened: every configuration runs and the table names
+    each target with a verdict (the full run is a benchmark, not a test)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, str(root / "scripts" / "bench_learning_dynamics.py"), "--steps", "20",
+                          "--repeat", "1"], capture_output=True, text=True, timeout=300, cwd=root)
+    assert out.returncode == 0, out.stderr[-2000:]
+    rows = {line.split("|")[1].strip(): line for line in out.stdout.splitlines() if line.startswith("| ")}
+    for name in ("no callbacks", "per-example statistics every step", "per-example statistics every 10 steps",
+                 "per-example statistics every step, separate no-grad pass", "feature evolution every 10 epochs"):
+        assert name in rows, out.stdout
+    assert "<= 7%:" in rows["per-example statistics every step"]
+    assert "<= 1%:" in rows["per-example statistics every 10 steps"]
+    assert "forgetting + cartography of all 1,347 examples" in out.stdout
