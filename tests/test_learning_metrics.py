@@ -166,6 +166,17 @@ def test_recorder_reuses_the_forward_losses_it_is_given():
     h = rec.history()
     np.testing.assert_allclose(h["loss"][:, 0], given.numpy())
     assert h["correct"][:, 0].tolist() == [1, 1, 0, 0]  # a tie goes to the first class (argmax)
+    # a fitted batch (every true-class probability > 0.5) skips the argmax: the same answer
+    fitted = torch.tensor([[5.0, 0.0], [0.0, 5.0], [4.0, 0.0], [0.0, 3.0]])
+    y = torch.tensor([0, 1, 0, 1])
+    rec.update(fitted, torch.arange(4), y, loss=torch.nn.functional.cross_entropy(fitted, y, reduction="none"))
+    rec.commit(1, 1)
+    assert rec.history()["correct"][:, 1].tolist() == [1, 1, 1, 1]
+    # a two-way tie (probability 0.5, even if rounding says 0.50000006) is not "sure": argmax decides
+    tie = torch.tensor([[5.0, 0.0], [0.0, 5.0], [4.0, 0.0], [7.0, 7.0]])
+    rec.update(tie, torch.arange(4), y, loss=torch.nn.functional.cross_entropy(tie, y, reduction="none"))
+    rec.commit(2, 2)
+    assert rec.history()["correct"][:, 2].tolist() == [1, 1, 1, 0]
 
 
 def _hsic_cka(x, y):

@@ -14,6 +14,7 @@ true-class probability is ``exp(-loss)``, the same number the forward gave.
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ import torch.nn.functional as F
 from modelxray.learning.cartography import Cartography, RegionThresholds, cartography, cartography_from_sums
 from modelxray.learning.forgetting import ForgettingStats, forgetting_stats, forward_fill
 
+_SURE_LOSS = -math.log(0.5 + 1e-4)  # cross-entropy below this: the label's probability > 0.5001, the unique argmax
 BLOCK_EPOCHS = 32  # epochs buffered on the device between folds (one host transfer per block)
 _RUNNING = ("count", "sum_p", "sum_p2", "sum_correct", "events", "first_learned", "last_state")
 
@@ -105,8 +107,15 @@ class ExampleRecorder:
         labels = labels.to(dev)
         if loss is None:
             loss = F.cross_entropy(lg, labels.long(), reduction="none")
-        # max(dim).indices is argmax (first maximum), at half argmax's cost on CPU
-        correct = lg.max(dim=-1).indices == labels
+        correct = None
+        if dev.type == "cpu":  # a host check is free here; on an accelerator it would sync
+            # a true-class probability above one half is the unique maximum: once every row of the
+            # batch is there (a fitted training set), the argmax pass is skipped
+            sure = loss.detach() < _SURE_LOSS
+            if bool(sure.all()):
+                correct = sure
+        if correct is None:  # max(dim).indices is argmax (first maximum), at half argmax's cost on CPU
+            correct = lg.max(dim=-1).indices == labels
         self._buf_loss[self._row].index_copy_(0, slots, loss.detach().to(self._buf_loss.dtype))
         self._buf_correct[self._row].index_copy_(0, slots, correct.to(torch.int8))
         self._dirty = True
