@@ -1,8 +1,9 @@
 """Per-example loss, correctness and true-class probability from logits, and a no-grad evaluation.
 
-Why here: the example-dynamics recorder reuses the training forward's logits (no second pass), while
-the memorization tracker needs train/test accuracy and loss of the current weights; both go through
-the same vectorised :func:`per_example_stats`, so "correct" and "loss" mean the same thing everywhere.
+Why here: the memorization tracker and the loop's ``eval/`` pass need train/test accuracy and loss
+of the current weights. "Loss" is the cross-entropy and "correct" is "the first maximum of the
+logits is the label" everywhere: here, and in the example-dynamics recorder, which takes the same
+two quantities from the training forward (its per-example losses and one ``max(dim)``).
 """
 from __future__ import annotations
 
