@@ -240,3 +240,6 @@ def test_memorization_shares_the_loops_evaluation_of_the_same_weights(monkeypatc
     cb.config.max_train_eval = 5  # another slice of the split is another evaluation
     cb._measure(state)
     assert len(calls) == 5
+    del model, state, opt  # another model, even one built where the first lived, is evaluated anew
+    task.evaluate(MLPSource(p=7, hidden=[16], seed=1, device="cpu").load().model)
+    assert len(calls) == 7

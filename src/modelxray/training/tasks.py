@@ -8,6 +8,7 @@ training never sees an evaluated token.
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Iterator, NamedTuple
 
@@ -107,8 +108,9 @@ class LMTask:
 
 def weights_version(model: nn.Module) -> tuple:
     """Changes whenever a parameter or buffer of ``model`` is modified in place (optimizer steps,
-    running statistics, ``load_state_dict``): a key for results computed from the current weights."""
-    return (id(model),) + tuple((id(t), t._version) for t in (*model.parameters(), *model.buffers()))
+    running statistics, ``load_state_dict``) or replaced: with the model's identity, a key for
+    results computed from its current weights."""
+    return tuple((id(t), t._version) for t in (*model.parameters(), *model.buffers()))
 
 
 @dataclass
@@ -117,7 +119,7 @@ class ClassificationTask:
     batch_size: int | None  # None = full batch
     seed: int = 0
     kind: str = "classification"
-    _evaluated: dict = field(default_factory=dict, repr=False, compare=False)  # split -> (key, EvalResult)
+    _evaluated: dict = field(default_factory=dict, repr=False, compare=False)  # split -> (model ref, key, EvalResult)
 
     @property
     def n_train(self) -> int:
@@ -171,10 +173,10 @@ class ClassificationTask:
             x, y = x[:limit], y[:limit]
         key = (weights_version(model), len(y))
         cached = self._evaluated.get(split)
-        if cached is not None and cached[0] == key:
-            return cached[1]
+        if cached is not None and cached[0]() is model and cached[1] == key:  # a weak reference: the same live model
+            return cached[2]
         res = evaluate(model, x, y, batch_size)
-        self._evaluated[split] = (key, res)
+        self._evaluated[split] = (weakref.ref(model), key, res)
         return res
 
 

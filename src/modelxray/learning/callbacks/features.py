@@ -32,8 +32,7 @@ import torch
 from modelxray.learning.callbacks.base import CallbackConfig, LearningCallback, finite, task_data
 from modelxray.learning.cka import linear_cka
 from modelxray.learning.features import (capture_activations, default_feature_layer, linear_probe_accuracy,
-                                         single_thread,
-                                     pca_projection, silhouette_by_class)
+                                         pca_projection, silhouette_by_class, single_thread)
 from modelxray.learning.fourier import fourier_sparsity, top_frequencies, weight_norm
 from modelxray.training.callbacks import CallbackReport, TrainState
 
