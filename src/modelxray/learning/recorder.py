@@ -14,7 +14,6 @@ true-class probability is ``exp(-loss)``, the same number the forward gave.
 """
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -24,9 +23,23 @@ import torch.nn.functional as F
 from modelxray.learning.cartography import Cartography, RegionThresholds, cartography, cartography_from_sums
 from modelxray.learning.forgetting import ForgettingStats, forgetting_stats, forward_fill
 
-_SURE_LOSS = -math.log(0.5 + 1e-4)  # cross-entropy below this: the label's probability > 0.5001, the unique argmax
 BLOCK_EPOCHS = 32  # epochs buffered on the device between folds (one host transfer per block)
 _RUNNING = ("count", "sum_p", "sum_p2", "sum_correct", "events", "first_learned", "last_state")
+
+
+class PerIndices:
+    """``fn()`` of a batch's indices tensor, recomputed only when another (or an in-place modified)
+    indices tensor comes: a full-batch loop passes the same tensor every step."""
+
+    def __init__(self):
+        self._key: tuple | None = None
+        self._value: Any = None
+
+    def get(self, indices: torch.Tensor, fn):
+        if self._key is None or self._key[0] is not indices or self._key[1] != indices._version:
+            self._value = fn()
+            self._key = (indices, indices._version)
+        return self._value
 
 
 class ExampleRecorder:
@@ -75,7 +88,7 @@ class ExampleRecorder:
         self._row = 0  # the block row the running epoch writes
         self._dirty = False  # update() was called since the last commit
         self._folded = 0  # committed epochs already folded into the statistics
-        self._slots_key: tuple | None = None  # (indices tensor, its version, device) -> cached slots
+        self._slots = PerIndices()  # block columns of the batch's rows
 
     @property
     def n_tracked(self) -> int:
@@ -99,36 +112,18 @@ class ExampleRecorder:
             self._buf_loss = torch.full((BLOCK_EPOCHS, self.n_tracked + 1), float("nan"), device=dev)
             self._buf_correct = torch.full((BLOCK_EPOCHS, self.n_tracked + 1), -1, dtype=torch.int8, device=dev)
             self._slot_dev = self._slot_of.to(dev)
-            self._slots_key = None
-        slots = self._slots(indices, dev)
+            self._slots = PerIndices()
+        slots = self._slots.get(indices, lambda: self._slot_dev[indices.detach().to(dev).long()])
         lg = logits.detach()
         if lg.dtype not in (torch.float32, torch.float64):
             lg = lg.float()
         labels = labels.to(dev)
         if loss is None:
             loss = F.cross_entropy(lg, labels.long(), reduction="none")
-        correct = None
-        if dev.type == "cpu":  # a host check is free here; on an accelerator it would sync
-            # a true-class probability above one half is the unique maximum: once every row of the
-            # batch is there (a fitted training set), the argmax pass is skipped
-            sure = loss.detach() < _SURE_LOSS
-            if bool(sure.all()):
-                correct = sure
-        if correct is None:  # max(dim).indices is argmax (first maximum), at half argmax's cost on CPU
-            correct = lg.max(dim=-1).indices == labels
+        correct = lg.max(dim=-1).indices == labels  # argmax (first maximum), at half argmax's cost on CPU
         self._buf_loss[self._row].index_copy_(0, slots, loss.detach().to(self._buf_loss.dtype))
         self._buf_correct[self._row].index_copy_(0, slots, correct.to(torch.int8))
         self._dirty = True
-
-    def _slots(self, indices: torch.Tensor, dev) -> torch.Tensor:
-        """Block columns of the batch's rows; cached while the same, unmodified indices tensor comes
-        back (a full-batch loop passes one tensor every step)."""
-        key = (indices, indices._version, dev)
-        if self._slots_key is not None and self._slots_key[0] is indices and self._slots_key[1:] == key[1:]:
-            return self._slots_cached
-        self._slots_cached = self._slot_dev[indices.detach().to(dev).long()]
-        self._slots_key = key
-        return self._slots_cached
 
     def commit(self, epoch: int, step: int) -> bool:
         """Close an epoch (False if ``update`` was not called since the last commit). An epoch whose

@@ -28,7 +28,7 @@ from modelxray.learning.callbacks.base import CallbackConfig, LearningCallback, 
 from modelxray.learning.cartography import (REGIONS, Cartography, RegionThresholds, cartography_from_sums,
                                             hard_example_order)
 from modelxray.learning.forgetting import ForgettingStats, forgetting_histogram
-from modelxray.learning.recorder import ExampleRecorder
+from modelxray.learning.recorder import ExampleRecorder, PerIndices
 from modelxray.training.callbacks import CallbackReport, TrainState
 
 
@@ -70,6 +70,8 @@ class ExampleDynamicsCallback(LearningCallback):
     def __init__(self, config: ExampleDynamicsConfig | dict | None = None, **overrides: Any):
         super().__init__(config, **overrides)
         self.recorder: ExampleRecorder | None = None
+        self._y = None  # the training labels on the logits' device
+        self._batch_y = PerIndices()
 
     # ---- hooks -------------------------------------------------------------------------------------------
     def on_train_begin(self, state: TrainState):
@@ -89,18 +91,11 @@ class ExampleDynamicsCallback(LearningCallback):
 
     def _batch_labels(self, state: TrainState):
         """The batch's labels on the logits' device: the training labels are moved there once, and
-        gathered again only when the indices tensor changes (a full-batch loop reuses one)."""
+        gathered again only when the indices tensor changes."""
         device = state.logits.device
-        y = getattr(self, "_y", None)
-        if y is None or y.device != device:
-            y = self._y = task_data(state).y_train.to(device)
-            self._labels_key = None
-        key = (state.indices, state.indices._version)
-        cached = getattr(self, "_labels_key", None)
-        if cached is None or cached[0] is not key[0] or cached[1] != key[1]:
-            self._batch_y = y[state.indices.to(device).long()]
-            self._labels_key = key
-        return self._batch_y
+        if self._y is None or self._y.device != device:
+            self._y, self._batch_y = task_data(state).y_train.to(device), PerIndices()
+        return self._batch_y.get(state.indices, lambda: self._y[state.indices.to(device).long()])
 
     def on_epoch_end(self, state: TrainState):
         due = self._due(self.config.every_n_epochs)
