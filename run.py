@@ -5,6 +5,7 @@ Examples:
     python run.py model=tiny_gpt2 dataset.max_tokens=2048
     python run.py -m model=tiny_gpt2 dataset.max_tokens=2048,4096
 """
+
 import sys
 
 import hydra

@@ -10,6 +10,7 @@
     python scripts/bench_dynamics.py                 # embedded default + tiny GPT-2
     python scripts/bench_dynamics.py --model tiny    # tiny only, seconds
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,9 +72,13 @@ def bench_stats(model, label: str, repeat: int) -> None:
     print(f"| clone every parameter (a snapshot) | {clone:.3f} | 1.00 |")
     print(f"| plain read (sum of every tensor) | {read:.3f} | {read / clone:.2f} |")
     print(f"| straightforward torch statistics (3 thresholds, no layers) | {naive:.3f} | {naive / clone:.2f} |")
-    print(f"| modelxray param_change (3 + 2 relative thresholds, quantiles, per layer and component) | {ours:.3f} | "
-          f"**{ours / clone:.2f}** (target <= 2) |")
-    print(f"| modelxray per 1B parameters on this CPU | {ours * 1e9 / n:.2f} | (seed 001 claims 0.1 s per 1.5B on a GPU) |")
+    print(
+        f"| modelxray param_change (3 + 2 relative thresholds, quantiles, per layer and component) | {ours:.3f} | "
+        f"**{ours / clone:.2f}** (target <= 2) |"
+    )
+    print(
+        f"| modelxray per 1B parameters on this CPU | {ours * 1e9 / n:.2f} | (seed 001 claims 0.1 s per 1.5B on a GPU) |"
+    )
 
 
 def train_steps(model, batches, steps: int, monitor=None, lr: float = 1e-5) -> float:
@@ -102,8 +107,10 @@ def bench_overhead_real(model, batches, interval: int, steps: int) -> None:
     monitor = DynamicsMonitor.create(no_sparse(interval))
     monitored = train_steps(copy.deepcopy(model), batches, steps, monitor)
     print(f"\n## tiny GPT-2: monitor overhead, {steps} real AdamW steps, interval {interval}, no sparse quality")
-    print(f"bare loop {base:.2f} s, with the monitor {monitored:.2f} s: overhead **{(monitored - base) / base:.1%}** "
-          f"(target <= 2%; {monitor.measurements} measurements)")
+    print(
+        f"bare loop {base:.2f} s, with the monitor {monitored:.2f} s: overhead **{(monitored - base) / base:.1%}** "
+        f"(target <= 2%; {monitor.measurements} measurements)"
+    )
 
 
 def bench_overhead_estimated(model, batches, interval: int) -> None:
@@ -125,16 +132,23 @@ def bench_overhead_estimated(model, batches, interval: int) -> None:
     measure = time.perf_counter() - t0
     share = measure / (interval * step)
     print(f"\n## embedded default: monitor overhead at interval {interval}, no sparse quality")
-    print(f"training step {step:.2f} s (batch {ids.shape[0]} x {ids.shape[1]}); one measurement including the "
-          f"re-snapshot {measure:.2f} s ({len(metrics)} metrics; first snapshot {snap:.2f} s): overhead "
-          f"**{share:.2%}** of training time (target <= 2%)")
+    print(
+        f"training step {step:.2f} s (batch {ids.shape[0]} x {ids.shape[1]}); one measurement including the "
+        f"re-snapshot {measure:.2f} s ({len(metrics)} metrics; first snapshot {snap:.2f} s): overhead "
+        f"**{share:.2%}** of training time (target <= 2%)"
+    )
     per = {k: round(v, 3) for k, v in monitor.timings.items()}
     print(f"per computer: {per}")
 
 
 def bench_sparse(model, probe) -> None:
-    cfg = DynamicsConfig(interval=1, param_change={"enabled": False}, grad={"enabled": False}, optim={"enabled": False},
-                         sparse={"thresholds": [1e-6], "keep_fractions": [0.01], "ranks": [8]})
+    cfg = DynamicsConfig(
+        interval=1,
+        param_change={"enabled": False},
+        grad={"enabled": False},
+        optim={"enabled": False},
+        sparse={"thresholds": [1e-6], "keep_fractions": [0.01], "ranks": [8]},
+    )
     monitor = DynamicsMonitor.create(cfg, probe=probe)
     monitor.start(model)
     perturb(model, 1e-4)
@@ -143,9 +157,11 @@ def bench_sparse(model, probe) -> None:
     total = time.perf_counter() - t0
     f = m["sparse/seconds_per_forward"]
     print(f"\n## sparse quality on a {probe['input_ids'].shape[0]} x {probe['input_ids'].shape[1]} probe")
-    print(f"one masked forward {f:.2f} s; each threshold or keep fraction costs 1 forward (+1 for its random "
-          f"baseline), each rank 1 forward; 1 threshold + 1 fraction + 1 rank with baselines = "
-          f"{int(m['sparse/forwards'])} forwards in {total:.1f} s (masks and SVDs included)")
+    print(
+        f"one masked forward {f:.2f} s; each threshold or keep fraction costs 1 forward (+1 for its random "
+        f"baseline), each rank 1 forward; 1 threshold + 1 fraction + 1 rank with baselines = "
+        f"{int(m['sparse/forwards'])} forwards in {total:.1f} s (masks and SVDs included)"
+    )
 
 
 def main() -> None:

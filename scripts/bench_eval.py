@@ -9,6 +9,7 @@ the forward pass), with ``--lm-eval`` the same comparison against lm-evaluation-
 ``loglikelihood_rolling`` (when ``lm_eval`` is installed), and load times: GGUF conversion (no disk cache), from the disk cache, and a
 per-process cache hit. Rounds alternate the two loops so drifting machine load hits both equally.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,8 +70,10 @@ def main() -> None:
     batches = list(batched(windows, args.batch_size))
     n_tokens = sum(w.inputs.numel() for w in windows)
     model = loaded.model
-    print(f"== scoring {n_tokens:,} tokens in {len(batches)} batches of {args.batch_size} x {data.seq_len}, "
-          f"{torch.get_num_threads()} threads")
+    print(
+        f"== scoring {n_tokens:,} tokens in {len(batches)} batches of {args.batch_size} x {data.seq_len}, "
+        f"{torch.get_num_threads()} threads"
+    )
     bare_loop(model, batches[:1])  # warm-up
     ours_t, bare_t = [], []
     ppl = None

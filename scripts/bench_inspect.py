@@ -19,6 +19,7 @@ Measured in one run, over every parameter of the model (tied weights once):
     Skipped, saying why, when ``weightwatcher`` cannot be imported
     (``pip install weightwatcher==0.7.7``; check first that it leaves torch alone).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,11 +42,20 @@ def naive_stats(t: torch.Tensor, bins: int = 256, k: float = 3.0, small: float =
     lo, hi = x.min(), x.max()
     d = x - mean
     linf = torch.maximum(-lo, hi)
-    return {"mean": float(mean), "std": float(std), "min": float(lo), "max": float(hi),
-            "skewness": float((d**3).mean() / std**3), "kurtosis": float((d**4).mean() / std**4 - 3),
-            "hist": torch.histc(x, bins, float(lo), float(hi)).tolist(), "abs_mean": float(x.abs().mean()),
-            "l2": float(x.norm()), "zeros": int((x == 0).sum()), "small": int((x.abs() < small * linf).sum()),
-            "outliers": int((d.abs() > k * std).sum())}
+    return {
+        "mean": float(mean),
+        "std": float(std),
+        "min": float(lo),
+        "max": float(hi),
+        "skewness": float((d**3).mean() / std**3),
+        "kurtosis": float((d**4).mean() / std**4 - 3),
+        "hist": torch.histc(x, bins, float(lo), float(hi)).tolist(),
+        "abs_mean": float(x.abs().mean()),
+        "l2": float(x.norm()),
+        "zeros": int((x == 0).sum()),
+        "small": int((x.abs() < small * linf).sum()),
+        "outliers": int((d.abs() > k * std).sum()),
+    }
 
 
 def timed(fn, tensors) -> float:
@@ -72,9 +82,11 @@ def main() -> None:
     params = list({p.data_ptr(): p.detach() for p in model.parameters()}.values())
     n_bytes = sum(p.numel() * p.element_size() for p in params)
     dtypes = sorted({str(p.dtype).removeprefix("torch.") for p in params})
-    print(f"== {args.model}: {len(params)} tensors, {sum(p.numel() for p in params):,} parameters, "
-          f"{n_bytes / 1e6:,.1f} MB ({', '.join(dtypes)}), loaded in {time.perf_counter() - t:.1f} s; "
-          f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs")
+    print(
+        f"== {args.model}: {len(params)} tensors, {sum(p.numel() for p in params):,} parameters, "
+        f"{n_bytes / 1e6:,.1f} MB ({', '.join(dtypes)}), loaded in {time.perf_counter() - t:.1f} s; "
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, {os.cpu_count()} CPUs"
+    )
 
     none = StatsConfig(spectral="none")
 
@@ -90,14 +102,16 @@ def main() -> None:
     best = {"plain read": float("inf"), "tensor_stats": float("inf"), "straightforward": float("inf")}
     order = [("plain read", plain), ("tensor_stats", ours), ("straightforward", naive_stats)]
     for r in range(args.rounds):
-        for name, fn in order[r % 3:] + order[: r % 3]:
+        for name, fn in order[r % 3 :] + order[: r % 3]:
             best[name] = min(best[name], timed(fn, params))
     print(f"\n(a) per-tensor statistics without spectral norms, best of {args.rounds} rounds")
     for name, s in best.items():
         print(f"  {name + ':':<18}{s * 1e3:9.1f} ms  {n_bytes / s / 1e9:7.2f} GB/s")
     print(f"  tensor_stats / plain read:      {best['plain read'] / best['tensor_stats']:.3f} of its speed")
-    print(f"  tensor_stats vs straightforward: {best['straightforward'] / best['tensor_stats']:.2f}x faster "
-          f"(target: >= 1 GB/s)")
+    print(
+        f"  tensor_stats vs straightforward: {best['straightforward'] / best['tensor_stats']:.2f}x faster "
+        f"(target: >= 1 GB/s)"
+    )
 
     mats = [p for p in params if p.dim() >= 2]
     print(f"\n(b) spectral norms of {len(mats)} weights (rtol {args.rtol:g})")
@@ -105,8 +119,10 @@ def main() -> None:
     est = [spectral_norm(p, args.rtol, 300, 0) for p in mats]
     t_ours = time.perf_counter() - t
     iters = [e[2] for e in est]
-    print(f"  ours (block Krylov):   {t_ours:8.2f} s  (block steps: mean {sum(iters) / len(iters):.1f}, "
-          f"max {max(iters)}; largest bound reported {max(e[1] for e in est):.2e})")
+    print(
+        f"  ours (block Krylov):   {t_ours:8.2f} s  (block steps: mean {sum(iters) / len(iters):.1f}, "
+        f"max {max(iters)}; largest bound reported {max(e[1] for e in est):.2e})"
+    )
     if not args.skip_exact:
         t = time.perf_counter()
         exact = [float(torch.linalg.matrix_norm(p.reshape(p.shape[0], -1).float(), ord=2)) for p in mats]
@@ -114,8 +130,9 @@ def main() -> None:
         errs = [(x - e[0]) / x for x, e in zip(exact, est)]
         within = sum(abs(err) <= e[1] for err, e in zip(errs, est))
         print(f"  exact matrix_norm(2):  {t_exact:8.2f} s  -> ours {t_exact / t_ours:.1f}x faster")
-        print(f"  largest relative error {max(abs(e) for e in errs):.2e}; within the reported bound: "
-              f"{within}/{len(errs)}")
+        print(
+            f"  largest relative error {max(abs(e) for e in errs):.2e}; within the reported bound: {within}/{len(errs)}"
+        )
 
     print("\n(c) whole parameter analysis (tensor_stats with spectral norms) vs WeightWatcher")
     t = time.perf_counter()
@@ -128,8 +145,10 @@ def main() -> None:
     try:
         import weightwatcher as ww
     except Exception as e:  # noqa: BLE001 - any import failure means: skip, and say why
-        print(f"  WeightWatcher: skipped, cannot import weightwatcher ({type(e).__name__}: {e}); "
-              "pip install weightwatcher==0.7.7")
+        print(
+            f"  WeightWatcher: skipped, cannot import weightwatcher ({type(e).__name__}: {e}); "
+            "pip install weightwatcher==0.7.7"
+        )
         return
     logging.getLogger("weightwatcher").setLevel(logging.ERROR)
     t = time.perf_counter()
@@ -137,8 +156,7 @@ def main() -> None:
     t_ww = time.perf_counter() - t
     alpha = details["alpha"].mean()
     print(f"  WeightWatcher {ww.__version__}: {t_ww:8.2f} s  ({len(details)} layers, mean alpha {alpha:.2f})")
-    print(f"  ours / WeightWatcher: {t_ours / t_ww:.3f} of its time, {t_ww / t_ours:.1f}x faster "
-          "(target: <= 0.2)")
+    print(f"  ours / WeightWatcher: {t_ours / t_ww:.3f} of its time, {t_ww / t_ours:.1f}x faster (target: <= 0.2)")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ is logged as a run tagged ``modelxray.summary`` (``--no-log`` skips that; summar
 compared). ``--uri`` defaults to ``sqlite:///mlflow.db`` in the working directory. The same data
 in Python: ``modelxray.tracking.runs.load_runs``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,7 +44,7 @@ def expand(keys: list[str], logged: list[str]) -> list[str]:
     names = sorted(set(logged))
     out: list[str] = []
     for key in keys:
-        for k in (fnmatch.filter(names, key) if "*" in key else [key]):
+        for k in fnmatch.filter(names, key) if "*" in key else [key]:
             if k not in out:
                 out.append(k)
     return out
@@ -58,8 +59,15 @@ def _load(uri: str, experiment: str, sweep_id: str | None):
         raise SystemExit(f"compare_runs: no experiment {experiment!r} at {uri}") from None
 
 
-def table(uri: str, experiment: str, params: list[str], metrics: list[str], pareto: list[str] | None = None,
-          maximize: tuple[str, ...] = (), sweep_id: str | None = None) -> str:
+def table(
+    uri: str,
+    experiment: str,
+    params: list[str],
+    metrics: list[str],
+    pareto: list[str] | None = None,
+    maximize: tuple[str, ...] = (),
+    sweep_id: str | None = None,
+) -> str:
     runs = _load(uri, experiment, sweep_id)
     return _table(runs, params, metrics, pareto, maximize)
 
@@ -71,8 +79,12 @@ def _table(runs, params, metrics, pareto, maximize) -> str:
     head = ["run", *params, *metrics, "status"] + (["pareto"] if pareto else [])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in runs:
-        cells = [r["run_id"][:8], *(fmt(p, r.get(p, "-")) for p in params), *(fmt(m, r.get(m)) for m in metrics),
-                 r["status"]] + (["**yes**" if r["run_id"] in front else ""] if pareto else [])
+        cells = [
+            r["run_id"][:8],
+            *(fmt(p, r.get(p, "-")) for p in params),
+            *(fmt(m, r.get(m)) for m in metrics),
+            r["status"],
+        ] + (["**yes**" if r["run_id"] in front else ""] if pareto else [])
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -134,8 +146,11 @@ def log_summary(runs, text: str, plot_path: Path | None, args, curves_path: Path
 
     client = MlflowClient(tracking_uri=runs.uri)
     exp = client.get_experiment_by_name(runs.experiment)
-    run = client.create_run(exp.experiment_id, run_name=f"comparison of {len(runs)} runs",
-                            tags={SUMMARY_TAG: "true", "modelxray.compared_runs": ",".join(r[:8] for r in runs.run_ids)})
+    run = client.create_run(
+        exp.experiment_id,
+        run_name=f"comparison of {len(runs)} runs",
+        tags={SUMMARY_TAG: "true", "modelxray.compared_runs": ",".join(r[:8] for r in runs.run_ids)},
+    )
     rid = run.info.run_id
     client.log_param(rid, "params", args.params)
     client.log_param(rid, "metrics", args.metrics)

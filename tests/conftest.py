@@ -1,4 +1,5 @@
 """Shared fixtures: offline hub, one MLflow SQLite store per session, small-model overrides."""
+
 from __future__ import annotations
 
 import os
@@ -44,8 +45,9 @@ def tiny(tracking_uri, cache_dir, request) -> list[str]:
 def run_cli(args: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
     """``python run.py ARGS`` from ``cwd`` (outputs and mlflow.db land there)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0"}
-    return subprocess.run([sys.executable, str(REPO / "run.py"), *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(REPO / "run.py"), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def mlflow_runs(uri: str, experiment: str):

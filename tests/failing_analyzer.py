@@ -1,4 +1,5 @@
 """An analyzer that always raises, to test that failures are recorded and never lose other results."""
+
 from dataclasses import dataclass
 from typing import ClassVar
 

@@ -1,4 +1,5 @@
 """Test helpers that are plain functions (fixtures call them; scripts may too)."""
+
 from __future__ import annotations
 
 import torch

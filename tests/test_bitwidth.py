@@ -1,4 +1,5 @@
 """Bit-width analyzer: configurations, sensitivity, Pareto front, recommendation, and their cost."""
+
 import copy
 import math
 
@@ -24,7 +25,9 @@ def test_kl_and_agreement_against_hand_computation():
     p = torch.tensor([[[0.7, 0.2, 0.1]]])
     q = torch.tensor([[[0.2, 0.5, 0.3]]])
     kl, agree, n = kl_and_agreement(p.log(), q.log(), torch.ones(1, 1, dtype=torch.bool))
-    assert kl == pytest.approx(sum(pi * math.log(pi / qi) for pi, qi in zip([0.7, 0.2, 0.1], [0.2, 0.5, 0.3])), rel=1e-5)
+    assert kl == pytest.approx(
+        sum(pi * math.log(pi / qi) for pi, qi in zip([0.7, 0.2, 0.1], [0.2, 0.5, 0.3])), rel=1e-5
+    )
     assert (agree, n) == (0, 1)
 
 
@@ -49,16 +52,30 @@ def test_bitwidth_analyzer_end_to_end(trained_tiny, tmp_path, monkeypatch):
     copies = []
     real_deepcopy = copy.deepcopy
     monkeypatch.setattr(bitwidth_module.copy, "deepcopy", lambda x, *a: copies.append(1) or real_deepcopy(x, *a))
-    analyzer = BitwidthAnalyzer(uniform_bits=[8, 4, 2], granularity="group", group_size=32,
-                                targets=["linear", "embedding", "lm_head"], sensitivity_bits=2,
-                                sensitivity_windows=4, budget_ppl_increase=0.01, kl_windows=4, batch_size=4,
-                                custom={"first_block_8bit": [{"blocks": [0], "bits": 8}]})
+    analyzer = BitwidthAnalyzer(
+        uniform_bits=[8, 4, 2],
+        granularity="group",
+        group_size=32,
+        targets=["linear", "embedding", "lm_head"],
+        sensitivity_bits=2,
+        sensitivity_windows=4,
+        budget_ppl_increase=0.01,
+        kl_windows=4,
+        batch_size=4,
+        custom={"first_block_8bit": [{"blocks": [0], "bits": 8}]},
+    )
     result = analyzer.run(subject, RunContext(output_dir=tmp_path, progress=False))
     assert len(copies) == 1  # one working copy for every configuration, restored in memory
     m = result.metrics
     names = {r["config"] for r in result.tables["configurations"]}
-    assert names == {"uniform_int8", "uniform_int4", "uniform_int2", "mixed_attn8_mlp4", "mixed_attn4_mlp8",
-                     "custom_first_block_8bit"}  # 2 blocks: too few for a progressive plan with edges of 2
+    assert names == {
+        "uniform_int8",
+        "uniform_int4",
+        "uniform_int2",
+        "mixed_attn8_mlp4",
+        "mixed_attn4_mlp8",
+        "custom_first_block_8bit",
+    }  # 2 blocks: too few for a progressive plan with edges of 2
     assert m["uniform_int8_kl"] < m["uniform_int4_kl"] < m["uniform_int2_kl"]
     assert m["uniform_int8_top1_agree"] >= m["uniform_int2_top1_agree"]  # a tiny model mostly predicts one byte
     assert m["uniform_int8_effective_bits"] > m["uniform_int4_effective_bits"] > m["uniform_int2_effective_bits"]
@@ -85,8 +102,15 @@ def test_recommended_plan_file_is_a_valid_quant_config(trained_tiny, tmp_path):
     from modelxray.configurable import build_component
 
     subject = _subject(trained_tiny)
-    BitwidthAnalyzer(uniform_bits=[4], mixed=False, progressive=False, sensitivity_windows=2, kl_windows=1,
-                     budget_ppl_increase=0.0, group_size=32).run(subject, RunContext(output_dir=tmp_path, progress=False))
+    BitwidthAnalyzer(
+        uniform_bits=[4],
+        mixed=False,
+        progressive=False,
+        sensitivity_windows=2,
+        kl_windows=1,
+        budget_ppl_increase=0.0,
+        group_size=32,
+    ).run(subject, RunContext(output_dir=tmp_path, progress=False))
     cfg = OmegaConf.create(yaml.safe_load((tmp_path / "bitwidth_recommended_plan.yaml").read_text()))
     quantizer = build_component(cfg, "quant")
     _, report = quantizer.apply(subject)
@@ -95,8 +119,15 @@ def test_recommended_plan_file_is_a_valid_quant_config(trained_tiny, tmp_path):
 
 def test_a_smaller_evaluated_configuration_within_budget_is_recommended(trained_tiny, tmp_path):
     subject = _subject(trained_tiny)
-    a = BitwidthAnalyzer(uniform_bits=[8, 3], mixed=False, progressive=False, group_size=32, sensitivity_windows=2,
-                         kl_windows=1, budget_ppl_increase=10.0)  # everything is within a +1000% budget
+    a = BitwidthAnalyzer(
+        uniform_bits=[8, 3],
+        mixed=False,
+        progressive=False,
+        group_size=32,
+        sensitivity_windows=2,
+        kl_windows=1,
+        budget_ppl_increase=10.0,
+    )  # everything is within a +1000% budget
     result = a.run(subject, RunContext(output_dir=tmp_path, progress=False))
     rec = result.data["recommendation"]
     assert rec["source"] == "uniform_int3" and rec["effective_bits"] < rec["greedy_effective_bits"]

@@ -1,4 +1,5 @@
 """Every YAML in conf/ composes and instantiates (the config is the interface)."""
+
 from pathlib import Path
 
 import pytest

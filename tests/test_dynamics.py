@@ -1,4 +1,5 @@
 """Training dynamics: each metric against a hand computation, the monitor's lifecycle, plugins."""
+
 from __future__ import annotations
 
 import math
@@ -22,16 +23,21 @@ def _mlp(seed: int = 0) -> nn.Sequential:
 
 def _only(families: str, **kw) -> DynamicsConfig:
     """A config with only the named families enabled."""
-    sections = {"param_change": ParamChangeConfig(enabled="param_change" in families, **kw.get("pc", {})),
-                "sparse": SparseConfig(enabled="sparse" in families, **kw.get("sp", {})),
-                "grad": {"enabled": "grad" in families}, "optim": {"enabled": "optim" in families}}
+    sections = {
+        "param_change": ParamChangeConfig(enabled="param_change" in families, **kw.get("pc", {})),
+        "sparse": SparseConfig(enabled="sparse" in families, **kw.get("sp", {})),
+        "grad": {"enabled": "grad" in families},
+        "optim": {"enabled": "optim" in families},
+    }
     return DynamicsConfig(interval=kw.get("interval", 1), **sections)
 
 
 def test_param_change_equals_a_hand_computation():
     model = _mlp()
-    cfg = _only("param_change", pc={"thresholds": [1e-3, 0.05], "relative_thresholds": [2.0],
-                                    "quantiles": [0.5, 0.9], "layer_threshold": 1e-3})
+    cfg = _only(
+        "param_change",
+        pc={"thresholds": [1e-3, 0.05], "relative_thresholds": [2.0], "quantiles": [0.5, 0.9], "layer_threshold": 1e-3},
+    )
     monitor = DynamicsMonitor.create(cfg)
     monitor.start(model)
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
@@ -84,7 +90,11 @@ def test_chunked_statistics_equal_whole_tensor_ones_across_chunk_edges():
 
 
 def test_gpt2_fused_qkv_is_split_and_names_map_to_llama_families():
-    assert [p.component for p in parts("transformer.h.3.attn.c_attn.weight", (64, 192))] == ["q_proj", "k_proj", "v_proj"]
+    assert [p.component for p in parts("transformer.h.3.attn.c_attn.weight", (64, 192))] == [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+    ]
     assert component("transformer.h.3.attn.c_proj.weight") == "o_proj"
     assert component("transformer.h.3.mlp.c_fc.weight") == "up_proj"
     assert component("transformer.h.3.mlp.c_proj.weight") == "down_proj"
@@ -165,7 +175,11 @@ def test_threshold_zero_keeps_the_whole_update_and_random_masks_keep_exact_count
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
     m = monitor.on_optimizer_step(model, step=1)
-    assert m["sparse/kl_at_0"] == 0.0 and m["sparse/top1_agree_at_0"] == 1.0 and m["sparse/cosine_at_0"] == pytest.approx(1.0)
+    assert (
+        m["sparse/kl_at_0"] == 0.0
+        and m["sparse/top1_agree_at_0"] == 1.0
+        and m["sparse/cosine_at_0"] == pytest.approx(1.0)
+    )
     assert m["sparse/kept_ratio_at_0"] == 1.0
     assert 0 < m[f"sparse/kept_ratio_at_{fmt_threshold(0.01)}"] < 1
     n = sum(p.numel() for p in model.parameters())
@@ -228,9 +242,16 @@ def test_after_real_fine_tuning_magnitude_masks_beat_random_masks():
 
     lm = TinyGPT2Source(device="cpu").load()
     data = PydocTopics(seq_len=64, max_tokens=1024).load(lm.tokenizer)
-    cfg = TrainConfig(steps=16, lr=3e-4, batch_size=8, seq_len=64, interval=16,
-                      dynamics={"sparse": {"probe_seq_len": 64, "thresholds": [1e-6, 1e-4], "keep_fractions": [0.1],
-                                           "ranks": [1, 8]}})
+    cfg = TrainConfig(
+        steps=16,
+        lr=3e-4,
+        batch_size=8,
+        seq_len=64,
+        interval=16,
+        dynamics={
+            "sparse": {"probe_seq_len": 64, "thresholds": [1e-6, 1e-4], "keep_fractions": [0.1], "ranks": [1, 8]}
+        },
+    )
     cb = DynamicsCallback(cfg.dynamics)
     out = train(lm.model, make_task("causal_lm", data, cfg), cfg, callbacks=[cb])
     (m,) = cb.history
@@ -247,8 +268,15 @@ def test_after_real_fine_tuning_magnitude_masks_beat_random_masks():
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
 def test_half_precision_snapshots_measure_against_the_rounded_weights(dtype):
     model = _mlp()
-    monitor = DynamicsMonitor.create(DynamicsConfig(interval=1, snapshot_dtype=dtype, sparse={"enabled": False},
-                                                    grad={"enabled": False}, optim={"enabled": False}))
+    monitor = DynamicsMonitor.create(
+        DynamicsConfig(
+            interval=1,
+            snapshot_dtype=dtype,
+            sparse={"enabled": False},
+            grad={"enabled": False},
+            optim={"enabled": False},
+        )
+    )
     monitor.start(model)
     assert all(t.dtype == getattr(torch, dtype) for t in monitor.snapshot.tensors.values())
     snap = {n: t.float() for n, t in monitor.snapshot.tensors.items()}

@@ -1,12 +1,13 @@
 """Whole runs on the tiny model: reports, MLflow runs, failures, sweeps, the Python API."""
+
 import json
 import math
 
 import pytest
 import torch
-from conftest import mlflow_runs, run_cli
 
 import modelxray
+from conftest import mlflow_runs, run_cli
 from modelxray import app
 
 
@@ -14,8 +15,14 @@ def untracked(overrides):
     return [o for o in overrides if not o.startswith("tracker.")] + ["tracker=none"]
 
 
-REPORT_FILES = ["analysis_results.json", "summary_report.md", "insights.md", "plots/performance_speed.png",
-                "plots/performance_memory.png", "plots/analysis_summary_dashboard.png"]
+REPORT_FILES = [
+    "analysis_results.json",
+    "summary_report.md",
+    "insights.md",
+    "plots/performance_speed.png",
+    "plots/performance_memory.png",
+    "plots/analysis_summary_dashboard.png",
+]
 
 
 def test_tiny_model_end_to_end_writes_reports_and_mlflow_run(tiny, tracking_uri, tmp_path, request):
@@ -29,9 +36,18 @@ def test_tiny_model_end_to_end_writes_reports_and_mlflow_run(tiny, tracking_uri,
     run = runs[0]
     assert run.info.status == "FINISHED" and run.info.run_id == out.run_id
     m = run.data.metrics
-    for key in ["performance/perplexity", "performance/loss", "performance/accuracy", "performance/top5_accuracy",
-                "performance/bits_per_byte", "performance/bs1_latency_p95_ms", "performance/bs4_tokens_per_s",
-                "performance/param_bytes", "performance/peak_rss_bytes", "performance/layer_time_total_ms"]:
+    for key in [
+        "performance/perplexity",
+        "performance/loss",
+        "performance/accuracy",
+        "performance/top5_accuracy",
+        "performance/bits_per_byte",
+        "performance/bs1_latency_p95_ms",
+        "performance/bs4_tokens_per_s",
+        "performance/param_bytes",
+        "performance/peak_rss_bytes",
+        "performance/layer_time_total_ms",
+    ]:
         assert key in m and math.isfinite(m[key]), key
     assert m["performance/perplexity"] == pytest.approx(math.exp(m["performance/loss"]))
     p = run.data.params
@@ -78,9 +94,19 @@ def test_exception_outside_analyzers_marks_run_failed(tiny, tracking_uri, tmp_pa
 
 def test_two_job_multirun_makes_two_mlflow_runs_and_loads_model_once(tmp_path):
     db = f"sqlite:///{tmp_path}/mlflow.db"
-    proc = run_cli(["-m", "model=tiny_gpt2", "dataset.max_tokens=2048,4096", f"tracker.uri={db}",
-                    "analyzer.performance.iters=1", "analyzer.performance.layer_timing=false", "progress=false",
-                    f"dataset.cache_dir={tmp_path}/cache"], cwd=tmp_path)
+    proc = run_cli(
+        [
+            "-m",
+            "model=tiny_gpt2",
+            "dataset.max_tokens=2048,4096",
+            f"tracker.uri={db}",
+            "analyzer.performance.iters=1",
+            "analyzer.performance.layer_timing=false",
+            "progress=false",
+            f"dataset.cache_dir={tmp_path}/cache",
+        ],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = sorted(tmp_path.glob("multirun/*/*/[0-9]"))
     assert len(jobs) == 2
@@ -111,8 +137,12 @@ def test_api_with_dataloader_matches_plain_loop(tiny, tmp_path):
     model = torch.nn.Sequential(torch.nn.Embedding(50, 16), torch.nn.Linear(16, 50))
     data = torch.randint(0, 50, (6, 32))
     loader = torch.utils.data.DataLoader(data, batch_size=3)
-    out = modelxray.analyze(untracked(tiny) + ["analyzer.performance.layer_timing=false"], model=model,
-                            dataloader=loader, output_dir=tmp_path)
+    out = modelxray.analyze(
+        untracked(tiny) + ["analyzer.performance.layer_timing=false"],
+        model=model,
+        dataloader=loader,
+        output_dir=tmp_path,
+    )
     with torch.no_grad():
         logits = model(data)
     ref = torch.nn.functional.cross_entropy(logits[:, :-1].reshape(-1, 50), data[:, 1:].reshape(-1))

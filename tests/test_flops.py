@@ -1,4 +1,5 @@
 """FLOPs, bytes per op, fusion candidates, op times and the roofline (measure/flops, op_profile, peak)."""
+
 from __future__ import annotations
 
 import pytest
@@ -113,8 +114,15 @@ def test_fusion_candidates_finds_linear_gelu():
     m, k, n = 8, 16, 24
     model = nn.Sequential(nn.Linear(k, n), nn.GELU(), nn.Linear(n, k))
     found = fusion_candidates(model, torch.randn(m, k))
-    assert found == [{"producer": "aten.addmm", "consumers": ["aten.gelu"], "module": "Sequential.0", "count": 1,
-                      "bytes_saved_estimate": 2 * 4 * m * n}]  # the pre-GELU tensor: written once, read once
+    assert found == [
+        {
+            "producer": "aten.addmm",
+            "consumers": ["aten.gelu"],
+            "module": "Sequential.0",
+            "count": 1,
+            "bytes_saved_estimate": 2 * 4 * m * n,
+        }
+    ]  # the pre-GELU tensor: written once, read once
 
 
 def test_fusion_candidates_aggregate_gpt2_layers():
@@ -130,8 +138,11 @@ def test_fusion_candidates_aggregate_gpt2_layers():
 def test_roofline_bounds():
     peak = Peak(matmul_flops_per_s=1e11, memory_bytes_per_s=1e10, device="cpu", dtype="float32", matmul_size=256)
     assert peak.ridge_intensity == 10
-    ops = [OpTraffic("aten.add", 3, 0, 2000, 1000), OpTraffic("aten.mm", 1, 10**9, 10**6, 0),
-           OpTraffic("aten.view", 4, 0, 0, 0)]
+    ops = [
+        OpTraffic("aten.add", 3, 0, 2000, 1000),
+        OpTraffic("aten.mm", 1, 10**9, 10**6, 0),
+        OpTraffic("aten.view", 4, 0, 0, 0),
+    ]
     times = [OpTime("aten.add", 3, 1e-6, 0.0), OpTime("aten.mm", 1, 0.02, 0.0), OpTime("aten.view", 4, 1e-7, 0.0)]
     rows = {r["op"]: r for r in roofline(ops, times, peak)}
     assert set(rows) == {"aten.add", "aten.mm"}

@@ -1,4 +1,5 @@
 """GPTQ and AWQ: exact reductions, better reconstructions than RTN, and a better tiny model at 3 bits."""
+
 from pathlib import Path
 
 import pytest

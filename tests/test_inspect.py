@@ -2,16 +2,17 @@
 tensor, energy reporting, recommendations, and the CLI on the tiny GPT-2, a weights file and the
 digits classifier. The statistics and FLOP counters have their own tests (test_tensor_stats.py,
 test_flops.py)."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 import torch
-from conftest import mlflow_runs, run_cli
 from safetensors.torch import save_file
 from torch import nn
 
+from conftest import mlflow_runs, run_cli
 from modelxray.errors import ConfigError
 from modelxray.inspection import advice
 from modelxray.inspection.architecture import classify, classify_names, infer_input
@@ -32,8 +33,9 @@ def test_architecture_kinds(gpt2):
     from transformers import BertConfig, BertModel, T5Config, T5ForConditionalGeneration
 
     assert classify(gpt2)[0] == "decoder-only transformer"
-    bert = BertModel(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                                intermediate_size=32))
+    bert = BertModel(
+        BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32)
+    )
     assert classify(bert)[0] == "encoder transformer"
     t5 = T5ForConditionalGeneration(T5Config(vocab_size=50, d_model=16, d_kv=8, d_ff=32, num_layers=1, num_heads=2))
     assert classify(t5)[0] == "encoder-decoder transformer"
@@ -56,8 +58,9 @@ def test_input_inference(gpt2):
     assert infer_input(gpt2, batch_size=1, seq_len=4096, input_shape=None)["shape"] == [1, 512]  # capped at context
     mlp = build_digits_model("mlp", [32], [])
     assert infer_input(mlp, batch_size=1, seq_len=None, input_shape=None)["shape"] == [1, 64]
-    assert infer_input(nn.Sequential(nn.Conv2d(3, 4, 3)), batch_size=1, seq_len=None, input_shape=[3, 16, 16])["shape"] \
-        == [1, 3, 16, 16]
+    assert infer_input(nn.Sequential(nn.Conv2d(3, 4, 3)), batch_size=1, seq_len=None, input_shape=[3, 16, 16])[
+        "shape"
+    ] == [1, 3, 16, 16]
 
 
 @pytest.mark.parametrize("suffix", ["safetensors", "pt"])
@@ -116,15 +119,32 @@ def test_energy_method_says_measured_only_with_hardware_counters():
 
 
 def test_recommendations_carry_their_numbers():
-    rows = [{"name": f"l{i}.weight", "shape": [8, 8], "prune_potential": p, "zeros_share": 0.0, "std": 1.0,
-             "quant_sensitivity": q, "kurtosis": k, "outlier_share": 0.01}
-            for i, (p, q, k) in enumerate([(0.9, 0.05, 0.1), (0.1, 0.05, 0.2), (0.2, 0.30, 40.0)])]
+    rows = [
+        {
+            "name": f"l{i}.weight",
+            "shape": [8, 8],
+            "prune_potential": p,
+            "zeros_share": 0.0,
+            "std": 1.0,
+            "quant_sensitivity": q,
+            "kurtosis": k,
+            "outlier_share": 0.01,
+        }
+        for i, (p, q, k) in enumerate([(0.9, 0.05, 0.1), (0.1, 0.05, 0.2), (0.2, 0.30, 40.0)])
+    ]
     prune = advice.prune_candidates(rows, top=5, prune_min=0.3)
     assert [r["target"] for r in prune] == ["l0.weight"] and "90%" in prune[0]["why"]
     keep = advice.precision_candidates(rows, top=5, bits=4)
-    assert [r["target"] for r in keep] == ["l2.weight"] and "0.300" in keep[0]["why"] and "kurtosis 40.0" in keep[0]["why"]
-    mem = advice.memory_bound_advice([{"op": "aten.add", "bound": "memory", "intensity": 0.1, "time_s": 0.2, "ridge": 10},
-                                      {"op": "aten.mm", "bound": "compute", "intensity": 50, "time_s": 0.8, "ridge": 10}], 5)
+    assert (
+        [r["target"] for r in keep] == ["l2.weight"] and "0.300" in keep[0]["why"] and "kurtosis 40.0" in keep[0]["why"]
+    )
+    mem = advice.memory_bound_advice(
+        [
+            {"op": "aten.add", "bound": "memory", "intensity": 0.1, "time_s": 0.2, "ridge": 10},
+            {"op": "aten.mm", "bound": "compute", "intensity": 50, "time_s": 0.8, "ridge": 10},
+        ],
+        5,
+    )
     assert [r["target"] for r in mem] == ["aten.add"] and "20.0% of op time" in mem[0]["why"]
 
 
@@ -134,9 +154,16 @@ def test_names_alone_classify_a_weights_file():
     assert classify_names(["c.weight"], {"c.weight": (4, 3, 3, 3)})[0].startswith("CNN")
 
 
-FAST = ["analyzer=inspect", "analyzer.inspect.energy_seconds=0.5", "analyzer.inspect.power_sample_seconds=0.5",
-        "analyzer.inspect.profile_iters=2", "analyzer.inspect.profile_warmup=1", "analyzer.inspect.peak_matmul_size=256",
-        "analyzer.inspect.seq_len=32", "progress=false"]
+FAST = [
+    "analyzer=inspect",
+    "analyzer.inspect.energy_seconds=0.5",
+    "analyzer.inspect.power_sample_seconds=0.5",
+    "analyzer.inspect.profile_iters=2",
+    "analyzer.inspect.profile_warmup=1",
+    "analyzer.inspect.peak_matmul_size=256",
+    "analyzer.inspect.seq_len=32",
+    "progress=false",
+]
 
 
 def test_cli_inspect_tiny_gpt2(tiny, tracking_uri, tmp_path):
@@ -152,15 +179,24 @@ def test_cli_inspect_tiny_gpt2(tiny, tracking_uri, tmp_path):
     assert 0 < m["inspect/utilization_of_peak"]
     out = next((tmp_path / "outputs").rglob("comprehensive_model_analysis.txt"))
     text = out.read_text()
-    for section in ("ARCHITECTURE", "PARAMETERS BY LAYER TYPE", "EVERY TENSOR", "COMPUTE", "ENERGY AND CO2",
-                    "SYSTEM", "RECOMMENDATIONS"):
+    for section in (
+        "ARCHITECTURE",
+        "PARAMETERS BY LAYER TYPE",
+        "EVERY TENSOR",
+        "COMPUTE",
+        "ENERGY AND CO2",
+        "SYSTEM",
+        "RECOMMENDATIONS",
+    ):
         assert section in text, section
     assert "decoder-only transformer" in text and "transformer.h.1.mlp.c_fc.weight" in text
     energy = text.split("ENERGY AND CO2")[1]
     assert "ESTIMATED: CPU power ESTIMATED" in energy or "MEASURED: CPU power measured" in energy
     plots = {p.name for p in out.parent.rglob("*.png")}
     assert {"parameter_distributions.png", "layer_norms.png", "flops_by_op.png", "roofline.png"} <= plots
-    artifacts = {a.path for a in __import__("mlflow").tracking.MlflowClient(tracking_uri).list_artifacts(run.info.run_id)}
+    artifacts = {
+        a.path for a in __import__("mlflow").tracking.MlflowClient(tracking_uri).list_artifacts(run.info.run_id)
+    }
     assert "comprehensive_model_analysis.txt" in artifacts
     results = json.loads((out.parent / "analysis_results.json").read_text())["results"]["inspect"]
     assert len(results["data"]["tensors"]) == len([p for p in TinyGPT2Source().load().model.parameters()])
@@ -172,8 +208,17 @@ def test_cli_inspect_weights_file_and_classifier(gpt2, tracking_uri, tmp_path):
     common = [*FAST, f"tracker.uri={tracking_uri}", "tracker.experiment=inspect_files"]
     proc = run_cli(["model=file", f"model.path={path}", *common], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    bad = run_cli(["model=file", f"model.path={path}", "analyzer=performance", "progress=false",
-                   f"tracker.uri={tracking_uri}", "tracker.experiment=inspect_files"], cwd=tmp_path)
+    bad = run_cli(
+        [
+            "model=file",
+            f"model.path={path}",
+            "analyzer=performance",
+            "progress=false",
+            f"tracker.uri={tracking_uri}",
+            "tracker.experiment=inspect_files",
+        ],
+        cwd=tmp_path,
+    )
     assert bad.returncode == 2 and "analyzer=inspect" in bad.stderr and "model.architecture" in bad.stderr
     proc = run_cli(["model=digits_mlp", "model.epochs=1", *common], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -187,18 +232,18 @@ def test_cli_inspect_weights_file_and_classifier(gpt2, tracking_uri, tmp_path):
 
 def test_inspect_a_torchscript_file(gpt2, tmp_path):
     """A traced model keeps its class names as ``original_name``: classified, input inferred, FLOPs counted."""
+    from helpers import save_torchscript_lm
     from modelxray.analyzers.base import RunContext
     from modelxray.analyzers.inspect import InspectAnalyzer
     from modelxray.subject import Subject
-
-    from helpers import save_torchscript_lm
 
     path = tmp_path / "m.ts"
     save_torchscript_lm(gpt2, path, torch.zeros(1, 16, dtype=torch.long))
     loaded = FileSource(path=str(path), device="cpu").load()
     subject = Subject(loaded.model, loaded.tokenizer, None, loaded.info)
-    result = InspectAnalyzer(seq_len=16, energy=False, profile_iters=1, profile_warmup=0,
-                             peak_matmul_size=128).run(subject, RunContext(tmp_path, progress=False))
+    result = InspectAnalyzer(seq_len=16, energy=False, profile_iters=1, profile_warmup=0, peak_matmul_size=128).run(
+        subject, RunContext(tmp_path, progress=False)
+    )
     arch = result.data["architecture"]
     assert arch["kind"] == "decoder-only transformer"
     assert arch["module_counts"]["Conv1D"] == 8 and arch["input"]["vocab_size"] == 257

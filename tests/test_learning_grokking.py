@@ -5,6 +5,7 @@ Settings found by measurement (p=23, 80% of the pairs for training, MLP 46 -> 25
 full-batch AdamW lr 1e-3, weight decay 1.0, betas (0.9, 0.98)): train accuracy reaches 95% at step ~140
 and test accuracy at step ~2,600-2,850 for seeds 0-2, about 7 s for 5,000 steps with the callbacks on
 one core."""
+
 import time
 from types import SimpleNamespace
 
@@ -85,12 +86,22 @@ def test_learning_dynamics_benchmark_runs_and_reports_its_targets():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, str(root / "scripts" / "bench_learning_dynamics.py"), "--steps", "20",
-                          "--repeat", "1"], capture_output=True, text=True, timeout=300, cwd=root)
+    out = subprocess.run(
+        [sys.executable, str(root / "scripts" / "bench_learning_dynamics.py"), "--steps", "20", "--repeat", "1"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     rows = {line.split("|")[1].strip(): line for line in out.stdout.splitlines() if line.startswith("| ")}
-    for name in ("no callbacks", "per-example statistics every step", "per-example statistics every 10 steps",
-                 "per-example statistics every step, separate no-grad pass", "feature evolution every 10 epochs"):
+    for name in (
+        "no callbacks",
+        "per-example statistics every step",
+        "per-example statistics every 10 steps",
+        "per-example statistics every step, separate no-grad pass",
+        "feature evolution every 10 epochs",
+    ):
         assert name in rows, out.stdout
     assert "<= 7%:" in rows["per-example statistics every step"]
     assert "<= 1%:" in rows["per-example statistics every 10 steps"]

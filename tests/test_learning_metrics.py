@@ -1,4 +1,5 @@
 """Learning-dynamics metrics against hand computations and independent formulas."""
+
 import math
 
 import numpy as np
@@ -15,13 +16,16 @@ from modelxray.learning.state import load_state, save_state
 from modelxray.learning.transitions import change_points, detect_transitions, transition_step
 
 N = np.nan
-CORRECT = np.array([
-    [0, 1, 1, 0, 1],  # learned at 1, forgotten at 3: 1 event
-    [1, 1, 1, 1, 1],  # unforgettable from the start
-    [0, 0, 0, 0, 0],  # never learned
-    [1, 0, 1, 0, 0],  # forgotten at 1 and 3: 2 events
-    [N, 1, N, 0, 1],  # unseen epochs keep the last state: forgotten at 3
-], dtype=float)
+CORRECT = np.array(
+    [
+        [0, 1, 1, 0, 1],  # learned at 1, forgotten at 3: 1 event
+        [1, 1, 1, 1, 1],  # unforgettable from the start
+        [0, 0, 0, 0, 0],  # never learned
+        [1, 0, 1, 0, 0],  # forgotten at 1 and 3: 2 events
+        [N, 1, N, 0, 1],  # unseen epochs keep the last state: forgotten at 3
+    ],
+    dtype=float,
+)
 
 
 def test_forgetting_events_equal_hand_counts():
@@ -32,8 +36,12 @@ def test_forgetting_events_equal_hand_counts():
     assert f.unforgettable.tolist() == [False, True, False, False, False]
     assert f.never_learned.tolist() == [False, False, True, False, False]
     hist = forgetting_histogram(f.events, f.never_learned)
-    assert hist == [{"forgetting_events": 0, "examples": 1}, {"forgetting_events": 1, "examples": 2},
-                    {"forgetting_events": 2, "examples": 1}, {"forgetting_events": "never learned", "examples": 1}]
+    assert hist == [
+        {"forgetting_events": 0, "examples": 1},
+        {"forgetting_events": 1, "examples": 2},
+        {"forgetting_events": 2, "examples": 1},
+        {"forgetting_events": "never learned", "examples": 1},
+    ]
 
 
 def test_cartography_equals_hand_computation():
@@ -69,16 +77,25 @@ def _logits_for(correct_row: np.ndarray, p_true: np.ndarray, labels: np.ndarray,
 
 def test_recorder_from_logits_matches_pure_functions_and_hand_values():
     labels = np.array([0, 1, 2, 0, 1])
-    p_hist = np.array([[0.2, 0.7, 0.9, 0.3, 0.8], [0.9, 0.95, 0.9, 0.99, 0.9], [0.1, 0.2, 0.1, 0.2, 0.3],
-                       [0.6, 0.3, 0.8, 0.4, 0.2], [0.5, 0.9, 0.5, 0.4, 0.7]])
+    p_hist = np.array(
+        [
+            [0.2, 0.7, 0.9, 0.3, 0.8],
+            [0.9, 0.95, 0.9, 0.99, 0.9],
+            [0.1, 0.2, 0.1, 0.2, 0.3],
+            [0.6, 0.3, 0.8, 0.4, 0.2],
+            [0.5, 0.9, 0.5, 0.4, 0.7],
+        ]
+    )
     seen = ~np.isnan(CORRECT)
     rec = ExampleRecorder(n_train=8, track_examples=5, labels=np.r_[labels, [0, 0, 0]])
     for e in range(5):
         idx = np.flatnonzero(seen[:, e])
         batch_idx = np.r_[idx, [6, 7]]  # untracked positions are ignored
         corr = np.r_[CORRECT[idx, e], [1, 1]]
-        pt = np.r_[np.where(CORRECT[idx, e] == 1, np.maximum(p_hist[idx, e], 0.6), np.minimum(p_hist[idx, e], 0.45)),
-                   [0.9, 0.9]]
+        pt = np.r_[
+            np.where(CORRECT[idx, e] == 1, np.maximum(p_hist[idx, e], 0.6), np.minimum(p_hist[idx, e], 0.45)),
+            [0.9, 0.9],
+        ]
         lg = _logits_for(corr, pt, np.r_[labels[idx], [0, 0]])
         order = np.random.default_rng(e).permutation(len(batch_idx))  # batch order does not matter
         rec.update(lg[order], torch.from_numpy(batch_idx[order]), torch.from_numpy(np.r_[labels[idx], [0, 0]][order]))
@@ -250,18 +267,35 @@ def test_gap_events_and_region_overlap():
     ev = gap_events([0, 10, 20, 30, 40, 50], [0.0, 0.3, 0.5, 0.2, 0.04, 0.01], open_level=0.1, close_level=0.05)
     assert (ev.open_step, ev.close_step, ev.max_gap, ev.max_gap_step) == (10, 40, 0.5, 20)
     assert gap_events([0, 1], [0.3, 0.3]).close_step is None
-    ov = region_overlap(flipped=[2, 5, 9], tracked=np.arange(8), region=np.array(["easy", "hard", "hard", "easy",
-                                                                                  "easy", "hard", "easy", "easy"]))
+    ov = region_overlap(
+        flipped=[2, 5, 9],
+        tracked=np.arange(8),
+        region=np.array(["easy", "hard", "hard", "easy", "easy", "hard", "easy", "easy"]),
+    )
     assert ov["recall"] == 1.0 and ov["precision"] == pytest.approx(2 / 3) and ov["n_flipped_tracked"] == 2
 
 
 def test_state_round_trips_exactly(tmp_path):
     rng = np.random.default_rng(0)
-    state = {"f": 0.1 + 0.2, "nan": float("nan"), "inf": -float("inf"), "i": 7, "b": True, "none": None, "s": "x",
-             "tuple": (1, 2.5, "z"), "list": [1, [2, {"k": np.float32(1.5)}]], "f64": rng.standard_normal((3, 4)),
-             "i8": np.array([-1, 0, 1], np.int8), "u": np.array(["easy", "hard"]), "empty": np.zeros((5, 0), np.float32),
-             "t": torch.randn(2, 3, dtype=torch.float16), "tl": torch.arange(5), "__weird__": {"__tuple__": 1},
-             "npint": np.int64(3)}
+    state = {
+        "f": 0.1 + 0.2,
+        "nan": float("nan"),
+        "inf": -float("inf"),
+        "i": 7,
+        "b": True,
+        "none": None,
+        "s": "x",
+        "tuple": (1, 2.5, "z"),
+        "list": [1, [2, {"k": np.float32(1.5)}]],
+        "f64": rng.standard_normal((3, 4)),
+        "i8": np.array([-1, 0, 1], np.int8),
+        "u": np.array(["easy", "hard"]),
+        "empty": np.zeros((5, 0), np.float32),
+        "t": torch.randn(2, 3, dtype=torch.float16),
+        "tl": torch.arange(5),
+        "__weird__": {"__tuple__": 1},
+        "npint": np.int64(3),
+    }
     save_state(tmp_path / "s", state)
     back = load_state(tmp_path / "s")
     assert set(back) == set(state)
@@ -289,5 +323,11 @@ def test_cartography_regions_by_share_of_variability():
     top_third = assign_regions(conf, var, RegionThresholds(0.2, 0.5, ambiguous_top_share=1 / 3))
     assert list(top_third) == ["ambiguous", "ambiguous", "easy", "hard", "easy", "hard"]
     assert list(assign_regions(conf, var)) == list(top_third)  # the default: the most variable third (0.33)
-    assert list(assign_regions(conf, var, RegionThresholds(0.2, 0.5, ambiguous_top_share=0.0))) == \
-        ["easy", "easy", "easy", "hard", "easy", "hard"]
+    assert list(assign_regions(conf, var, RegionThresholds(0.2, 0.5, ambiguous_top_share=0.0))) == [
+        "easy",
+        "easy",
+        "easy",
+        "hard",
+        "easy",
+        "hard",
+    ]

@@ -1,4 +1,5 @@
 """The offline tasks and models of the learning-dynamics presets, and the callbacks in a short run."""
+
 from types import SimpleNamespace
 
 import numpy as np
@@ -9,13 +10,20 @@ import torch.nn.functional as F
 from modelxray.data.digits_variants import MARKER_PIXELS, DigitsNoisy, DigitsSpurious
 from modelxray.data.modular_addition import ModularArithmetic
 from modelxray.errors import ConfigError
-from modelxray.learning import (ExampleDynamicsCallback, FeatureEvolutionCallback, GradientFlowCallback,
-                                MemorizationCallback, TransitionAttributionCallback)
+from modelxray.learning import (
+    ExampleDynamicsCallback,
+    FeatureEvolutionCallback,
+    GradientFlowCallback,
+    MemorizationCallback,
+    TransitionAttributionCallback,
+)
 from modelxray.models.grokking import GrokkingTransformerSource, MLPSource
 from modelxray.training.callbacks import TrainState
 
 
-@pytest.mark.parametrize("op,fn", [("add", lambda a, b: a + b), ("sub", lambda a, b: a - b), ("mul", lambda a, b: a * b)])
+@pytest.mark.parametrize(
+    "op,fn", [("add", lambda a, b: a + b), ("sub", lambda a, b: a - b), ("mul", lambda a, b: a * b)]
+)
 def test_modular_arithmetic_covers_every_pair_once(op, fn):
     d = ModularArithmetic(p=11, operation=op, train_fraction=0.3, seed=1).load()
     x = torch.cat([d.x_train, d.x_test])
@@ -102,7 +110,7 @@ def _short_run(callbacks, data, epochs=6, batch=128):
         model.train()
         order = torch.randperm(len(data.y_train), generator=gen)
         for i in range(0, len(order), batch):
-            idx = order[i:i + batch]
+            idx = order[i : i + batch]
             logits = model(data.x_train[idx])
             loss = F.cross_entropy(logits, data.y_train[idx])
             opt.zero_grad()
@@ -122,14 +130,26 @@ def _short_run(callbacks, data, epochs=6, batch=128):
 
 def test_callbacks_on_noisy_digits_report_and_round_trip(tmp_path):
     data = DigitsNoisy(noise=0.2).load()
-    cbs = [ExampleDynamicsCallback(track_examples=600), GradientFlowCallback(every_n_steps=2),
-           MemorizationCallback(every_n_epochs=2), FeatureEvolutionCallback(every_n_epochs=3, sample_size=128),
-           TransitionAttributionCallback(every_n_steps=10, max_train=300, top_k=5)]
+    cbs = [
+        ExampleDynamicsCallback(track_examples=600),
+        GradientFlowCallback(every_n_steps=2),
+        MemorizationCallback(every_n_epochs=2),
+        FeatureEvolutionCallback(every_n_epochs=3, sample_size=128),
+        TransitionAttributionCallback(every_n_steps=10, max_train=300, top_k=5),
+    ]
     state, logged = _short_run(cbs, data)
     names = set().union(*logged)
-    for key in ("examples/forgetting_events_total", "examples/unforgettable_share", "cartography/easy_share",
-                "grad_flow/layer_hidden.fc1/norm", "grad_flow/total_norm", "memorization/gap_accuracy",
-                "memorization/flipped_fitted_share", "features/hidden.relu1/cka_prev", "features/hidden.relu1/probe_accuracy"):
+    for key in (
+        "examples/forgetting_events_total",
+        "examples/unforgettable_share",
+        "cartography/easy_share",
+        "grad_flow/layer_hidden.fc1/norm",
+        "grad_flow/total_norm",
+        "memorization/gap_accuracy",
+        "memorization/flipped_fitted_share",
+        "features/hidden.relu1/cka_prev",
+        "features/hidden.relu1/probe_accuracy",
+    ):
         assert key in names, key
     ex = cbs[0].report()
     assert ex.metrics["examples/tracked"] == 600 and ex.metrics["examples/epochs_recorded"] == 6
@@ -181,11 +201,24 @@ def test_plots_render_from_reports(tmp_path):
     from modelxray.report.plots.style import save
 
     data = DigitsNoisy(noise=0.2).load()
-    cbs = [ExampleDynamicsCallback(), GradientFlowCallback(), MemorizationCallback(), FeatureEvolutionCallback(every_n_epochs=2)]
+    cbs = [
+        ExampleDynamicsCallback(),
+        GradientFlowCallback(),
+        MemorizationCallback(),
+        FeatureEvolutionCallback(every_n_epochs=2),
+    ]
     _short_run(cbs, data, epochs=3)
     figs = figures({cb.name: cb.report() for cb in cbs})
-    assert {"cartography_map.png", "forgetting_histogram.png", "learning_curves_by_region.png", "gradient_flow.png",
-            "memorization.png", "fitted_noise.png", "feature_evolution.png", "feature_pca.png"} <= set(figs)
+    assert {
+        "cartography_map.png",
+        "forgetting_histogram.png",
+        "learning_curves_by_region.png",
+        "gradient_flow.png",
+        "memorization.png",
+        "fitted_noise.png",
+        "feature_evolution.png",
+        "feature_pca.png",
+    } <= set(figs)
     for name, fig in figs.items():
         save(fig, tmp_path / name)
         assert (tmp_path / name).stat().st_size > 1000
@@ -199,14 +232,24 @@ def test_callbacks_in_the_project_training_loop():
 
     data = DigitsNoisy(noise=0.2).load()
     model = MLPSource(p=None, n_classes=10, hidden=[64], bias=True, device="cpu").load().model
-    cbs = [ExampleDynamicsCallback(), GradientFlowCallback(every_n_steps=5), MemorizationCallback(),
-           FeatureEvolutionCallback(every_n_epochs=2), TransitionAttributionCallback(every_n_steps=20, max_train=200)]
+    cbs = [
+        ExampleDynamicsCallback(),
+        GradientFlowCallback(every_n_steps=5),
+        MemorizationCallback(),
+        FeatureEvolutionCallback(every_n_epochs=2),
+        TransitionAttributionCallback(every_n_steps=20, max_train=200),
+    ]
     logged = []
     cfg = TrainConfig(steps=44, lr=3e-3, batch_size=128, optimizer="adam", max_grad_norm=None)
     train(model, ClassificationTask(data, 128), cfg, callbacks=cbs, log=lambda m, s: logged.append((s, m)))
     keys = set().union(*[m.keys() for _, m in logged])
-    assert {"examples/forgetting_events_total", "cartography/hard_share", "grad_flow/total_norm",
-            "memorization/test_accuracy", "features/hidden.relu1/cka_prev"} <= keys
+    assert {
+        "examples/forgetting_events_total",
+        "cartography/hard_share",
+        "grad_flow/total_norm",
+        "memorization/test_accuracy",
+        "features/hidden.relu1/cka_prev",
+    } <= keys
     ex = cbs[0].report().metrics
     assert ex["examples/epochs_recorded"] >= 4 and ex["examples/tracked"] == 1000  # 44 steps of 128 of 1,347
     assert cbs[2].report().metrics["memorization/flipped_hard_recall"] >= 0.5

@@ -1,4 +1,5 @@
 """TracIn attribution ranks a deliberately mislabelled training example first."""
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -8,8 +9,12 @@ from modelxray.learning.attribution import TracInCheckpoint, learned_targets, tr
 
 def _blobs(n_per_class: int, seed: int):
     g = torch.Generator().manual_seed(seed)
-    x = torch.cat([torch.randn(n_per_class, 2, generator=g) * 0.6 + torch.tensor([-2.0, 0.0]),
-                   torch.randn(n_per_class, 2, generator=g) * 0.6 + torch.tensor([2.0, 0.0])])
+    x = torch.cat(
+        [
+            torch.randn(n_per_class, 2, generator=g) * 0.6 + torch.tensor([-2.0, 0.0]),
+            torch.randn(n_per_class, 2, generator=g) * 0.6 + torch.tensor([2.0, 0.0]),
+        ]
+    )
     y = torch.cat([torch.zeros(n_per_class), torch.ones(n_per_class)]).long()
     return x, y
 
@@ -40,8 +45,14 @@ def test_tracin_ranks_the_mislabelled_example_first():
     assert int(np.argmax(res.self_influence)) == bad  # Pruthi et al.: mislabels have the highest self-influence
     assert int(np.argmin(res.influence)) == bad  # and oppose the clean target set most
     top = res.top(3, "opponents", labels=y_noisy.numpy(), regions=["hard" if i == bad else "easy" for i in range(40)])
-    assert top[0] == {"rank": 1, "index": bad, "influence": res.influence[bad], "self_influence": res.self_influence[bad],
-                      "label": 1, "region": "hard"}
+    assert top[0] == {
+        "rank": 1,
+        "index": bad,
+        "influence": res.influence[bad],
+        "self_influence": res.self_influence[bad],
+        "label": 1,
+        "region": "hard",
+    }
     assert res.checkpoints == list(range(5, 61, 5))
 
 
@@ -59,6 +70,6 @@ def test_vmap_gradients_equal_a_plain_backward_per_example():
         return torch.cat([p.grad.reshape(-1) for p in m.parameters()]).double()
 
     g_t = flat_grad(target_x, target_y)
-    expected = [cks[-1].lr * float(flat_grad(x[i:i + 1], y[i:i + 1]) @ g_t) for i in range(len(y))]
+    expected = [cks[-1].lr * float(flat_grad(x[i : i + 1], y[i : i + 1]) @ g_t) for i in range(len(y))]
     np.testing.assert_allclose(res.influence, expected, rtol=1e-5, atol=1e-9)
     assert learned_targets(model, cks[0], x, y).dtype == torch.int64

@@ -1,4 +1,5 @@
 """Metric functions against hand computations and independent implementations."""
+
 import math
 
 import numpy as np
@@ -86,7 +87,19 @@ def test_tensor_bytes_count_tied_weights_once():
 def test_redaction_hides_secrets_not_sizes():
     from modelxray.tracking.redact import redact
 
-    out = redact({"dataset.max_tokens": "8192", "tracker.hf_token": "hf_abc", "tracker.api_key": "k",
-                  "tracker.uri": "https://user:pw@mlflow.example/x", "model.name": "gpt2"})
-    assert out == {"dataset.max_tokens": "8192", "tracker.hf_token": "***", "tracker.api_key": "***",
-                   "tracker.uri": "https://***@mlflow.example/x", "model.name": "gpt2"}
+    out = redact(
+        {
+            "dataset.max_tokens": "8192",
+            "tracker.hf_token": "hf_abc",
+            "tracker.api_key": "k",
+            "tracker.uri": "https://user:pw@mlflow.example/x",
+            "model.name": "gpt2",
+        }
+    )
+    assert out == {
+        "dataset.max_tokens": "8192",
+        "tracker.hf_token": "***",
+        "tracker.api_key": "***",
+        "tracker.uri": "https://***@mlflow.example/x",
+        "model.name": "gpt2",
+    }

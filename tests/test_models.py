@@ -1,4 +1,5 @@
 """Model sources: every file format loads; unsafe or broken files fail with one clear line."""
+
 import importlib.util
 import os
 

@@ -1,4 +1,5 @@
 """The performance analyzer's perplexity equals independent plain loops under each protocol."""
+
 import math
 from pathlib import Path
 
@@ -65,7 +66,7 @@ def test_lm_eval_rolling_matches_harness_protocol(subject):
     with torch.no_grad():
         for ctx, cont in _lm_eval_rolling_windows(tokens, bos, 64):
             inp = torch.tensor([(ctx + cont)[:-1]])
-            logits = subject.model(inp).logits[0, -len(cont):]
+            logits = subject.model(inp).logits[0, -len(cont) :]
             nll += float(F.cross_entropy(logits, torch.tensor(cont), reduction="sum"))
             n += len(cont)
     m = _run(subject, protocol="lm_eval_rolling")

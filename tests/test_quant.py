@@ -1,4 +1,5 @@
 """Quantization: RTN arithmetic, packed sizes, plans, and what it does to a trained tiny model."""
+
 import copy
 import importlib.util
 import math
@@ -83,7 +84,9 @@ def test_8bit_barely_changes_loss_and_2bit_breaks_it(trained_tiny):
     assert base < 4.0, "the fixture model should have learned something"
     before = copy.deepcopy(subject.model.state_dict())
     q8, report8 = WeightQuantizer(bits=8, granularity="channel").apply(subject)
-    q2, report2 = WeightQuantizer(bits=2, granularity="tensor", targets=["linear", "embedding", "lm_head"]).apply(subject)
+    q2, report2 = WeightQuantizer(bits=2, granularity="tensor", targets=["linear", "embedding", "lm_head"]).apply(
+        subject
+    )
     assert abs(_loss(q8) - base) / base < 0.01
     assert (_loss(q2) - base) / base > 0.2
     # the original model is untouched (it is shared by every job of a sweep)
@@ -156,9 +159,8 @@ def test_bf16_cast_halves_the_model(trained_tiny):
 
 
 def test_quant_run_logs_quant_metrics_and_params(tiny, tracking_uri, tmp_path, request):
-    from conftest import mlflow_runs
-
     import modelxray
+    from conftest import mlflow_runs
 
     modelxray.analyze(tiny + ["quant=int8"], output_dir=tmp_path)
     _, runs = mlflow_runs(tracking_uri, request.node.name)
@@ -166,8 +168,14 @@ def test_quant_run_logs_quant_metrics_and_params(tiny, tracking_uri, tmp_path, r
     assert run.data.params["quant"] == "int8" and run.data.params["quant.bits"] == "8"
     m = run.data.metrics
     assert m["quant/seconds"] > 0
-    for k in ["quant/effective_bits", "quant/compression_ratio", "quant/weight_rel_error_mean", "quant/seconds",
-              "quant/model_bytes_after", "performance/perplexity"]:
+    for k in [
+        "quant/effective_bits",
+        "quant/compression_ratio",
+        "quant/weight_rel_error_mean",
+        "quant/seconds",
+        "quant/model_bytes_after",
+        "performance/perplexity",
+    ]:
         assert k in m and math.isfinite(m[k]), k
     assert (tmp_path / "plots" / "quantization_layers.png").is_file()
 

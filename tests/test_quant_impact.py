@@ -1,4 +1,5 @@
 """Quantization-impact analyzer: strategies measured, scored and recommended; data exported."""
+
 import importlib.util
 import math
 
@@ -13,8 +14,10 @@ from modelxray.subject import Subject
 
 
 def test_efficiency_score_is_the_weighted_geometric_mean_of_normalised_axes():
-    rows = [{"quality_ratio": 1.0, "speed_ratio": 1.0, "memory_ratio": 1.0},
-            {"quality_ratio": 0.5, "speed_ratio": 1.0, "memory_ratio": 4.0}]
+    rows = [
+        {"quality_ratio": 1.0, "speed_ratio": 1.0, "memory_ratio": 1.0},
+        {"quality_ratio": 0.5, "speed_ratio": 1.0, "memory_ratio": 4.0},
+    ]
     bal = efficiency_scores(rows, "balanced")
     # axes normalised by the best: row 0 = (1, 1, 0.25), row 1 = (0.5, 1, 1)
     assert bal[0] == pytest.approx(0.25 ** (1 / 3))
@@ -44,7 +47,9 @@ def test_quant_impact_end_to_end(trained_tiny, tmp_path):
     assert list(rows) == strategies
     assert rows["none"]["kl"] == pytest.approx(0.0, abs=1e-6) and rows["none"]["quality_ratio"] == 1.0
     assert rows["int8"]["kl"] < rows["int2"]["kl"]
-    assert rows["int2"]["memory_ratio"] > rows["int8"]["memory_ratio"] > 1 and rows["bf16"]["memory_ratio"] == pytest.approx(2.0)
+    assert rows["int2"]["memory_ratio"] > rows["int8"]["memory_ratio"] > 1 and rows["bf16"][
+        "memory_ratio"
+    ] == pytest.approx(2.0)
     assert rows["int8"]["simulated"] and not rows["bf16"]["simulated"]
     if "int8_torchao" in rows:
         assert not rows["int8_torchao"]["simulated"]

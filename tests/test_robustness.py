@@ -1,5 +1,6 @@
 """Robustness: attacks, noise and token perturbations against hand-checkable limits, and the
 design card's flagship sweep ``analyzer=robustness quant=int4,int8 -m`` on the tiny model."""
+
 from __future__ import annotations
 
 import math
@@ -8,9 +9,9 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import mlflow_runs, run_cli
 from torch import nn
 
+from conftest import mlflow_runs, run_cli
 from modelxray.analyzers.base import RunContext
 from modelxray.analyzers.robustness import RobustnessAnalyzer
 from modelxray.data.windows import IGNORE, Window, make_windows
@@ -36,8 +37,9 @@ def harness(trained_tiny):
 
 
 def test_eps_zero_attacks_reproduce_clean_metrics_exactly(harness):
-    out = harness.attack([0.0], steps=3, step_size=None, random_start=False, generator=torch.Generator(),
-                         n_windows=harness.size, desc="")
+    out = harness.attack(
+        [0.0], steps=3, step_size=None, random_start=False, generator=torch.Generator(), n_windows=harness.size, desc=""
+    )
     for kind in ("fgsm", "pgd"):
         m = out[0.0][kind]
         for key in ("loss", "perplexity", "accuracy"):
@@ -47,8 +49,15 @@ def test_eps_zero_attacks_reproduce_clean_metrics_exactly(harness):
 
 
 def test_pgd_loss_is_at_least_fgsm_loss_and_grows_with_eps(harness):
-    out = harness.attack([0.1, 0.3], steps=5, step_size=None, random_start=False, generator=torch.Generator(),
-                         n_windows=harness.size, desc="")
+    out = harness.attack(
+        [0.1, 0.3],
+        steps=5,
+        step_size=None,
+        random_start=False,
+        generator=torch.Generator(),
+        n_windows=harness.size,
+        desc="",
+    )
     for eps in (0.1, 0.3):
         assert out[eps]["pgd"]["loss"] >= out[eps]["fgsm"]["loss"] > harness.clean["loss"]
     assert out[0.3]["fgsm"]["loss"] > out[0.1]["fgsm"]["loss"]
@@ -57,8 +66,16 @@ def test_pgd_loss_is_at_least_fgsm_loss_and_grows_with_eps(harness):
 def test_attacks_stay_inside_the_ball_and_bounds():
     x0 = torch.rand(5, 7)
     grad_fn = lambda x: torch.randn_like(x)  # noqa: E731
-    x = pgd(x0, grad_fn, eps=0.05, steps=7, step_size=0.03, random_start=True, generator=torch.Generator().manual_seed(0),
-            bounds=(0.0, 1.0))
+    x = pgd(
+        x0,
+        grad_fn,
+        eps=0.05,
+        steps=7,
+        step_size=0.03,
+        random_start=True,
+        generator=torch.Generator().manual_seed(0),
+        bounds=(0.0, 1.0),
+    )
     assert (x - x0).abs().max() <= 0.05 + 1e-7 and x.min() >= 0 and x.max() <= 1
     g = torch.tensor([1.0, -2.0, 0.0])
     assert fgsm(torch.zeros(3), g, 0.1).tolist() == pytest.approx([0.1, -0.1, 0.0])
@@ -109,8 +126,9 @@ def test_noise_target_sets():
 
 def test_token_dropout_rates_zero_and_one_behave_as_defined(harness):
     g = torch.Generator().manual_seed(0)
-    assert [w.inputs.tolist() for w in dropout_windows(harness.windows, 0.0, g)] == \
-        [w.inputs.tolist() for w in harness.windows]
+    assert [w.inputs.tolist() for w in dropout_windows(harness.windows, 0.0, g)] == [
+        w.inputs.tolist() for w in harness.windows
+    ]
     assert dropout_windows(harness.windows, 1.0, g) == []
     assert harness.token_dropout(0.0, g, "")["loss"] == harness.clean["loss"]
     gone = harness.token_dropout(1.0, g, "")
@@ -136,16 +154,36 @@ def test_analyzer_is_deterministic_and_names_metrics(trained_tiny, tmp_path):
     loaded, data = trained_tiny
     ids = data.ids[:1024]
     subject = Subject(loaded.model, None, TokenData("t", ids, 1024, 128, 1024), ModelInfo("t", "config", "fp32"))
-    a = RobustnessAnalyzer(eval_windows=4, batch_size=2, kl_windows=2, fgsm_eps=[0.03], pgd_eps=[0.03], pgd_steps=2,
-                           pgd_windows=1, weight_noise_levels=[0.05], quant_noise_bits=[4], dropout_rates=[0.1],
-                           substitution_rates=[0.1])
+    a = RobustnessAnalyzer(
+        eval_windows=4,
+        batch_size=2,
+        kl_windows=2,
+        fgsm_eps=[0.03],
+        pgd_eps=[0.03],
+        pgd_steps=2,
+        pgd_windows=1,
+        weight_noise_levels=[0.05],
+        quant_noise_bits=[4],
+        dropout_rates=[0.1],
+        substitution_rates=[0.1],
+    )
     r1 = a.run(subject, RunContext(tmp_path, seed=0, progress=False))
     r2 = a.run(subject, RunContext(tmp_path, seed=0, progress=False))
     assert r1.metrics == r2.metrics
-    for key in ("clean_perplexity", "fgsm_0.03_perplexity", "fgsm_0.03_top1_agree", "fgsm_0.03_kl", "fgsm_0.03_gap",
-                "pgd_0.03_perplexity", "pgd_0.03_fgsm_perplexity", "weight_noise_0.05_perplexity",
-                "weight_noise_0.05_perplexity_std", "quant_noise_4bit_perplexity", "token_dropout_0.1_perplexity",
-                "token_substitution_0.1_top1_agree"):
+    for key in (
+        "clean_perplexity",
+        "fgsm_0.03_perplexity",
+        "fgsm_0.03_top1_agree",
+        "fgsm_0.03_kl",
+        "fgsm_0.03_gap",
+        "pgd_0.03_perplexity",
+        "pgd_0.03_fgsm_perplexity",
+        "weight_noise_0.05_perplexity",
+        "weight_noise_0.05_perplexity_std",
+        "quant_noise_4bit_perplexity",
+        "token_dropout_0.1_perplexity",
+        "token_substitution_0.1_top1_agree",
+    ):
         assert key in r1.metrics, key
     r3 = a.run(subject, RunContext(tmp_path, seed=1, progress=False))
     assert r3.metrics["weight_noise_0.05_loss"] != r1.metrics["weight_noise_0.05_loss"]
@@ -162,9 +200,20 @@ def test_analyzer_level_zero_is_clean_and_dropout_one_scores_nothing(trained_tin
     ids = data.ids[:512]
     subject = Subject(loaded.model, None, TokenData("t", ids, 512, 128, 512), ModelInfo("t", "config", "fp32"))
     before = [p.detach().clone() for p in loaded.model.parameters()]
-    a = RobustnessAnalyzer(eval_windows=4, batch_size=2, kl_windows=4, fgsm_eps=[0.0], pgd_eps=[0.0], pgd_steps=2,
-                           pgd_windows=4, weight_noise_levels=[0.0], quant_noise_bits=[], seeds=2,
-                           dropout_rates=[0.0, 1.0], substitution_rates=[0.0])
+    a = RobustnessAnalyzer(
+        eval_windows=4,
+        batch_size=2,
+        kl_windows=4,
+        fgsm_eps=[0.0],
+        pgd_eps=[0.0],
+        pgd_steps=2,
+        pgd_windows=4,
+        weight_noise_levels=[0.0],
+        quant_noise_bits=[],
+        seeds=2,
+        dropout_rates=[0.0, 1.0],
+        substitution_rates=[0.0],
+    )
     r = a.run(subject, RunContext(tmp_path, seed=0, progress=False))
     m = r.metrics
     for prefix in ("fgsm_0", "pgd_0", "weight_noise_0", "token_dropout_0", "token_substitution_0"):
@@ -179,9 +228,14 @@ def test_analyzer_level_zero_is_clean_and_dropout_one_scores_nothing(trained_tin
     assert all(torch.equal(x, y) for x, y in zip(before, loaded.model.parameters()))
 
 
-@pytest.mark.parametrize("bad,match", [({"dropout_rates": [1.5]}, "dropout_rates"),
-                                       ({"noise_targets": "heads"}, "noise_targets"),
-                                       ({"pgd_steps": 0}, "pgd_steps")])
+@pytest.mark.parametrize(
+    "bad,match",
+    [
+        ({"dropout_rates": [1.5]}, "dropout_rates"),
+        ({"noise_targets": "heads"}, "noise_targets"),
+        ({"pgd_steps": 0}, "pgd_steps"),
+    ],
+)
 def test_bad_config_is_one_clear_error(bad, match):
     with pytest.raises(ConfigError, match=match):
         RobustnessAnalyzer(**bad)
@@ -195,14 +249,24 @@ def test_model_without_embedding_gets_a_clear_error():
 
 
 def test_flagship_sweep_gives_two_comparable_mlflow_runs(tiny, tracking_uri, tmp_path):
-    fast = ["analyzer.robustness.eval_windows=2", "analyzer.robustness.batch_size=2", "analyzer.robustness.pgd_steps=2",
-            "analyzer.robustness.pgd_windows=1", "analyzer.robustness.seeds=1",
-            "analyzer.robustness.fgsm_eps=[0.03]", "analyzer.robustness.pgd_eps=[0.03]",
-            "analyzer.robustness.weight_noise_levels=[0.1]", "analyzer.robustness.quant_noise_bits=[4]",
-            "analyzer.robustness.dropout_rates=[0.1]", "analyzer.robustness.substitution_rates=[0.1]"]
+    fast = [
+        "analyzer.robustness.eval_windows=2",
+        "analyzer.robustness.batch_size=2",
+        "analyzer.robustness.pgd_steps=2",
+        "analyzer.robustness.pgd_windows=1",
+        "analyzer.robustness.seeds=1",
+        "analyzer.robustness.fgsm_eps=[0.03]",
+        "analyzer.robustness.pgd_eps=[0.03]",
+        "analyzer.robustness.weight_noise_levels=[0.1]",
+        "analyzer.robustness.quant_noise_bits=[4]",
+        "analyzer.robustness.dropout_rates=[0.1]",
+        "analyzer.robustness.substitution_rates=[0.1]",
+    ]
     base = [o for o in tiny if not o.startswith("analyzer.performance.")]
-    proc = run_cli(["analyzer=robustness", "quant=int4,int8", *base, *fast, f"hydra.sweep.dir={tmp_path}/multirun",
-                    "-m"], cwd=tmp_path)
+    proc = run_cli(
+        ["analyzer=robustness", "quant=int4,int8", *base, *fast, f"hydra.sweep.dir={tmp_path}/multirun", "-m"],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     _, runs = mlflow_runs(tracking_uri, "test_flagship_sweep_gives_two_comparable_mlflow_runs")
     assert len(runs) == 2 and all(r.info.status == "FINISHED" for r in runs)
@@ -214,23 +278,41 @@ def test_flagship_sweep_gives_two_comparable_mlflow_runs(tiny, tracking_uri, tmp
     level = r"(\d+(\.\d+)?|\d+bit)"
     pattern = re.compile(rf"robustness/({family}_{level}_[a-z0-9_]+|clean_[a-z]+|seconds)")
     assert not [k for k in names[0] if not pattern.fullmatch(k)]
-    assert {f"robustness/{f}_{lv}_perplexity" for f, lv in (("pgd", "0.03"), ("weight_noise", "0.1"),
-            ("quant_noise", "4bit"), ("token_dropout", "0.1"), ("token_substitution", "0.1"))} <= names[0]
+    assert {
+        f"robustness/{f}_{lv}_perplexity"
+        for f, lv in (
+            ("pgd", "0.03"),
+            ("weight_noise", "0.1"),
+            ("quant_noise", "4bit"),
+            ("token_dropout", "0.1"),
+            ("token_substitution", "0.1"),
+        )
+    } <= names[0]
     plots = sorted(str(p.relative_to(p.parents[1])) for p in (tmp_path / "multirun").rglob("*_robustness.png"))
-    assert plots == sorted(2 * ["plots/adversarial_robustness.png", "plots/noise_robustness.png",
-                                "plots/perturbation_robustness.png"])
+    assert plots == sorted(
+        2 * ["plots/adversarial_robustness.png", "plots/noise_robustness.png", "plots/perturbation_robustness.png"]
+    )
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri)
     for r in runs:
         logged = {a.path for a in client.list_artifacts(r.info.run_id, "plots")}
-        assert {"plots/adversarial_robustness.png", "plots/noise_robustness.png",
-                "plots/perturbation_robustness.png"} <= logged
+        assert {
+            "plots/adversarial_robustness.png",
+            "plots/noise_robustness.png",
+            "plots/perturbation_robustness.png",
+        } <= logged
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("compare_runs", Path(__file__).parents[1] / "scripts" / "compare_runs.py")
+    spec = importlib.util.spec_from_file_location(
+        "compare_runs", Path(__file__).parents[1] / "scripts" / "compare_runs.py"
+    )
     compare = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(compare)
-    text = compare.table(tracking_uri, "test_flagship_sweep_gives_two_comparable_mlflow_runs", ["quant"],
-                         ["robustness/fgsm_*_perplexity"])
+    text = compare.table(
+        tracking_uri,
+        "test_flagship_sweep_gives_two_comparable_mlflow_runs",
+        ["quant"],
+        ["robustness/fgsm_*_perplexity"],
+    )
     assert "robustness/fgsm_0.03_perplexity" in text and "| int4 |" in text and "| int8 |" in text

@@ -1,12 +1,13 @@
 """Robustness of classifiers: the digits model and dataset, input-space attacks checked against a
 few-line reference, feature perturbations at their limits, and the CLI path ``model=digits_mlp``."""
+
 from __future__ import annotations
 
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import mlflow_runs, run_cli
 
+from conftest import mlflow_runs, run_cli
 from modelxray.analyzers.base import RunContext
 from modelxray.analyzers.robustness import RobustnessAnalyzer
 from modelxray.data.digits import Digits, load_digits_split
@@ -29,14 +30,18 @@ def mlp():
 
 @pytest.fixture(scope="module")
 def harness(mlp, digits):
-    return ClassifierHarness(mlp.model, digits.x_test, digits.y_test, digits.feature_range, batch_size=100,
-                             progress=False)
+    return ClassifierHarness(
+        mlp.model, digits.x_test, digits.y_test, digits.feature_range, batch_size=100, progress=False
+    )
 
 
 def test_digits_split_is_stratified_disjoint_and_in_range(digits):
     assert digits.x_test.shape == (450, 64) and digits.x_train.shape == (1347, 64)
     assert digits.x_train.min() >= 0 and digits.x_train.max() <= 1
-    test, total = torch.bincount(digits.y_test, minlength=10), torch.bincount(torch.cat([digits.y_train, digits.y_test]))
+    test, total = (
+        torch.bincount(digits.y_test, minlength=10),
+        torch.bincount(torch.cat([digits.y_train, digits.y_test])),
+    )
     assert ((test - 0.25 * total).abs() <= 1).all()  # stratified: a quarter of every class
     train = {tuple(r.tolist()) for r in digits.x_train}
     assert sum(tuple(r.tolist()) in train for r in digits.x_test) < 10  # only exact duplicate images repeat
@@ -63,7 +68,9 @@ def test_checkpoint_round_trip_and_mismatch(tmp_path, mlp, digits):
     assert torch.equal(saved.model(digits.x_test), loaded.model(digits.x_test))
     pt = tmp_path / "digits.pt"
     torch.save(saved.model.state_dict(), pt)
-    assert torch.equal(DigitsClassifierSource(checkpoint=str(pt)).load().model(digits.x_test), saved.model(digits.x_test))
+    assert torch.equal(
+        DigitsClassifierSource(checkpoint=str(pt)).load().model(digits.x_test), saved.model(digits.x_test)
+    )
     with pytest.raises(ConfigError, match="model.checkpoint: .*does not match arch=mlp"):
         DigitsClassifierSource(checkpoint=str(path), hidden=[32]).load()
     with pytest.raises(ConfigError, match="checkpoint: file not found"):
@@ -110,9 +117,17 @@ def test_feature_perturbations_at_their_limits(harness, mlp, digits):
 
 def test_analyzer_on_a_classifier_logs_accuracy_families(mlp, digits, tmp_path):
     subject = Subject(mlp.model, None, digits, mlp.info, task="classification")
-    analyzer = RobustnessAnalyzer(fgsm_eps=[0.0, 0.1], pgd_eps=[0.1], pgd_steps=3, weight_noise_levels=[0.0, 0.3],
-                                  quant_noise_bits=[8], dropout_rates=[0.1], substitution_rates=[0.1], seeds=2,
-                                  noise_targets="all")
+    analyzer = RobustnessAnalyzer(
+        fgsm_eps=[0.0, 0.1],
+        pgd_eps=[0.1],
+        pgd_steps=3,
+        weight_noise_levels=[0.0, 0.3],
+        quant_noise_bits=[8],
+        dropout_rates=[0.1],
+        substitution_rates=[0.1],
+        seeds=2,
+        noise_targets="all",
+    )
     before = [p.clone() for p in mlp.model.parameters()]
     result = analyzer.run(subject, RunContext(tmp_path, progress=False))
     m = result.metrics
@@ -139,5 +154,7 @@ def test_cli_classifier_run_and_clear_errors(tracking_uri, tmp_path):
     bad = run_cli(["model=digits_mlp", "model.epochs=1", *common], cwd=tmp_path)  # default analyzer: performance
     assert bad.returncode == 2
     assert "analyzer.performance: analyzes causal_lm models" in bad.stderr and "analyzer=robustness" in bad.stderr
-    bad = run_cli(["model=digits_mlp", "analyzer=robustness", "quant=gptq_int4", "model.epochs=1", *common], cwd=tmp_path)
+    bad = run_cli(
+        ["model=digits_mlp", "analyzer=robustness", "quant=gptq_int4", "model.epochs=1", *common], cwd=tmp_path
+    )
     assert bad.returncode == 2 and "quant: calibration-based quantization" in bad.stderr

@@ -1,13 +1,14 @@
 """The runs of an experiment as a DataFrame (filter, group, Pareto, artifacts) and the comparison
 script with its Pareto marking, plot and summary run."""
+
 from __future__ import annotations
 
 import subprocess
 import sys
 
 import pytest
-from conftest import REPO
 
+from conftest import REPO
 from modelxray.tracking.mlflow_tracker import MlflowTracker
 from modelxray.tracking.runs import SUMMARY_TAG, load_runs, parse_param
 
@@ -20,7 +21,9 @@ def store(tmp_path):
     points = {"none": (500.0, 18.0), "int8": (210.0, 18.1), "int4": (160.0, 29.8), "int2": (170.0, 900.0)}
     for i, (quant, (size, ppl)) in enumerate(points.items()):
         run = tracker.start(quant, {"modelxray.sweep_id": "s1" if i < 3 else "s2"})
-        run.log_params({"quant": quant, "dataset.max_tokens": "2048", "analyzer.performance.speed_batch_sizes": "[1, 4]"})
+        run.log_params(
+            {"quant": quant, "dataset.max_tokens": "2048", "analyzer.performance.speed_batch_sizes": "[1, 4]"}
+        )
         run.log_metrics({"quant/model_mb": size, "performance/perplexity": ppl})
         (tmp_path / quant).mkdir()
         (tmp_path / quant / "note.txt").write_text(quant)
@@ -56,12 +59,34 @@ def test_load_filter_group_pareto_and_artifacts(store):
 
 def test_compare_script_marks_pareto_plots_and_logs_a_summary_run(store):
     uri, tmp = store
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "compare_runs.py"), "--uri", uri, "--experiment", "cmp",
-                           "--params", "quant", "--metrics", "quant/*,performance/perplexity",
-                           "--pareto", "quant/model_mb,performance/perplexity", "--plot", str(tmp / "p.png")],
-                          capture_output=True, text=True, cwd=tmp, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "compare_runs.py"),
+            "--uri",
+            uri,
+            "--experiment",
+            "cmp",
+            "--params",
+            "quant",
+            "--metrics",
+            "quant/*,performance/perplexity",
+            "--pareto",
+            "quant/model_mb,performance/perplexity",
+            "--plot",
+            str(tmp / "p.png"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    rows = {line.split("|")[2].strip(): line for line in proc.stdout.splitlines() if line.startswith("| ") and "---" not in line}
+    rows = {
+        line.split("|")[2].strip(): line
+        for line in proc.stdout.splitlines()
+        if line.startswith("| ") and "---" not in line
+    }
     assert rows["int8"].rstrip().endswith("**yes** |") and rows["int4"].rstrip().endswith("**yes** |")
     assert rows["none"].rstrip().endswith("**yes** |")  # the best perplexity, however large
     assert not rows["int2"].rstrip().endswith("**yes** |")  # int4 is smaller and better
@@ -71,6 +96,9 @@ def test_compare_script_marks_pareto_plots_and_logs_a_summary_run(store):
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
-    (summary,) = [r for r in client.search_runs([client.get_experiment_by_name("cmp").experiment_id])
-                  if r.data.tags.get(SUMMARY_TAG)]
+    (summary,) = [
+        r
+        for r in client.search_runs([client.get_experiment_by_name("cmp").experiment_id])
+        if r.data.tags.get(SUMMARY_TAG)
+    ]
     assert {a.path for a in client.list_artifacts(summary.info.run_id)} == {"comparison.md", "p.png"}

@@ -2,6 +2,7 @@
 slurmd, munge, started by scripts/slurm_start.sh) and an MLflow tracking server on loopback
 (scripts/mlflow_server.sh). Skipped, saying why, where SLURM cannot be started (not root, no apt,
 the install or a daemon failed); MODELXRAY_REQUIRE_SLURM=1 turns that skip into a failure."""
+
 from __future__ import annotations
 
 import os
@@ -14,12 +15,21 @@ import time
 import urllib.request
 
 import pytest
+
 from conftest import REPO, mlflow_runs, run_cli
 
 SLURM_DIR = "/tmp/modelxray_slurm"
-TINY = ["model=tiny_gpt2", "model.n_layer=1", "dataset.max_tokens=512", "dataset.seq_len=64",
-        "analyzer.performance.iters=1", "analyzer.performance.layer_timing_iters=1",
-        "analyzer.performance.speed_batch_sizes=[1]", "report.dashboard=false", "progress=false"]
+TINY = [
+    "model=tiny_gpt2",
+    "model.n_layer=1",
+    "dataset.max_tokens=512",
+    "dataset.seq_len=64",
+    "analyzer.performance.iters=1",
+    "analyzer.performance.layer_timing_iters=1",
+    "analyzer.performance.speed_batch_sizes=[1]",
+    "report.dashboard=false",
+    "progress=false",
+]
 
 
 def _free_port() -> int:
@@ -32,9 +42,14 @@ def _free_port() -> int:
 def mlflow_server(tmp_path_factory):
     """A real tracking server (SQLite store, served artifacts) on a free loopback port."""
     port, folder = _free_port(), tmp_path_factory.mktemp("server")
-    proc = subprocess.Popen(["bash", str(REPO / "scripts" / "mlflow_server.sh")], cwd=folder, start_new_session=True,
-                            env={**os.environ, "MLFLOW_DIR": str(folder), "PORT": str(port)},
-                            stdout=subprocess.DEVNULL, stderr=open(folder / "server.log", "w"))
+    proc = subprocess.Popen(
+        ["bash", str(REPO / "scripts" / "mlflow_server.sh")],
+        cwd=folder,
+        start_new_session=True,
+        env={**os.environ, "MLFLOW_DIR": str(folder), "PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=open(folder / "server.log", "w"),
+    )
     uri = f"http://127.0.0.1:{port}"
     deadline = time.time() + 180
     while time.time() < deadline:
@@ -75,22 +90,41 @@ def slurm():
     if shutil.which("sinfo") is None and shutil.which("apt-get") is None:
         _cannot_start("SLURM cannot be started here: no slurm packages and no apt-get to install them")
     env = {**os.environ, "SLURM_LOCAL_DIR": SLURM_DIR, "SLURM_LOCAL_CPUS": "4"}
-    start = subprocess.run(["bash", str(REPO / "scripts" / "slurm_start.sh")], env=env, capture_output=True, text=True,
-                           timeout=900)
+    start = subprocess.run(
+        ["bash", str(REPO / "scripts" / "slurm_start.sh")], env=env, capture_output=True, text=True, timeout=900
+    )
     if start.returncode != 0:
-        _cannot_start(f"SLURM could not be started (scripts/slurm_start.sh exit {start.returncode}): "
-                      f"{_why(start.stderr)}")
+        _cannot_start(
+            f"SLURM could not be started (scripts/slurm_start.sh exit {start.returncode}): {_why(start.stderr)}"
+        )
     yield {"PATH": f"{SLURM_DIR}/bin:{os.environ['PATH']}"}
     subprocess.run(["bash", str(REPO / "scripts" / "slurm_stop.sh")], env=env, capture_output=True, timeout=300)
 
 
 def test_slurm_sweep_logs_every_job_to_the_tracking_server(slurm, mlflow_server, cache_dir, tmp_path):
     proc = subprocess.run(
-        [sys.executable, str(REPO / "run.py"), "-m", "hydra/launcher=slurm", "quant=none,int8", *TINY,
-         f"dataset.cache_dir={cache_dir}", "tracker=mlflow_server", f"tracker.uri={mlflow_server}",
-         "tracker.experiment=slurm_sweep", "hydra.launcher.cpus_per_task=1", "hydra.launcher.mem_gb=2",
-         "hydra.launcher.timeout_min=10", f"hydra.sweep.dir={tmp_path}/multirun"],
-        cwd=tmp_path, env={**os.environ, **slurm}, capture_output=True, text=True, timeout=900)
+        [
+            sys.executable,
+            str(REPO / "run.py"),
+            "-m",
+            "hydra/launcher=slurm",
+            "quant=none,int8",
+            *TINY,
+            f"dataset.cache_dir={cache_dir}",
+            "tracker=mlflow_server",
+            f"tracker.uri={mlflow_server}",
+            "tracker.experiment=slurm_sweep",
+            "hydra.launcher.cpus_per_task=1",
+            "hydra.launcher.mem_gb=2",
+            "hydra.launcher.timeout_min=10",
+            f"hydra.sweep.dir={tmp_path}/multirun",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, **slurm},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     client, runs = mlflow_runs(mlflow_server, "slurm_sweep")
     assert len(runs) == 2 and all(r.info.status == "FINISHED" for r in runs)
@@ -104,9 +138,21 @@ def test_slurm_sweep_logs_every_job_to_the_tracking_server(slurm, mlflow_server,
 
 
 def test_eight_parallel_jobs_to_one_tracking_server(mlflow_server, cache_dir, tmp_path):
-    proc = run_cli(["-m", "hydra/launcher=local_jobs", "seed=0,1,2,3,4,5,6,7", *TINY, f"dataset.cache_dir={cache_dir}",
-                    "tracker=mlflow_server", f"tracker.uri={mlflow_server}", "tracker.experiment=server_parallel",
-                    f"hydra.sweep.dir={tmp_path}/multirun"], cwd=tmp_path, timeout=900)
+    proc = run_cli(
+        [
+            "-m",
+            "hydra/launcher=local_jobs",
+            "seed=0,1,2,3,4,5,6,7",
+            *TINY,
+            f"dataset.cache_dir={cache_dir}",
+            "tracker=mlflow_server",
+            f"tracker.uri={mlflow_server}",
+            "tracker.experiment=server_parallel",
+            f"hydra.sweep.dir={tmp_path}/multirun",
+        ],
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     _, runs = mlflow_runs(mlflow_server, "server_parallel")
     assert len(runs) == 8 and all(r.info.status == "FINISHED" for r in runs)

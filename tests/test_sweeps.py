@@ -1,10 +1,11 @@
 """Sweeps at scale: launcher configs compose, the tracking store and experiment are prepared once
 before jobs start, and parallel jobs on one SQLite file lose no run."""
+
 from __future__ import annotations
 
 import pytest
-from conftest import mlflow_runs, run_cli
 
+from conftest import mlflow_runs, run_cli
 from modelxray.tracking.mlflow_tracker import MlflowTracker
 
 
@@ -20,8 +21,9 @@ def test_sqlite_uri_gets_a_busy_timeout_and_prepare_creates_the_experiment(tmp_p
 
 @pytest.mark.parametrize("launcher,target", [("slurm", "SlurmLauncher"), ("local_jobs", "LocalLauncher")])
 def test_launcher_configs_compose(launcher, target, tmp_path):
-    proc = run_cli([f"hydra/launcher={launcher}", "model=tiny_gpt2", "--cfg", "hydra", "--package", "hydra.launcher"],
-                   cwd=tmp_path)
+    proc = run_cli(
+        [f"hydra/launcher={launcher}", "model=tiny_gpt2", "--cfg", "hydra", "--package", "hydra.launcher"], cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"modelxray_launcher.launcher.{target}" in proc.stdout and "timeout_min: 60" in proc.stdout
     if launcher == "slurm":
@@ -31,12 +33,28 @@ def test_launcher_configs_compose(launcher, target, tmp_path):
 def test_eight_parallel_local_jobs_on_one_sqlite_file_lose_nothing(cache_dir, tmp_path):
     """The race users hit: 8 jobs creating the schema and experiment at once on a fresh SQLite file."""
     uri = f"sqlite:///{tmp_path / 'fresh.db'}"
-    proc = run_cli(["-m", "hydra/launcher=local_jobs", "seed=0,1,2,3,4,5,6,7", "model=tiny_gpt2",
-                    "model.n_layer=1", "dataset.max_tokens=512", "dataset.seq_len=64", f"dataset.cache_dir={cache_dir}",
-                    "analyzer.performance.iters=1", "analyzer.performance.layer_timing_iters=1",
-                    "analyzer.performance.speed_batch_sizes=[1]", "report.dashboard=false", "progress=false",
-                    f"tracker.uri={uri}", "tracker.experiment=parallel", f"hydra.sweep.dir={tmp_path}/multirun"],
-                   cwd=tmp_path, timeout=600)
+    proc = run_cli(
+        [
+            "-m",
+            "hydra/launcher=local_jobs",
+            "seed=0,1,2,3,4,5,6,7",
+            "model=tiny_gpt2",
+            "model.n_layer=1",
+            "dataset.max_tokens=512",
+            "dataset.seq_len=64",
+            f"dataset.cache_dir={cache_dir}",
+            "analyzer.performance.iters=1",
+            "analyzer.performance.layer_timing_iters=1",
+            "analyzer.performance.speed_batch_sizes=[1]",
+            "report.dashboard=false",
+            "progress=false",
+            f"tracker.uri={uri}",
+            "tracker.experiment=parallel",
+            f"hydra.sweep.dir={tmp_path}/multirun",
+        ],
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     _, runs = mlflow_runs(uri, "parallel")
     assert len(runs) == 8 and all(r.info.status == "FINISHED" for r in runs)
@@ -47,16 +65,35 @@ def test_eight_parallel_local_jobs_on_one_sqlite_file_lose_nothing(cache_dir, tm
     assert {r.data.tags["modelxray.executor"] for r in runs} == {"local"}
 
 
-TINY = ["model=tiny_gpt2", "model.n_layer=1", "dataset.max_tokens=512", "dataset.seq_len=64",
-        "analyzer.performance.iters=1", "analyzer.performance.layer_timing_iters=1",
-        "analyzer.performance.speed_batch_sizes=[1]", "report.dashboard=false", "progress=false"]
+TINY = [
+    "model=tiny_gpt2",
+    "model.n_layer=1",
+    "dataset.max_tokens=512",
+    "dataset.seq_len=64",
+    "analyzer.performance.iters=1",
+    "analyzer.performance.layer_timing_iters=1",
+    "analyzer.performance.speed_batch_sizes=[1]",
+    "report.dashboard=false",
+    "progress=false",
+]
 
 
 def test_a_failing_job_does_not_stop_the_others_and_is_listed_with_its_logs(cache_dir, tmp_path):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
-    proc = run_cli(["-m", "hydra/launcher=local_jobs", *TINY, f"dataset.cache_dir={cache_dir}",
-                    "dataset.seq_len=64,0", f"tracker.uri={uri}", "tracker.experiment=failing",
-                    f"hydra.sweep.dir={tmp_path}/multirun"], cwd=tmp_path, timeout=600)
+    proc = run_cli(
+        [
+            "-m",
+            "hydra/launcher=local_jobs",
+            *TINY,
+            f"dataset.cache_dir={cache_dir}",
+            "dataset.seq_len=64,0",
+            f"tracker.uri={uri}",
+            "tracker.experiment=failing",
+            f"hydra.sweep.dir={tmp_path}/multirun",
+        ],
+        cwd=tmp_path,
+        timeout=600,
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "modelxray: 1 of 2 jobs FAILED:" in proc.stderr and "job #1 (" in proc.stderr
     assert "logs: " in proc.stderr and "_log.out" in proc.stderr
@@ -111,14 +148,31 @@ def test_killed_and_raising_jobs_end_killed_and_failed_and_are_listed(cache_dir,
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     tiny = [o for o in TINY if not o.startswith("analyzer.performance.")]
     proc = subprocess.run(
-        [sys.executable, str(REPO / "run.py"), "-m", "hydra/launcher=local_jobs", *tiny, f"dataset.cache_dir={cache_dir}",
-         "analyzer=robustness", "analyzer.robustness.fgsm_eps=[]", "analyzer.robustness.pgd_eps=[]",
-         "analyzer.robustness.weight_noise_levels=[]", "analyzer.robustness.quant_noise_bits=[]",
-         "analyzer.robustness.dropout_rates=[]", "analyzer.robustness.substitution_rates=[]",
-         "+analyzer.trouble._target_=trouble.Killed,trouble.Raises,trouble.Fine", f"tracker.uri={uri}",
-         "tracker.experiment=trouble", f"hydra.sweep.dir={tmp_path}/multirun"],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
-        capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            str(REPO / "run.py"),
+            "-m",
+            "hydra/launcher=local_jobs",
+            *tiny,
+            f"dataset.cache_dir={cache_dir}",
+            "analyzer=robustness",
+            "analyzer.robustness.fgsm_eps=[]",
+            "analyzer.robustness.pgd_eps=[]",
+            "analyzer.robustness.weight_noise_levels=[]",
+            "analyzer.robustness.quant_noise_bits=[]",
+            "analyzer.robustness.dropout_rates=[]",
+            "analyzer.robustness.substitution_rates=[]",
+            "+analyzer.trouble._target_=trouble.Killed,trouble.Raises,trouble.Fine",
+            f"tracker.uri={uri}",
+            "tracker.experiment=trouble",
+            f"hydra.sweep.dir={tmp_path}/multirun",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 1, proc.stderr[-3000:]
     assert "modelxray: 2 of 3 jobs FAILED:" in proc.stderr, proc.stderr[-3000:]
     assert "job #0 (" in proc.stderr and "job #1 (" in proc.stderr and "job #2 (" not in proc.stderr
@@ -131,8 +185,16 @@ def test_killed_and_raising_jobs_end_killed_and_failed_and_are_listed(cache_dir,
 
 def test_skip_finished_resumes_a_sweep_without_redoing_finished_jobs(cache_dir, tmp_path):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
-    args = ["-m", *TINY, f"dataset.cache_dir={cache_dir}", "seed=0,1", "runtime.skip_finished=true",
-            f"tracker.uri={uri}", "tracker.experiment=resume", f"hydra.sweep.dir={tmp_path}/multirun"]
+    args = [
+        "-m",
+        *TINY,
+        f"dataset.cache_dir={cache_dir}",
+        "seed=0,1",
+        "runtime.skip_finished=true",
+        f"tracker.uri={uri}",
+        "tracker.experiment=resume",
+        f"hydra.sweep.dir={tmp_path}/multirun",
+    ]
     first = run_cli(args, cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-3000:]
     again = run_cli([*args[:-1], f"hydra.sweep.dir={tmp_path}/again", "seed=0,1,2"], cwd=tmp_path)
@@ -154,8 +216,16 @@ def test_sigterm_ends_the_run_killed_and_orphans_are_ended(cache_dir, tmp_path):
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     tiny = [o for o in TINY if not o.startswith("analyzer.performance.")]
-    cmd = [sys.executable, str(REPO / "run.py"), *tiny, f"dataset.cache_dir={cache_dir}", "analyzer=robustness",
-           "analyzer.robustness.seeds=50", f"tracker.uri={uri}", "tracker.experiment=killed"]
+    cmd = [
+        sys.executable,
+        str(REPO / "run.py"),
+        *tiny,
+        f"dataset.cache_dir={cache_dir}",
+        "analyzer=robustness",
+        "analyzer.robustness.seeds=50",
+        f"tracker.uri={uri}",
+        "tracker.experiment=killed",
+    ]
     proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
     while time.time() < deadline and not list(tmp_path.rglob("mlflow_run.json")):
@@ -188,17 +258,32 @@ def test_hydra_packaged_group_choices_are_not_logged_as_params():
 
     from modelxray.cli import choices_of
 
-    hc = SimpleNamespace(runtime=SimpleNamespace(choices={"quant": "int4", "hydra/launcher": "slurm",
-                                                          "local@hydra.launcher": "slurm", "model": None}))
+    hc = SimpleNamespace(
+        runtime=SimpleNamespace(
+            choices={"quant": "int4", "hydra/launcher": "slurm", "local@hydra.launcher": "slurm", "model": None}
+        )
+    )
     assert choices_of(hc) == {"quant": "int4"}
 
 
 def test_site_overrides_in_conf_local_reach_the_slurm_launcher(tmp_path):
     """conf/local/slurm.yaml (gitignored) overrides the launcher defaults; here it comes from a search path."""
     (tmp_path / "site" / "local").mkdir(parents=True)
-    (tmp_path / "site" / "local" / "slurm.yaml").write_text("partition: gpu\naccount: proj42\nsetup: ['module load cuda']\n")
-    proc = run_cli(["hydra/launcher=slurm", "model=tiny_gpt2", f"hydra.searchpath=[file://{tmp_path / 'site'}]",
-                    "--cfg", "hydra", "--package", "hydra.launcher"], cwd=tmp_path)
+    (tmp_path / "site" / "local" / "slurm.yaml").write_text(
+        "partition: gpu\naccount: proj42\nsetup: ['module load cuda']\n"
+    )
+    proc = run_cli(
+        [
+            "hydra/launcher=slurm",
+            "model=tiny_gpt2",
+            f"hydra.searchpath=[file://{tmp_path / 'site'}]",
+            "--cfg",
+            "hydra",
+            "--package",
+            "hydra.launcher",
+        ],
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "partition: gpu" in proc.stdout and "account: proj42" in proc.stdout and "module load cuda" in proc.stdout
     assert "cpus_per_task: 2" in proc.stdout  # the rest keeps the defaults

@@ -1,4 +1,5 @@
 """Per-tensor statistics against independent implementations (numpy, scipy, torch.linalg)."""
+
 import json
 import math
 
@@ -95,8 +96,7 @@ def test_histogram_is_exact_for_values_on_the_nominal_edges():
     x.view(-1)[:257] = torch.linspace(lo, hi, 257, dtype=torch.float64).float()  # the hard cases
     r = tensor_stats(x, StatsConfig(spectral="none", bins=100))
     assert len(r["hist_counts"]) == 100
-    np.testing.assert_array_equal(np.histogram(x.numpy().ravel(), bins=np.array(r["hist_edges"]))[0],
-                                  r["hist_counts"])
+    np.testing.assert_array_equal(np.histogram(x.numpy().ravel(), bins=np.array(r["hist_edges"]))[0], r["hist_counts"])
 
 
 def test_constant_and_empty_tensors():
@@ -200,8 +200,7 @@ def test_prune_potential():
     sparse[torch.rand(200, 300, generator=g) < 0.9] = 0.0
     r = tensor_stats(sparse, NONE)
     assert r["prune_potential"] >= 0.9 and r["zeros_share"] >= 0.89
-    for t in (torch.randn(300, 400, generator=g), _heavy((100, 300), 22),
-              torch.rand(50, 70, generator=g) + 0.5):
+    for t in (torch.randn(300, 400, generator=g), _heavy((100, 300), 22), torch.rand(50, 70, generator=g) + 0.5):
         p = tensor_stats(t, NONE)["prune_potential"]
         assert p == pytest.approx(_prune_reference(t.numpy()), abs=3e-3)
     assert tensor_stats(torch.zeros(10, 10), NONE)["prune_potential"] == 1.0
@@ -238,10 +237,33 @@ def test_conv_weight_gets_the_spectral_stats_of_its_out_channel_matrix():
 
 
 def test_results_are_json_and_key_set_is_stable(computed):
-    keys = {"shape", "numel", "bytes", "dtype", "mean", "std", "min", "max", "abs_mean", "zeros_share",
-            "small_share", "hist_counts", "hist_edges", "entropy_bits", "kurtosis", "skewness", "l1", "l2",
-            "linf", "outlier_share", "spectral_norm", "spectral_rel_error", "stable_rank", "quant_sensitivity",
-            "prune_potential"}
+    keys = {
+        "shape",
+        "numel",
+        "bytes",
+        "dtype",
+        "mean",
+        "std",
+        "min",
+        "max",
+        "abs_mean",
+        "zeros_share",
+        "small_share",
+        "hist_counts",
+        "hist_edges",
+        "entropy_bits",
+        "kurtosis",
+        "skewness",
+        "l1",
+        "l2",
+        "linf",
+        "outlier_share",
+        "spectral_norm",
+        "spectral_rel_error",
+        "stable_rank",
+        "quant_sensitivity",
+        "prune_potential",
+    }
     for _, r in computed.values():
         assert set(r) == keys
         json.dumps(r)

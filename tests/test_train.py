@@ -1,19 +1,29 @@
 """The training loop from the command line, the Trainer adapter, LoRA, and the train= configs."""
+
 from __future__ import annotations
 
 import json
 
 import pytest
 import torch
-from conftest import mlflow_runs, run_cli
 
+from conftest import mlflow_runs, run_cli
 from modelxray.api import compose
 from modelxray.components import build_components
 from modelxray.errors import ConfigError
 
-TRAIN_TINY = ["train=finetune_lm", "train.steps=6", "train.interval=3", "train.seq_len=64", "train.batch_size=4",
-              "train.lr=1e-3", "train.checkpoint_every=3", "train.dynamics.sparse.probe_seq_len=64",
-              "train.dynamics.sparse.every=1", "train.dynamics.sparse.ranks=[1,4]"]
+TRAIN_TINY = [
+    "train=finetune_lm",
+    "train.steps=6",
+    "train.interval=3",
+    "train.seq_len=64",
+    "train.batch_size=4",
+    "train.lr=1e-3",
+    "train.checkpoint_every=3",
+    "train.dynamics.sparse.probe_seq_len=64",
+    "train.dynamics.sparse.every=1",
+    "train.dynamics.sparse.ranks=[1,4]",
+]
 
 
 def test_cli_finetune_tiny_gpt2_logs_one_point_per_interval(tiny, tmp_path, tracking_uri, request):
@@ -24,9 +34,17 @@ def test_cli_finetune_tiny_gpt2_logs_one_point_per_interval(tiny, tmp_path, trac
     (run,) = runs
     assert run.info.status == "FINISHED"
     rid = run.info.run_id
-    for key in ("param_change/relative_l2", "param_change/sparsity_at_1e-06", "grad/global_norm",
-                "optim/effective_step_mean", "sparse/kl_at_keep_1pct", "sparse/kl_at_keep_1pct_random",
-                "sparse/rank4_energy", "param_change/component/q_proj/mean_abs_delta", "param_change/layer_1/sparsity"):
+    for key in (
+        "param_change/relative_l2",
+        "param_change/sparsity_at_1e-06",
+        "grad/global_norm",
+        "optim/effective_step_mean",
+        "sparse/kl_at_keep_1pct",
+        "sparse/kl_at_keep_1pct_random",
+        "sparse/rank4_energy",
+        "param_change/component/q_proj/mean_abs_delta",
+        "param_change/layer_1/sparsity",
+    ):
         steps = [m.step for m in client.get_metric_history(rid, key)]
         assert steps == [3, 6], (key, steps)
     assert [m.step for m in client.get_metric_history(rid, "train/loss")] == list(range(1, 7))
@@ -63,9 +81,17 @@ def test_trainer_callback_logs_step_indexed_metrics_to_mlflow(tmp_path):
     model = TinyGPT2Source(device="cpu").load().model
     gen = torch.Generator().manual_seed(0)
     rows = [{"input_ids": ids, "labels": ids} for ids in torch.randint(0, 257, (16, 32), generator=gen)]
-    args = TrainingArguments(output_dir=str(tmp_path / "hf"), max_steps=4, per_device_train_batch_size=4,
-                             learning_rate=1e-3, report_to="none", logging_steps=1, save_strategy="no",
-                             use_cpu=True, disable_tqdm=True)
+    args = TrainingArguments(
+        output_dir=str(tmp_path / "hf"),
+        max_steps=4,
+        per_device_train_batch_size=4,
+        learning_rate=1e-3,
+        report_to="none",
+        logging_steps=1,
+        save_strategy="no",
+        use_cpu=True,
+        disable_tqdm=True,
+    )
     monitor = DynamicsMonitor.create(DynamicsConfig(interval=2, sparse={"probe_seq_len": 32, "ranks": [1]}))
     trainer = Trainer(model=model, args=args, train_dataset=rows)
     callback = DynamicsTrainerCallback(monitor, trainer)
@@ -98,15 +124,24 @@ def test_lora_trains_adapters_only_and_merges():
 
     lm = TinyGPT2Source(device="cpu").load()
     data = PydocTopics(seq_len=64, max_tokens=1024).load(lm.tokenizer)
-    cfg = TrainConfig(steps=4, lr=1e-2, batch_size=4, seq_len=64, interval=2, lora={"enabled": True, "r": 4},
-                      dynamics={"sparse": {"enabled": False}})
+    cfg = TrainConfig(
+        steps=4,
+        lr=1e-2,
+        batch_size=4,
+        seq_len=64,
+        interval=2,
+        lora={"enabled": True, "r": 4},
+        dynamics={"sparse": {"enabled": False}},
+    )
     cb = DynamicsCallback(cfg.dynamics)
     out = train(lm.model, make_task("causal_lm", data, cfg), cfg, callbacks=[cb])
     assert out.lora and out.trainable_params < out.total_params / 5
     names = [n for n, _ in out.model.named_parameters()]
     assert not any("lora" in n for n in names)  # merged back into plain weights
     assert set(names) == {n for n, _ in lm.model.named_parameters()}
-    changed = [n for (n, p), (_, q) in zip(out.model.named_parameters(), lm.model.named_parameters()) if not torch.equal(p, q)]
+    changed = [
+        n for (n, p), (_, q) in zip(out.model.named_parameters(), lm.model.named_parameters()) if not torch.equal(p, q)
+    ]
     assert changed and all("c_attn.weight" in n for n in changed)
     assert cb.history[-1]["param_change/component/lora/mean_abs_delta"] > 0
 
@@ -117,12 +152,14 @@ def test_train_configs_validate_with_the_key_named():
     assert comps.train.steps == 50 and comps.train.dynamics.interval == comps.train.interval == 10
     assert comps.train.dynamics.sparse.every == 5
     assert build_components(compose(["model=tiny_gpt2"])).train is None  # train=none
-    for override, match in (("train.lora.r=0", "train.lora.r: must be positive"),
-                            ("+train.dynamics.sparse.color=red", "train.dynamics.sparse.color: unknown key"),
-                            ("+train.dynamics.interval=3", "train.dynamics.interval: set train.interval"),
-                            ("train.optimizer=lion", "train.optimizer: must be one of"),
-                            ("train.betas=[0.9]", "train.betas: must be two numbers"),
-                            ("train.dynamics.param_change.quantiles=[1.5]", "quantiles: each must lie")):
+    for override, match in (
+        ("train.lora.r=0", "train.lora.r: must be positive"),
+        ("+train.dynamics.sparse.color=red", "train.dynamics.sparse.color: unknown key"),
+        ("+train.dynamics.interval=3", "train.dynamics.interval: set train.interval"),
+        ("train.optimizer=lion", "train.optimizer: must be one of"),
+        ("train.betas=[0.9]", "train.betas: must be two numbers"),
+        ("train.dynamics.param_change.quantiles=[1.5]", "quantiles: each must lie"),
+    ):
         with pytest.raises(ConfigError, match=match):
             build_components(compose(["model=tiny_gpt2", "train=finetune_lm", override]))
 

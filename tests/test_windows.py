@@ -1,4 +1,5 @@
 """Evaluation windows: each protocol scores the tokens it promises, with the context it promises."""
+
 import torch
 
 from modelxray.data.windows import IGNORE, batched, disjoint_windows, make_windows, sliding_windows

@@ -1,4 +1,5 @@
 """modelxray: put a PyTorch / Hugging Face model under analysis and record everything in MLflow."""
+
 from modelxray.api import analyze
 from modelxray.errors import ConfigError
 

@@ -1,12 +1,13 @@
 """The Python API beside the CLI (seed 000's ``ModelAnalyzer`` use, in one call)::
 
-    import modelxray
-    out = modelxray.analyze(["model=tiny_gpt2", "dataset.max_tokens=2048"])
-    out.metrics["performance/perplexity"]
+import modelxray
+out = modelxray.analyze(["model=tiny_gpt2", "dataset.max_tokens=2048"])
+out.metrics["performance/perplexity"]
 
-    # or your own in-memory model, with its tokenizer or a DataLoader of token batches
-    out = modelxray.analyze(["analyzer=[performance]", "tracker=none"], model=my_model, tokenizer=tok)
+# or your own in-memory model, with its tokenizer or a DataLoader of token batches
+out = modelxray.analyze(["analyzer=[performance]", "tracker=none"], model=my_model, tokenizer=tok)
 """
+
 from __future__ import annotations
 
 import time
@@ -30,8 +31,14 @@ def compose(overrides: list[str] | None = None):
         return hydra_compose(config_name="config", overrides=list(overrides or []), return_hydra_config=True)
 
 
-def analyze(overrides: list[str] | None = None, *, model: Any = None, tokenizer: Any = None, dataloader: Any = None,
-            output_dir: str | Path | None = None) -> RunOutcome:
+def analyze(
+    overrides: list[str] | None = None,
+    *,
+    model: Any = None,
+    tokenizer: Any = None,
+    dataloader: Any = None,
+    output_dir: str | Path | None = None,
+) -> RunOutcome:
     """Run the analyzers chosen by ``overrides`` and return their results (also written and tracked).
 
     ``model`` (an ``nn.Module``) replaces the configured model; give its ``tokenizer`` to use the

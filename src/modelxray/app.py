@@ -3,6 +3,7 @@
 ``run(cfg)`` is a plain function of the composed config (the CLI, the Python API and the tests
 all call it), following lightning-hydra-template's ``train(cfg)``.
 """
+
 from __future__ import annotations
 
 import logging
@@ -92,8 +93,11 @@ def _scheduler_tags() -> dict[str, str]:
 
     env = os.environ
     tags = {}
-    for tag, var in (("modelxray.sweep_id", "MODELXRAY_SWEEP_ID"), ("modelxray.executor", "SUBMITIT_EXECUTOR"),
-                     ("modelxray.slurm_job_id", "SLURM_JOB_ID")):
+    for tag, var in (
+        ("modelxray.sweep_id", "MODELXRAY_SWEEP_ID"),
+        ("modelxray.executor", "SUBMITIT_EXECUTOR"),
+        ("modelxray.slurm_job_id", "SLURM_JOB_ID"),
+    ):
         if env.get(var):
             tags[tag] = env[var]
     if env.get("SLURM_ARRAY_JOB_ID"):
@@ -113,8 +117,9 @@ def _in_memory(model: torch.nn.Module, tokenizer: Any) -> LoadedModel:
     return LoadedModel(model.eval(), tokenizer, info)
 
 
-def run(cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, tokenizer: Any = None,
-        batches: Any = None) -> RunOutcome:
+def run(
+    cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, tokenizer: Any = None, batches: Any = None
+) -> RunOutcome:
     """Run the configured analyzers on the configured (or given) model and record everything."""
     if model is not None and tokenizer is None and batches is None:
         raise ConfigError("tokenizer", "an in-memory model needs a tokenizer or a dataloader of token batches")
@@ -130,8 +135,11 @@ def run(cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, 
     config = OmegaConf.to_container(cfg, resolve=True)
     config.pop("hydra", None)
     run_name = ",".join(job.overrides) or "default"
-    tags = {"modelxray.overrides": " ".join(job.overrides) or "(none)", "host": host(),
-            **{f"version.{k}": v for k, v in versions().items()}}
+    tags = {
+        "modelxray.overrides": " ".join(job.overrides) or "(none)",
+        "host": host(),
+        **{f"version.{k}": v for k, v in versions().items()},
+    }
     commit = git_commit()
     if commit:
         tags.update({"git.commit": commit, "mlflow.source.git.commit": commit})
@@ -151,9 +159,13 @@ def run(cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, 
     try:
         params = {**flatten(config), **{k: str(v) for k, v in job.choices.items()}}
         loads_before = process_cache.load_count
-        loaded = _in_memory(model, tokenizer) if model is not None else load_model(components.model, cfg.model_cache_size)
+        loaded = (
+            _in_memory(model, tokenizer) if model is not None else load_model(components.model, cfg.model_cache_size)
+        )
         if model is None:
-            tracker_run.set_tags({"modelxray.model_cache": "miss" if process_cache.load_count > loads_before else "hit"})
+            tracker_run.set_tags(
+                {"modelxray.model_cache": "miss" if process_cache.load_count > loads_before else "hit"}
+            )
         needs_data = batches is None and components.dataset is not None and loaded.task != "weights"
         data = components.dataset.load(loaded.tokenizer) if needs_data else None
         subject = Subject(loaded.model, loaded.tokenizer, data, loaded.info, task=loaded.task, batches=batches)
@@ -174,7 +186,13 @@ def run(cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, 
             results[name] = _run_one(name, analyzer, subject, ctx)
 
         run_info = _run_info(config, job, subject, tracker_run.describe())
-        write_reports(out_dir, run_info, results, components.thresholds, dashboard=OmegaConf.select(cfg, "report.dashboard", default=True))
+        write_reports(
+            out_dir,
+            run_info,
+            results,
+            components.thresholds,
+            dashboard=OmegaConf.select(cfg, "report.dashboard", default=True),
+        )
         metrics = {f"{name}/{k}": v for name, r in results.items() for k, v in r.finite_metrics().items()}
         metrics.update({f"{name}/seconds": r.seconds for name, r in results.items()})
         tracker_run.log_metrics(metrics)
@@ -201,18 +219,28 @@ def check_task(subject: Subject, analyzers: dict, quant=None) -> None:
     wanted = {"causal_lm": TokenData, "classification": ClassificationData}.get(subject.task)
     if subject.data is not None and wanted is not None and not isinstance(subject.data, wanted):
         hint = "dataset=digits" if subject.task == "classification" else "a text dataset, e.g. dataset=pydoc_topics"
-        raise ConfigError("dataset", f"{type(subject.data).__name__} does not fit a {subject.task} model "
-                          f"({subject.info.name}); use {hint}")
-    hints = {"classification": "analyzer=robustness or analyzer=inspect",
-             "weights": "analyzer=inspect, or set model.architecture so the model can run"}
+        raise ConfigError(
+            "dataset",
+            f"{type(subject.data).__name__} does not fit a {subject.task} model ({subject.info.name}); use {hint}",
+        )
+    hints = {
+        "classification": "analyzer=robustness or analyzer=inspect",
+        "weights": "analyzer=inspect, or set model.architecture so the model can run",
+    }
     for name, analyzer in analyzers.items():
         if subject.task not in analyzer.tasks:
-            raise ConfigError(f"analyzer.{name}", f"analyzes {' and '.join(analyzer.tasks)} models, and "
-                              f"{subject.info.name} is a {subject.task} model; use "
-                              f"{hints.get(subject.task, 'a language model')}")
+            raise ConfigError(
+                f"analyzer.{name}",
+                f"analyzes {' and '.join(analyzer.tasks)} models, and "
+                f"{subject.info.name} is a {subject.task} model; use "
+                f"{hints.get(subject.task, 'a language model')}",
+            )
     if subject.task == "weights" and quant is not None and getattr(quant, "name", "none") != "none":
-        raise ConfigError("quant", f"{subject.info.name} holds weights only (no model.architecture), so it "
-                          "cannot be quantized and run; use quant=none or set model.architecture")
+        raise ConfigError(
+            "quant",
+            f"{subject.info.name} holds weights only (no model.architecture), so it "
+            "cannot be quantized and run; use quant=none or set model.architecture",
+        )
 
 
 def _run_one(name: str, analyzer, subject: Subject, ctx: RunContext) -> Result:
@@ -234,12 +262,31 @@ def _run_info(config: dict, job: JobInfo, subject: Subject, tracking: str) -> di
     elif hasattr(data, "n_tokens"):
         dataset = f"{data.name}: {data.n_tokens:,} of {data.available_tokens:,} tokens, windows of {data.seq_len}"
     else:
-        dataset = (f"{data.name}: {data.n_samples:,} test samples of shape {tuple(data.input_shape)}, "
-                   f"{data.n_classes} classes (trained on {len(data.y_train):,})")
+        dataset = (
+            f"{data.name}: {data.n_samples:,} test samples of shape {tuple(data.input_shape)}, "
+            f"{data.n_classes} classes (trained on {len(data.y_train):,})"
+        )
     quant = "; ".join(str(s) for s in subject.applied if s.get("kind") != "train") or "none (weights as loaded)"
     trained = [s for s in subject.applied if s.get("kind") == "train"]
-    training = (f"{trained[0]['steps']} {trained[0]['optimizer']} steps at lr {trained[0]['lr']:g}"
-                + (" (LoRA)" if trained[0]["lora"] else "") + " before the analyzers ran") if trained else None
-    return {"model": asdict(subject.info), "dataset": dataset, "quant": quant, "training": training, "choices": job.choices,
-            "overrides": job.overrides, "tracking": tracking, "host": host(), "versions": versions(),
-            "output_dir": str(job.output_dir), "config": config}
+    training = (
+        (
+            f"{trained[0]['steps']} {trained[0]['optimizer']} steps at lr {trained[0]['lr']:g}"
+            + (" (LoRA)" if trained[0]["lora"] else "")
+            + " before the analyzers ran"
+        )
+        if trained
+        else None
+    )
+    return {
+        "model": asdict(subject.info),
+        "dataset": dataset,
+        "quant": quant,
+        "training": training,
+        "choices": job.choices,
+        "overrides": job.overrides,
+        "tracking": tracking,
+        "host": host(),
+        "versions": versions(),
+        "output_dir": str(job.output_dir),
+        "config": config,
+    }

@@ -1,4 +1,5 @@
 """The command line: a thin Hydra layer over ``modelxray.app.run``."""
+
 from __future__ import annotations
 
 import signal
@@ -18,8 +19,11 @@ FAILED_JOBS: list[str] = []
 def choices_of(hydra_cfg) -> dict[str, str]:
     """Config group choices of the run (``quant=int4``...), without Hydra's own groups (``hydra/...``,
     and groups packaged under ``hydra``, e.g. ``local@hydra.launcher``)."""
-    return {k: str(v) for k, v in hydra_cfg.runtime.choices.items()
-            if not k.startswith("hydra") and "@hydra" not in k and v is not None}
+    return {
+        k: str(v)
+        for k, v in hydra_cfg.runtime.choices.items()
+        if not k.startswith("hydra") and "@hydra" not in k and v is not None
+    }
 
 
 def job_info() -> app.JobInfo:
@@ -54,7 +58,9 @@ def task(cfg: DictConfig) -> dict[str, float]:
     print(f"modelxray: report  {outcome.output_dir}/summary_report.md")
     print(f"modelxray: tracking {outcome.tracking}")
     for name in outcome.failed:
-        print(f"modelxray: analyzer {name!r} FAILED: see {outcome.output_dir}/errors/{name}_traceback.txt",
-              file=sys.stderr)
+        print(
+            f"modelxray: analyzer {name!r} FAILED: see {outcome.output_dir}/errors/{name}_traceback.txt",
+            file=sys.stderr,
+        )
         FAILED_JOBS.append(f"{outcome.output_dir}:{name}")
     return outcome.metrics

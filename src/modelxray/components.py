@@ -1,4 +1,5 @@
 """Turn a composed config into validated component objects, before any model loads."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
@@ -11,8 +12,21 @@ from modelxray.configurable import build_component
 from modelxray.errors import ConfigError
 from modelxray.report.insights import InsightThresholds
 
-TOP_LEVEL_KEYS = {"model", "dataset", "analyzer", "quant", "tracker", "train", "seed", "threads", "progress",
-                  "model_cache_size", "report", "runtime", "hydra"}
+TOP_LEVEL_KEYS = {
+    "model",
+    "dataset",
+    "analyzer",
+    "quant",
+    "tracker",
+    "train",
+    "seed",
+    "threads",
+    "progress",
+    "model_cache_size",
+    "report",
+    "runtime",
+    "hydra",
+}
 
 
 @dataclass
@@ -29,7 +43,9 @@ class Components:
 def build_components(cfg: DictConfig, *, skip_model: bool = False, skip_dataset: bool = False) -> Components:
     unknown = sorted(set(cfg.keys()) - TOP_LEVEL_KEYS)
     if unknown:
-        raise ConfigError(unknown[0], f"unknown top-level key; valid keys: {', '.join(sorted(TOP_LEVEL_KEYS - {'hydra'}))}")
+        raise ConfigError(
+            unknown[0], f"unknown top-level key; valid keys: {', '.join(sorted(TOP_LEVEL_KEYS - {'hydra'}))}"
+        )
     _check_scalar(cfg, "seed", int)
     _check_scalar(cfg, "threads", int, allow_none=True, positive=True)
     _check_scalar(cfg, "progress", bool)
@@ -39,9 +55,11 @@ def build_components(cfg: DictConfig, *, skip_model: bool = False, skip_dataset:
     train = _train(cfg)
     no_analyzer = not isinstance(cfg.get("analyzer"), DictConfig) or len(cfg.analyzer) == 0
     if no_analyzer and train is None:
-        raise ConfigError("analyzer", "no analyzer selected: e.g. analyzer=performance or analyzer=[performance,robustness]")
+        raise ConfigError(
+            "analyzer", "no analyzer selected: e.g. analyzer=performance or analyzer=[performance,robustness]"
+        )
     analyzers = {}
-    for name in ([] if no_analyzer else cfg.analyzer):
+    for name in [] if no_analyzer else cfg.analyzer:
         obj = build_component(cfg.analyzer[name], f"analyzer.{name}")
         if not isinstance(obj, Analyzer):
             raise ConfigError(f"analyzer.{name}._target_", f"{type(obj).__name__} is not an Analyzer")
@@ -89,8 +107,9 @@ def _thresholds(cfg: DictConfig) -> InsightThresholds:
     return InsightThresholds(**values)
 
 
-def _check_scalar(cfg: DictConfig, key: str, tp: type, allow_none: bool = False, positive: bool = False,
-                  non_negative: bool = False) -> None:
+def _check_scalar(
+    cfg: DictConfig, key: str, tp: type, allow_none: bool = False, positive: bool = False, non_negative: bool = False
+) -> None:
     value = cfg.get(key)
     if value is None and allow_none:
         return

@@ -6,6 +6,7 @@ types and values, so a bad config fails in one clear line before any model loads
 (optimum-benchmark validates its configs the same way). ``build_component`` adds the checks that
 need the YAML node itself: unknown keys and missing mandatory values.
 """
+
 from __future__ import annotations
 
 import dataclasses

@@ -1,4 +1,5 @@
 """Errors a user can act on: one line that names the bad key or file and says how to fix it."""
+
 from __future__ import annotations
 
 
@@ -14,7 +15,7 @@ class ConfigError(ValueError):
         self.message = message
         super().__init__(f"{key}: {message}" if key else message)
 
-    def under(self, prefix: str) -> "ConfigError":
+    def under(self, prefix: str) -> ConfigError:
         """The same error with its key placed under a config group (``max_tokens`` -> ``dataset.max_tokens``)."""
         if not prefix or self.key.startswith(prefix + ".") or self.key == prefix:
             return self

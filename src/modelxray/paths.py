@@ -1,4 +1,5 @@
 """Where the Hydra configs live: ``conf/`` of a source checkout, or a wheel's bundled copy."""
+
 from __future__ import annotations
 
 import os
@@ -13,5 +14,7 @@ def conf_dir() -> Path:
     for c in candidates:
         if (c / "config.yaml").is_file():
             return c
-    raise FileNotFoundError(f"no modelxray config directory found (looked in {', '.join(map(str, candidates))}); "
-                            "set MODELXRAY_CONF to your conf/ directory")
+    raise FileNotFoundError(
+        f"no modelxray config directory found (looked in {', '.join(map(str, candidates))}); "
+        "set MODELXRAY_CONF to your conf/ directory"
+    )

@@ -1,4 +1,5 @@
 """Progress bars (tqdm) that the ``progress`` config key switches off everywhere at once."""
+
 from __future__ import annotations
 
 from tqdm.auto import tqdm

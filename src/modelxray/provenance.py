@@ -1,4 +1,5 @@
 """Run tags: where a run came from (git commit, package versions, host, Hydra job)."""
+
 from __future__ import annotations
 
 import platform

@@ -4,6 +4,7 @@ It adds as little as possible to the model's own forward: ``torch.inference_mode
 one fused pass over the scored logits for loss and every top-k (``scripts/bench_eval.py`` holds it
 to at least 0.97 of a bare ``model(input_ids)`` loop).
 """
+
 from __future__ import annotations
 
 import time
@@ -46,8 +47,14 @@ def model_device(model: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
-def score_windows(model: nn.Module, windows: list[Window], batch_size: int, ks: list[int],
-                  progress: bool = True, desc: str = "scoring") -> tuple[LMScore, float]:
+def score_windows(
+    model: nn.Module,
+    windows: list[Window],
+    batch_size: int,
+    ks: list[int],
+    progress: bool = True,
+    desc: str = "scoring",
+) -> tuple[LMScore, float]:
     """Score ``windows`` in batches; returns the accumulated score and the wall time in seconds."""
     device = model_device(model)
     score = LMScore(ks=sorted(set(ks)))

@@ -1,4 +1,5 @@
 """The thing under analysis: a model, its tokenizer, its data and where it came from."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -20,6 +21,6 @@ class Subject:
     batches: Any = None  # a user's DataLoader (Python API); used instead of windows over ``data``
     applied: list[dict[str, Any]] = field(default_factory=list)  # transformations (quantization...) so far
 
-    def with_model(self, model: nn.Module, step: dict[str, Any]) -> "Subject":
+    def with_model(self, model: nn.Module, step: dict[str, Any]) -> Subject:
         """A copy of this subject holding a transformed model, recording the step that made it."""
         return replace(self, model=model, applied=[*self.applied, step])

@@ -3,6 +3,7 @@
 It gives the sweep an id (``MODELXRAY_SWEEP_ID``: the environment reaches local, submitit_local and
 SLURM jobs, which tag their MLflow runs with it) and prepares the tracking store once: the SQLite
 schema and the experiment are created here, so parallel jobs never race to create them."""
+
 from __future__ import annotations
 
 import os

@@ -8,19 +8,21 @@ job with its scheduler state and log files, and mark a failed job's MLflow run K
 died before it could. A job that finished but whose analyzers raised (its run ended FAILED, the
 tracebacks are in its ``errors/`` folder) counts as failed too, as it does with Hydra's basic
 launcher. Lives under ``hydra_plugins`` because Hydra only loads launchers from there; imports stay light because Hydra imports every plugin at start-up."""
+
 from __future__ import annotations
 
 import logging
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides
+from omegaconf import OmegaConf
+
 from hydra_plugins.hydra_submitit_launcher import submitit_launcher as stock
 from hydra_plugins.hydra_submitit_launcher.config import BaseQueueConf
-from omegaconf import OmegaConf
 
 log = logging.getLogger(__name__)
 
@@ -34,12 +36,19 @@ class _WaitForAll:
 
         params = dict(self.params)
         init_keys = {"max_num_timeout"}
-        init = {"folder": params["submitit_folder"],
-                **{f"{self._EXECUTOR}_{k}": v for k, v in params.items() if k in init_keys}}
+        init = {
+            "folder": params["submitit_folder"],
+            **{f"{self._EXECUTOR}_{k}": v for k, v in params.items() if k in init_keys},
+        }
         executor = submitit.AutoExecutor(cluster=self._EXECUTOR, **init)
         base = set(OmegaConf.structured(BaseQueueConf).keys())
-        executor.update_parameters(**{k if k in base else f"{self._EXECUTOR}_{k}": v for k, v in params.items()
-                                      if k not in init_keys | {"submitit_folder"}})
+        executor.update_parameters(
+            **{
+                k if k in base else f"{self._EXECUTOR}_{k}": v
+                for k, v in params.items()
+                if k not in init_keys | {"submitit_folder"}
+            }
+        )
         return executor
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
@@ -69,17 +78,29 @@ class _WaitForAll:
                 # the job returned but an analyzer raised (its run ended FAILED): a failure like any other
                 analyzers = _failed_analyzers(_job_dir(ret, sweep_dir, num), submitted)
                 if ret.status == JobStatus.COMPLETED and analyzers:
-                    ret = JobReturn(overrides=ret.overrides, status=JobStatus.FAILED,
-                                    _return_value=RuntimeError(f"analyzer {', '.join(map(repr, analyzers))} FAILED "
-                                                               "(its MLflow run ended FAILED)"),
-                                    cfg=ret.cfg, hydra_cfg=ret.hydra_cfg, working_dir=ret.working_dir,
-                                    task_name=ret.task_name)
+                    ret = JobReturn(
+                        overrides=ret.overrides,
+                        status=JobStatus.FAILED,
+                        _return_value=RuntimeError(
+                            f"analyzer {', '.join(map(repr, analyzers))} FAILED (its MLflow run ended FAILED)"
+                        ),
+                        cfg=ret.cfg,
+                        hydra_cfg=ret.hydra_cfg,
+                        working_dir=ret.working_dir,
+                        task_name=ret.task_name,
+                    )
             if ret.status == JobStatus.FAILED:
                 failed.append((num, job, ret))
                 # completed, so Hydra's sweeper does not re-raise the first failure and stop there
-                ret = JobReturn(overrides=ret.overrides, status=JobStatus.COMPLETED, _return_value=None,
-                                cfg=ret.cfg, hydra_cfg=ret.hydra_cfg, working_dir=ret.working_dir,
-                                task_name=ret.task_name)
+                ret = JobReturn(
+                    overrides=ret.overrides,
+                    status=JobStatus.COMPLETED,
+                    _return_value=None,
+                    cfg=ret.cfg,
+                    hydra_cfg=ret.hydra_cfg,
+                    working_dir=ret.working_dir,
+                    task_name=ret.task_name,
+                )
             returns.append(ret)
         _report(failed, sweep_dir, len(jobs), submitted)
         return returns
@@ -97,7 +118,9 @@ def _tracebacks(job_dir: Path, since: float) -> list[Path]:
     """The tracebacks this sweep wrote in ``job_dir/errors`` (older ones: an earlier sweep into the
     same folder)."""
     folder = job_dir / "errors"
-    return sorted(f for f in folder.glob("*_traceback.txt") if f.stat().st_mtime >= since - 1) if folder.is_dir() else []
+    return (
+        sorted(f for f in folder.glob("*_traceback.txt") if f.stat().st_mtime >= since - 1) if folder.is_dir() else []
+    )
 
 
 def _failed_analyzers(job_dir: Path, since: float) -> list[str]:

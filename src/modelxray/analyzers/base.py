@@ -1,4 +1,5 @@
 """The analyzer contract: ``run(subject, ctx) -> Result``. Analyzers never call the tracker."""
+
 from __future__ import annotations
 
 import math
@@ -31,8 +32,16 @@ class Result:
         return {k: float(v) for k, v in self.metrics.items() if v is not None and math.isfinite(float(v))}
 
     def to_json(self) -> dict[str, Any]:
-        return {"analyzer": self.analyzer, "ok": self.ok, "seconds": self.seconds, "metrics": self.metrics,
-                "tables": self.tables, "data": self.data, "insights": self.insights, "error": self.error}
+        return {
+            "analyzer": self.analyzer,
+            "ok": self.ok,
+            "seconds": self.seconds,
+            "metrics": self.metrics,
+            "tables": self.tables,
+            "data": self.data,
+            "insights": self.insights,
+            "error": self.error,
+        }
 
 
 @dataclass

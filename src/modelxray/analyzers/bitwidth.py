@@ -9,6 +9,7 @@ ranking and confirmed by a full evaluation.
 Cost: the reference outputs are computed once; every configuration quantizes one working copy
 restored from the original weights in memory (no reloads, no per-configuration copies).
 """
+
 from __future__ import annotations
 
 import copy
@@ -73,9 +74,15 @@ class BitwidthAnalyzer(Analyzer):
         WeightQuantizer(**self._fmt(self.low_bits))  # validates the format
 
     def _fmt(self, bits: int, rules: list | None = None, targets: list | None = None) -> dict:
-        return dict(bits=bits, symmetric=self.symmetric, granularity=self.granularity, group_size=self.group_size,
-                    scale_dtype=self.scale_dtype, targets=self.targets if targets is None else targets,
-                    rules=rules or [])
+        return dict(
+            bits=bits,
+            symmetric=self.symmetric,
+            granularity=self.granularity,
+            group_size=self.group_size,
+            scale_dtype=self.scale_dtype,
+            targets=self.targets if targets is None else targets,
+            rules=rules or [],
+        )
 
     def configurations(self, n_blocks: int) -> dict[str, WeightQuantizer]:
         hi, lo = self.high_bits, self.low_bits
@@ -134,18 +141,33 @@ class BitwidthAnalyzer(Analyzer):
                 rec = self._recommend(sens, ref, evaluate, ctx)
                 quantizer = WeightQuantizer(**self._fmt(self.low_bits, rec["rules"]))
                 # an evaluated configuration within budget and smaller than the greedy plan wins
-                within = [r for r in rows if r["perplexity"] / ref.metrics["perplexity"] - 1 <= self.budget_ppl_increase]
+                within = [
+                    r for r in rows if r["perplexity"] / ref.metrics["perplexity"] - 1 <= self.budget_ppl_increase
+                ]
                 smaller = min(within, key=lambda r: r["effective_bits"], default=None)
                 if smaller is not None and smaller["effective_bits"] < rec["effective_bits"]:
-                    rec = {**rec, "source": smaller["config"], "greedy_effective_bits": rec["effective_bits"],
-                           "greedy_perplexity": rec["perplexity"], "perplexity": smaller["perplexity"],
-                           "ppl_increase": smaller["perplexity"] / ref.metrics["perplexity"] - 1, "within_budget": True,
-                           "effective_bits": smaller["effective_bits"], "model_mb": smaller["model_mb"],
-                           "kl": smaller["kl"], "top1_agree": smaller["top1_agree"]}
+                    rec = {
+                        **rec,
+                        "source": smaller["config"],
+                        "greedy_effective_bits": rec["effective_bits"],
+                        "greedy_perplexity": rec["perplexity"],
+                        "perplexity": smaller["perplexity"],
+                        "ppl_increase": smaller["perplexity"] / ref.metrics["perplexity"] - 1,
+                        "within_budget": True,
+                        "effective_bits": smaller["effective_bits"],
+                        "model_mb": smaller["model_mb"],
+                        "kl": smaller["kl"],
+                        "top1_agree": smaller["top1_agree"],
+                    }
                     quantizer = configs[smaller["config"]]
                 result.data["recommendation"] = rec
-                result.metrics.update({f"recommended_{k}": v for k, v in rec.items()
-                                       if isinstance(v, (int, float)) and not isinstance(v, bool)})
+                result.metrics.update(
+                    {
+                        f"recommended_{k}": v
+                        for k, v in rec.items()
+                        if isinstance(v, (int, float)) and not isinstance(v, bool)
+                    }
+                )
                 path = ctx.output_dir / "bitwidth_recommended_plan.yaml"
                 path.write_text(_plan_yaml(quantizer, rec))
                 result.data["recommended_plan_file"] = path.name
@@ -157,15 +179,33 @@ class BitwidthAnalyzer(Analyzer):
         """Loss increase when only one block's attention or MLP is at ``sensitivity_bits``."""
         n_batches = max(1, -(-self.sensitivity_windows // self.batch_size))
         base = ref.metrics_of(n_batches)["loss"]
-        units = sorted({(t.block, t.component) for t in targets
-                        if t.kind in self.targets and t.block is not None and t.component in ("attention", "mlp")})
+        units = sorted(
+            {
+                (t.block, t.component)
+                for t in targets
+                if t.kind in self.targets and t.block is not None and t.component in ("attention", "mlp")
+            }
+        )
         out = []
         for block, comp in bar(units, desc="bitwidth: layer sensitivity", enabled=ctx.progress):
-            q = WeightQuantizer(**self._fmt(self.sensitivity_bits, [{"blocks": [block], "component": comp,
-                                                                     "bits": self.sensitivity_bits}], targets=[]))
+            q = WeightQuantizer(
+                **self._fmt(
+                    self.sensitivity_bits,
+                    [{"blocks": [block], "component": comp, "bits": self.sensitivity_bits}],
+                    targets=[],
+                )
+            )
             m, stats = evaluate(q, n_batches)
-            out.append({"block": block, "component": comp, "bits": self.sensitivity_bits,
-                        "loss_increase": m["loss"] - base, "kl": m["kl"], "params": stats["params_quantized"]})
+            out.append(
+                {
+                    "block": block,
+                    "component": comp,
+                    "bits": self.sensitivity_bits,
+                    "loss_increase": m["loss"] - base,
+                    "kl": m["kl"],
+                    "params": stats["params_quantized"],
+                }
+            )
         ranked = sorted(out, key=lambda r: r["loss_increase"], reverse=True)
         for rank, r in enumerate(ranked):
             r["rank"] = rank + 1
@@ -192,13 +232,22 @@ class BitwidthAnalyzer(Analyzer):
                 lo = mid + 1
         m, stats = evaluate(plan(lo), desc="bitwidth: confirm recommendation")
         increase = m["perplexity"] / ref.metrics["perplexity"] - 1
-        return {"source": "greedy", "units_high": lo, "units_total": len(ranked), "perplexity": m["perplexity"],
-                "ppl_increase": increase, "within_budget": increase <= self.budget_ppl_increase,
-                "effective_bits": stats["effective_bits"], "model_mb": stats["model_mb"],
-                "kl": m["kl"], "top1_agree": m["top1_agree"],
-                "high_units": [f"{r['block']}.{r['component']}" for r in ranked[:lo]],
-                "rules": [{"blocks": [r["block"]], "component": r["component"], "bits": self.high_bits}
-                          for r in ranked[:lo]]}
+        return {
+            "source": "greedy",
+            "units_high": lo,
+            "units_total": len(ranked),
+            "perplexity": m["perplexity"],
+            "ppl_increase": increase,
+            "within_budget": increase <= self.budget_ppl_increase,
+            "effective_bits": stats["effective_bits"],
+            "model_mb": stats["model_mb"],
+            "kl": m["kl"],
+            "top1_agree": m["top1_agree"],
+            "high_units": [f"{r['block']}.{r['component']}" for r in ranked[:lo]],
+            "rules": [
+                {"blocks": [r["block"]], "component": r["component"], "bits": self.high_bits} for r in ranked[:lo]
+            ],
+        }
 
 
 def _pick(m: dict) -> dict:
@@ -209,19 +258,30 @@ def _size_stats(rows: list[dict], model) -> dict:
     from modelxray.quant.summary import quant_result
 
     m = quant_result("rtn", rows, model, 0.0, []).metrics
-    return {"effective_bits": m["effective_bits"], "model_effective_bits": m["model_effective_bits"],
-            "model_mb": m["model_bytes_after"] / 2**20, "compression_ratio": m["compression_ratio"],
-            "params_quantized": m["params_quantized"]}
+    return {
+        "effective_bits": m["effective_bits"],
+        "model_effective_bits": m["model_effective_bits"],
+        "model_mb": m["model_bytes_after"] / 2**20,
+        "compression_ratio": m["compression_ratio"],
+        "params_quantized": m["params_quantized"],
+    }
 
 
 def _plan_yaml(q: WeightQuantizer, rec: dict) -> str:
-    lines = ["# Recommended by the bit-width analyzer: copy into conf/quant/<name>.yaml and run quant=<name>",
-             f"# ({rec['source']}) perplexity {rec['perplexity']:.4f} ({rec['ppl_increase']:+.1%}), "
-             f"{rec['effective_bits']:.3f} effective bits",
-             "_target_: modelxray.quant.weight.WeightQuantizer",
-             f"bits: {q.bits}", f"symmetric: {str(q.symmetric).lower()}", f"granularity: {q.granularity}",
-             f"group_size: {q.group_size}", f"scale_dtype: {q.scale_dtype}", f"targets: [{', '.join(q.targets)}]",
-             "skip: []", "rules:" + ("" if q.rules else " []")]
+    lines = [
+        "# Recommended by the bit-width analyzer: copy into conf/quant/<name>.yaml and run quant=<name>",
+        f"# ({rec['source']}) perplexity {rec['perplexity']:.4f} ({rec['ppl_increase']:+.1%}), "
+        f"{rec['effective_bits']:.3f} effective bits",
+        "_target_: modelxray.quant.weight.WeightQuantizer",
+        f"bits: {q.bits}",
+        f"symmetric: {str(q.symmetric).lower()}",
+        f"granularity: {q.granularity}",
+        f"group_size: {q.group_size}",
+        f"scale_dtype: {q.scale_dtype}",
+        f"targets: [{', '.join(q.targets)}]",
+        "skip: []",
+        "rules:" + ("" if q.rules else " []"),
+    ]
     for r in q.rules:
         lines.append("  - {" + ", ".join(f"{k}: {v}" for k, v in r.items()) + "}")
     return "\n".join(lines) + "\n"
@@ -232,33 +292,46 @@ def _insights(result: Result, ref: dict, a: BitwidthAnalyzer) -> list[str]:
     out = []
     front = [r for r in rows if r["pareto"]]
     if front:
-        out.append("Pareto-optimal configurations (effective bits -> perplexity): " + ", ".join(
-            f"{r['config']} {r['effective_bits']:.2f} -> {r['perplexity']:.4g}" for r in front)
-            + f"; unquantized {ref['perplexity']:.2f}.")
+        out.append(
+            "Pareto-optimal configurations (effective bits -> perplexity): "
+            + ", ".join(f"{r['config']} {r['effective_bits']:.2f} -> {r['perplexity']:.4g}" for r in front)
+            + f"; unquantized {ref['perplexity']:.2f}."
+        )
     sens = result.tables.get("layer_sensitivity") or []
     if sens:
         top = sorted(sens, key=lambda r: r["rank"])[:3]
-        out.append(f"Most sensitive to {a.sensitivity_bits}-bit weights: " + ", ".join(
-            f"block {r['block']} {r['component']} ({r['loss_increase']:+.4f} loss)" for r in top) + ".")
+        out.append(
+            f"Most sensitive to {a.sensitivity_bits}-bit weights: "
+            + ", ".join(f"block {r['block']} {r['component']} ({r['loss_increase']:+.4f} loss)" for r in top)
+            + "."
+        )
         by_comp: dict[str, float] = {}
         for r in sens:
             by_comp[r["component"]] = by_comp.get(r["component"], 0.0) + r["loss_increase"]
         if len(by_comp) == 2:
             worse = max(by_comp, key=by_comp.get)
-            out.append(f"Summed over blocks, {worse} is the more sensitive component "
-                       f"({by_comp['attention']:.4f} attention vs {by_comp['mlp']:.4f} MLP loss increase).")
+            out.append(
+                f"Summed over blocks, {worse} is the more sensitive component "
+                f"({by_comp['attention']:.4f} attention vs {by_comp['mlp']:.4f} MLP loss increase)."
+            )
     rec = result.data.get("recommendation")
     if rec:
         verdict = "within" if rec["within_budget"] else "NOT within"
         if rec["source"] != "greedy":
-            where = (f"{rec['source']} (smaller than the best int{a.low_bits}/int{a.high_bits} mix within budget, "
-                     f"{rec['greedy_effective_bits']:.2f} bits at perplexity {rec['greedy_perplexity']:.3f})")
+            where = (
+                f"{rec['source']} (smaller than the best int{a.low_bits}/int{a.high_bits} mix within budget, "
+                f"{rec['greedy_effective_bits']:.2f} bits at perplexity {rec['greedy_perplexity']:.3f})"
+            )
         elif rec["units_high"]:
-            where = (f"int{a.low_bits} everywhere except {rec['units_high']} of {rec['units_total']} block components "
-                     f"at int{a.high_bits} ({', '.join(rec['high_units'][:8])}{', ...' if len(rec['high_units']) > 8 else ''})")
+            where = (
+                f"int{a.low_bits} everywhere except {rec['units_high']} of {rec['units_total']} block components "
+                f"at int{a.high_bits} ({', '.join(rec['high_units'][:8])}{', ...' if len(rec['high_units']) > 8 else ''})"
+            )
         else:
             where = f"int{a.low_bits} everywhere"
-        out.append(f"Recommendation: {where}: {rec['effective_bits']:.2f} effective bits, "
-                   f"perplexity {rec['perplexity']:.3f} (+{rec['ppl_increase']:.1%}), {verdict} the "
-                   f"+{a.budget_ppl_increase:.0%} budget; plan written to {result.data.get('recommended_plan_file')}.")
+        out.append(
+            f"Recommendation: {where}: {rec['effective_bits']:.2f} effective bits, "
+            f"perplexity {rec['perplexity']:.3f} (+{rec['ppl_increase']:.1%}), {verdict} the "
+            f"+{a.budget_ppl_increase:.0%} budget; plan written to {result.data.get('recommended_plan_file')}."
+        )
     return out

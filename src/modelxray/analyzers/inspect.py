@@ -10,6 +10,7 @@ implementation, bytes per op, time per op and a roofline against the measured pe
 numbers behind them (``inspection/advice.py``). The full text report is
 ``comprehensive_model_analysis.txt`` (``inspection/text_report.py``).
 """
+
 from __future__ import annotations
 
 import statistics
@@ -27,8 +28,20 @@ from modelxray.metrics.tensor_stats import StatsConfig, aggregate
 from modelxray.models.weights_file import WeightsFile
 
 SPECTRAL = ("power", "exact", "none")
-_TABLE_STATS = ("shape", "numel", "std", "abs_mean", "zeros_share", "kurtosis", "outlier_share", "l2",
-                "spectral_norm", "stable_rank", "quant_sensitivity", "prune_potential")
+_TABLE_STATS = (
+    "shape",
+    "numel",
+    "std",
+    "abs_mean",
+    "zeros_share",
+    "kurtosis",
+    "outlier_share",
+    "l2",
+    "spectral_norm",
+    "stable_rank",
+    "quant_sensitivity",
+    "prune_potential",
+)
 
 
 @dataclass
@@ -64,25 +77,48 @@ class InspectAnalyzer(Analyzer):
     precision_ratio: float = 1.25
 
     def validate(self) -> None:
-        self.require_positive("bins", "outlier_k", "small_threshold", "spectral_rtol", "spectral_max_iters",
-                              "sensitivity_bits", "batch_size", "profile_iters", "peak_matmul_size",
-                              "energy_seconds", "power_sample_seconds", "utilization_interval_s", "top",
-                              "precision_ratio")
+        self.require_positive(
+            "bins",
+            "outlier_k",
+            "small_threshold",
+            "spectral_rtol",
+            "spectral_max_iters",
+            "sensitivity_bits",
+            "batch_size",
+            "profile_iters",
+            "peak_matmul_size",
+            "energy_seconds",
+            "power_sample_seconds",
+            "utilization_interval_s",
+            "top",
+            "precision_ratio",
+        )
         self.require_positive("seq_len", "input_shape", allow_none=True)
         self.require_non_negative("profile_warmup", "prune_min")
         self.require_choice("spectral", SPECTRAL)
-        if not (isinstance(self.country_iso_code, str) and len(self.country_iso_code) == 3 and
-                self.country_iso_code.isalpha()):
-            raise ConfigError("country_iso_code", f"must be a 3-letter ISO 3166 code such as USA, FRA or DEU; "
-                              f"got {self.country_iso_code!r}")
+        if not (
+            isinstance(self.country_iso_code, str)
+            and len(self.country_iso_code) == 3
+            and self.country_iso_code.isalpha()
+        ):
+            raise ConfigError(
+                "country_iso_code",
+                f"must be a 3-letter ISO 3166 code such as USA, FRA or DEU; got {self.country_iso_code!r}",
+            )
         if self.sensitivity_bits > 16:
             raise ConfigError("sensitivity_bits", f"must be in 1..16, got {self.sensitivity_bits}")
 
     def stats_config(self, seed: int = 0) -> StatsConfig:
-        return StatsConfig(bins=self.bins, outlier_k=self.outlier_k, small_threshold=self.small_threshold,
-                           spectral=self.spectral, spectral_rtol=self.spectral_rtol,
-                           spectral_max_iters=self.spectral_max_iters, sensitivity_bits=self.sensitivity_bits,
-                           seed=seed)
+        return StatsConfig(
+            bins=self.bins,
+            outlier_k=self.outlier_k,
+            small_threshold=self.small_threshold,
+            spectral=self.spectral,
+            spectral_rtol=self.spectral_rtol,
+            spectral_max_iters=self.spectral_max_iters,
+            sensitivity_bits=self.sensitivity_bits,
+            seed=seed,
+        )
 
     def run(self, subject, ctx: RunContext) -> Result:
         model = subject.model
@@ -92,25 +128,30 @@ class InspectAnalyzer(Analyzer):
         result.data["tensors"] = rows
         result.tables["parameters_by_layer_type"] = by_type
         result.metrics.update(_parameter_metrics(rows))
-        recs = advice.prune_candidates(rows, self.top, self.prune_min) + \
-            advice.precision_candidates(rows, self.top, self.sensitivity_bits, self.precision_ratio)
+        recs = advice.prune_candidates(rows, self.top, self.prune_min) + advice.precision_candidates(
+            rows, self.top, self.sensitivity_bits, self.precision_ratio
+        )
 
         if isinstance(model, WeightsFile):
             kind, reason = classify_names([r["name"] for r in rows], {r["name"]: tuple(r["shape"]) for r in rows})
             result.data["architecture"] = {"kind": kind, "reason": reason, "runnable": False}
-            result.insights.append(f"{subject.info.name} holds weights only: compute, energy and profiling need "
-                                   "model.architecture.")
+            result.insights.append(
+                f"{subject.info.name} holds weights only: compute, energy and profiling need model.architecture."
+            )
         else:
             arch = describe(model)
             data_shape = getattr(subject.data, "input_shape", None)
             seq_len = self.seq_len or getattr(subject.data, "seq_len", None)
-            arch.input = infer_input(model, batch_size=self.batch_size, seq_len=seq_len,
-                                     input_shape=self.input_shape, data_shape=data_shape)
+            arch.input = infer_input(
+                model, batch_size=self.batch_size, seq_len=seq_len, input_shape=self.input_shape, data_shape=data_shape
+            )
             result.data["architecture"] = {**arch.__dict__, "runnable": True}
             if self.compute:
                 if arch.input.get("shape") is None:
-                    raise ConfigError("analyzer.inspect.input_shape", "cannot infer this model's input; set it, "
-                                      "e.g. analyzer.inspect.input_shape=[3,224,224]")
+                    raise ConfigError(
+                        "analyzer.inspect.input_shape",
+                        "cannot infer this model's input; set it, e.g. analyzer.inspect.input_shape=[3,224,224]",
+                    )
                 recs += self._compute(model, arch.input, result, ctx)
         result.tables["top_tensors"] = _top_tensors(rows, self.top)
         result.tables["recommendations"] = recs
@@ -140,8 +181,10 @@ class InspectAnalyzer(Analyzer):
                 run_model(model, x)
 
         steps = ["FLOPs", "bytes per op", "profile", "peak", "energy"]
-        with UtilizationSampler(self.utilization_interval_s) as sampler, \
-                bar(total=len(steps), desc="inspect: compute", enabled=ctx.progress) as pbar:
+        with (
+            UtilizationSampler(self.utilization_interval_s) as sampler,
+            bar(total=len(steps), desc="inspect: compute", enabled=ctx.progress) as pbar,
+        ):
             flops = count_flops(model, x)
             pbar.update(1)
             records = trace_ops(model, x)  # one traced forward feeds bytes per op and fusion candidates
@@ -152,32 +195,60 @@ class InspectAnalyzer(Analyzer):
             pbar.update(1)
             peak = measure_peak(device=str(device), dtype=dtype, size=self.peak_matmul_size)
             pbar.update(1)
-            energy = (measure_energy(forward, min_seconds=self.energy_seconds, country_iso_code=self.country_iso_code,
-                                     sample_seconds=self.power_sample_seconds) if self.energy else None)
+            energy = (
+                measure_energy(
+                    forward,
+                    min_seconds=self.energy_seconds,
+                    country_iso_code=self.country_iso_code,
+                    sample_seconds=self.power_sample_seconds,
+                )
+                if self.energy
+                else None
+            )
             pbar.update(1)
         roof = roofline(traffic, times, peak)
         system = sampler.summary()
 
         tokens = spec["shape"][0] * spec["shape"][1] if spec["kind"] == "token_ids" else spec["shape"][0]
         m = result.metrics
-        m.update({"flops_total": float(flops.total), "forward_ms": forward_s * 1e3,
-                  "achieved_gflops_per_s": flops.total / forward_s / 1e9 if forward_s > 0 else float("nan"),
-                  "peak_matmul_gflops_per_s": peak.matmul_flops_per_s / 1e9,
-                  "peak_memory_gb_per_s": peak.memory_bytes_per_s / 1e9,
-                  "utilization_of_peak": (flops.total / forward_s) / peak.matmul_flops_per_s if forward_s > 0 else float("nan"),
-                  "cores_busy": system["cores_busy"], "rss_peak_bytes": float(system["rss_peak_bytes"])})
+        m.update(
+            {
+                "flops_total": float(flops.total),
+                "forward_ms": forward_s * 1e3,
+                "achieved_gflops_per_s": flops.total / forward_s / 1e9 if forward_s > 0 else float("nan"),
+                "peak_matmul_gflops_per_s": peak.matmul_flops_per_s / 1e9,
+                "peak_memory_gb_per_s": peak.memory_bytes_per_s / 1e9,
+                "utilization_of_peak": (flops.total / forward_s) / peak.matmul_flops_per_s
+                if forward_s > 0
+                else float("nan"),
+                "cores_busy": system["cores_busy"],
+                "rss_peak_bytes": float(system["rss_peak_bytes"]),
+            }
+        )
         m["flops_per_token" if spec["kind"] == "token_ids" else "flops_per_sample"] = flops.total / tokens
         if energy is not None:
             e_fwd = energy.energy_j / energy.iterations
-            m.update({"energy_j_per_forward": e_fwd, "mean_power_w": energy.mean_power_w,
-                      "co2_g_per_forward": energy.co2_g / energy.iterations,
-                      "flops_per_joule": flops.total / e_fwd if e_fwd > 0 else float("nan"),
-                      "energy_measured": 1.0 if energy.measured else 0.0})
+            m.update(
+                {
+                    "energy_j_per_forward": e_fwd,
+                    "mean_power_w": energy.mean_power_w,
+                    "co2_g_per_forward": energy.co2_g / energy.iterations,
+                    "flops_per_joule": flops.total / e_fwd if e_fwd > 0 else float("nan"),
+                    "energy_measured": 1.0 if energy.measured else 0.0,
+                }
+            )
             result.data["energy"] = energy.as_dict()
-        result.data.update({"input": spec, "flops_by_module": flops.by_module, "peak": peak.__dict__,
-                            "system": system, "utilization_samples": sampler.samples,
-                            "op_traffic": [{**o.__dict__, "intensity": o.intensity} for o in traffic],
-                            "op_times": [t.__dict__ for t in times]})
+        result.data.update(
+            {
+                "input": spec,
+                "flops_by_module": flops.by_module,
+                "peak": peak.__dict__,
+                "system": system,
+                "utilization_samples": sampler.samples,
+                "op_traffic": [{**o.__dict__, "intensity": o.intensity} for o in traffic],
+                "op_times": [t.__dict__ for t in times],
+            }
+        )
         result.tables["flops_by_op"] = _flops_table(flops.by_op, flops.total)
         result.tables["flops_by_module"] = _module_table(flops.by_module, flops.total, self.top)
         result.tables["roofline"] = roof
@@ -188,9 +259,13 @@ class InspectAnalyzer(Analyzer):
 def _parameter_metrics(rows: list[dict]) -> dict[str, float]:
     total = sum(r["numel"] for r in rows)
     mats = [r for r in rows if r.get("quant_sensitivity") is not None]
-    out = {"tensors": float(len(rows)), "parameters": float(total), "weight_bytes": float(sum(r["bytes"] for r in rows)),
-           "zeros_share": sum(r["zeros_share"] * r["numel"] for r in rows) / max(total, 1),
-           "outlier_share": sum(r["outlier_share"] * r["numel"] for r in rows) / max(total, 1)}
+    out = {
+        "tensors": float(len(rows)),
+        "parameters": float(total),
+        "weight_bytes": float(sum(r["bytes"] for r in rows)),
+        "zeros_share": sum(r["zeros_share"] * r["numel"] for r in rows) / max(total, 1),
+        "outlier_share": sum(r["outlier_share"] * r["numel"] for r in rows) / max(total, 1),
+    }
     if mats:
         out["quant_sensitivity_median"] = statistics.median(r["quant_sensitivity"] for r in mats)
         out["quant_sensitivity_max"] = max(r["quant_sensitivity"] for r in mats)
@@ -207,14 +282,22 @@ def _parameter_metrics(rows: list[dict]) -> dict[str, float]:
 def _top_tensors(rows: list[dict], top: int) -> list[dict]:
     """The largest tensors, with the columns a reader scans first (all tensors are in the JSON)."""
     biggest = sorted(rows, key=lambda r: -r["numel"])[:top]
-    return [{"name": r["name"], "type": r["type"], **{k: (str(list(r[k])) if k == "shape" else r[k])
-                                                        for k in _TABLE_STATS if r.get(k) is not None}}
-            for r in biggest]
+    return [
+        {
+            "name": r["name"],
+            "type": r["type"],
+            **{k: (str(list(r[k])) if k == "shape" else r[k]) for k in _TABLE_STATS if r.get(k) is not None},
+        }
+        for r in biggest
+    ]
 
 
 def _flops_table(by_op: dict[str, int], total: int) -> list[dict]:
-    return [{"op": op, "flops": float(f), "share": f / total if total else 0.0}
-            for op, f in sorted(by_op.items(), key=lambda kv: -kv[1]) if f]
+    return [
+        {"op": op, "flops": float(f), "share": f / total if total else 0.0}
+        for op, f in sorted(by_op.items(), key=lambda kv: -kv[1])
+        if f
+    ]
 
 
 def _module_table(by_module: dict[str, int], total: int, top: int) -> list[dict]:
@@ -225,16 +308,22 @@ def _module_table(by_module: dict[str, int], total: int, top: int) -> list[dict]
 def _insights(result: Result, rows: list[dict]) -> list[str]:
     m, out = result.metrics, []
     arch = result.data.get("architecture", {})
-    out.append(f"{arch.get('kind', 'unknown')} ({arch.get('reason', '')}), {m['parameters']:,.0f} parameters in "
-               f"{m['tensors']:.0f} tensors.")
+    out.append(
+        f"{arch.get('kind', 'unknown')} ({arch.get('reason', '')}), {m['parameters']:,.0f} parameters in "
+        f"{m['tensors']:.0f} tensors."
+    )
     if "flops_total" in m:
-        out.append(f"One forward of {result.data['input']['shape']} costs {m['flops_total'] / 1e9:.2f} GFLOPs in "
-                   f"{m['forward_ms']:.1f} ms: {m['achieved_gflops_per_s']:.1f} GFLOP/s, "
-                   f"{m['utilization_of_peak']:.0%} of the measured matmul peak.")
+        out.append(
+            f"One forward of {result.data['input']['shape']} costs {m['flops_total'] / 1e9:.2f} GFLOPs in "
+            f"{m['forward_ms']:.1f} ms: {m['achieved_gflops_per_s']:.1f} GFLOP/s, "
+            f"{m['utilization_of_peak']:.0%} of the measured matmul peak."
+        )
     if "energy_j_per_forward" in m:
         e = result.data["energy"]
-        out.append(f"Energy {m['energy_j_per_forward']:.3g} J per forward at {m['mean_power_w']:.1f} W mean "
-                   f"({'measured' if e['measured'] else 'ESTIMATED'}: {e['method']})")
+        out.append(
+            f"Energy {m['energy_j_per_forward']:.3g} J per forward at {m['mean_power_w']:.1f} W mean "
+            f"({'measured' if e['measured'] else 'ESTIMATED'}: {e['method']})"
+        )
     for rec in result.tables.get("recommendations", [])[:6]:
         out.append(f"{rec['action']}: {rec['target']}: {rec['why']}.")
     return out

@@ -10,6 +10,7 @@ sparsity), and TracIn attributes what was learned between the first and the last
 training examples (with ``lr``, the learning rate the checkpoints were trained at). Granularity is
 that of the checkpoints: forgetting events between two checkpoints are only seen if both see them.
 """
+
 from __future__ import annotations
 
 import copy
@@ -26,8 +27,13 @@ from modelxray.errors import ConfigError
 
 
 def _default_sections() -> dict[str, Any]:
-    return {"examples": {}, "grad_flow": {}, "memorization": {"transition_level": 0.95},
-            "features": {"every_n_epochs": 1}, "attribution": {"every_n_steps": 1, "max_train": 2000}}
+    return {
+        "examples": {},
+        "grad_flow": {},
+        "memorization": {"transition_level": 0.95},
+        "features": {"every_n_epochs": 1},
+        "attribution": {"every_n_steps": 1, "max_train": 2000},
+    }
 
 
 @dataclass
@@ -45,7 +51,9 @@ class LearningDynamicsAnalyzer(Analyzer):
         self.require_positive("lr", "batch_size")
         unknown = set(self.sections) - set(_default_sections())
         if unknown:
-            raise ConfigError(f"sections.{sorted(unknown)[0]}", f"unknown section; valid: {', '.join(_default_sections())}")
+            raise ConfigError(
+                f"sections.{sorted(unknown)[0]}", f"unknown section; valid: {', '.join(_default_sections())}"
+            )
         try:
             self._learning = LearningConfig(**self.sections)
         except ConfigError as exc:
@@ -59,8 +67,11 @@ class LearningDynamicsAnalyzer(Analyzer):
 
         paths = list(getattr(subject.info, "checkpoints", None) or [])
         if len(paths) < 2:
-            raise ConfigError("model.checkpoints", "the learning-dynamics analyzer needs a directory of at least two "
-                              "checkpoints (train with train.checkpoint_every=N, then model.checkpoints=<dir>)")
+            raise ConfigError(
+                "model.checkpoints",
+                "the learning-dynamics analyzer needs a directory of at least two "
+                "checkpoints (train with train.checkpoint_every=N, then model.checkpoints=<dir>)",
+            )
         data = subject.data
         task = ClassificationTask(data, None)
         callbacks = self._learning.callbacks()
@@ -87,8 +98,11 @@ class LearningDynamicsAnalyzer(Analyzer):
         result.metrics["checkpoints"] = float(len(paths))
         result.data["checkpoint_steps"] = [step_of(p) for p in paths]
         merge_reports(result, callbacks)
-        result.insights.insert(0, f"Analyzed {len(paths)} checkpoints from step {step_of(paths[0])} to "
-                                  f"{step_of(paths[-1])} ({Path(paths[0]).parent.parent}).")
+        result.insights.insert(
+            0,
+            f"Analyzed {len(paths)} checkpoints from step {step_of(paths[0])} to "
+            f"{step_of(paths[-1])} ({Path(paths[0]).parent.parent}).",
+        )
         return result
 
     def _logits_and_grads(self, model, x, y) -> torch.Tensor:

@@ -1,5 +1,6 @@
 """Performance analyzer: quality (loss, perplexity, bits per byte, top-k accuracy), speed (latency
 percentiles, throughput per batch size), memory, and per-module forward time."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -75,17 +76,20 @@ class PerformanceAnalyzer(Analyzer):
         prefix = prefix_token_id(subject.tokenizer, which)
         windows = make_windows(data.ids, data.seq_len, self.protocol, self.stride, prefix)
         stride = self.stride or data.seq_len
-        desc = {"disjoint": f"disjoint windows of {data.seq_len}",
-                "sliding": f"sliding windows of {data.seq_len}, stride {stride}",
-                "lm_eval_rolling": f"lm-eval loglikelihood_rolling, windows of {data.seq_len}"}[self.protocol]
+        desc = {
+            "disjoint": f"disjoint windows of {data.seq_len}",
+            "sliding": f"sliding windows of {data.seq_len}, stride {stride}",
+            "lm_eval_rolling": f"lm-eval loglikelihood_rolling, windows of {data.seq_len}",
+        }[self.protocol]
         if prefix is not None:
             desc += f", prefix token {prefix}"
         return windows, desc, data
 
     def _quality(self, subject, ctx, result: Result) -> None:
         windows, desc, data = self._windows(subject)
-        score, seconds = score_windows(subject.model, windows, self.batch_size, self.top_k, ctx.progress,
-                                       desc="performance: perplexity")
+        score, seconds = score_windows(
+            subject.model, windows, self.batch_size, self.top_k, ctx.progress, desc="performance: perplexity"
+        )
         n_bytes = None
         if data is not None:
             # bytes of the scored tokens: exact when every token is scored, else pro rata
@@ -94,8 +98,13 @@ class PerformanceAnalyzer(Analyzer):
         fed = sum(w.inputs.numel() for w in windows)
         quality["eval_tokens_per_s"] = fed / seconds
         result.metrics.update(quality)
-        result.data["quality"] = {**quality, "protocol": self.protocol, "protocol_description": desc,
-                                  "windows": len(windows), "top_k": self.top_k}
+        result.data["quality"] = {
+            **quality,
+            "protocol": self.protocol,
+            "protocol_description": desc,
+            "windows": len(windows),
+            "top_k": self.top_k,
+        }
 
     def _speed(self, subject, ctx, result: Result) -> None:
         device = model_device(subject.model)
@@ -109,8 +118,9 @@ class PerformanceAnalyzer(Analyzer):
         rows = []
         for bs in self.speed_batch_sizes:
             batch = speed_inputs(source, bs, seq_len).to(device)
-            times = time_forward(subject.model, batch, self.warmup, self.iters, ctx.progress,
-                                 desc=f"performance: latency bs={bs}")
+            times = time_forward(
+                subject.model, batch, self.warmup, self.iters, ctx.progress, desc=f"performance: latency bs={bs}"
+            )
             stats = {**latency_stats(times), **throughput(bs, seq_len, sum(times) / len(times))}
             rows.append({"batch_size": bs, "seq_len": seq_len, **stats, "samples_ms": [t * 1e3 for t in times]})
             for k, v in stats.items():
@@ -146,9 +156,15 @@ class PerformanceAnalyzer(Analyzer):
         by_type = time_by_type(rows)
         total = sum(by_type.values()) or 1.0
         result.tables["layer_time"] = rows[: self.top_layers]
-        result.tables["time_by_module_type"] = [{"type": t, "self_ms": ms, "share": ms / total} for t, ms in by_type.items()]
-        result.data["layer_time"] = {"batch_size": 1, "seq_len": seq_len, "iters": self.layer_timing_iters,
-                                     "total_self_ms": total}
+        result.tables["time_by_module_type"] = [
+            {"type": t, "self_ms": ms, "share": ms / total} for t, ms in by_type.items()
+        ]
+        result.data["layer_time"] = {
+            "batch_size": 1,
+            "seq_len": seq_len,
+            "iters": self.layer_timing_iters,
+            "total_self_ms": total,
+        }
         result.metrics["layer_time_total_ms"] = total
         for t, ms in by_type.items():
             result.metrics[f"time_share/{t}"] = ms / total

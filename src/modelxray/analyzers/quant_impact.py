@@ -7,6 +7,7 @@ efficiency score weighted by the configured priority. Simulated strategies (RTN,
 exact quality but float32 memory and speed; real kernels (casts, torchao int8) give all three.
 The report says which is which.
 """
+
 from __future__ import annotations
 
 import gc
@@ -45,7 +46,9 @@ def load_strategy(name: str):
     path = conf_dir() / "quant" / f"{name}.yaml"
     if not path.is_file():
         options = sorted(p.stem for p in (conf_dir() / "quant").glob("*.yaml"))
-        raise ConfigError("analyzer.quant_impact.strategies", f"unknown strategy {name!r}; choose from {', '.join(options)}")
+        raise ConfigError(
+            "analyzer.quant_impact.strategies", f"unknown strategy {name!r}; choose from {', '.join(options)}"
+        )
     return build_component(OmegaConf.load(path), f"quant[{name}]")
 
 
@@ -74,8 +77,9 @@ class QuantImpactAnalyzer(Analyzer):
 
     def validate(self) -> None:
         self.require_choice("priority", PRIORITIES)
-        self.require_positive("eval_windows", "kl_windows", "batch_size", "speed_batch_size", "iters",
-                              "memory_interval_ms")
+        self.require_positive(
+            "eval_windows", "kl_windows", "batch_size", "speed_batch_size", "iters", "memory_interval_ms"
+        )
         self.require_non_negative("warmup")
         if not self.strategies:
             raise ConfigError("strategies", "is empty: list conf/quant config names, e.g. [none, int8, int4]")
@@ -87,7 +91,9 @@ class QuantImpactAnalyzer(Analyzer):
             raise ConfigError("analyzer.quant_impact", "needs a dataset of token windows (not a user DataLoader)")
         profile = hardware_profile()
         windows = make_windows(subject.data.ids, subject.data.seq_len, "disjoint")[: self.eval_windows]
-        ref = Reference(subject.model, windows, self.batch_size, self.kl_windows, ctx.progress, "quant_impact: reference")
+        ref = Reference(
+            subject.model, windows, self.batch_size, self.kl_windows, ctx.progress, "quant_impact: reference"
+        )
         device = model_device(subject.model)
         batch = speed_inputs(subject.data.ids, self.speed_batch_size, subject.data.seq_len).to(device)
         rows, timelines, unsupported = [], [], []
@@ -100,8 +106,10 @@ class QuantImpactAnalyzer(Analyzer):
             rows.append(self._measure(name, quantizer, why, subject, ref, batch, device, timelines, ctx))
             gc.collect()
         base = next((r for r in rows if r["strategy"] == "none"), rows[0] if rows else None)
-        result = Result(self.name, data={"hardware": profile, "unsupported": unsupported, "priority": self.priority,
-                                         "reference": ref.metrics})
+        result = Result(
+            self.name,
+            data={"hardware": profile, "unsupported": unsupported, "priority": self.priority, "reference": ref.metrics},
+        )
         if not rows:
             return result
         for r in rows:
@@ -118,9 +126,20 @@ class QuantImpactAnalyzer(Analyzer):
         result.tables["memory_timeline"] = timelines
         result.tables["unsupported"] = unsupported
         for r in rows:
-            for k in ("perplexity", "kl", "top1_agree", "latency_p50_ms", "tokens_per_s", "weight_bytes",
-                      "stored_bytes", "peak_quantize_rss", "peak_inference_rss", "quantize_seconds", "quality_per_gb",
-                      f"score_{self.priority}"):
+            for k in (
+                "perplexity",
+                "kl",
+                "top1_agree",
+                "latency_p50_ms",
+                "tokens_per_s",
+                "weight_bytes",
+                "stored_bytes",
+                "peak_quantize_rss",
+                "peak_inference_rss",
+                "quantize_seconds",
+                "quality_per_gb",
+                f"score_{self.priority}",
+            ):
                 result.metrics[f"{r['strategy']}_{k}"] = r[k]
         result.data["recommendations"] = self._recommend(rows, profile)
         result.insights.extend(self._insights(rows, unsupported, profile))
@@ -144,21 +163,35 @@ class QuantImpactAnalyzer(Analyzer):
         lat = latency_stats(times)
         for s in tl.rows():
             timelines.append({"strategy": name, **s})
-        row = {"strategy": name, "method": (report.data.get("method") if report else "none"), "support": support,
-               "simulated": "simulated" in support, **{k: m[k] for k in ("loss", "perplexity", "kl", "top1_agree")},
-               "latency_p50_ms": lat["latency_p50_ms"], "latency_p95_ms": lat["latency_p95_ms"],
-               "tokens_per_s": batch.numel() / (sum(times) / len(times)),
-               "weight_bytes": weight_bytes, "stored_bytes": stored,
-               "effective_bits": report.metrics["effective_bits"] if report is not None else 32.0,
-               "rss_at_load": tl.peak("load"), "peak_quantize_rss": tl.peak("quantize"),
-               "rss_after_quantize": after_quantize, "peak_inference_rss": tl.peak("inference"),
-               "quantize_seconds": quantize_s}
+        row = {
+            "strategy": name,
+            "method": (report.data.get("method") if report else "none"),
+            "support": support,
+            "simulated": "simulated" in support,
+            **{k: m[k] for k in ("loss", "perplexity", "kl", "top1_agree")},
+            "latency_p50_ms": lat["latency_p50_ms"],
+            "latency_p95_ms": lat["latency_p95_ms"],
+            "tokens_per_s": batch.numel() / (sum(times) / len(times)),
+            "weight_bytes": weight_bytes,
+            "stored_bytes": stored,
+            "effective_bits": report.metrics["effective_bits"] if report is not None else 32.0,
+            "rss_at_load": tl.peak("load"),
+            "peak_quantize_rss": tl.peak("quantize"),
+            "rss_after_quantize": after_quantize,
+            "peak_inference_rss": tl.peak("inference"),
+            "quantize_seconds": quantize_s,
+        }
         if device.type == "cuda":
             stats = torch.cuda.memory_stats(device)
-            row.update({"cuda_peak_reserved": tl.peak("inference", "cuda_reserved"),
-                        "cuda_peak_allocated": tl.peak("inference", "cuda_allocated"),
-                        "cuda_fragmentation_bytes": torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device),
-                        "cuda_inactive_split_bytes": stats.get("inactive_split_bytes.all.current", 0)})
+            row.update(
+                {
+                    "cuda_peak_reserved": tl.peak("inference", "cuda_reserved"),
+                    "cuda_peak_allocated": tl.peak("inference", "cuda_allocated"),
+                    "cuda_fragmentation_bytes": torch.cuda.memory_reserved(device)
+                    - torch.cuda.memory_allocated(device),
+                    "cuda_inactive_split_bytes": stats.get("inactive_split_bytes.all.current", 0),
+                }
+            )
         del qsubject
         return row
 
@@ -166,27 +199,39 @@ class QuantImpactAnalyzer(Analyzer):
         out = {}
         for priority in PRIORITIES:
             best = max(rows, key=lambda r: r[f"score_{priority}"])
-            out[priority] = {"strategy": best["strategy"], "score": best[f"score_{priority}"],
-                             "perplexity": best["perplexity"], "weight_mb": best["weight_bytes"] / 2**20}
+            out[priority] = {
+                "strategy": best["strategy"],
+                "score": best[f"score_{priority}"],
+                "perplexity": best["perplexity"],
+                "weight_mb": best["weight_bytes"] / 2**20,
+            }
         return out
 
     def _insights(self, rows, unsupported, profile) -> list[str]:
         gpu = ", ".join(g["name"] for g in profile["gpus"]) or "no GPU"
-        out = [f"Hardware: {profile['cpu_model']} ({profile['physical_cores']} cores, "
-               f"{profile['ram_bytes'] / 2**30:.0f} GiB), {gpu}; torch {profile['torch']}."]
+        out = [
+            f"Hardware: {profile['cpu_model']} ({profile['physical_cores']} cores, "
+            f"{profile['ram_bytes'] / 2**30:.0f} GiB), {gpu}; torch {profile['torch']}."
+        ]
         base = next((r for r in rows if r["strategy"] == "none"), rows[0])
         best = max(rows, key=lambda r: r[f"score_{self.priority}"])
-        out.append(f"For priority '{self.priority}', use {best['strategy']}: perplexity {best['perplexity']:.3f} "
-                   f"(baseline {base['perplexity']:.3f}), weights {human_bytes(best['weight_bytes'])} "
-                   f"(baseline {human_bytes(base['weight_bytes'])}), {best['tokens_per_s']:,.0f} tokens/s "
-                   f"(baseline {base['tokens_per_s']:,.0f}).")
+        out.append(
+            f"For priority '{self.priority}', use {best['strategy']}: perplexity {best['perplexity']:.3f} "
+            f"(baseline {base['perplexity']:.3f}), weights {human_bytes(best['weight_bytes'])} "
+            f"(baseline {human_bytes(base['weight_bytes'])}), {best['tokens_per_s']:,.0f} tokens/s "
+            f"(baseline {base['tokens_per_s']:,.0f})."
+        )
         sim = [r["strategy"] for r in rows if r["simulated"]]
         if sim:
-            out.append(f"{', '.join(sim)} are simulated here: their quality is exact, but their speed and process "
-                       "memory are those of the float model; their weight size is the packed format's.")
+            out.append(
+                f"{', '.join(sim)} are simulated here: their quality is exact, but their speed and process "
+                "memory are those of the float model; their weight size is the packed format's."
+            )
         for r in rows:
             if r["strategy"] != base["strategy"] and r["quality_ratio"] < 0.8:
-                out.append(f"{r['strategy']} loses much quality: perplexity {r['perplexity']:.2f} vs {base['perplexity']:.2f}.")
+                out.append(
+                    f"{r['strategy']} loses much quality: perplexity {r['perplexity']:.2f} vs {base['perplexity']:.2f}."
+                )
         for u in unsupported:
             out.append(f"{u['strategy']} cannot run here: {u['reason']}.")
         return out

@@ -1,5 +1,6 @@
 """Reference outputs of the model under analysis, computed once and compared against many variants
 (quantized, noisy, perturbed, attacked): loss, top-1 agreement and KL(reference || variant)."""
+
 from __future__ import annotations
 
 import torch
@@ -15,8 +16,15 @@ class Reference:
     """Holds the reference argmax for every scored token and the reference log-probabilities of the
     first ``kl_windows`` windows (B x T x vocab floats: the memory cost of exact KL)."""
 
-    def __init__(self, model: nn.Module, windows: list[Window], batch_size: int, kl_windows: int,
-                 progress: bool = False, desc: str = "reference"):
+    def __init__(
+        self,
+        model: nn.Module,
+        windows: list[Window],
+        batch_size: int,
+        kl_windows: int,
+        progress: bool = False,
+        desc: str = "reference",
+    ):
         self.batches = list(batched(windows, batch_size))
         self.batch_size = batch_size
         self.device = model_device(model)
@@ -51,11 +59,12 @@ class Reference:
             total.hits[1] = total.hits.get(1, 0) + s.hits.get(1, 0)
         return {**total.result(), "top1_agree": 1.0, "kl": 0.0}
 
-    def comparison(self) -> "Comparison":
+    def comparison(self) -> Comparison:
         return Comparison(self)
 
-    def evaluate(self, model: nn.Module, max_batches: int | None = None, progress: bool = False,
-                 desc: str = "evaluate") -> dict[str, float]:
+    def evaluate(
+        self, model: nn.Module, max_batches: int | None = None, progress: bool = False, desc: str = "evaluate"
+    ) -> dict[str, float]:
         """loss, perplexity, accuracy and, against the reference, top1_agree and kl (on kl windows)."""
         comp = Comparison(self)
         batches = self.batches[:max_batches] if max_batches else self.batches

@@ -8,6 +8,7 @@ randomised features. The perturbation families are task-agnostic; a harness per 
 (``perturb/lm_harness.py``, ``perturb/classifier_harness.py``) evaluates them. One clean pass is computed first and every family is compared against it. Metrics are named
 ``<family>_<level>_<metric>`` (``fgsm_0.03_perplexity``, ``quant_noise_4bit_kl``...).
 """
+
 from __future__ import annotations
 
 import math
@@ -46,23 +47,23 @@ class RobustnessAnalyzer(Analyzer):
     tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification")
 
     # what is evaluated
-    eval_windows: int = 8          # language models: dataset windows (the clean pass is computed once)
+    eval_windows: int = 8  # language models: dataset windows (the clean pass is computed once)
     batch_size: int = 4
-    kl_windows: int = 8            # windows whose clean distribution is kept for exact KL
+    kl_windows: int = 8  # windows whose clean distribution is kept for exact KL
     eval_samples: int | None = None  # classifiers: test samples (null = all)
-    sample_batch_size: int = 256   # classifiers: samples per forward pass
-    pgd_samples: int | None = None # classifiers: samples attacked by PGD (null = all)
+    sample_batch_size: int = 256  # classifiers: samples per forward pass
+    pgd_samples: int | None = None  # classifiers: samples attacked by PGD (null = all)
     # adversarial attacks (L-inf); language models: eps relative to the input-embedding std
     fgsm_eps: list[float] = field(default_factory=lambda: [0.01, 0.03, 0.1])
     pgd_eps: list[float] = field(default_factory=lambda: [0.01, 0.03])
     pgd_steps: int = 5
     pgd_step_size: float | None = None  # per step, as a fraction of eps; null = 2.5 / steps
     pgd_random_start: bool = False
-    pgd_windows: int = 2           # PGD costs steps x (forward + backward) per window
+    pgd_windows: int = 2  # PGD costs steps x (forward + backward) per window
     # weight noise: Gaussian, std = level x each tensor's std
     weight_noise_levels: list[float] = field(default_factory=lambda: [0.03, 0.1])
     noise_targets: str = "linear"  # linear | matrices | all
-    seeds: int = 2                 # draws of every random perturbation; metrics are means, *_std the spread
+    seeds: int = 2  # draws of every random perturbation; metrics are means, *_std the spread
     # quantization noise: U(-step/2, step/2), step of a b-bit min-max grid
     quant_noise_bits: list[int] = field(default_factory=lambda: [8, 6, 4])
     quant_noise_granularity: str = "channel"  # channel | tensor
@@ -104,34 +105,70 @@ class RobustnessAnalyzer(Analyzer):
         if self.pgd_eps:
             scale = harness.eps_scale
             result.data["eps_scale"] = scale
-            n = min(self.pgd_windows if harness.task == "causal_lm" else (self.pgd_samples or harness.size),
-                    harness.size)
+            n = min(
+                self.pgd_windows if harness.task == "causal_lm" else (self.pgd_samples or harness.size), harness.size
+            )
             sub_clean = harness.clean_of(n)
-            attacks = harness.attack(self.pgd_eps, self.pgd_steps, self.pgd_step_size, self.pgd_random_start,
-                                     gen(2), n, f"robustness: PGD-{self.pgd_steps}")
+            attacks = harness.attack(
+                self.pgd_eps,
+                self.pgd_steps,
+                self.pgd_step_size,
+                self.pgd_random_start,
+                gen(2),
+                n,
+                f"robustness: PGD-{self.pgd_steps}",
+            )
             for eps, m in attacks.items():
                 row = self._row("pgd", eps, m["pgd"], sub_clean, n, eps_abs=eps * scale)
-                row.update({"fgsm_loss": m["fgsm"]["loss"], "fgsm_" + harness.quality: m["fgsm"][harness.quality],
-                            "clean_" + harness.quality: sub_clean[harness.quality]})
+                row.update(
+                    {
+                        "fgsm_loss": m["fgsm"]["loss"],
+                        "fgsm_" + harness.quality: m["fgsm"][harness.quality],
+                        "clean_" + harness.quality: sub_clean[harness.quality],
+                    }
+                )
                 rows.append(row)
         result.data["eps_grid"] = eps_union
 
         snapshot = WeightSnapshot(noise_targets(subject.model, self.noise_targets))
-        result.data["noise_targets"] = {"set": self.noise_targets, "tensors": len(snapshot.targets),
-                                        "parameters": sum(t.param.numel() for t in snapshot.targets)}
+        result.data["noise_targets"] = {
+            "set": self.noise_targets,
+            "tensors": len(snapshot.targets),
+            "parameters": sum(t.param.numel() for t in snapshot.targets),
+        }
         try:
             for level in bar(self.weight_noise_levels, desc="robustness: weight noise", enabled=ctx.progress):
-                rows.append(self._seeded("weight_noise", level, clean, harness, ctx, gen,
-                                         lambda g, lv=level: add_gaussian_noise_(snapshot.targets, lv, g), snapshot))
+                rows.append(
+                    self._seeded(
+                        "weight_noise",
+                        level,
+                        clean,
+                        harness,
+                        ctx,
+                        gen,
+                        lambda g, lv=level: add_gaussian_noise_(snapshot.targets, lv, g),
+                        snapshot,
+                    )
+                )
             for bits in bar(self.quant_noise_bits, desc="robustness: quantization noise", enabled=ctx.progress):
-                rows.append(self._seeded("quant_noise", bits, clean, harness, ctx, gen,
-                                         lambda g, b=bits: add_quant_step_noise_(snapshot.targets, b, g,
-                                                                                self.quant_noise_granularity),
-                                         snapshot))
+                rows.append(
+                    self._seeded(
+                        "quant_noise",
+                        bits,
+                        clean,
+                        harness,
+                        ctx,
+                        gen,
+                        lambda g, b=bits: add_quant_step_noise_(snapshot.targets, b, g, self.quant_noise_granularity),
+                        snapshot,
+                    )
+                )
         finally:
             snapshot.restore()
-        for family, rates in ((harness.dropout_family, self.dropout_rates),
-                              (harness.substitution_family, self.substitution_rates)):
+        for family, rates in (
+            (harness.dropout_family, self.dropout_rates),
+            (harness.substitution_family, self.substitution_rates),
+        ):
             if family is None:
                 continue
             for rate in rates:
@@ -163,13 +200,24 @@ class RobustnessAnalyzer(Analyzer):
             if not isinstance(data, ClassificationData):
                 raise ConfigError("dataset", "a classifier needs a classification dataset, e.g. dataset=digits")
             n = self.eval_samples or data.n_samples
-            return ClassifierHarness(subject.model, data.x_test[:n], data.y_test[:n], data.feature_range,
-                                     self.sample_batch_size, ctx.progress)
+            return ClassifierHarness(
+                subject.model,
+                data.x_test[:n],
+                data.y_test[:n],
+                data.feature_range,
+                self.sample_batch_size,
+                ctx.progress,
+            )
         raise ConfigError("analyzer.robustness", f"does not support task {subject.task!r} (causal_lm, classification)")
 
     def _row(self, family: str, level: float, m: dict, clean: dict, n: int, **extra) -> dict:
-        row = {"family": family, "level": level, "samples": n, **{k: m.get(k) for k in
-               ("loss", "perplexity", "accuracy", "top1_agree", "kl", "tokens_scored")}, **extra}
+        row = {
+            "family": family,
+            "level": level,
+            "samples": n,
+            **{k: m.get(k) for k in ("loss", "perplexity", "accuracy", "top1_agree", "kl", "tokens_scored")},
+            **extra,
+        }
         row = {k: v for k, v in row.items() if v is not None}
         row["gap"] = m["loss"] - clean["loss"]
         if "accuracy" in m and "accuracy" in clean:
@@ -206,10 +254,16 @@ class RobustnessAnalyzer(Analyzer):
         return row
 
     def _grid(self) -> dict:
-        return {"fgsm_eps": self.fgsm_eps, "pgd_eps": self.pgd_eps, "pgd_steps": self.pgd_steps,
-                "weight_noise_levels": self.weight_noise_levels, "quant_noise_bits": self.quant_noise_bits,
-                "dropout_rates": self.dropout_rates, "substitution_rates": self.substitution_rates,
-                "seeds": self.seeds}
+        return {
+            "fgsm_eps": self.fgsm_eps,
+            "pgd_eps": self.pgd_eps,
+            "pgd_steps": self.pgd_steps,
+            "weight_noise_levels": self.weight_noise_levels,
+            "quant_noise_bits": self.quant_noise_bits,
+            "dropout_rates": self.dropout_rates,
+            "substitution_rates": self.substitution_rates,
+            "seeds": self.seeds,
+        }
 
 
 def _std(values: list[float]) -> float:
@@ -229,15 +283,21 @@ def _insights(rows: list[dict], clean: dict, quality: str) -> list[str]:
             fam = sorted(fam, key=lambda r: -r["level"])
         first = next((r for r in fam if worse(r[quality])), None)
         if first is None and fam:
-            out.append(f"{family}: {quality} stays within 10% of clean ({base:.3g}) up to level "
-                       f"{level_name(family, fam[-1]['level'])}.")
+            out.append(
+                f"{family}: {quality} stays within 10% of clean ({base:.3g}) up to level "
+                f"{level_name(family, fam[-1]['level'])}."
+            )
         elif first is not None:
-            out.append(f"{family}: {quality} {first[quality]:.3g} vs clean {base:.3g} from level "
-                       f"{level_name(family, first['level'])}.")
+            out.append(
+                f"{family}: {quality} {first[quality]:.3g} vs clean {base:.3g} from level "
+                f"{level_name(family, first['level'])}."
+            )
     for r in rows:
         if r["family"] == "pgd" and quality == "perplexity" and "fgsm_perplexity" in r:
             ratio = r["perplexity"] / r["fgsm_perplexity"]
             if ratio > 1.1:
-                out.append(f"PGD-eps {r['level']:g} reaches perplexity {r['perplexity']:.3g} where FGSM reaches "
-                           f"{r['fgsm_perplexity']:.3g} on the same windows: the loss surface is far from linear there.")
+                out.append(
+                    f"PGD-eps {r['level']:g} reaches perplexity {r['perplexity']:.3g} where FGSM reaches "
+                    f"{r['fgsm_perplexity']:.3g} on the same windows: the loss surface is far from linear there."
+                )
     return out

@@ -1,4 +1,5 @@
 """Text datasets become one token stream, tokenised once and cached on disk by content hash."""
+
 from __future__ import annotations
 
 import hashlib

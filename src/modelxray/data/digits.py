@@ -1,6 +1,7 @@
 """scikit-learn's handwritten digits (1,797 images of 8x8 pixels, 10 classes), offline everywhere:
 the classification dataset of the robustness analyzer's classifier path. Pixels are scaled from
 0..16 to [0, 1], so attack radii are in units of the full pixel range."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from modelxray.errors import ConfigError
 @dataclass
 class Digits(Configurable):
     test_fraction: float = 0.25  # held out for evaluation, stratified by class
-    split_seed: int = 0          # the train/test split; the model trains on the train part only
+    split_seed: int = 0  # the train/test split; the model trains on the train part only
     max_test: int | None = None  # evaluate the first N test images (null = all)
 
     def validate(self) -> None:
@@ -32,7 +33,9 @@ class Digits(Configurable):
         return load_digits_split(self.test_fraction, self.split_seed, self.max_test)
 
 
-def load_digits_split(test_fraction: float = 0.25, split_seed: int = 0, max_test: int | None = None) -> ClassificationData:
+def load_digits_split(
+    test_fraction: float = 0.25, split_seed: int = 0, max_test: int | None = None
+) -> ClassificationData:
     """The seeded, stratified train/test split of the digits images as (N, 64) floats in [0, 1]."""
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
@@ -44,5 +47,6 @@ def load_digits_split(test_fraction: float = 0.25, split_seed: int = 0, max_test
     if max_test is not None:
         x_te, y_te = x_te[:max_test], y_te[:max_test]
     t = torch.from_numpy
-    return ClassificationData("digits", t(x_tr), t(y_tr), t(x_te), t(y_te), n_classes=10,
-                              feature_range=(0.0, 1.0), input_shape=(64,))
+    return ClassificationData(
+        "digits", t(x_tr), t(y_tr), t(x_te), t(y_te), n_classes=10, feature_range=(0.0, 1.0), input_shape=(64,)
+    )

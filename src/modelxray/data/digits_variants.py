@@ -15,6 +15,7 @@ A model that reads the marker instead of the digit does well in train and poorly
 ``meta`` holds ``marker_pixels``, ``train_marker`` / ``test_marker`` (the class each image is
 marked with) and ``train_agreement`` / ``test_agreement`` (the share marked with their own label).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -56,10 +57,23 @@ def flip_labels(data: ClassificationData, noise: float, seed: int = 0) -> Classi
     flipped = np.sort(rng.choice(n, size=int(round(noise * n)), replace=False))
     shift = rng.integers(1, data.n_classes, size=len(flipped))  # never 0: always a different class
     y[flipped] = (y[flipped] + torch.from_numpy(shift)) % data.n_classes
-    meta = {**data.meta, "flipped": torch.from_numpy(flipped.astype(np.int64)), "clean_labels": data.y_train.clone(),
-            "noise": noise}
-    return ClassificationData("digits_noisy", data.x_train, y, data.x_test, data.y_test, data.n_classes,
-                              data.feature_range, data.input_shape, meta)
+    meta = {
+        **data.meta,
+        "flipped": torch.from_numpy(flipped.astype(np.int64)),
+        "clean_labels": data.y_train.clone(),
+        "noise": noise,
+    }
+    return ClassificationData(
+        "digits_noisy",
+        data.x_train,
+        y,
+        data.x_test,
+        data.y_test,
+        data.n_classes,
+        data.feature_range,
+        data.input_shape,
+        meta,
+    )
 
 
 @dataclass
@@ -86,15 +100,30 @@ class DigitsSpurious(Digits):
         rng = np.random.default_rng(self.marker_seed)
         x_tr, m_tr = add_markers(data.x_train, data.y_train, self.train_correlation, self.marker_value, rng)
         x_te, m_te = add_markers(data.x_test, data.y_test, self.test_correlation, self.marker_value, rng)
-        meta = {**data.meta, "marker_pixels": list(MARKER_PIXELS), "train_marker": m_tr, "test_marker": m_te,
-                "train_agreement": float((m_tr == data.y_train).float().mean()),
-                "test_agreement": float((m_te == data.y_test).float().mean()) if len(m_te) else float("nan")}
-        return ClassificationData("digits_spurious", x_tr, data.y_train, x_te, data.y_test, data.n_classes,
-                                  data.feature_range, data.input_shape, meta)
+        meta = {
+            **data.meta,
+            "marker_pixels": list(MARKER_PIXELS),
+            "train_marker": m_tr,
+            "test_marker": m_te,
+            "train_agreement": float((m_tr == data.y_train).float().mean()),
+            "test_agreement": float((m_te == data.y_test).float().mean()) if len(m_te) else float("nan"),
+        }
+        return ClassificationData(
+            "digits_spurious",
+            x_tr,
+            data.y_train,
+            x_te,
+            data.y_test,
+            data.n_classes,
+            data.feature_range,
+            data.input_shape,
+            meta,
+        )
 
 
-def add_markers(x: torch.Tensor, y: torch.Tensor, correlation: float, value: float, rng: np.random.Generator
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+def add_markers(
+    x: torch.Tensor, y: torch.Tensor, correlation: float, value: float, rng: np.random.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Images with one marker pixel each (own label's with probability ``correlation``, else a random
     class), and the marked classes."""
     n = len(y)

@@ -5,6 +5,7 @@ train split and the rest in the test split. Inputs are int64 (N, 2) pairs, label
 model embeds the two residues itself (``model=mlp`` one-hot, ``model=grokking_transformer`` tokens).
 ``operation``: ``add`` (a + b), ``sub`` (a - b) or ``mul`` (a * b), all mod p. Offline, instant.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -33,7 +34,9 @@ class ModularArithmetic(Configurable):
             raise ConfigError("train_fraction", f"must lie strictly between 0 and 1, got {self.train_fraction}")
         n_train = round(self.train_fraction * self.p**2)
         if n_train < 1 or n_train >= self.p**2:
-            raise ConfigError("train_fraction", f"leaves an empty split for p={self.p} ({n_train} of {self.p ** 2} pairs)")
+            raise ConfigError(
+                "train_fraction", f"leaves an empty split for p={self.p} ({n_train} of {self.p**2} pairs)"
+            )
 
     @property
     def name(self) -> str:
@@ -53,5 +56,14 @@ def modular_data(p: int, operation: str = "add", train_fraction: float = 0.5, se
     n = round(train_fraction * p * p)
     tr, te = perm[:n], perm[n:]
     name = "modular_addition" if operation == "add" else f"modular_{operation}"
-    return ClassificationData(name, x[tr], y[tr], x[te], y[te], n_classes=p, feature_range=(0.0, float(p - 1)),
-                              input_shape=(2,), meta={"p": p, "operation": operation, "train_pairs": tr, "test_pairs": te})
+    return ClassificationData(
+        name,
+        x[tr],
+        y[tr],
+        x[te],
+        y[te],
+        n_classes=p,
+        feature_range=(0.0, float(p - 1)),
+        input_shape=(2,),
+        meta={"p": p, "operation": operation, "train_pairs": tr, "test_pairs": te},
+    )

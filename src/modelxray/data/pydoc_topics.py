@@ -1,5 +1,6 @@
 """The embedded default text: the Python documentation topics shipped with every CPython
 (``pydoc_data.topics``, about 465k characters of English), so ``python run.py`` works offline."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

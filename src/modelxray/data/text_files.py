@@ -1,4 +1,5 @@
 """Local text files chosen by glob patterns, joined in sorted path order."""
+
 from __future__ import annotations
 
 import glob
@@ -18,7 +19,9 @@ class TextFiles(TextDataset):
     def validate(self) -> None:
         super().validate()
         if not self.paths:
-            raise ConfigError("paths", "is empty: give one or more files or glob patterns, e.g. dataset.paths=[docs/*.txt]")
+            raise ConfigError(
+                "paths", "is empty: give one or more files or glob patterns, e.g. dataset.paths=[docs/*.txt]"
+            )
         for pattern in self.paths:
             if not glob.glob(os.path.expanduser(pattern), recursive=True):
                 raise ConfigError("paths", f"no file matches {pattern!r}")

@@ -1,4 +1,5 @@
 """WikiText-2 through the ``datasets`` package: needs the network (or a filled HF cache)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -36,8 +37,11 @@ class WikiText2(TextDataset):
         if importlib.util.find_spec("datasets") is None:
             raise ConfigError("dataset", "wikitext2 needs the 'datasets' package: pip install datasets")
         if hub_offline():
-            raise ConfigError("dataset", "wikitext2 is downloaded from the Hugging Face hub, which is not reachable "
-                              "here (offline); use dataset=pydoc_topics or dataset=text_files dataset.paths=[...]")
+            raise ConfigError(
+                "dataset",
+                "wikitext2 is downloaded from the Hugging Face hub, which is not reachable "
+                "here (offline); use dataset=pydoc_topics or dataset=text_files dataset.paths=[...]",
+            )
 
     @property
     def name(self) -> str:

@@ -11,10 +11,11 @@ Perplexity numbers are only comparable under the same protocol, so the protocol 
 
 Targets equal to ``IGNORE`` are not scored.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 
@@ -58,8 +59,9 @@ def sliding_windows(ids: torch.Tensor, seq_len: int, stride: int, prefix: int | 
     return out
 
 
-def make_windows(ids: torch.Tensor, seq_len: int, protocol: str, stride: int | None = None,
-                 prefix: int | None = None) -> list[Window]:
+def make_windows(
+    ids: torch.Tensor, seq_len: int, protocol: str, stride: int | None = None, prefix: int | None = None
+) -> list[Window]:
     if protocol == "disjoint":
         return disjoint_windows(ids, seq_len)
     if protocol == "sliding":

@@ -7,10 +7,22 @@ Use in any training loop::
     ...
     metrics = monitor.on_optimizer_step(model, inputs=batch, optimizer=optimizer)
 """
+
 from modelxray.dynamics.base import MetricComputer, MetricContext, ParameterDelta
 from modelxray.dynamics.config import DynamicsConfig, GradConfig, OptimConfig, ParamChangeConfig, SparseConfig
 from modelxray.dynamics.monitor import DynamicsMonitor
 from modelxray.dynamics.snapshot import DynamicsError, Snapshot
 
-__all__ = ["DynamicsConfig", "DynamicsError", "DynamicsMonitor", "GradConfig", "MetricComputer", "MetricContext",
-           "OptimConfig", "ParamChangeConfig", "ParameterDelta", "Snapshot", "SparseConfig"]
+__all__ = [
+    "DynamicsConfig",
+    "DynamicsError",
+    "DynamicsMonitor",
+    "GradConfig",
+    "MetricComputer",
+    "MetricContext",
+    "OptimConfig",
+    "ParamChangeConfig",
+    "ParameterDelta",
+    "Snapshot",
+    "SparseConfig",
+]

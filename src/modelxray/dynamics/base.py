@@ -3,10 +3,12 @@
 Computers are pure and stateless: everything they need arrives in the arguments, so one instance
 can serve many monitors and a user adds their own with ``monitor.add_metric(obj)``.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 from torch import nn

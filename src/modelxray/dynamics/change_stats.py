@@ -7,6 +7,7 @@ elements that stay in cache, so W and W0 are read from memory once and every sta
 cached data. ``torch.compile`` could fuse the same passes, but costs a compile per model and a C++
 toolchain at run time; chunking gets the same effect with plain eager ops.
 """
+
 from __future__ import annotations
 
 import torch
@@ -67,9 +68,15 @@ def summarize(stats: torch.Tensor, norm_sq: float) -> dict[str, float]:
     mean = float(stats[SUM]) / n
     var = max(float(stats[SUMSQ]) / n - mean * mean, 0.0)
     l2 = float(stats[SUMSQ]) ** 0.5
-    return {"norm_l2": l2, "norm_l1": float(stats[L1]), "norm_max": float(stats[MAX]), "mean": mean,
-            "std": var ** 0.5, "mean_abs_delta": float(stats[L1]) / n,
-            "relative_l2": l2 / norm_sq ** 0.5 if norm_sq > 0 else float("inf")}
+    return {
+        "norm_l2": l2,
+        "norm_l1": float(stats[L1]),
+        "norm_max": float(stats[MAX]),
+        "mean": mean,
+        "std": var**0.5,
+        "mean_abs_delta": float(stats[L1]) / n,
+        "relative_l2": l2 / norm_sq**0.5 if norm_sq > 0 else float("inf"),
+    }
 
 
 def combine(rows: list[torch.Tensor]) -> torch.Tensor:

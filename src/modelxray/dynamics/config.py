@@ -4,6 +4,7 @@ Every field is a YAML key under ``train.dynamics`` (``conf/train/finetune_lm.yam
 of ``DynamicsConfig`` in library use. Sections may be given as plain dicts; unknown keys fail with
 the dotted key named.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -120,13 +121,23 @@ class DynamicsConfig(Configurable):
             setattr(self, key, section(cls, getattr(self, key), key))
 
     @classmethod
-    def minimal(cls, interval: int = 500) -> "DynamicsConfig":
+    def minimal(cls, interval: int = 500) -> DynamicsConfig:
         """Global parameter-change statistics only: cheap enough for any run."""
-        return cls(interval=interval, param_change=ParamChangeConfig(per_layer=False, per_component=False, quantiles=[]),
-                   sparse=SparseConfig(enabled=False), grad=GradConfig(per_layer=False), optim=OptimConfig(enabled=False))
+        return cls(
+            interval=interval,
+            param_change=ParamChangeConfig(per_layer=False, per_component=False, quantiles=[]),
+            sparse=SparseConfig(enabled=False),
+            grad=GradConfig(per_layer=False),
+            optim=OptimConfig(enabled=False),
+        )
 
     @classmethod
-    def comprehensive(cls, interval: int = 50) -> "DynamicsConfig":
+    def comprehensive(cls, interval: int = 50) -> DynamicsConfig:
         """Every family, per layer and per component, sparse and low-rank quality with random baselines."""
-        return cls(interval=interval, param_change=ParamChangeConfig(), sparse=SparseConfig(), grad=GradConfig(),
-                   optim=OptimConfig())
+        return cls(
+            interval=interval,
+            param_change=ParamChangeConfig(),
+            sparse=SparseConfig(),
+            grad=GradConfig(),
+            optim=OptimConfig(),
+        )

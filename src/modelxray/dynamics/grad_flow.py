@@ -11,6 +11,7 @@ Names: ``grad/global_norm``, ``grad/layer_<i>/norm``, ``grad/component/<family>/
 ``grad/min_layer_norm``, ``grad/max_layer_norm``, ``grad/clip_coef``. Norms are of the raw
 gradients: a loop that clipped them passes its clip coefficient as ``grad_scale``.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -56,17 +57,19 @@ class GradientMetrics:
                 if u is None:
                     exact = False
                     d = delta.of(name)
-                    upd_layer[layer] += float(torch.linalg.vector_norm(d, dtype=torch.float64) ** 2) / max(delta.steps, 1) ** 2
+                    upd_layer[layer] += (
+                        float(torch.linalg.vector_norm(d, dtype=torch.float64) ** 2) / max(delta.steps, 1) ** 2
+                    )
                 else:
                     upd_layer[layer] += float(torch.linalg.vector_norm(u, dtype=torch.float64) ** 2)
         out: dict[str, float] = {}
         if any_grad:
-            out["global_norm"] = sq_total ** 0.5
+            out["global_norm"] = sq_total**0.5
             out["clip_coef"] = scale
             for comp in sorted(sq_comp):
                 out[f"component/{comp}/norm"] = sq_comp[comp] ** 0.5
         if cfg.per_layer:
-            norms = {layer: v ** 0.5 for layer, v in sq_layer.items()}
+            norms = {layer: v**0.5 for layer, v in sq_layer.items()}
             for layer in sorted(norms):
                 out[f"layer_{layer}/norm"] = norms[layer]
             if norms:

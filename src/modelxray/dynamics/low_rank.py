@@ -6,6 +6,7 @@ ranks far below the matrix size ``torch.svd_lowrank`` (randomised, Halko et al.)
 singular triplets; the total is always the exact Frobenius norm, so an approximate spectrum can only
 under-state the captured share, never over-state it.
 """
+
 from __future__ import annotations
 
 import torch
@@ -19,8 +20,9 @@ def use_lowrank(shape: tuple[int, int], max_rank: int, oversample: int, mode: st
     return (max_rank + oversample) * 2 <= min(shape)
 
 
-def top_svd(d: torch.Tensor, max_rank: int, *, mode: str = "auto", oversample: int = 8, niter: int = 4,
-            generator_seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def top_svd(
+    d: torch.Tensor, max_rank: int, *, mode: str = "auto", oversample: int = 8, niter: int = 4, generator_seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """U, S, V (``d ~ U diag(S) V^T``) holding at least the top ``max_rank`` singular triplets."""
     d = d.float()
     if use_lowrank(tuple(d.shape), max_rank, oversample, mode):

@@ -11,6 +11,7 @@ reported once, by name, and skipped from then on; training goes on.
         metrics = monitor.on_optimizer_step(model, inputs=batch, optimizer=optimizer)
         optimizer.zero_grad()
 """
+
 from __future__ import annotations
 
 import logging
@@ -56,22 +57,24 @@ class DynamicsMonitor:
         self.measurements = 0
 
     @classmethod
-    def create(cls, config: DynamicsConfig | None = None, probe: Any = None) -> "DynamicsMonitor":
+    def create(cls, config: DynamicsConfig | None = None, probe: Any = None) -> DynamicsMonitor:
         """A monitor with the computers the config enables (parameter change, sparse quality,
         gradients, optimizer state)."""
         from modelxray.dynamics.sparse_quality import SparseQualityMetrics
 
         monitor = cls(config, probe)
         cfg = monitor.config
-        for enabled, computer in ((cfg.param_change.enabled, ParameterChangeMetrics()),
-                                  (cfg.sparse.enabled, SparseQualityMetrics()),
-                                  (cfg.grad.enabled, GradientMetrics()),
-                                  (cfg.optim.enabled, OptimizerMetrics())):
+        for enabled, computer in (
+            (cfg.param_change.enabled, ParameterChangeMetrics()),
+            (cfg.sparse.enabled, SparseQualityMetrics()),
+            (cfg.grad.enabled, GradientMetrics()),
+            (cfg.optim.enabled, OptimizerMetrics()),
+        ):
             if enabled:
                 monitor.add_metric(computer)
         return monitor
 
-    def add_metric(self, computer: MetricComputer) -> "DynamicsMonitor":
+    def add_metric(self, computer: MetricComputer) -> DynamicsMonitor:
         """Add a computer: any object with a ``name`` and ``compute(delta, snapshot, context) -> dict``."""
         if not callable(getattr(computer, "compute", None)):
             raise TypeError(f"{type(computer).__name__} has no compute(delta, snapshot, context) method")
@@ -93,8 +96,13 @@ class DynamicsMonitor:
     def _snapshot(self, model: nn.Module) -> None:
         t0 = time.perf_counter()
         pc = self.config.param_change
-        self.snapshot = Snapshot(model, self.step, self.config.snapshot_dtype,
-                                 quantile_sample=pc.quantile_sample if pc.quantiles else 0, seed=self.step)
+        self.snapshot = Snapshot(
+            model,
+            self.step,
+            self.config.snapshot_dtype,
+            quantile_sample=pc.quantile_sample if pc.quantiles else 0,
+            seed=self.step,
+        )
         self.snapshot_seconds += time.perf_counter() - t0
 
     def due(self, step: int | None = None) -> bool:
@@ -102,8 +110,16 @@ class DynamicsMonitor:
         step = self.step + 1 if step is None else step
         return self.snapshot is not None and step - self.snapshot.step >= self.config.interval
 
-    def on_optimizer_step(self, model: nn.Module, inputs: Any = None, optimizer=None, step: int | None = None,
-                          lr: float | None = None, final: bool = False, grad_scale: float = 1.0) -> dict[str, float]:
+    def on_optimizer_step(
+        self,
+        model: nn.Module,
+        inputs: Any = None,
+        optimizer=None,
+        step: int | None = None,
+        lr: float | None = None,
+        final: bool = False,
+        grad_scale: float = 1.0,
+    ) -> dict[str, float]:
         """Call once per optimizer step, after ``optimizer.step()`` and before ``zero_grad()``.
 
         ``step`` defaults to counting calls. Returns ``{"<computer>/<metric>": value}`` on measuring
@@ -123,8 +139,18 @@ class DynamicsMonitor:
         if lr is None and optimizer is not None:
             lr = float(optimizer.param_groups[0]["lr"])
         delta = ParameterDelta(model, self.snapshot, self.step - self.snapshot.step)
-        context = MetricContext(model=model, step=self.step, config=self.config, optimizer=optimizer, lr=lr,
-                                inputs=inputs, probe=self.probe, measurement=self.measurements + 1, final=final, grad_scale=grad_scale)
+        context = MetricContext(
+            model=model,
+            step=self.step,
+            config=self.config,
+            optimizer=optimizer,
+            lr=lr,
+            inputs=inputs,
+            probe=self.probe,
+            measurement=self.measurements + 1,
+            final=final,
+            grad_scale=grad_scale,
+        )
         metrics: dict[str, float] = {}
         for computer in self.computers:
             if computer.name in self.errors:
@@ -136,8 +162,12 @@ class DynamicsMonitor:
                 raise
             except Exception as exc:  # noqa: BLE001 - a broken metric must not stop training
                 self.errors[computer.name] = traceback.format_exc()
-                log.warning("modelxray: dynamics metric %r failed and is skipped from now on: %s: %s",
-                            computer.name, type(exc).__name__, exc)
+                log.warning(
+                    "modelxray: dynamics metric %r failed and is skipped from now on: %s: %s",
+                    computer.name,
+                    type(exc).__name__,
+                    exc,
+                )
                 continue
             finally:
                 self.timings[computer.name] = self.timings.get(computer.name, 0.0) + time.perf_counter() - t0

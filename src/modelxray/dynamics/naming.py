@@ -4,6 +4,7 @@ Names follow the Llama family (``q_proj`` ... ``down_proj``); GPT-2's fused ``c_
 into its q/k/v column blocks and ``attn.c_proj`` / ``mlp.c_fc`` / ``mlp.c_proj`` map to ``o_proj`` /
 ``up_proj`` / ``down_proj``, so the same metric names mean the same thing across families.
 """
+
 from __future__ import annotations
 
 import math

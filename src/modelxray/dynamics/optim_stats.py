@@ -8,6 +8,7 @@ for AdamW's decoupled decay) with bias-corrected moments; for SGD it is ``lr * m
 Names: ``optim/second_moment_mean``, ``optim/second_moment_max``, ``optim/sqrt_second_moment_mean``,
 ``optim/effective_step_mean`` (mean |update| per element), ``optim/layer_<i>/effective_step``.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -39,8 +40,8 @@ def last_update(p: torch.Tensor, state: dict, group: dict, decoupled: bool) -> t
             return None
         b1, b2 = group["betas"]
         v = state["max_exp_avg_sq"] if group.get("amsgrad") and "max_exp_avg_sq" in state else state["exp_avg_sq"]
-        m_hat = state["exp_avg"].float() / (1 - b1 ** t)
-        v_hat = v.float() / (1 - b2 ** t)
+        m_hat = state["exp_avg"].float() / (1 - b1**t)
+        v_hat = v.float() / (1 - b2**t)
         u = lr * m_hat / (v_hat.sqrt() + group["eps"])
         if wd and decoupled:
             u = u + lr * wd * w  # AdamW decays the weights before the Adam step (W_prev ~ W here)
@@ -97,8 +98,9 @@ class OptimizerMetrics:
                     per_layer_n[layer] += u.numel()
         out = {}
         if n_v:
-            out.update({"second_moment_mean": v_sum / n_v, "second_moment_max": v_max,
-                        "sqrt_second_moment_mean": sv_sum / n_v})
+            out.update(
+                {"second_moment_mean": v_sum / n_v, "second_moment_max": v_max, "sqrt_second_moment_mean": sv_sum / n_v}
+            )
         if n_step:
             out["effective_step_mean"] = step_sum / n_step
             for layer in sorted(per_layer_sum):

@@ -3,6 +3,7 @@
 All comparisons are token-averaged over the positions that ``mask`` marks (LM logits ``(B, T, V)``
 with an attention mask), or over rows for classifier logits ``(B, C)``.
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -39,8 +40,10 @@ def probe_inputs(batch: Any) -> tuple[tuple, dict[str, Any], torch.Tensor | None
             return (batch["x"],), {}, None
     if isinstance(batch, (list, tuple)) and batch and torch.is_tensor(batch[0]):
         return (batch[0],), {}, None
-    raise TypeError(f"cannot forward a probe batch of type {type(batch).__name__}: give a tensor of token ids, "
-                    "a dict with input_ids (and attention_mask), or a dict with x")
+    raise TypeError(
+        f"cannot forward a probe batch of type {type(batch).__name__}: give a tensor of token ids, "
+        "a dict with input_ids (and attention_mask), or a dict with x"
+    )
 
 
 def logits_of(output: Any) -> torch.Tensor:
@@ -91,5 +94,9 @@ def compare_logits(full: torch.Tensor, other: torch.Tensor, mask: torch.Tensor |
         cos += float(F.cosine_similarity(x, y, dim=-1).sum())
         sq += float(((x - y) ** 2).sum())
     n = max(a.shape[0], 1)
-    return {"kl": kl / n, "cosine": cos / n, "mse": sq / (n * vocab),
-            "top1_agree": float((a.argmax(-1) == b.argmax(-1)).float().mean())}
+    return {
+        "kl": kl / n,
+        "cosine": cos / n,
+        "mse": sq / (n * vocab),
+        "top1_agree": float((a.argmax(-1) == b.argmax(-1)).float().mean()),
+    }

@@ -13,6 +13,7 @@ Metric names (``t`` formatted by ``naming.fmt_threshold``, ``k`` a relative mult
 ``abs_delta_q<q>``, ``layer_<i>/{mean_abs_delta,sparsity,relative_l2}``,
 ``component/<family>/{mean_abs_delta,relative_l2}``, ``steps``.
 """
+
 from __future__ import annotations
 
 from collections import defaultdict
@@ -37,11 +38,18 @@ class ParameterChangeMetrics:
                 rel = [(k, k * context.lr * max(delta.steps, 1)) for k in cfg.relative_thresholds]
             else:
                 context.cache.setdefault("warnings", []).append(
-                    "param_change.relative_thresholds skipped: no learning rate (pass optimizer= or lr=)")
+                    "param_change.relative_thresholds skipped: no learning rate (pass optimizer= or lr=)"
+                )
         all_t = thresholds + [t for _, t in rel] + [cfg.layer_threshold]
         layer_col = FIXED + len(all_t) - 1
 
-        rows, by_layer, by_comp, norms_layer, norms_comp = [], defaultdict(list), defaultdict(list), defaultdict(float), defaultdict(float)
+        rows, by_layer, by_comp, norms_layer, norms_comp = (
+            [],
+            defaultdict(list),
+            defaultdict(list),
+            defaultdict(float),
+            defaultdict(float),
+        )
         samples = []
         with torch.no_grad():
             for name, cur, snap in delta.pairs():
@@ -57,7 +65,9 @@ class ParameterChangeMetrics:
                     norms_comp[part.component] += nsq
                 idx = snapshot.sample.get(name)
                 if idx is not None and cfg.quantiles:
-                    samples.append((cur.reshape(-1)[idx.to(cur.device)] - snap.reshape(-1)[idx.to(cur.device)]).abs().cpu())
+                    samples.append(
+                        (cur.reshape(-1)[idx.to(cur.device)] - snap.reshape(-1)[idx.to(cur.device)]).abs().cpu()
+                    )
 
         if not rows:
             return {}

@@ -4,10 +4,11 @@ The monitor keeps exactly one copy of the trainable parameters (in ``snapshot_dt
 never materialised for the whole model at once: computers walk the parameters and form each
 tensor's change on demand, so memory stays at one model plus one snapshot plus one tensor.
 """
+
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 from torch import nn
@@ -52,8 +53,11 @@ class Snapshot:
             for name, t in self.tensors.items():
                 k = max(1, math.ceil(quantile_sample * t.numel() / self.numel))
                 # a model smaller than the sample is read whole, so its quantiles are exact
-                self.sample[name] = torch.arange(t.numel()) if quantile_sample >= self.numel else \
-                    torch.randint(0, t.numel(), (k,), generator=gen)
+                self.sample[name] = (
+                    torch.arange(t.numel())
+                    if quantile_sample >= self.numel
+                    else torch.randint(0, t.numel(), (k,), generator=gen)
+                )
 
     @property
     def nbytes(self) -> int:
@@ -67,11 +71,14 @@ class Snapshot:
             raise DynamicsError(
                 f"the model's trainable parameters changed since the snapshot at step {self.step} "
                 f"(gone: {missing or 'none'}, new: {new or 'none'}); call monitor.reset() after changing "
-                "the architecture or which parameters train")
+                "the architecture or which parameters train"
+            )
         for name, p in trainable(model):
             if tuple(p.shape) != tuple(self.tensors[name].shape):
-                raise DynamicsError(f"parameter {name} changed shape since the snapshot at step {self.step} "
-                                    f"({tuple(self.tensors[name].shape)} -> {tuple(p.shape)}); call monitor.reset()")
+                raise DynamicsError(
+                    f"parameter {name} changed shape since the snapshot at step {self.step} "
+                    f"({tuple(self.tensors[name].shape)} -> {tuple(p.shape)}); call monitor.reset()"
+                )
 
 
 def pairs(model: nn.Module, snapshot: Snapshot) -> Iterator[tuple[str, torch.Tensor, torch.Tensor]]:

@@ -15,6 +15,7 @@ Names per variant ``v``: ``kl_at_v``, ``cosine_at_v``, ``mse_at_v``, ``top1_agre
 ``kept_ratio_at_v``, ``unchanged_ratio_at_v`` (and the same with ``_random``); ``rank<r>_energy``,
 ``component/<family>/rank<r>_energy``; ``forwards`` and ``seconds_per_forward`` (the cost).
 """
+
 from __future__ import annotations
 
 import math
@@ -108,8 +109,10 @@ class SparseQualityMetrics:
             return params
 
         variants = [(fmt_threshold(t), (lambda a, t=t: a > t)) for t in cfg.thresholds]
-        variants += [(f"keep_{fmt_fraction(f)}", (lambda a, f=f: top_mask(a, math.ceil(f * a.numel()))))
-                     for f in cfg.keep_fractions]
+        variants += [
+            (f"keep_{fmt_fraction(f)}", (lambda a, f=f: top_mask(a, math.ceil(f * a.numel()))))
+            for f in cfg.keep_fractions
+        ]
         for label, choose in variants:
             params, counts, kept, total = masked_variant(choose)
             score(label, params, kept, total)
@@ -145,8 +148,14 @@ class SparseQualityMetrics:
                 for part in prts:
                     dp = part.take(d)
                     total_sq = float(torch.linalg.vector_norm(dp, dtype=torch.float64) ** 2)
-                    u, s, v = low_rank.top_svd(dp, rmax, mode=cfg.svd, oversample=cfg.svd_oversample,
-                                               niter=cfg.svd_niter, generator_seed=cfg.seed)
+                    u, s, v = low_rank.top_svd(
+                        dp,
+                        rmax,
+                        mode=cfg.svd,
+                        oversample=cfg.svd_oversample,
+                        niter=cfg.svd_niter,
+                        generator_seed=cfg.seed,
+                    )
                     for r, e in low_rank.rank_energy(s, total_sq, ranks).items():
                         captured[(part.component, r)] += e * total_sq
                     totals[part.component] += total_sq

@@ -8,6 +8,7 @@
   the intermediate tensor), by bytes saved.
 - memory-bound: ops whose arithmetic intensity is below the machine's ridge point, by time share.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -19,9 +20,17 @@ def _matrices(rows: list[dict]) -> list[dict]:
 
 def prune_candidates(rows: list[dict], top: int, prune_min: float) -> list[dict]:
     mats = sorted(_matrices(rows), key=lambda r: -r["prune_potential"])
-    return [{"action": "prune", "target": r["name"], "why": f"{r['prune_potential']:.0%} of its weights hold "
-             f"under 1% of its energy (sparsity now {r['zeros_share']:.1%}, std {r['std']:.3g})",
-             "value": r["prune_potential"]} for r in mats[:top] if r["prune_potential"] >= prune_min]
+    return [
+        {
+            "action": "prune",
+            "target": r["name"],
+            "why": f"{r['prune_potential']:.0%} of its weights hold "
+            f"under 1% of its energy (sparsity now {r['zeros_share']:.1%}, std {r['std']:.3g})",
+            "value": r["prune_potential"],
+        }
+        for r in mats[:top]
+        if r["prune_potential"] >= prune_min
+    ]
 
 
 def precision_candidates(rows: list[dict], top: int, bits: int, ratio: float = 1.25) -> list[dict]:
@@ -30,29 +39,51 @@ def precision_candidates(rows: list[dict], top: int, bits: int, ratio: float = 1
         return []
     median = statistics.median(r["quant_sensitivity"] for r in mats)
     worst = sorted(mats, key=lambda r: -r["quant_sensitivity"])[:top]
-    return [{"action": "keep higher precision", "target": r["name"],
-             "why": f"{bits}-bit RTN relative error {r['quant_sensitivity']:.3f}, x{r['quant_sensitivity'] / median:.2f} "
-                    f"the model median {median:.3f}; "
-                    f"kurtosis {r['kurtosis']:.1f}, outliers {r['outlier_share']:.2%}", "value": r["quant_sensitivity"]}
-            for r in worst if r["quant_sensitivity"] >= ratio * median]
+    return [
+        {
+            "action": "keep higher precision",
+            "target": r["name"],
+            "why": f"{bits}-bit RTN relative error {r['quant_sensitivity']:.3f}, x{r['quant_sensitivity'] / median:.2f} "
+            f"the model median {median:.3f}; "
+            f"kurtosis {r['kurtosis']:.1f}, outliers {r['outlier_share']:.2%}",
+            "value": r["quant_sensitivity"],
+        }
+        for r in worst
+        if r["quant_sensitivity"] >= ratio * median
+    ]
 
 
 def fusion_advice(candidates: list[dict], top: int) -> list[dict]:
     best = sorted(candidates, key=lambda c: -c.get("bytes_saved_estimate", 0))[:top]
-    return [{"action": "fuse", "target": f"{c['producer']} -> {' -> '.join(c['consumers'])}"
-             + (f" in {c['module']}" if c.get("module") else ""),
-             "why": f"{c['count']} occurrences; a fused kernel would avoid about "
-                    f"{c.get('bytes_saved_estimate', 0) / 2**20:.1f} MiB of intermediate traffic per forward",
-             "value": c.get("bytes_saved_estimate", 0)} for c in best]
+    return [
+        {
+            "action": "fuse",
+            "target": f"{c['producer']} -> {' -> '.join(c['consumers'])}"
+            + (f" in {c['module']}" if c.get("module") else ""),
+            "why": f"{c['count']} occurrences; a fused kernel would avoid about "
+            f"{c.get('bytes_saved_estimate', 0) / 2**20:.1f} MiB of intermediate traffic per forward",
+            "value": c.get("bytes_saved_estimate", 0),
+        }
+        for c in best
+    ]
 
 
 def memory_bound_advice(roofline_rows: list[dict], top: int) -> list[dict]:
     total = sum(r.get("time_s", 0.0) for r in roofline_rows) or 1.0
     mem = sorted((r for r in roofline_rows if r.get("bound") == "memory"), key=lambda r: -r.get("time_s", 0.0))[:top]
-    return [{"action": "memory-bound", "target": r["op"],
-             "why": f"{r.get('time_s', 0.0) / total:.1%} of op time at {r['intensity']:.2f} FLOP/byte "
-                    f"(ridge {r.get('ridge', float('nan')):.1f})"
-                    + (f", moving {r['achieved_bytes_per_s'] / 1e9:.1f} GB/s ({r['share_of_attainable']:.0%} of the "
-                       "roof)" if r.get("achieved_bytes_per_s") and r.get("share_of_attainable") is not None else "")
-                    + "; fewer bytes (fusion, lower precision) speed it up, more FLOP/s do not",
-             "value": r.get("time_s", 0.0)} for r in mem]
+    return [
+        {
+            "action": "memory-bound",
+            "target": r["op"],
+            "why": f"{r.get('time_s', 0.0) / total:.1%} of op time at {r['intensity']:.2f} FLOP/byte "
+            f"(ridge {r.get('ridge', float('nan')):.1f})"
+            + (
+                f", moving {r['achieved_bytes_per_s'] / 1e9:.1f} GB/s ({r['share_of_attainable']:.0%} of the roof)"
+                if r.get("achieved_bytes_per_s") and r.get("share_of_attainable") is not None
+                else ""
+            )
+            + "; fewer bytes (fusion, lower precision) speed it up, more FLOP/s do not",
+            "value": r.get("time_s", 0.0),
+        }
+        for r in mem
+    ]

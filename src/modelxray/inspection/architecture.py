@@ -5,6 +5,7 @@ attention modules plus a token embedding make a transformer (decoder-only when t
 causal-LM head or its config says ``is_decoder``; encoder-decoder when the config says so; encoder
 otherwise); convolutions without attention make a CNN; only linear layers make an MLP; recurrent
 layers an RNN; convolutions or recurrence mixed with attention a hybrid."""
+
 from __future__ import annotations
 
 import re
@@ -27,10 +28,10 @@ def type_name(m: nn.Module) -> str:
 
 @dataclass
 class Architecture:
-    kind: str                          # decoder-only transformer | encoder-decoder transformer | encoder transformer | CNN | MLP | RNN | hybrid | unknown
-    reason: str                        # the rule that fired, in words
-    module_counts: dict[str, int]      # leaf module type -> count
-    param_share: dict[str, float]      # owning module type -> share of all parameters
+    kind: str  # decoder-only transformer | encoder-decoder transformer | encoder transformer | CNN | MLP | RNN | hybrid | unknown
+    reason: str  # the rule that fired, in words
+    module_counts: dict[str, int]  # leaf module type -> count
+    param_share: dict[str, float]  # owning module type -> share of all parameters
     total_parameters: int
     input: dict = field(default_factory=dict)  # what the compute analysis feeds it (see infer_input)
 
@@ -74,8 +75,11 @@ def classify(model: nn.Module) -> tuple[str, str]:
         head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
         lm = next((t for _, _, t in mods if "CausalLM" in t or "LMHead" in t), None)
         name = lm or type_name(model)
-        if getattr(config, "is_decoder", False) or lm is not None or \
-                (head is not None and has_emb and getattr(config, "model_type", "") in _DECODER_TYPES):
+        if (
+            getattr(config, "is_decoder", False)
+            or lm is not None
+            or (head is not None and has_emb and getattr(config, "model_type", "") in _DECODER_TYPES)
+        ):
             return "decoder-only transformer", f"attention, token embedding and a causal-LM head ({name})"
         return "encoder transformer", "attention without a causal-LM head"
     if has_rnn:
@@ -106,8 +110,14 @@ def classify_names(names: list[str], shapes: dict[str, tuple[int, ...]]) -> tupl
     return "unknown", "no weight matrices"
 
 
-def infer_input(model: nn.Module, *, batch_size: int, seq_len: int | None, input_shape: list[int] | None,
-                data_shape: tuple[int, ...] | None = None) -> dict:
+def infer_input(
+    model: nn.Module,
+    *,
+    batch_size: int,
+    seq_len: int | None,
+    input_shape: list[int] | None,
+    data_shape: tuple[int, ...] | None = None,
+) -> dict:
     """The input the compute analysis runs: token ids (vocab size and context length from the
     config or the embedding), or features/images of ``input_shape`` (config), the dataset's shape,
     or the first layer's expected width."""
@@ -119,18 +129,32 @@ def infer_input(model: nn.Module, *, batch_size: int, seq_len: int | None, input
         return {"kind": "features", "shape": [batch_size, *data_shape], "source": "dataset"}
     if emb is not None:
         vocab = getattr(config, "vocab_size", None) or int(emb.weight.shape[0])
-        ctx = next((getattr(config, k) for k in ("max_position_embeddings", "n_positions", "n_ctx")
-                    if getattr(config, k, None)), None)
+        ctx = next(
+            (
+                getattr(config, k)
+                for k in ("max_position_embeddings", "n_positions", "n_ctx")
+                if getattr(config, k, None)
+            ),
+            None,
+        )
         t = seq_len or min(ctx or 256, 256)
         if ctx:
             t = min(t, ctx)
-        return {"kind": "token_ids", "shape": [batch_size, t], "vocab_size": int(vocab),
-                "context_length": int(ctx) if ctx else None, "source": "config" if config is not None else "embedding"}
+        return {
+            "kind": "token_ids",
+            "shape": [batch_size, t],
+            "vocab_size": int(vocab),
+            "context_length": int(ctx) if ctx else None,
+            "source": "config" if config is not None else "embedding",
+        }
     first = next((m for m in model.modules() if type_name(m) in _CONV | {"Linear"}), None)
     if first is not None and type_name(first) in _CONV:
         dims = {"Conv1d": 1, "Conv3d": 3}.get(type_name(first), 2)
-        return {"kind": "image", "shape": [batch_size, int(first.weight.shape[1]), *([32] * dims)],
-                "source": "first convolution (spatial size 32 assumed; set input_shape)"}
+        return {
+            "kind": "image",
+            "shape": [batch_size, int(first.weight.shape[1]), *([32] * dims)],
+            "source": "first convolution (spatial size 32 assumed; set input_shape)",
+        }
     if first is not None:
         return {"kind": "features", "shape": [batch_size, int(first.weight.shape[1])], "source": "first linear layer"}
     return {"kind": "unknown", "shape": None, "source": "set analyzer.inspect.input_shape"}

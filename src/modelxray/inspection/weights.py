@@ -1,6 +1,7 @@
 """Per-tensor statistics over a whole model, one tensor at a time, labelled with the layer type
 that owns each tensor and the block it sits in. Never copies the model: parameters are read in
 place (a half-precision tensor is converted alone), a weights-only file is read tensor by tensor."""
+
 from __future__ import annotations
 
 import re
@@ -50,8 +51,9 @@ def analyze_weights(model: nn.Module, cfg: StatsConfig, progress: bool = True) -
     types = {} if isinstance(model, WeightsFile) else owner_types(model)
     total = len(model.tensor_names()) if isinstance(model, WeightsFile) else len(types)
     rows = []
-    for name, t in bar(named_tensors(model), total=total, desc="inspect: parameter statistics", unit="tensor",
-                       enabled=progress):
+    for name, t in bar(
+        named_tensors(model), total=total, desc="inspect: parameter statistics", unit="tensor", enabled=progress
+    ):
         kind = types.get(name) or type_from_name(name, t.dim())
         rows.append({"name": name, "type": kind, "block": block_of(name), **tensor_stats(t, cfg)})
     return rows

@@ -23,14 +23,35 @@ Callbacks for the training loop (:mod:`.callbacks`), metric families they log at
 module's docstring lists its metric names. Build a callback from keywords, a dict or its config
 dataclass (``ExampleDynamicsConfig(...).build()``). ``modelxray.report.plots.learning`` draws their reports.
 """
-from modelxray.learning.callbacks import (ExampleDynamicsCallback, ExampleDynamicsConfig, FeatureEvolutionCallback,
-                                          FeatureEvolutionConfig, GradientFlowCallback, GradientFlowConfig,
-                                          MemorizationCallback, MemorizationConfig, TransitionAttributionCallback,
-                                          TransitionAttributionConfig)
+
+from modelxray.learning.callbacks import (
+    ExampleDynamicsCallback,
+    ExampleDynamicsConfig,
+    FeatureEvolutionCallback,
+    FeatureEvolutionConfig,
+    GradientFlowCallback,
+    GradientFlowConfig,
+    MemorizationCallback,
+    MemorizationConfig,
+    TransitionAttributionCallback,
+    TransitionAttributionConfig,
+)
 from modelxray.learning.evaluation import evaluate, per_example_stats
 from modelxray.learning.state import load_state, save_state
 
-__all__ = ["ExampleDynamicsCallback", "ExampleDynamicsConfig", "GradientFlowCallback", "GradientFlowConfig",
-           "MemorizationCallback", "MemorizationConfig", "FeatureEvolutionCallback", "FeatureEvolutionConfig",
-           "TransitionAttributionCallback", "TransitionAttributionConfig", "evaluate", "per_example_stats",
-           "save_state", "load_state"]
+__all__ = [
+    "ExampleDynamicsCallback",
+    "ExampleDynamicsConfig",
+    "GradientFlowCallback",
+    "GradientFlowConfig",
+    "MemorizationCallback",
+    "MemorizationConfig",
+    "FeatureEvolutionCallback",
+    "FeatureEvolutionConfig",
+    "TransitionAttributionCallback",
+    "TransitionAttributionConfig",
+    "evaluate",
+    "per_example_stats",
+    "save_state",
+    "load_state",
+]

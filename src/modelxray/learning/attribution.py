@@ -14,10 +14,11 @@ section 4.1). Per-example gradients come from ``torch.func`` (``vmap`` over ``gr
 to one backward per example. Checkpoints between the two sides of a transition are the relevant
 ones: pass those.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -45,8 +46,12 @@ class TracInResult:
         order = np.argsort(-score, kind="stable")[:k]
         rows = []
         for rank, i in enumerate(order, 1):
-            row = {"rank": rank, "index": int(i), "influence": float(self.influence[i]),
-                   "self_influence": float(self.self_influence[i])}
+            row = {
+                "rank": rank,
+                "index": int(i),
+                "influence": float(self.influence[i]),
+                "self_influence": float(self.self_influence[i]),
+            }
             if labels is not None:
                 row["label"] = int(labels[i])
             if regions is not None:
@@ -61,9 +66,17 @@ def _flat_grads(g: dict[str, torch.Tensor], names: list[str], batched: bool) -> 
     return torch.cat([g[n].reshape(-1) for n in names])
 
 
-def tracin(model: nn.Module, checkpoints: Sequence[TracInCheckpoint], x_train: torch.Tensor, y_train: torch.Tensor,
-           x_target: torch.Tensor, y_target: torch.Tensor, loss_fn: Callable = F.cross_entropy,
-           param_names: Sequence[str] | None = None, chunk_size: int = 256) -> TracInResult:
+def tracin(
+    model: nn.Module,
+    checkpoints: Sequence[TracInCheckpoint],
+    x_train: torch.Tensor,
+    y_train: torch.Tensor,
+    x_target: torch.Tensor,
+    y_target: torch.Tensor,
+    loss_fn: Callable = F.cross_entropy,
+    param_names: Sequence[str] | None = None,
+    chunk_size: int = 256,
+) -> TracInResult:
     """TracInCP influence of every training example on the target set, and self-influence.
 
     ``model`` gives the architecture (its weights are not changed); ``param_names`` restricts the
@@ -71,7 +84,9 @@ def tracin(model: nn.Module, checkpoints: Sequence[TracInCheckpoint], x_train: t
     from torch.func import functional_call, grad, vmap
 
     device = next(model.parameters()).device
-    names = list(param_names) if param_names is not None else [n for n, p in model.named_parameters() if p.requires_grad]
+    names = (
+        list(param_names) if param_names is not None else [n for n, p in model.named_parameters() if p.requires_grad]
+    )
     buffers = {n: b for n, b in model.named_buffers()}
     was_training = model.training
     model.eval()
@@ -94,14 +109,16 @@ def tracin(model: nn.Module, checkpoints: Sequence[TracInCheckpoint], x_train: t
 
             per_example = vmap(grad(one), in_dims=(None, 0, 0))
             for i in range(0, len(y_train), chunk_size):
-                xb, yb = x_train[i:i + chunk_size].to(device), y_train[i:i + chunk_size].to(device)
+                xb, yb = x_train[i : i + chunk_size].to(device), y_train[i : i + chunk_size].to(device)
                 try:
                     g = _flat_grads(per_example(params, xb, yb), names, True)
                 except (RuntimeError, NotImplementedError):  # an op without a batching rule
-                    g = torch.stack([_flat_grads(grad(one)(params, xb[j], yb[j]), names, False) for j in range(len(yb))])
+                    g = torch.stack(
+                        [_flat_grads(grad(one)(params, xb[j], yb[j]), names, False) for j in range(len(yb))]
+                    )
                 g = g.double()
-                influence[i:i + len(yb)] += ck.lr * (g @ g_target.double()).cpu()
-                self_inf[i:i + len(yb)] += ck.lr * (g * g).sum(1).cpu()
+                influence[i : i + len(yb)] += ck.lr * (g @ g_target.double()).cpu()
+                self_inf[i : i + len(yb)] += ck.lr * (g * g).sum(1).cpu()
     finally:
         model.train(was_training)
     return TracInResult(influence.numpy(), self_inf.numpy(), [int(c.step) for c in checkpoints])

@@ -20,6 +20,7 @@ Regions (every example in exactly one; the keys of :class:`RegionThresholds` are
 The paper draws the regions by eye on the map (easy-to-learn top left, hard-to-learn bottom left,
 ambiguous to the right); fixed thresholds make them reproducible and comparable across runs.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -61,8 +62,13 @@ def cartography(p_true: np.ndarray, correct: np.ndarray, thresholds: RegionThres
     return Cartography(conf, var, corr, assign_regions(conf, var, thresholds))
 
 
-def cartography_from_sums(count: np.ndarray, sum_p: np.ndarray, sum_p2: np.ndarray, sum_correct: np.ndarray,
-                          thresholds: RegionThresholds | None = None) -> Cartography:
+def cartography_from_sums(
+    count: np.ndarray,
+    sum_p: np.ndarray,
+    sum_p2: np.ndarray,
+    sum_correct: np.ndarray,
+    thresholds: RegionThresholds | None = None,
+) -> Cartography:
     """The same statistics from running sums (what the recorder keeps), without the full history."""
     count = np.asarray(count, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -72,8 +78,9 @@ def cartography_from_sums(count: np.ndarray, sum_p: np.ndarray, sum_p2: np.ndarr
     return Cartography(conf, var, corr, assign_regions(conf, var, thresholds))
 
 
-def assign_regions(confidence: np.ndarray, variability: np.ndarray,
-                   thresholds: RegionThresholds | None = None) -> np.ndarray:
+def assign_regions(
+    confidence: np.ndarray, variability: np.ndarray, thresholds: RegionThresholds | None = None
+) -> np.ndarray:
     """Region name per example (see the module docstring); NaN statistics (never seen) count as hard."""
     t = thresholds or RegionThresholds()
     var = np.nan_to_num(variability, nan=0.0)
@@ -85,8 +92,9 @@ def assign_regions(confidence: np.ndarray, variability: np.ndarray,
     return np.where(ambiguous, "ambiguous", np.where(easy, "easy", "hard")).astype("<U9")
 
 
-def hard_example_order(confidence: np.ndarray, variability: np.ndarray, forgetting_events: np.ndarray | None = None
-                       ) -> np.ndarray:
+def hard_example_order(
+    confidence: np.ndarray, variability: np.ndarray, forgetting_events: np.ndarray | None = None
+) -> np.ndarray:
     """Positions sorted hardest first: lowest confidence, then most forgetting events, then lowest
     variability (consistently wrong before erratic)."""
     conf = np.nan_to_num(np.asarray(confidence, np.float64), nan=-1.0)

@@ -10,6 +10,7 @@ representations and invariant to orthogonal transforms and isotropic scaling of 
 arbitrary invertible linear maps). Computed in float64, in feature space or Gram space, whichever
 is smaller.
 """
+
 from __future__ import annotations
 
 import numpy as np

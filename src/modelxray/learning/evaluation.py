@@ -5,6 +5,7 @@ of the current weights. "Loss" is the cross-entropy and "correct" is "the first 
 logits is the label" everywhere: here, and in the example-dynamics recorder, which takes the same
 two quantities from the training forward (its per-example losses and one ``max(dim)``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -48,8 +49,8 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int
     preds, losses = [], []
     try:
         for i in range(0, len(y), batch_size):
-            logits = model(x[i:i + batch_size].to(device))
-            loss, _, _ = per_example_stats(logits, y[i:i + batch_size])
+            logits = model(x[i : i + batch_size].to(device))
+            loss, _, _ = per_example_stats(logits, y[i : i + batch_size])
             preds.append(logits.argmax(-1).cpu())
             losses.append(loss.float().cpu())
     finally:

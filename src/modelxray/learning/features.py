@@ -17,15 +17,15 @@ matrices (hundreds of rows) thread start-up and contention cost 40-200x the work
 training loop holds the cores (measured: a 180 x 64 probe takes 5 ms on one thread, 0.2-1 s on two
 busy cores).
 """
+
 from __future__ import annotations
 
 import contextlib
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 import torch
 from torch import nn
-
 
 _CONTROLLER = None
 
@@ -62,8 +62,9 @@ def default_feature_layer(model: nn.Module) -> str:
 
 
 @torch.no_grad()
-def capture_activations(model: nn.Module, x: torch.Tensor, layers: Iterable[str], batch_size: int = 1024
-                        ) -> dict[str, np.ndarray]:
+def capture_activations(
+    model: nn.Module, x: torch.Tensor, layers: Iterable[str], batch_size: int = 1024
+) -> dict[str, np.ndarray]:
     """``{layer: (n, features) float32}`` for the named modules on input ``x``."""
     modules = dict(model.named_modules())
     layers = list(layers)
@@ -77,6 +78,7 @@ def capture_activations(model: nn.Module, x: torch.Tensor, layers: Iterable[str]
         def hook(_module, _inp, output):
             t = output[0] if isinstance(output, (tuple, list)) else output
             out[name].append(t.detach().float().reshape(t.shape[0], -1).cpu())
+
         return hook
 
     handles = [modules[n].register_forward_hook(hook_for(n)) for n in layers]
@@ -85,7 +87,7 @@ def capture_activations(model: nn.Module, x: torch.Tensor, layers: Iterable[str]
     model.eval()
     try:
         for i in range(0, len(x), batch_size):
-            model(x[i:i + batch_size].to(device))
+            model(x[i : i + batch_size].to(device))
     finally:
         for h in handles:
             h.remove()
@@ -124,8 +126,14 @@ def silhouette_by_class(acts: np.ndarray, labels: np.ndarray) -> float:
         return float(silhouette_score(a, labels, metric="euclidean"))
 
 
-def linear_probe_accuracy(acts: np.ndarray, labels: np.ndarray, test_fraction: float = 0.3, seed: int = 0,
-                          max_iter: int = 100, probe_max_dim: int | None = 64) -> float:
+def linear_probe_accuracy(
+    acts: np.ndarray,
+    labels: np.ndarray,
+    test_fraction: float = 0.3,
+    seed: int = 0,
+    max_iter: int = 100,
+    probe_max_dim: int | None = 64,
+) -> float:
     """Held-out accuracy of a logistic-regression probe on the activations (NaN if a split has one class)."""
     import warnings
 

@@ -11,6 +11,7 @@ is only counted where the example was seen.
   are never learned as "forgotten infinitely often"; here they are reported separately);
 - never learned: never correct in any recorded epoch.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

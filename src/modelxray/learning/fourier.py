@@ -11,6 +11,7 @@ puts equal energy on both: they are one cos/sin pair); the constant (k=0) is its
 sparsity is the share of the total energy in the ``top_k`` largest groups: 1.0 when the embedding
 uses at most ``top_k`` frequencies; about ``top_k / (p//2 + 1)`` for a random embedding.
 """
+
 from __future__ import annotations
 
 import numpy as np

@@ -8,6 +8,7 @@ Flags (thresholds are config): a layer is *vanishing* at a step when its gradien
 ``vanishing`` (default 1e-7) and *exploding* when above ``exploding`` (default 1e3). A layer is
 flagged in the report when it is vanishing/exploding in at least ``flag_share`` of measured steps.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -58,5 +59,9 @@ def flow_flags(norms: np.ndarray, thresholds: FlowThresholds | None = None) -> d
     n = np.maximum(measured.sum(axis=1), 1)
     van = (measured & (np.nan_to_num(norms, nan=np.inf) < t.vanishing)).sum(axis=1) / n
     exp = (measured & (np.nan_to_num(norms, nan=-np.inf) > t.exploding)).sum(axis=1) / n
-    return {"vanishing_share": van, "exploding_share": exp,
-            "vanishing": van >= t.flag_share, "exploding": exp >= t.flag_share}
+    return {
+        "vanishing_share": van,
+        "exploding_share": exp,
+        "vanishing": van >= t.flag_share,
+        "exploding": exp >= t.flag_share,
+    }

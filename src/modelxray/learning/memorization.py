@@ -9,6 +9,7 @@
   share the model predicts with their (wrong) training label: memorization of noise. Its overlap
   with cartography's hard region says whether cartography finds the noise.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,8 +41,12 @@ def gap_events(steps, gap, open_level: float = 0.1, close_level: float = 0.05) -
         if last_above + 1 < len(gap) and last_above + 1 > open_i:
             close_i = last_above + 1
     k = int(np.nanargmax(gap)) if np.isfinite(gap).any() else None
-    return GapEvents(None if open_i is None else int(steps[open_i]), None if close_i is None else int(steps[close_i]),
-                     float(np.nanmax(gap)) if k is not None else float("nan"), None if k is None else int(steps[k]))
+    return GapEvents(
+        None if open_i is None else int(steps[open_i]),
+        None if close_i is None else int(steps[close_i]),
+        float(np.nanmax(gap)) if k is not None else float("nan"),
+        None if k is None else int(steps[k]),
+    )
 
 
 def fitted_share(predictions: np.ndarray, labels: np.ndarray, subset: np.ndarray) -> float:
@@ -52,7 +57,9 @@ def fitted_share(predictions: np.ndarray, labels: np.ndarray, subset: np.ndarray
     return float((np.asarray(predictions)[subset] == np.asarray(labels)[subset]).mean())
 
 
-def region_overlap(flipped: np.ndarray, tracked: np.ndarray, region: np.ndarray, name: str = "hard") -> dict[str, float]:
+def region_overlap(
+    flipped: np.ndarray, tracked: np.ndarray, region: np.ndarray, name: str = "hard"
+) -> dict[str, float]:
     """How the flipped (noisy) examples and cartography's ``name`` region overlap, among tracked examples.
 
     ``recall``: share of tracked flipped examples in the region; ``precision``: share of the region
@@ -62,6 +69,9 @@ def region_overlap(flipped: np.ndarray, tracked: np.ndarray, region: np.ndarray,
     in_region = np.asarray(region) == name
     inter = float((is_flipped & in_region).sum())
     union = float((is_flipped | in_region).sum())
-    return {"recall": inter / is_flipped.sum() if is_flipped.any() else float("nan"),
-            "precision": inter / in_region.sum() if in_region.any() else float("nan"),
-            "jaccard": inter / union if union else float("nan"), "n_flipped_tracked": float(is_flipped.sum())}
+    return {
+        "recall": inter / is_flipped.sum() if is_flipped.any() else float("nan"),
+        "precision": inter / in_region.sum() if in_region.any() else float("nan"),
+        "jaccard": inter / union if union else float("nan"),
+        "n_flipped_tracked": float(is_flipped.sum()),
+    }

@@ -12,6 +12,7 @@ dataset positions (or a seeded random subset) are tracked.
 The history stores the loss (float32) and correctness (int8, -1 = not seen that epoch); the
 true-class probability is ``exp(-loss)``, the same number the forward gave.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -50,8 +51,15 @@ class ExampleRecorder:
     sums) are exact and incremental; ``keep_history`` keeps the full (examples, epochs) matrices for
     plots and for recomputation by the pure functions."""
 
-    def __init__(self, n_train: int, track_examples: int | None = 1000, selection: str = "first", seed: int = 0,
-                 keep_history: bool = True, labels: torch.Tensor | np.ndarray | None = None):
+    def __init__(
+        self,
+        n_train: int,
+        track_examples: int | None = 1000,
+        selection: str = "first",
+        seed: int = 0,
+        keep_history: bool = True,
+        labels: torch.Tensor | np.ndarray | None = None,
+    ):
         if selection not in ("first", "random"):
             raise ValueError(f"selection must be first or random, got {selection!r}")
         k = n_train if track_examples is None else min(int(track_examples), n_train)
@@ -99,8 +107,9 @@ class ExampleRecorder:
         return len(self.epochs)
 
     # ---- recording -------------------------------------------------------------------------------
-    def update(self, logits: torch.Tensor, indices: torch.Tensor, labels: torch.Tensor,
-               loss: torch.Tensor | None = None) -> None:
+    def update(
+        self, logits: torch.Tensor, indices: torch.Tensor, labels: torch.Tensor, loss: torch.Tensor | None = None
+    ) -> None:
         """Record the batch's tracked examples (if an index repeats in one batch, one of its rows is kept).
 
         ``loss``: the forward's per-example cross-entropy of these rows, if the loop computed it
@@ -184,13 +193,14 @@ class ExampleRecorder:
             cap = max(16, 2 * self._loss.shape[1], end)
             grow = lambda a, fill: np.concatenate([a, np.full((a.shape[0], cap - a.shape[1]), fill, a.dtype)], 1)  # noqa: E731
             self._loss, self._correct = grow(self._loss, np.nan), grow(self._correct, -1)
-        self._loss[:, end - loss.shape[1]:end] = loss
-        self._correct[:, end - loss.shape[1]:end] = corr
+        self._loss[:, end - loss.shape[1] : end] = loss
+        self._correct[:, end - loss.shape[1] : end] = corr
 
     def _stat(name: str):  # noqa: N805 - a property factory used in the class body
         def get(self) -> np.ndarray:
             self._fold()
             return getattr(self, "_" + name)
+
         get.__name__ = name
         return property(get, doc=f"Running statistic ``{name}`` per tracked example (folds pending epochs).")
 
@@ -237,13 +247,21 @@ class ExampleRecorder:
     def state_dict(self) -> dict[str, Any]:
         self._fold()
         n = len(self.epochs)
-        return {"n_train": self.n_train, "tracked": self.tracked, "labels": self.labels, "keep_history": self.keep_history,
-                **{key: getattr(self, "_" + key).copy() for key in _RUNNING},
-                "last_epoch_loss": self._last_epoch_loss, "epochs": list(self.epochs), "steps": list(self.steps),
-                "history_loss": self._loss[:, :n].copy(), "history_correct": self._correct[:, :n].copy()}
+        return {
+            "n_train": self.n_train,
+            "tracked": self.tracked,
+            "labels": self.labels,
+            "keep_history": self.keep_history,
+            **{key: getattr(self, "_" + key).copy() for key in _RUNNING},
+            "last_epoch_loss": self._last_epoch_loss,
+            "epochs": list(self.epochs),
+            "steps": list(self.steps),
+            "history_loss": self._loss[:, :n].copy(),
+            "history_correct": self._correct[:, :n].copy(),
+        }
 
     @classmethod
-    def from_state_dict(cls, s: dict[str, Any]) -> "ExampleRecorder":
+    def from_state_dict(cls, s: dict[str, Any]) -> ExampleRecorder:
         r = cls.__new__(cls)
         r.n_train = int(s["n_train"])
         r.tracked = np.asarray(s["tracked"], np.int64)

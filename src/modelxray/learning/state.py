@@ -6,6 +6,7 @@ tuple, str, int, float (NaN and infinities included), bool, None, numpy arrays a
 tensors (not bfloat16). ``load_state(path)`` returns an equal object: same types, dtypes, shapes
 and bits (JSON floats are written with Python's shortest round-trip repr).
 """
+
 from __future__ import annotations
 
 import json
@@ -88,7 +89,7 @@ def load_state(path: str | Path) -> Any:
             return [dec(x) for x in v]
         if isinstance(v, dict):
             if len(v) == 1:
-                (k, x), = v.items()
+                ((k, x),) = v.items()
                 if k == "__float__":
                     return float(x)
                 if k == "__tensor__":

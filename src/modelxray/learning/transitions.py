@@ -20,6 +20,7 @@ Transition step: for an accuracy-like series, the first step from which the seri
 (default 0.95) up to the end ("crosses and stays"); ``above=False`` for loss-like series
 (``<= level``). This is the robust headline number (e.g. the grokking step of test accuracy).
 """
+
 from __future__ import annotations
 
 import math
@@ -49,9 +50,18 @@ def noise_sigma(values: np.ndarray) -> float:
     return float(np.median(np.abs(d - np.median(d))) / 0.6745 / math.sqrt(2))
 
 
-def change_points(values, steps=None, metric: str = "series", method: str = "binseg", penalty: float | None = None,
-                  penalty_scale: float = 2.0, min_gain: float = 0.05, min_size: int = 2, max_candidates: int = 500,
-                  max_points: int | None = 5) -> list[ChangePoint]:
+def change_points(
+    values,
+    steps=None,
+    metric: str = "series",
+    method: str = "binseg",
+    penalty: float | None = None,
+    penalty_scale: float = 2.0,
+    min_gain: float = 0.05,
+    min_size: int = 2,
+    max_candidates: int = 500,
+    max_points: int | None = 5,
+) -> list[ChangePoint]:
     """Change points of a 1-D series (NaNs dropped), largest jumps first (at most ``max_points``)."""
     import ruptures as rpt
 
@@ -97,8 +107,9 @@ def transition_step(values, steps=None, level: float = 0.95, above: bool = True)
     return int(s[bad[-1] + 1]) if bad.size else int(s[0])
 
 
-def detect_transitions(series: dict[str, tuple], level: float = 0.95, levels: dict[str, float] | None = None,
-                       **change_point_kwargs) -> dict:
+def detect_transitions(
+    series: dict[str, tuple], level: float = 0.95, levels: dict[str, float] | None = None, **change_point_kwargs
+) -> dict:
     """Change points and (for series named like accuracies) transition steps of many series at once.
 
     ``series``: ``{metric: (steps, values)}``. Returns ``{"metrics": {...}, "change_points": rows}``

@@ -12,6 +12,7 @@ eager ``bmm`` and the CUDA kernels, so eager and SDPA give the same total.
 
 FLOPs follow torch's convention: 2*M*K*N per matmul; ``addmm``'s bias add is not counted.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -142,15 +143,18 @@ def count_flops(model: nn.Module, inputs, *, depth: int | None = None) -> FlopRe
             continue
         by_module_op[mod] = {str(op): int(n) for op, n in ops.items()}
     by_op = dict(by_module_op.get("Global", {}))
-    return FlopReport(total=int(counter.get_total_flops()), by_op=by_op,
-                      by_module={m: sum(ops.values()) for m, ops in by_module_op.items()},
-                      by_module_op=by_module_op)
+    return FlopReport(
+        total=int(counter.get_total_flops()),
+        by_op=by_op,
+        by_module={m: sum(ops.values()) for m, ops in by_module_op.items()},
+        by_module_op=by_module_op,
+    )
 
 
 def closed_form_gpt2_flops(n_layer: int, d_model: int, seq_len: int, vocab: int, batch: int = 1) -> int:
     """Forward FLOPs of GPT-2 (4x MLP): 2N*T for the weights (N = 12*L*d^2), 4*L*T^2*d for QK^T and AV
     (no causal discount), 2*d*V*T for the LM head; times the batch."""
-    n = 12 * n_layer * d_model ** 2
+    n = 12 * n_layer * d_model**2
     t = seq_len
     return batch * (2 * n * t + 4 * n_layer * t * t * d_model + 2 * d_model * vocab * t)
 
@@ -176,8 +180,20 @@ def _tensors(tree) -> list[torch.Tensor]:
     return [x for x in tree_flatten(tree)[0] if isinstance(x, torch.Tensor)]
 
 
-_MATMULS = {"aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.linear", "aten.matmul", "aten._addmm_activation",
-            "aten.mv", "aten.addmv", "aten.convolution", "aten._convolution", "aten._int_mm"}
+_MATMULS = {
+    "aten.mm",
+    "aten.addmm",
+    "aten.bmm",
+    "aten.baddbmm",
+    "aten.linear",
+    "aten.matmul",
+    "aten._addmm_activation",
+    "aten.mv",
+    "aten.addmv",
+    "aten.convolution",
+    "aten._convolution",
+    "aten._int_mm",
+}
 _GATHERS = {"aten.embedding", "aten.index_select", "aten.gather", "aten.index"}
 _ELEMENTWISE_EXTRA = {"aten._to_copy", "aten.dropout", "aten.native_dropout"}
 
@@ -191,7 +207,7 @@ class _Record:
     module: str
     is_view: bool
     elementwise: bool
-    inputs: list[tuple[int | None, int]]   # (storage key, bytes) per input tensor
+    inputs: list[tuple[int | None, int]]  # (storage key, bytes) per input tensor
     outputs: list[tuple[int | None, int]]
 
 
@@ -234,12 +250,19 @@ class _OpRecorder(TorchDispatchMode):
         read = sum(b for _, b in ins)
         if name in _GATHERS and ins:  # reads the gathered rows, not the whole table
             read = sum(b for _, b in ins[1:]) + sum(b for _, b in outs)
-        self.records.append(_Record(
-            op=name, flops=flops, module=module, is_view=is_view,
-            bytes_read=0 if is_view else read,
-            bytes_written=0 if is_view else sum(b for _, b in outs),
-            elementwise=(torch.Tag.pointwise in func.tags or name in _ELEMENTWISE_EXTRA) and not flops,
-            inputs=ins, outputs=outs))
+        self.records.append(
+            _Record(
+                op=name,
+                flops=flops,
+                module=module,
+                is_view=is_view,
+                bytes_read=0 if is_view else read,
+                bytes_written=0 if is_view else sum(b for _, b in outs),
+                elementwise=(torch.Tag.pointwise in func.tags or name in _ELEMENTWISE_EXTRA) and not flops,
+                inputs=ins,
+                outputs=outs,
+            )
+        )
 
 
 def trace_ops(model: nn.Module, inputs) -> list[_Record]:
@@ -283,7 +306,7 @@ def op_traffic(model: nn.Module, inputs, records: list[_Record] | None = None) -
 
 # -- fusion candidates ----------------------------------------------------------------------------------
 def _layer_pattern(module: str) -> str:
-    """"m.layers.3.mlp.c_fc" -> "m.layers.*.mlp.c_fc": the same site in every layer aggregates. A trailing
+    """ "m.layers.3.mlp.c_fc" -> "m.layers.*.mlp.c_fc": the same site in every layer aggregates. A trailing
     index ("features.3", a Sequential's own layer) stays: it names one layer, not a repeated block."""
     return re.sub(r"(?<=\.)\d+(?=\.)", "*", module)
 
@@ -327,8 +350,10 @@ def fusion_candidates(model: nn.Module, inputs, records: list[_Record] | None = 
     for head, consumers in _chains(records if records is not None else trace_ops(model, inputs)):
         module = _layer_pattern(head.module)
         key = (head.op, tuple(c.op for c in consumers), module)
-        row = agg.setdefault(key, {"producer": head.op, "consumers": list(key[1]), "module": module,
-                                   "count": 0, "bytes_saved_estimate": 0})
+        row = agg.setdefault(
+            key,
+            {"producer": head.op, "consumers": list(key[1]), "module": module, "count": 0, "bytes_saved_estimate": 0},
+        )
         row["count"] += 1
         row["bytes_saved_estimate"] += _bytes_saved(head, consumers)
     return sorted(agg.values(), key=lambda r: (-r["bytes_saved_estimate"], r["producer"], r["module"]))

@@ -1,4 +1,5 @@
 """What this machine offers: CPU, memory, GPUs, and which kernels can run here."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -24,8 +25,14 @@ def hardware_profile() -> dict:
     if torch.cuda.is_available():
         for i in range(torch.cuda.device_count()):
             p = torch.cuda.get_device_properties(i)
-            gpus.append({"index": i, "name": p.name, "memory_bytes": p.total_memory,
-                         "compute_capability": f"{p.major}.{p.minor}"})
+            gpus.append(
+                {
+                    "index": i,
+                    "name": p.name,
+                    "memory_bytes": p.total_memory,
+                    "compute_capability": f"{p.major}.{p.minor}",
+                }
+            )
     return {
         "cpu_model": cpu_model(),
         "physical_cores": psutil.cpu_count(logical=False),

@@ -4,6 +4,7 @@ torch.profiler reports per-op times; users ask per *module* ("which block is slo
 pre/post hooks time every named module. Times are inclusive (a block includes its children);
 ``self_ms`` subtracts the children's time.
 """
+
 from __future__ import annotations
 
 import time
@@ -28,12 +29,14 @@ def time_modules(model: nn.Module, input_ids: torch.Tensor, iters: int = 1) -> l
         def hook(_module, _args):
             sync()
             starts[name].append(time.perf_counter())
+
         return hook
 
     def post(name):
         def hook(_module, _args, _out):
             sync()
             totals[name] += time.perf_counter() - starts[name].pop()
+
         return hook
 
     for name, module in named:
@@ -53,8 +56,15 @@ def time_modules(model: nn.Module, input_ids: torch.Tensor, iters: int = 1) -> l
             continue
         incl = totals[name] / iters * 1e3
         child = sum(totals.get(f"{name}.{c}", 0.0) for c in children[name]) / iters * 1e3
-        rows.append({"module": name, "type": types[name], "time_ms": incl, "self_ms": max(incl - child, 0.0),
-                     "leaf": not children[name]})
+        rows.append(
+            {
+                "module": name,
+                "type": types[name],
+                "time_ms": incl,
+                "self_ms": max(incl - child, 0.0),
+                "leaf": not children[name],
+            }
+        )
     rows.sort(key=lambda r: r["time_ms"], reverse=True)
     return rows
 

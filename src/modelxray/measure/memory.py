@@ -1,4 +1,5 @@
 """Process and device memory readings."""
+
 from __future__ import annotations
 
 import resource
@@ -21,8 +22,10 @@ def rss_bytes() -> int:
 def cuda_peaks(device: torch.device) -> dict[str, int]:
     if device.type != "cuda":
         return {}
-    return {"cuda_max_allocated_bytes": int(torch.cuda.max_memory_allocated(device)),
-            "cuda_max_reserved_bytes": int(torch.cuda.max_memory_reserved(device))}
+    return {
+        "cuda_max_allocated_bytes": int(torch.cuda.max_memory_allocated(device)),
+        "cuda_max_reserved_bytes": int(torch.cuda.max_memory_reserved(device)),
+    }
 
 
 def reset_cuda_peaks(device: torch.device) -> None:

@@ -1,6 +1,7 @@
 """Process (and CUDA) memory sampled over time by a background thread, with named phases
 (load / quantize / inference), so a strategy's memory is seen as it changes, not only at the end.
 Peaks shorter than the sampling interval can be missed; the interval is config."""
+
 from __future__ import annotations
 
 import threading
@@ -36,16 +37,22 @@ class MemoryTimeline:
 
     def _sample(self) -> None:
         cuda = self.device.type == "cuda"
-        self.samples.append(Sample(time.perf_counter() - self._t0, self._phase, self._proc.memory_info().rss,
-                                   torch.cuda.memory_allocated(self.device) if cuda else 0,
-                                   torch.cuda.memory_reserved(self.device) if cuda else 0))
+        self.samples.append(
+            Sample(
+                time.perf_counter() - self._t0,
+                self._phase,
+                self._proc.memory_info().rss,
+                torch.cuda.memory_allocated(self.device) if cuda else 0,
+                torch.cuda.memory_reserved(self.device) if cuda else 0,
+            )
+        )
 
     def _run(self) -> None:
         while not self._stop.is_set():
             self._sample()
             self._stop.wait(self.interval_s)
 
-    def __enter__(self) -> "MemoryTimeline":
+    def __enter__(self) -> MemoryTimeline:
         self._thread.start()
         return self
 
@@ -70,5 +77,13 @@ class MemoryTimeline:
         return max(values) if values else 0
 
     def rows(self) -> list[dict]:
-        return [{"t_s": s.t, "phase": s.phase, "rss_bytes": s.rss, "cuda_allocated_bytes": s.cuda_allocated,
-                 "cuda_reserved_bytes": s.cuda_reserved} for s in self.samples]
+        return [
+            {
+                "t_s": s.t,
+                "phase": s.phase,
+                "rss_bytes": s.rss,
+                "cuda_allocated_bytes": s.cuda_allocated,
+                "cuda_reserved_bytes": s.cuda_reserved,
+            }
+            for s in self.samples
+        ]

@@ -5,6 +5,7 @@ roofline can put the two together. Times are *self* times (an op's own time minu
 composite ops such as ``aten.linear`` do not count their ``aten.addmm`` twice. Op names are normalized
 from the profiler's "aten::mm" to the "aten.mm" form that ``flops.py`` uses.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -27,7 +28,7 @@ class OpTime:
 
 
 def op_name(profiler_name: str) -> str:
-    """"aten::mm" -> "aten.mm" (the ``str()`` of an aten overload packet)."""
+    """ "aten::mm" -> "aten.mm" (the ``str()`` of an aten overload packet)."""
     return profiler_name.replace("::", ".", 1)
 
 
@@ -64,7 +65,13 @@ def profile_ops(model: nn.Module, inputs, *, warmup: int = 2, iters: int = 5) ->
         if not e.key.startswith("aten::"):
             continue
         dev = float(getattr(e, "self_device_time_total", 0.0) or 0.0) if on_cuda else 0.0
-        rows.append(OpTime(op=op_name(e.key), calls=round(e.count / iters),
-                           cpu_time_s=e.self_cpu_time_total / 1e6 / iters, device_time_s=dev / 1e6 / iters))
+        rows.append(
+            OpTime(
+                op=op_name(e.key),
+                calls=round(e.count / iters),
+                cpu_time_s=e.self_cpu_time_total / 1e6 / iters,
+                device_time_s=dev / 1e6 / iters,
+            )
+        )
     rows.sort(key=lambda t: (-t.device_time_s, -t.cpu_time_s, t.op))
     return rows, statistics.median(walls)  # the median: robust to a busy machine's stragglers

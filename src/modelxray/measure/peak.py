@@ -3,6 +3,7 @@
 Vendor peaks are rarely reached by PyTorch on a given machine and dtype; an op is judged against what a
 large square matmul and a large copy achieve here, now, with the same threads and library.
 """
+
 from __future__ import annotations
 
 import time
@@ -53,8 +54,13 @@ def _matmul(device: torch.device, dtype: torch.dtype, n: int):
     return lambda: torch.mm(a, b, out=c)
 
 
-def measure_peak(device: str | torch.device = "cpu", dtype: torch.dtype = torch.float32, size: int = 2048,
-                 iters: int = 5, copy_mb: int = 256) -> Peak:
+def measure_peak(
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    size: int = 2048,
+    iters: int = 5,
+    copy_mb: int = 256,
+) -> Peak:
     """Best-of-``iters`` square matmul FLOP/s (2*n^3 per matmul; ``size``, or ``size`` halved as often as the
     runs need to fit ~2.5 s on a slow device or dtype) and copy bandwidth (bytes read + written per second)
     of a ``copy_mb`` MiB tensor.
@@ -78,13 +84,18 @@ def measure_peak(device: str | torch.device = "cpu", dtype: torch.dtype = torch.
             first = _best(run, 1, now)
         mm_s = min(first, _best(run, iters, now))
         del run
-        numel = max(1, copy_mb * 2 ** 20)
+        numel = max(1, copy_mb * 2**20)
         src = torch.ones(numel, device=dev, dtype=torch.uint8)
         dst = torch.empty_like(src)
         dst.copy_(src)
         copy_s = _best(lambda: dst.copy_(src), iters, now)
-    return Peak(matmul_flops_per_s=2 * n ** 3 / mm_s, memory_bytes_per_s=2 * numel / copy_s, device=str(dev),
-                dtype=str(dtype).replace("torch.", ""), matmul_size=n)
+    return Peak(
+        matmul_flops_per_s=2 * n**3 / mm_s,
+        memory_bytes_per_s=2 * numel / copy_s,
+        device=str(dev),
+        dtype=str(dtype).replace("torch.", ""),
+        matmul_size=n,
+    )
 
 
 def roofline(ops: list[OpTraffic], times: list[OpTime], peak: Peak) -> list[dict]:
@@ -101,10 +112,21 @@ def roofline(ops: list[OpTraffic], times: list[OpTime], peak: Peak) -> list[dict
         if not (o.flops or moved) or secs <= 0:
             continue
         ideal = max(o.flops / peak.matmul_flops_per_s, moved / peak.memory_bytes_per_s)
-        rows.append({"op": o.op, "calls": o.calls, "flops": o.flops, "bytes": moved, "intensity": o.intensity,
-                     "time_s": secs, "achieved_flops_per_s": o.flops / secs, "achieved_bytes_per_s": moved / secs,
-                     "attainable_flops_per_s": min(peak.matmul_flops_per_s, o.intensity * peak.memory_bytes_per_s),
-                     "share_of_attainable": ideal / secs, "bound": "memory" if o.intensity < ridge else "compute",
-                     "ridge": ridge})
+        rows.append(
+            {
+                "op": o.op,
+                "calls": o.calls,
+                "flops": o.flops,
+                "bytes": moved,
+                "intensity": o.intensity,
+                "time_s": secs,
+                "achieved_flops_per_s": o.flops / secs,
+                "achieved_bytes_per_s": moved / secs,
+                "attainable_flops_per_s": min(peak.matmul_flops_per_s, o.intensity * peak.memory_bytes_per_s),
+                "share_of_attainable": ideal / secs,
+                "bound": "memory" if o.intensity < ridge else "compute",
+                "ridge": ridge,
+            }
+        )
     rows.sort(key=lambda r: -r["time_s"])
     return rows

@@ -1,4 +1,5 @@
 """Wall-clock timing of forward passes, with warm-up and device synchronisation."""
+
 from __future__ import annotations
 
 import time
@@ -15,8 +16,9 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_forward(model: nn.Module, input_ids: torch.Tensor, warmup: int, iters: int,
-                 progress: bool = True, desc: str = "timing") -> list[float]:
+def time_forward(
+    model: nn.Module, input_ids: torch.Tensor, warmup: int, iters: int, progress: bool = True, desc: str = "timing"
+) -> list[float]:
     """Seconds per forward pass of ``input_ids`` over ``iters`` timed runs after ``warmup`` untimed ones."""
     device = input_ids.device
     times = []

@@ -3,6 +3,7 @@
 psutil gives this process's CPU share (100% = one core busy) and the whole machine's per-core
 load; on CUDA, ``torch.cuda.utilization`` (NVML) and the allocator's peak. Short bursts between
 samples are missed; the interval is config."""
+
 from __future__ import annotations
 
 import statistics
@@ -29,8 +30,12 @@ class UtilizationSampler:
         self._proc.cpu_percent(None)
         psutil.cpu_percent(None)
         while not self._stop.wait(self.interval_s):
-            row = {"t": time.perf_counter() - self._t0, "process_cpu_percent": self._proc.cpu_percent(None),
-                   "system_cpu_percent": psutil.cpu_percent(None), "rss_bytes": self._proc.memory_info().rss}
+            row = {
+                "t": time.perf_counter() - self._t0,
+                "process_cpu_percent": self._proc.cpu_percent(None),
+                "system_cpu_percent": psutil.cpu_percent(None),
+                "rss_bytes": self._proc.memory_info().rss,
+            }
             if self._cuda:
                 try:
                     row["gpu_util_percent"] = float(torch.cuda.utilization())
@@ -39,7 +44,7 @@ class UtilizationSampler:
                 row["gpu_memory_bytes"] = torch.cuda.memory_allocated()
             self.samples.append(row)
 
-    def __enter__(self) -> "UtilizationSampler":
+    def __enter__(self) -> UtilizationSampler:
         self._t0 = time.perf_counter()
         self._cpu0 = self._proc.cpu_times()
         self._thread.start()
@@ -54,9 +59,13 @@ class UtilizationSampler:
 
     def summary(self) -> dict:
         """Means and peaks; ``cores_busy`` is process CPU time / wall time (exact, not sampled)."""
-        out = {"seconds": self._seconds, "cpu_seconds": self._cpu_seconds,
-               "cores_busy": self._cpu_seconds / self._seconds if self._seconds > 0 else 0.0,
-               "logical_cores": psutil.cpu_count(logical=True), "samples": len(self.samples)}
+        out = {
+            "seconds": self._seconds,
+            "cpu_seconds": self._cpu_seconds,
+            "cores_busy": self._cpu_seconds / self._seconds if self._seconds > 0 else 0.0,
+            "logical_cores": psutil.cpu_count(logical=True),
+            "samples": len(self.samples),
+        }
         for key in ("process_cpu_percent", "system_cpu_percent", "gpu_util_percent"):
             vals = [s[key] for s in self.samples if key in s]
             if vals:

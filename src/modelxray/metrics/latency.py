@@ -1,4 +1,5 @@
 """Latency statistics of repeated timings."""
+
 from __future__ import annotations
 
 import numpy as np

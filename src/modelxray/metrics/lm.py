@@ -1,4 +1,5 @@
 """Language-model quality metrics computed from logits and targets."""
+
 from __future__ import annotations
 
 import math

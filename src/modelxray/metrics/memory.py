@@ -1,4 +1,5 @@
 """Bytes held by a model's tensors, grouped by dtype."""
+
 from __future__ import annotations
 
 import torch

@@ -1,4 +1,5 @@
 """Pareto frontier of configurations trading size against quality (both minimised)."""
+
 from __future__ import annotations
 
 

@@ -6,6 +6,7 @@ vector can converge confidently to a wrong value. A small block Krylov iteration
 Kato-Temple bound reaches 1e-3 in about 6 block steps (``scripts/bench_inspect.py``). No library
 gives this with a bound (``torch.lobpcg`` has no error estimate and needs a dense operator).
 """
+
 from __future__ import annotations
 
 import math
@@ -15,8 +16,7 @@ import torch
 _SPECTRAL_BLOCK = 4  # start vectors of the block Krylov iteration
 
 
-def spectral_norm(w: torch.Tensor, rtol: float = 1e-3, max_iters: int = 300, seed: int = 0
-                  ) -> tuple[float, float, int]:
+def spectral_norm(w: torch.Tensor, rtol: float = 1e-3, max_iters: int = 300, seed: int = 0) -> tuple[float, float, int]:
     """Largest singular value of ``w`` (reshaped to ``(shape[0], -1)``): ``(sigma,
     rel_error_bound, iterations)``.
 
@@ -76,7 +76,7 @@ def spectral_norm(w: torch.Tensor, rtol: float = 1e-3, max_iters: int = 300, see
         sigma, bound = math.sqrt(t1), (0.0 if full else dl / (2 * t1)) + fp
         if bound <= rtol or full or it == max_iters:
             break
-        Z = AQ[-V.shape[0]:]
+        Z = AQ[-V.shape[0] :]
         for _ in range(2):  # full reorthogonalisation, twice (classical Gram-Schmidt needs it)
             Z = Z - (Z @ Q.t()) @ Q
         V, Rz = torch.linalg.qr(Z.t())

@@ -1,5 +1,6 @@
 """Per-tensor statistics (``tensor_stats``) aggregated by layer type: parameter-weighted means and
 the extremes that matter. Pure: rows of dicts in, rows of dicts out."""
+
 from __future__ import annotations
 
 import math
@@ -26,21 +27,32 @@ def aggregate(rows: list[dict], key: str = "type") -> list[dict]:
 
     out = []
     for name, rs in sorted(groups.items(), key=lambda kv: -sum(r["numel"] for r in kv[1])):
-        out.append({
-            key: name, "tensors": len(rs), "parameters": sum(r["numel"] for r in rs),
-            "bytes": sum(r["bytes"] for r in rs),
-            "mean": wmean(rs, "mean"), "std": wmean(rs, "std"), "abs_mean": wmean(rs, "abs_mean"),
-            "min": ext(rs, "min", min), "max": ext(rs, "max", max),
-            "zeros_share": wmean(rs, "zeros_share"), "small_share": wmean(rs, "small_share"),
-            "outlier_share": wmean(rs, "outlier_share"), "entropy_bits": wmean(rs, "entropy_bits"),
-            "kurtosis": wmean(rs, "kurtosis"), "kurtosis_max": ext(rs, "kurtosis", max),
-            "skewness": wmean(rs, "skewness"),
-            "spectral_norm_max": ext(rs, "spectral_norm", max),
-            "stable_rank": wmean(rs, "stable_rank"), "stable_rank_min": ext(rs, "stable_rank", min),
-            "quant_sensitivity": wmean(rs, "quant_sensitivity"),
-            "quant_sensitivity_max": ext(rs, "quant_sensitivity", max),
-            "prune_potential": wmean(rs, "prune_potential"),
-        })
+        out.append(
+            {
+                key: name,
+                "tensors": len(rs),
+                "parameters": sum(r["numel"] for r in rs),
+                "bytes": sum(r["bytes"] for r in rs),
+                "mean": wmean(rs, "mean"),
+                "std": wmean(rs, "std"),
+                "abs_mean": wmean(rs, "abs_mean"),
+                "min": ext(rs, "min", min),
+                "max": ext(rs, "max", max),
+                "zeros_share": wmean(rs, "zeros_share"),
+                "small_share": wmean(rs, "small_share"),
+                "outlier_share": wmean(rs, "outlier_share"),
+                "entropy_bits": wmean(rs, "entropy_bits"),
+                "kurtosis": wmean(rs, "kurtosis"),
+                "kurtosis_max": ext(rs, "kurtosis", max),
+                "skewness": wmean(rs, "skewness"),
+                "spectral_norm_max": ext(rs, "spectral_norm", max),
+                "stable_rank": wmean(rs, "stable_rank"),
+                "stable_rank_min": ext(rs, "stable_rank", min),
+                "quant_sensitivity": wmean(rs, "quant_sensitivity"),
+                "quant_sensitivity_max": ext(rs, "quant_sensitivity", max),
+                "prune_potential": wmean(rs, "prune_potential"),
+            }
+        )
     return out
 
 

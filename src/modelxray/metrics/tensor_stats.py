@@ -10,6 +10,7 @@ threads (see ``two_threads.on_two_threads``), and the spectral norm is a block K
 error bound (6x faster than ``matrix_norm(ord=2)`` over SmolLM2's weights). Pure functions:
 tensors in, JSON-able dicts out.
 """
+
 from __future__ import annotations
 
 import math
@@ -52,14 +53,39 @@ DEFAULT = StatsConfig()
 def _undefined(bins: int) -> dict:
     """The statistics of an empty tensor, or of one holding NaN or Inf: NaN, no counts."""
     nan = math.nan
-    return {**{k: nan for k in ("mean", "std", "min", "max", "abs_mean", "zeros_share", "small_share", "entropy_bits",
-                                "kurtosis", "skewness", "l1", "l2", "linf", "outlier_share")},
-            "hist_counts": [0] * bins, "hist_edges": [nan] * (bins + 1)}
+    return {
+        **{
+            k: nan
+            for k in (
+                "mean",
+                "std",
+                "min",
+                "max",
+                "abs_mean",
+                "zeros_share",
+                "small_share",
+                "entropy_bits",
+                "kurtosis",
+                "skewness",
+                "l1",
+                "l2",
+                "linf",
+                "outlier_share",
+            )
+        },
+        "hist_counts": [0] * bins,
+        "hist_edges": [nan] * (bins + 1),
+    }
 
 
 def _matrix_keys_none() -> dict:
-    return {"spectral_norm": None, "spectral_rel_error": None, "stable_rank": None, "quant_sensitivity": None,
-            "prune_potential": None}
+    return {
+        "spectral_norm": None,
+        "spectral_rel_error": None,
+        "stable_rank": None,
+        "quant_sensitivity": None,
+        "prune_potential": None,
+    }
 
 
 def tensor_stats(t: torch.Tensor, cfg: StatsConfig = DEFAULT) -> dict:
@@ -158,8 +184,12 @@ def _buffers(size: int, wdtype: torch.dtype, device: torch.device) -> tuple[torc
     bufs = getattr(_scratch, "bufs", {}).get(key)
     if bufs is None or bufs[0].numel() < size:
         ints = torch.int32 if wdtype == torch.float32 else torch.int64
-        bufs = (torch.empty(size, dtype=wdtype, device=device), torch.empty(size, dtype=wdtype, device=device),
-                torch.empty(size, dtype=ints, device=device), torch.empty(size, dtype=torch.int64, device=device))
+        bufs = (
+            torch.empty(size, dtype=wdtype, device=device),
+            torch.empty(size, dtype=wdtype, device=device),
+            torch.empty(size, dtype=ints, device=device),
+            torch.empty(size, dtype=torch.int64, device=device),
+        )
         if size <= 2 * _CHUNK:
             _scratch.bufs = {key: bufs}  # one dtype and device at a time
     return bufs
@@ -310,10 +340,17 @@ def _scalar_stats(x2d: torch.Tensor, wdtype: torch.dtype, cfg: StatsConfig, quan
         # the outlier threshold is needed before pass 2 ends: the one-pass variance is exact enough
         # where cancellation cannot hurt (|mean| <= std); otherwise outliers get a third pass
         early = var_est >= 0.5 * sumsq / n
-        p = _Pass2(wdtype=wdtype, mean=float(f(mean)), edge_lo=edge_lo, scale=float(f(nfine / (edge_hi - edge_lo))),
-                   nfine=nfine, small_thr=cfg.small_threshold * linf,
-                   outlier_thr=cfg.outlier_k * math.sqrt(var_est) if early else None,
-                   qmax=max(2 ** (cfg.sensitivity_bits - 1) - 1, 1), quant=quant)
+        p = _Pass2(
+            wdtype=wdtype,
+            mean=float(f(mean)),
+            edge_lo=edge_lo,
+            scale=float(f(nfine / (edge_hi - edge_lo))),
+            nfine=nfine,
+            small_thr=cfg.small_threshold * linf,
+            outlier_thr=cfg.outlier_k * math.sqrt(var_est) if early else None,
+            qmax=max(2 ** (cfg.sensitivity_bits - 1) - 1, 1),
+            quant=quant,
+        )
         s1 = s2 = s3 = s4 = l1 = qerr = 0.0
         nonzero = small = inliers = 0
         hist = None
@@ -341,19 +378,33 @@ def _scalar_stats(x2d: torch.Tensor, wdtype: torch.dtype, cfg: StatsConfig, quan
     prob = counts[counts > 0] / n
     energy = n * (c2 + (p.mean + dm) ** 2)
     zeros = n - nonzero
-    out = {"mean": p.mean + dm, "std": std, "min": lo, "max": hi, "abs_mean": l1 / n,
-           "zeros_share": zeros / n, "small_share": small / n, "hist_counts": counts.tolist(),
-           "hist_edges": _exact_edges(edge_lo, edge_hi, p.scale, bins, fine, f),
-           "entropy_bits": float(-(prob * np.log2(prob)).sum()), "kurtosis": kurt, "skewness": skew, "l1": l1,
-           "l2": math.sqrt(max(energy, 0.0)), "linf": linf, "outlier_share": (n - inliers) / n}
+    out = {
+        "mean": p.mean + dm,
+        "std": std,
+        "min": lo,
+        "max": hi,
+        "abs_mean": l1 / n,
+        "zeros_share": zeros / n,
+        "small_share": small / n,
+        "hist_counts": counts.tolist(),
+        "hist_edges": _exact_edges(edge_lo, edge_hi, p.scale, bins, fine, f),
+        "entropy_bits": float(-(prob * np.log2(prob)).sum()),
+        "kurtosis": kurt,
+        "skewness": skew,
+        "l1": l1,
+        "l2": math.sqrt(max(energy, 0.0)),
+        "linf": linf,
+        "outlier_share": (n - inliers) / n,
+    }
     if quant:
         out["quant_sensitivity"] = math.sqrt(qerr / energy) if energy > 0 else 0.0
         out["prune_potential"] = _prune_potential(fine_counts, edge_lo, edge_hi, p.scale, f, zeros, energy, n)
     return out
 
 
-def _prune_potential(counts: np.ndarray, lo: float, hi: float, scale: float, f: type, zeros: int,
-                     energy: float, n: int) -> float:
+def _prune_potential(
+    counts: np.ndarray, lo: float, hi: float, scale: float, f: type, zeros: int, energy: float, n: int
+) -> float:
     """Share of elements removable smallest-|x|-first within ``PRUNE_ENERGY`` of ``energy``, from
     the fine histogram: each bin's energy is its count times the mean square of a uniform spread
     over the bin, bins are taken in order of that mean square, the last one fractionally; exact

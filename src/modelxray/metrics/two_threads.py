@@ -1,6 +1,7 @@
 """Run a chunked pass on two threads: the even chunks here, the odd ones on one helper thread,
 torch single-threaded in both. Used by ``tensor_stats`` (see ``on_two_threads`` for why this beats
 torch's own intra-op threads on small chunk ops)."""
+
 from __future__ import annotations
 
 import os

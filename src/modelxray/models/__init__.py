@@ -1,4 +1,5 @@
 """Model sources: each config in ``conf/model/`` names one of these classes."""
+
 from modelxray.models.base import LoadedModel, ModelInfo, ModelSource
 from modelxray.models.process_cache import load_model
 

@@ -1,4 +1,5 @@
 """What every model source produces, and the knobs they share."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -29,7 +30,11 @@ class ModelInfo:
     checkpoints: list[str] = field(default_factory=list)  # training checkpoints, by step (model.checkpoints)
 
     def as_params(self) -> dict[str, str]:
-        out = {"model/source_format": self.source_format, "model/source_dtype": self.source_dtype, "model/name": self.name}
+        out = {
+            "model/source_format": self.source_format,
+            "model/source_dtype": self.source_dtype,
+            "model/name": self.name,
+        }
         if self.dequantized_from_bits:
             out["model/dequantized_from_bits"] = str(self.dequantized_from_bits)
         return out
@@ -55,7 +60,9 @@ class ModelSource(Configurable):
         if self.device not in ("auto", "cpu") and not self.device.startswith("cuda") and self.device != "mps":
             raise ConfigError("device", f"must be auto, cpu, cuda or cuda:N; got {self.device!r}")
         if self.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ConfigError("device", f"{self.device!r} asked for but CUDA is not available here; use model.device=cpu")
+            raise ConfigError(
+                "device", f"{self.device!r} asked for but CUDA is not available here; use model.device=cpu"
+            )
 
     def load(self) -> LoadedModel:  # pragma: no cover - abstract
         raise NotImplementedError

@@ -4,6 +4,7 @@ Tiny test models need a tokenizer that exists offline and costs nothing to build
 cannot be downloaded here. It offers the small part of the Hugging Face tokenizer interface that
 modelxray uses (``__call__``, ``encode``, ``decode``, ``bos/eos_token_id``, ``len``).
 """
+
 from __future__ import annotations
 
 

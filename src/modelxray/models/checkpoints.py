@@ -1,6 +1,7 @@
 """A directory of training checkpoints, as ``train.checkpoint_every`` writes it: ``step_<N>/`` folders
 holding ``model.safetensors`` (or ``step_<N>.safetensors`` files). Weights only (safetensors runs no
 code); the post-hoc learning-dynamics analyzer walks them in step order."""
+
 from __future__ import annotations
 
 import re
@@ -36,8 +37,11 @@ def list_checkpoints(folder: str | Path, key: str = "model.checkpoints") -> list
         if path.is_file() and path.suffix == ".safetensors":
             found.append((int(m.group(1)), path))
     if not found:
-        raise ConfigError(key, f"{str(root)!r} holds no step_<N>/model.safetensors checkpoints; train with "
-                          "train.checkpoint_every=N to write them")
+        raise ConfigError(
+            key,
+            f"{str(root)!r} holds no step_<N>/model.safetensors checkpoints; train with "
+            "train.checkpoint_every=N to write them",
+        )
     return sorted(found)
 
 
@@ -49,9 +53,15 @@ def load_weights(model: nn.Module, path: Path, key: str = "model.checkpoints") -
     try:
         missing, unexpected = load_model(model, str(path), strict=False, device=str(next(model.parameters()).device))
     except (SafetensorError, OSError, RuntimeError) as exc:
-        raise ConfigError(key, f"{path}: does not fit the configured model ({str(exc).splitlines()[0]}); "
-                          "use the model config the checkpoints were trained with") from None
+        raise ConfigError(
+            key,
+            f"{path}: does not fit the configured model ({str(exc).splitlines()[0]}); "
+            "use the model config the checkpoints were trained with",
+        ) from None
     if missing or unexpected:
-        raise ConfigError(key, f"{path}: does not fit the configured model (missing {list(missing)[:3]}, "
-                          f"unexpected {list(unexpected)[:3]}); use the model config the checkpoints were trained with")
+        raise ConfigError(
+            key,
+            f"{path}: does not fit the configured model (missing {list(missing)[:3]}, "
+            f"unexpected {list(unexpected)[:3]}); use the model config the checkpoints were trained with",
+        )
     return model

@@ -4,6 +4,7 @@ Given no checkpoint it trains in about a second (Adam, seeded, on the train part
 the ``digits`` dataset evaluates), so ``model=digits_mlp`` works offline with nothing to download.
 A checkpoint (a state dict of the same architecture, .pt or .safetensors) is loaded with
 ``weights_only=True``."""
+
 from __future__ import annotations
 
 import time
@@ -48,14 +49,14 @@ class DigitsClassifierSource(ModelSource):
     arch: str = "mlp"
     hidden: list[int] = field(default_factory=lambda: [64])
     channels: list[int] = field(default_factory=lambda: [8, 16])
-    checkpoint: str | None = None       # state dict of this architecture; null = train now
+    checkpoint: str | None = None  # state dict of this architecture; null = train now
     save_checkpoint: str | None = None  # write the trained weights here (safetensors)
     epochs: int = 40
     batch_size: int = 64
     lr: float = 0.003
     weight_decay: float = 0.0
     seed: int = 0
-    test_fraction: float = 0.25         # the split to train on: the digits dataset's, so nothing leaks
+    test_fraction: float = 0.25  # the split to train on: the digits dataset's, so nothing leaks
     split_seed: int = 0
 
     def validate(self) -> None:
@@ -81,16 +82,23 @@ class DigitsClassifierSource(ModelSource):
                 missing, unexpected = model.load_state_dict(state, strict=False)
             except RuntimeError as exc:  # shape mismatch
                 detail = next((ln.strip() for ln in str(exc).splitlines() if "size mismatch" in ln), str(exc)[:200])
-                raise ConfigError("model.checkpoint", f"{path} does not match arch={self.arch}: {detail}; {fix}") from None
+                raise ConfigError(
+                    "model.checkpoint", f"{path} does not match arch={self.arch}: {detail}; {fix}"
+                ) from None
             if missing or unexpected:
-                raise ConfigError("model.checkpoint", f"{path} does not match arch={self.arch} (missing {missing[:3]}, "
-                                  f"unexpected {unexpected[:3]}); {fix}")
+                raise ConfigError(
+                    "model.checkpoint",
+                    f"{path} does not match arch={self.arch} (missing {missing[:3]}, "
+                    f"unexpected {unexpected[:3]}); {fix}",
+                )
             note = f"weights from {path}"
             source = fmt
         else:
             seconds, train_acc = self._train(model)
-            note = (f"trained now: {self.epochs} epochs of Adam (lr {self.lr}, seed {self.seed}) on the train split, "
-                    f"{seconds:.1f} s, train accuracy {train_acc:.3f}")
+            note = (
+                f"trained now: {self.epochs} epochs of Adam (lr {self.lr}, seed {self.seed}) on the train split, "
+                f"{seconds:.1f} s, train accuracy {train_acc:.3f}"
+            )
             source = "config"
         if self.save_checkpoint:
             from safetensors.torch import save_file
@@ -98,8 +106,13 @@ class DigitsClassifierSource(ModelSource):
             out = Path(self.save_checkpoint).expanduser()
             out.parent.mkdir(parents=True, exist_ok=True)
             save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out))
-        info = ModelInfo(name=f"digits-{self.arch}", source_format=source, source_dtype="float32", notes=[note],
-                         file_path=self.checkpoint)
+        info = ModelInfo(
+            name=f"digits-{self.arch}",
+            source_format=source,
+            source_dtype="float32",
+            notes=[note],
+            file_path=self.checkpoint,
+        )
         return LoadedModel(self.place(model), None, info, task="classification")
 
     def _train(self, model: nn.Module) -> tuple[float, float]:

@@ -8,6 +8,7 @@ and analyzers that must run the model say that ``architecture`` is needed.
 Pickled checkpoints load with ``torch.load(weights_only=True)``: a file that would run code is
 refused unless ``allow_unsafe_pickle=true``.
 """
+
 from __future__ import annotations
 
 import os
@@ -55,7 +56,7 @@ class FileSource(ModelSource):
         p = Path(os.path.expanduser(self.path))
         if not p.exists():
             raise ConfigError("path", f"model file {self.path!r} does not exist")
-        fmt = self.resolved_format()
+        self.resolved_format()  # raises on an unknown format
         if isinstance(self.architecture, str) and not Path(os.path.expanduser(self.architecture)).exists():
             raise ConfigError("architecture", f"architecture config {self.architecture!r} does not exist")
         validate_tokenizer_spec(self.tokenizer, "tokenizer")
@@ -70,9 +71,14 @@ class FileSource(ModelSource):
             from modelxray.models.hf import HFSource
 
             has_own = (path / "tokenizer_config.json").exists() or (path / "tokenizer.json").exists()
-            return HFSource(name_or_path=str(path), dtype=self.dtype, device=self.device, local_files_only=True,
-                            trust_remote_code=self.trust_remote_code,
-                            tokenizer=None if self.tokenizer == "byte" and has_own else self.tokenizer).load()
+            return HFSource(
+                name_or_path=str(path),
+                dtype=self.dtype,
+                device=self.device,
+                local_files_only=True,
+                trust_remote_code=self.trust_remote_code,
+                tokenizer=None if self.tokenizer == "byte" and has_own else self.tokenizer,
+            ).load()
         if fmt in ("safetensors", "state_dict") and self.architecture is None:
             return self._weights_only(path, fmt)
         tokenizer = load_tokenizer(self.tokenizer, "model.tokenizer")
@@ -84,8 +90,9 @@ class FileSource(ModelSource):
             stored = _dominant_dtype(state)
             model = self._build_architecture()
             _load_into(model, state, path)
-        info = ModelInfo(name=path.name, source_format=fmt, source_dtype=stored, file_path=str(path),
-                         file_bytes=path.stat().st_size)
+        info = ModelInfo(
+            name=path.name, source_format=fmt, source_dtype=stored, file_path=str(path), file_bytes=path.stat().st_size
+        )
         return LoadedModel(self.place(model), tokenizer, info)
 
     def _weights_only(self, path: Path, fmt: str) -> LoadedModel:
@@ -94,10 +101,17 @@ class FileSource(ModelSource):
 
         weights = WeightsFile(path, fmt)
         names = weights.tensor_names()  # opens the file now, so a corrupt one fails here, clearly
-        info = ModelInfo(name=path.name, source_format=fmt, source_dtype="see inspect", file_path=str(path),
-                         file_bytes=path.stat().st_size,
-                         notes=[f"weights only ({len(names)} tensors, no model.architecture): inspected "
-                                "without running; set model.architecture to run it"])
+        info = ModelInfo(
+            name=path.name,
+            source_format=fmt,
+            source_dtype="see inspect",
+            file_path=str(path),
+            file_bytes=path.stat().st_size,
+            notes=[
+                f"weights only ({len(names)} tensors, no model.architecture): inspected "
+                "without running; set model.architecture to run it"
+            ],
+        )
         return LoadedModel(weights, None, info, task="weights")
 
     def _build_architecture(self) -> torch.nn.Module:
@@ -111,7 +125,9 @@ class FileSource(ModelSource):
             else:
                 config = AutoConfig.from_pretrained(os.path.expanduser(arch), trust_remote_code=self.trust_remote_code)
         except (KeyError, ValueError, OSError) as exc:
-            raise ConfigError("model.architecture", f"cannot build an architecture from {self.architecture!r}: {exc}") from None
+            raise ConfigError(
+                "model.architecture", f"cannot build an architecture from {self.architecture!r}: {exc}"
+            ) from None
         return AutoModelForCausalLM.from_config(config, trust_remote_code=self.trust_remote_code)
 
 
@@ -138,11 +154,18 @@ def _read_state_dict(path: Path, fmt: str, allow_unsafe_pickle: bool) -> dict[st
     except pickle.UnpicklingError as exc:
         # torch names the global it refused ("unsupported GLOBAL posix.system"); random bytes fail otherwise
         if not allow_unsafe_pickle and "GLOBAL" in str(exc):
-            raise ConfigError(str(path), "holds pickled objects besides tensors, which could run code when loaded; "
-                              "refused. If you trust the file, set model.allow_unsafe_pickle=true") from None
-        raise ConfigError(str(path), f"not a readable PyTorch checkpoint (truncated or corrupt?): {str(exc).splitlines()[0]}") from None
+            raise ConfigError(
+                str(path),
+                "holds pickled objects besides tensors, which could run code when loaded; "
+                "refused. If you trust the file, set model.allow_unsafe_pickle=true",
+            ) from None
+        raise ConfigError(
+            str(path), f"not a readable PyTorch checkpoint (truncated or corrupt?): {str(exc).splitlines()[0]}"
+        ) from None
     except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise ConfigError(str(path), f"not a readable PyTorch checkpoint (truncated or corrupt?): {str(exc).splitlines()[0]}") from None
+        raise ConfigError(
+            str(path), f"not a readable PyTorch checkpoint (truncated or corrupt?): {str(exc).splitlines()[0]}"
+        ) from None
     if isinstance(obj, dict) and "state_dict" in obj and isinstance(obj["state_dict"], dict):
         obj = obj["state_dict"]
     if isinstance(obj, torch.nn.Module):
@@ -158,8 +181,11 @@ def _load_into(model: torch.nn.Module, state: dict[str, torch.Tensor], path: Pat
     missing = [k for k in result.missing_keys if k not in tied and not k.endswith("lm_head.weight")]
     if missing or result.unexpected_keys:
         bad = (missing or result.unexpected_keys)[:3]
-        raise ConfigError(str(path), f"does not match model.architecture: missing {missing[:3]}, unexpected "
-                          f"{result.unexpected_keys[:3]} (e.g. {bad})")
+        raise ConfigError(
+            str(path),
+            f"does not match model.architecture: missing {missing[:3]}, unexpected "
+            f"{result.unexpected_keys[:3]} (e.g. {bad})",
+        )
     if hasattr(model, "tie_weights"):
         model.tie_weights()
 
@@ -168,4 +194,6 @@ def _load_torchscript(path: Path) -> torch.nn.Module:
     try:
         return torch.jit.load(str(path), map_location="cpu")
     except (RuntimeError, OSError, ValueError) as exc:
-        raise ConfigError(str(path), f"not a readable TorchScript file (truncated or corrupt?): {str(exc).splitlines()[0]}") from None
+        raise ConfigError(
+            str(path), f"not a readable TorchScript file (truncated or corrupt?): {str(exc).splitlines()[0]}"
+        ) from None

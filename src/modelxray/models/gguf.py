@@ -6,6 +6,7 @@ file's SHA-256, so later runs load in well under a second. The file's own tensor
 with the ``gguf`` package and recorded as provenance: the "unquantized" baseline of a Q4_1 file is
 a model dequantized from 4 bits, and reports say so.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -21,8 +22,21 @@ from pathlib import Path
 from modelxray.errors import ConfigError
 from modelxray.models.base import LoadedModel, ModelInfo, ModelSource
 
-_BITS = {"Q4_0": 4, "Q4_1": 4, "Q4_K": 4, "Q5_0": 5, "Q5_1": 5, "Q5_K": 5, "Q8_0": 8, "Q8_K": 8,
-         "Q2_K": 2, "Q3_K": 3, "Q6_K": 6, "IQ4_NL": 4, "IQ4_XS": 4}
+_BITS = {
+    "Q4_0": 4,
+    "Q4_1": 4,
+    "Q4_K": 4,
+    "Q5_0": 5,
+    "Q5_1": 5,
+    "Q5_K": 5,
+    "Q8_0": 8,
+    "Q8_K": 8,
+    "Q2_K": 2,
+    "Q3_K": 3,
+    "Q6_K": 6,
+    "IQ4_NL": 4,
+    "IQ4_XS": 4,
+}
 _PROVENANCE = "modelxray_provenance.json"
 _DONE = "modelxray_complete"
 

@@ -16,6 +16,7 @@ the logits equal those of the full causal forward at the last position at a thir
 Both expose ``residue_embedding()`` ((p, d): the rows that embed residue a; None on features), which the feature
 evolution callback reads for the Fourier sparsity.
 """
+
 from __future__ import annotations
 
 import math
@@ -95,13 +96,16 @@ class MLPSource(ModelSource):
             raise ConfigError("n_classes", "is required for a feature-input MLP (p is null)")
 
     def build(self) -> ModularMLP:
-        return seeded_init(ModularMLP(self.p, self.in_features, list(self.hidden), self.n_classes or self.p, self.bias),
-                           self.seed)
+        return seeded_init(
+            ModularMLP(self.p, self.in_features, list(self.hidden), self.n_classes or self.p, self.bias), self.seed
+        )
 
     def load(self) -> LoadedModel:
         model = self.build()
         inp = f"one-hot a, b (2 x {self.p})" if self.p else f"{self.in_features} features"
-        note = f"untrained (seed {self.seed}): {inp} -> {self.hidden} ReLU -> {self.n_classes or self.p}, bias={self.bias}"
+        note = (
+            f"untrained (seed {self.seed}): {inp} -> {self.hidden} ReLU -> {self.n_classes or self.p}, bias={self.bias}"
+        )
         info = ModelInfo(name="mlp", source_format="config", source_dtype="float32", notes=[note])
         return _with_checkpoints(LoadedModel(self.place(model), None, info, task="classification"), self.checkpoints)
 
@@ -131,7 +135,9 @@ class _Block(nn.Module):
     def __init__(self, d_model: int, n_heads: int, d_head: int, d_mlp: int, mlp_bias: bool):
         super().__init__()
         self.attn = _Attention(d_model, n_heads, d_head)
-        self.mlp = nn.Sequential(nn.Linear(d_model, d_mlp, bias=mlp_bias), nn.ReLU(), nn.Linear(d_mlp, d_model, bias=mlp_bias))
+        self.mlp = nn.Sequential(
+            nn.Linear(d_model, d_mlp, bias=mlp_bias), nn.ReLU(), nn.Linear(d_mlp, d_model, bias=mlp_bias)
+        )
 
     def forward(self, h: torch.Tensor, last_only: bool) -> torch.Tensor:
         a = self.attn(h, last_only)
@@ -142,8 +148,16 @@ class _Block(nn.Module):
 class GrokkingTransformer(nn.Module):
     """Tokens (a, b, =) -> n_layers blocks (no LayerNorm) -> logits over p residues at the last position."""
 
-    def __init__(self, p: int, d_model: int = 128, n_heads: int = 4, d_mlp: int = 512, n_layers: int = 1,
-                 d_head: int | None = None, mlp_bias: bool = True):
+    def __init__(
+        self,
+        p: int,
+        d_model: int = 128,
+        n_heads: int = 4,
+        d_mlp: int = 512,
+        n_layers: int = 1,
+        d_head: int | None = None,
+        mlp_bias: bool = True,
+    ):
         super().__init__()
         self.p = p
         d_head = d_head or d_model // n_heads
@@ -204,13 +218,19 @@ class GrokkingTransformerSource(ModelSource):
             raise ConfigError("n_heads", f"must divide d_model={self.d_model} (or set d_head), got {self.n_heads}")
 
     def build(self) -> GrokkingTransformer:
-        return seeded_init(GrokkingTransformer(self.p, self.d_model, self.n_heads, self.d_mlp, self.n_layers,
-                                               self.d_head, self.mlp_bias), self.seed)
+        return seeded_init(
+            GrokkingTransformer(
+                self.p, self.d_model, self.n_heads, self.d_mlp, self.n_layers, self.d_head, self.mlp_bias
+            ),
+            self.seed,
+        )
 
     def load(self) -> LoadedModel:
         model = self.build()
-        note = (f"untrained (seed {self.seed}): {self.n_layers}-layer transformer, d={self.d_model}, {self.n_heads} heads, "
-                f"MLP {self.d_mlp}, tokens a b = (p={self.p}); forward computes the last position only")
+        note = (
+            f"untrained (seed {self.seed}): {self.n_layers}-layer transformer, d={self.d_model}, {self.n_heads} heads, "
+            f"MLP {self.d_mlp}, tokens a b = (p={self.p}); forward computes the last position only"
+        )
         info = ModelInfo(name="grokking_transformer", source_format="config", source_dtype="float32", notes=[note])
         return _with_checkpoints(LoadedModel(self.place(model), None, info, task="classification"), self.checkpoints)
 

@@ -1,4 +1,5 @@
 """Any Hugging Face causal LM: a hub id (needs the network or a filled cache) or a local directory."""
+
 from __future__ import annotations
 
 import os
@@ -34,8 +35,9 @@ class HFSource(ModelSource):
         from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
         path = os.path.expanduser(self.name_or_path)
-        kwargs = dict(revision=self.revision, trust_remote_code=self.trust_remote_code,
-                      local_files_only=self.local_files_only)
+        kwargs = dict(
+            revision=self.revision, trust_remote_code=self.trust_remote_code, local_files_only=self.local_files_only
+        )
         try:
             config = AutoConfig.from_pretrained(path, **kwargs)
             model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[self.dtype], **kwargs)
@@ -45,11 +47,18 @@ class HFSource(ModelSource):
                 tokenizer = AutoTokenizer.from_pretrained(os.path.expanduser(self.tokenizer or path), **kwargs)
         except OSError as exc:
             first = str(exc).strip().splitlines()[0]
-            raise ConfigError("model.name_or_path", f"cannot load {self.name_or_path!r}: {first} "
-                              "(offline? pass a local directory)") from None
-        stored = str(getattr(config, "torch_dtype", None) or getattr(config, "dtype", None) or "unknown").replace("torch.", "")
+            raise ConfigError(
+                "model.name_or_path", f"cannot load {self.name_or_path!r}: {first} (offline? pass a local directory)"
+            ) from None
+        stored = str(getattr(config, "torch_dtype", None) or getattr(config, "dtype", None) or "unknown").replace(
+            "torch.", ""
+        )
         local = Path(path)
-        info = ModelInfo(name=self.name_or_path, source_format="hf", source_dtype=stored,
-                         file_path=str(local) if local.is_dir() else None,
-                         file_bytes=_dir_bytes(local) if local.is_dir() else None)
+        info = ModelInfo(
+            name=self.name_or_path,
+            source_format="hf",
+            source_dtype=stored,
+            file_path=str(local) if local.is_dir() else None,
+            file_bytes=_dir_bytes(local) if local.is_dir() else None,
+        )
         return LoadedModel(self.place(model), tokenizer, info)

@@ -1,6 +1,7 @@
 """Per-process model cache: a Hydra multirun runs its jobs in one process, so a sweep over
 dataset or analyzer settings loads the base model once. Analyses that change weights work on a
 copy (see ``modelxray.quant``), never on the cached model."""
+
 from __future__ import annotations
 
 from collections import OrderedDict

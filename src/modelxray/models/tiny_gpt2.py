@@ -1,4 +1,5 @@
 """A small GPT-2 built from a config with a fixed seed: the fast, offline model of the tests."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,14 +35,21 @@ class TinyGPT2Source(ModelSource):
 
         tokenizer = load_tokenizer(self.tokenizer, "model.tokenizer")
         config = GPT2Config(
-            vocab_size=len(tokenizer), n_positions=self.n_positions, n_embd=self.n_embd,
-            n_layer=self.n_layer, n_head=self.n_head,
-            bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+            vocab_size=len(tokenizer),
+            n_positions=self.n_positions,
+            n_embd=self.n_embd,
+            n_layer=self.n_layer,
+            n_head=self.n_head,
+            bos_token_id=tokenizer.bos_token_id,
+            eos_token_id=tokenizer.eos_token_id,
         )
         config._attn_implementation = self.attn_implementation
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             model = GPT2LMHeadModel(config)
-        info = ModelInfo(name=f"tiny-gpt2-L{self.n_layer}-d{self.n_embd}", source_format="config",
-                         source_dtype="float32 (random init, seed %d)" % self.seed)
+        info = ModelInfo(
+            name=f"tiny-gpt2-L{self.n_layer}-d{self.n_embd}",
+            source_format="config",
+            source_dtype=f"float32 (random init, seed {self.seed})",
+        )
         return LoadedModel(self.place(model), tokenizer, info)

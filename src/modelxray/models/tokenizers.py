@@ -1,4 +1,5 @@
 """Tokenizer loading and a stable identity for the token cache."""
+
 from __future__ import annotations
 
 import hashlib
@@ -18,8 +19,11 @@ def load_tokenizer(spec: str, key: str = "tokenizer", trust_remote_code: bool = 
     try:
         return AutoTokenizer.from_pretrained(spec, trust_remote_code=trust_remote_code)
     except Exception as exc:  # noqa: BLE001
-        raise ConfigError(key, f"cannot load tokenizer {spec!r} ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
-                          "use 'byte' or a local tokenizer directory") from None
+        raise ConfigError(
+            key,
+            f"cannot load tokenizer {spec!r} ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
+            "use 'byte' or a local tokenizer directory",
+        ) from None
 
 
 def tokenizer_identity(tokenizer: Any) -> str:

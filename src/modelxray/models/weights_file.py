@@ -4,10 +4,11 @@
 a runnable model, so ``analyzer=inspect`` can still answer "what is inside this file?" for a model
 larger than memory. safetensors files are memory-mapped (``safe_open``); state dicts are opened with
 ``torch.load(mmap=True, weights_only=True)``, so each tensor is paged in when it is read."""
+
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import torch
 from torch import nn
@@ -34,7 +35,9 @@ class WeightsFile(nn.Module):
             try:
                 return safe_open(str(self.path), framework="pt")
             except (SafetensorError, OSError, ValueError) as exc:
-                raise ConfigError(str(self.path), f"not a readable safetensors file (truncated or corrupt?): {exc}") from None
+                raise ConfigError(
+                    str(self.path), f"not a readable safetensors file (truncated or corrupt?): {exc}"
+                ) from None
         if self._state is None:
             self._state = _mmap_state_dict(self.path)
         return None

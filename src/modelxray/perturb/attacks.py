@@ -2,9 +2,10 @@
 to token embeddings). Written here rather than taken from torchattacks/ART because those assume an
 image classifier taking the perturbed tensor as its only input; here the same two functions attack
 a language model through an embedding offset and a classifier through its pixels."""
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import torch
 
@@ -23,9 +24,17 @@ def fgsm(x0: torch.Tensor, grad: torch.Tensor, eps: float, bounds: Bounds = None
     return project(x0 + eps * grad.sign(), x0, eps, bounds)
 
 
-def pgd(x0: torch.Tensor, grad_fn: GradFn, eps: float, steps: int, step_size: float,
-        random_start: bool = False, generator: torch.Generator | None = None, bounds: Bounds = None,
-        first_grad: torch.Tensor | None = None) -> torch.Tensor:
+def pgd(
+    x0: torch.Tensor,
+    grad_fn: GradFn,
+    eps: float,
+    steps: int,
+    step_size: float,
+    random_start: bool = False,
+    generator: torch.Generator | None = None,
+    bounds: Bounds = None,
+    first_grad: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Projected gradient ascent (Madry et al., 2018): ``steps`` signed steps of ``step_size``, each
     projected back onto the eps-ball (and ``bounds``). ``first_grad`` reuses a gradient at ``x0``
     (the FGSM one) for the first step when there is no random start."""

@@ -3,6 +3,7 @@
 Inputs are attacked in input space inside the data's feature range (pixels stay valid), and every
 family is scored the same way: loss, accuracy, top-1 agreement with the clean predictions and
 KL(clean || perturbed), averaged over samples."""
+
 from __future__ import annotations
 
 import torch
@@ -20,8 +21,15 @@ class ClassifierHarness:
     dropout_family = "feature_dropout"
     substitution_family = "feature_substitution"
 
-    def __init__(self, model: nn.Module, x: torch.Tensor, y: torch.Tensor, feature_range: tuple[float, float],
-                 batch_size: int, progress: bool = True):
+    def __init__(
+        self,
+        model: nn.Module,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        feature_range: tuple[float, float],
+        batch_size: int,
+        progress: bool = True,
+    ):
         self.model, self.batch_size, self.progress = model, batch_size, progress
         self.device = next(model.parameters()).device
         self.x, self.y = x.to(self.device), y.to(self.device)
@@ -49,8 +57,11 @@ class ClassifierHarness:
     def _score(self, logp: torch.Tensor, reference: torch.Tensor | None, n: int | None = None) -> dict[str, float]:
         n = logp.shape[0] if n is None else n
         y = self.y[:n]
-        out = {"loss": float(F.nll_loss(logp, y)), "accuracy": float((logp.argmax(-1) == y).float().mean()),
-               "samples": float(n)}
+        out = {
+            "loss": float(F.nll_loss(logp, y)),
+            "accuracy": float((logp.argmax(-1) == y).float().mean()),
+            "samples": float(n),
+        }
         if reference is not None:
             ref = reference[:n]
             out["top1_agree"] = float((logp.argmax(-1) == ref.argmax(-1)).float().mean())
@@ -63,8 +74,16 @@ class ClassifierHarness:
         return self._score(logp, self.clean_logp, n)
 
     # -- attacks in input space -------------------------------------------------------------------
-    def attack(self, eps_list: list[float], steps: int, step_size: float | None, random_start: bool,
-               generator: torch.Generator, n_samples: int, desc: str) -> dict[float, dict[str, dict]]:
+    def attack(
+        self,
+        eps_list: list[float],
+        steps: int,
+        step_size: float | None,
+        random_start: bool,
+        generator: torch.Generator,
+        n_samples: int,
+        desc: str,
+    ) -> dict[float, dict[str, dict]]:
         """FGSM (and PGD when ``steps`` > 0) at each eps on the first ``n_samples`` samples, maximising
         the cross-entropy; the gradient at the clean point is shared by every eps and PGD's first step."""
         scale = self.eps_scale
@@ -80,8 +99,9 @@ class ClassifierHarness:
                     adv_f[eps].append(fgsm(xb, g0, e, self.bounds))
                     if steps > 0:
                         size = (step_size * e) if step_size else default_step_size(e, steps)
-                        adv_p[eps].append(pgd(xb, grad_fn, e, steps, size, random_start, generator, self.bounds,
-                                              first_grad=g0))
+                        adv_p[eps].append(
+                            pgd(xb, grad_fn, e, steps, size, random_start, generator, self.bounds, first_grad=g0)
+                        )
                 pbar.update(xb.shape[0])
         out = {}
         for eps in eps_list:

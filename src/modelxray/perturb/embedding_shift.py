@@ -1,6 +1,7 @@
 """Attack a language model in its input-embedding space without knowing its forward signature: a
 forward hook on the input embedding adds an offset to its output. Works for Hugging Face models
 and for any ``nn.Module`` with an ``nn.Embedding`` input layer; tied output heads are untouched."""
+
 from __future__ import annotations
 
 from contextlib import contextmanager
@@ -23,8 +24,11 @@ def input_embedding(model: nn.Module) -> nn.Module:
     for module in model.modules():
         if isinstance(module, nn.Embedding):
             return module
-    raise ConfigError("analyzer.robustness", f"embedding-space attacks need an nn.Embedding input layer; "
-                      f"{type(model).__name__} has none (set fgsm.eps and pgd.eps to [])")
+    raise ConfigError(
+        "analyzer.robustness",
+        f"embedding-space attacks need an nn.Embedding input layer; "
+        f"{type(model).__name__} has none (set fgsm.eps and pgd.eps to [])",
+    )
 
 
 class EmbeddingShift:
@@ -40,7 +44,7 @@ class EmbeddingShift:
             return output
         return output + self.delta.to(output.dtype)
 
-    def __enter__(self) -> "EmbeddingShift":
+    def __enter__(self) -> EmbeddingShift:
         self._handle = self.module.register_forward_hook(self._hook)
         return self
 

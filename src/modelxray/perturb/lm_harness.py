@@ -3,6 +3,7 @@
 Every family (attacks, weight noise, token perturbations) is scored by the same ``Comparison``
 against one ``Reference`` pass: loss, perplexity, top-1 agreement with the clean predictions and
 KL(clean || perturbed)."""
+
 from __future__ import annotations
 
 import torch
@@ -25,8 +26,9 @@ class LMHarness:
     dropout_family = "token_dropout"
     substitution_family = "token_substitution"
 
-    def __init__(self, model: nn.Module, windows: list[Window], batch_size: int, kl_windows: int,
-                 progress: bool = True):
+    def __init__(
+        self, model: nn.Module, windows: list[Window], batch_size: int, kl_windows: int, progress: bool = True
+    ):
         self.model, self.windows, self.batch_size, self.progress = model, windows, batch_size, progress
         self.ref = Reference(model, windows, batch_size, kl_windows, progress, "robustness: clean reference")
         self.clean = self.ref.metrics
@@ -53,8 +55,16 @@ class LMHarness:
     def clean_of(self, n_windows: int) -> dict[str, float]:
         return self.ref.metrics_of(max_windows=n_windows)
 
-    def attack(self, eps_list: list[float], steps: int, step_size: float | None, random_start: bool,
-               generator: torch.Generator, n_windows: int, desc: str) -> dict[float, dict[str, dict]]:
+    def attack(
+        self,
+        eps_list: list[float],
+        steps: int,
+        step_size: float | None,
+        random_start: bool,
+        generator: torch.Generator,
+        n_windows: int,
+        desc: str,
+    ) -> dict[float, dict[str, dict]]:
         """FGSM (and PGD when ``steps`` > 0) at each relative eps on the first ``n_windows`` windows,
         maximising the next-token loss. Returns {eps: {"fgsm": metrics, "pgd": metrics}}; the FGSM
         gradient at the clean point is computed once per batch and shared by every eps and PGD's first step."""
@@ -64,8 +74,11 @@ class LMHarness:
         left = n_windows
         work = [(i, b) for i, b in enumerate(self.ref.batches)]
         total = sum(min(b[0].shape[0], max(0, n_windows - i * self.batch_size)) for i, b in work)
-        with frozen(self.model), EmbeddingShift(self.embedding) as shift, \
-                bar(total=total, desc=desc, unit="window", enabled=self.progress) as pbar:
+        with (
+            frozen(self.model),
+            EmbeddingShift(self.embedding) as shift,
+            bar(total=total, desc=desc, unit="window", enabled=self.progress) as pbar,
+        ):
             for i, (inputs, targets) in work:
                 if left <= 0:
                     break
@@ -98,8 +111,9 @@ class LMHarness:
             shift.delta = d
             with torch.enable_grad():
                 logits = forward_logits(self.model, inputs)
-                loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1),
-                                       ignore_index=IGNORE)
+                loss = F.cross_entropy(
+                    logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE
+                )
                 (g,) = torch.autograd.grad(loss, d)
             shift.delta = None
             return g
@@ -128,10 +142,17 @@ class LMHarness:
         windows = [substitute_window(w, rate, self.ref.vocab_size, generator) for w in self.windows]
         comp = self.ref.comparison()
         with torch.inference_mode():
-            for i, (inputs, targets) in enumerate(bar(list(batched(windows, self.batch_size)), desc=desc,
-                                                      enabled=self.progress)):
+            for i, (inputs, targets) in enumerate(
+                bar(list(batched(windows, self.batch_size)), desc=desc, enabled=self.progress)
+            ):
                 comp.add(i, forward_logits(self.model, inputs.to(self.ref.device)), targets.to(self.ref.device))
         if comp.score.n_tokens == 0:
-            return {"loss": float("nan"), "perplexity": float("nan"), "accuracy": float("nan"), "tokens_scored": 0.0,
-                    "top1_agree": float("nan"), "kl": float("nan")}
+            return {
+                "loss": float("nan"),
+                "perplexity": float("nan"),
+                "accuracy": float("nan"),
+                "tokens_scored": 0.0,
+                "top1_agree": float("nan"),
+                "kl": float("nan"),
+            }
         return comp.result()

@@ -7,6 +7,7 @@
   targets that were replaced are not scored (predicting random noise is not the question), so the
   scored positions line up with the clean ones and top-1 agreement and KL stay meaningful.
 """
+
 from __future__ import annotations
 
 import torch

@@ -1,6 +1,7 @@
 """Noise on weights: Gaussian noise scaled to each tensor's std, and uniform noise the size of a
 b-bit quantization step (the additive model of rounding error). Noise is drawn on the CPU from a
 seeded generator, tensor by tensor in module order, so a seed gives the same noise on any device."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -30,9 +31,11 @@ def noise_targets(model: nn.Module, which: str) -> list[NoiseTarget]:
     conv1d = {id(m.weight) for m in model.modules() if _is_conv1d(m)}
     if which == "linear":
         linear = {id(t.module) for t in find_targets(model) if t.kind == "linear"}
-        return [NoiseTarget(f"{name}.weight", m.weight, 1 if id(m.weight) in conv1d else 0)
-                for name, m in model.named_modules()
-                if id(m) in linear or isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d))]
+        return [
+            NoiseTarget(f"{name}.weight", m.weight, 1 if id(m.weight) in conv1d else 0)
+            for name, m in model.named_modules()
+            if id(m) in linear or isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d))
+        ]
     out = []
     for name, p in model.named_parameters():  # shared (tied) parameters are listed once
         if p.dim() >= 2:
@@ -71,8 +74,9 @@ def quant_step(w: torch.Tensor, bits: int, channel_dim: int | None, granularity:
     return (w.amax(dim=dims, keepdim=True) - w.amin(dim=dims, keepdim=True)) / (2**bits - 1)
 
 
-def quant_step_noise(w: torch.Tensor, bits: int, generator: torch.Generator, channel_dim: int | None,
-                     granularity: str = "channel") -> torch.Tensor:
+def quant_step_noise(
+    w: torch.Tensor, bits: int, generator: torch.Generator, channel_dim: int | None, granularity: str = "channel"
+) -> torch.Tensor:
     """U(-step/2, step/2) noise shaped like ``w``: the error of rounding to a ``bits`` grid, without the grid."""
     u = torch.rand(w.shape, generator=generator, dtype=torch.float32) - 0.5
     return (u * quant_step(w, bits, channel_dim, granularity).cpu()).to(w.device, w.dtype)
@@ -84,8 +88,9 @@ def add_gaussian_noise_(targets: list[NoiseTarget], level: float, generator: tor
             t.param.add_(gaussian_noise(t.param, level, generator))
 
 
-def add_quant_step_noise_(targets: list[NoiseTarget], bits: int, generator: torch.Generator,
-                          granularity: str = "channel") -> None:
+def add_quant_step_noise_(
+    targets: list[NoiseTarget], bits: int, generator: torch.Generator, granularity: str = "channel"
+) -> None:
     with torch.no_grad():
         for t in targets:
             t.param.add_(quant_step_noise(t.param, bits, generator, t.channel_dim, granularity))

@@ -11,6 +11,7 @@ per-group clipping ratio of the weight range. In deployment ``1/s`` folds into t
 operation (a norm's weight or the previous linear's rows) or stays an explicit per-channel
 multiply; the simulated weights here equal what such a kernel computes.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -41,8 +42,11 @@ def _collect(block, layer_targets, inputs: BlockInputs, sample_tokens: int, seed
     groups: dict[int, list] = {}
     for t in layer_targets:
         groups.setdefault(ptrs[t.name], []).append(t)
-    return ({n: sums[n] / counts[n] for n in sums}, {n: torch.cat(v) for n, v in samples.items()},
-            list(groups.values()))
+    return (
+        {n: sums[n] / counts[n] for n in sums},
+        {n: torch.cat(v) for n, v in samples.items()},
+        list(groups.values()),
+    )
 
 
 def _weight_mean(ws: list[torch.Tensor], spec: QuantSpec) -> torch.Tensor:
@@ -54,8 +58,9 @@ def _weight_mean(ws: list[torch.Tensor], spec: QuantSpec) -> torch.Tensor:
     return norm.mean(0)
 
 
-def search_scale(x: torch.Tensor, x_mean: torch.Tensor, ws: list[torch.Tensor], specs: list[QuantSpec],
-                 grid: int, duo: bool) -> tuple[torch.Tensor, float]:
+def search_scale(
+    x: torch.Tensor, x_mean: torch.Tensor, ws: list[torch.Tensor], specs: list[QuantSpec], grid: int, duo: bool
+) -> tuple[torch.Tensor, float]:
     """The per-input-channel scale minimising the group's output error on the sample ``x``."""
     refs = [x @ w.t() for w in ws]
     w_mean = _weight_mean(ws, specs[0]) if duo else None
@@ -140,8 +145,11 @@ class AWQQuantizer(BlockwiseQuantizer):
 
     def summary(self) -> tuple[str, dict]:
         mean = sum(self._ratios) / len(self._ratios) if self._ratios else 0.0
-        return (f"mean chosen scale exponent {mean:.2f} over {len(self._ratios)} layer groups, clip search "
-                f"{'on' if self.clip_search else 'off'}.", {"awq_mean_scale_exponent": mean})
+        return (
+            f"mean chosen scale exponent {mean:.2f} over {len(self._ratios)} layer groups, clip search "
+            f"{'on' if self.clip_search else 'off'}.",
+            {"awq_mean_scale_exponent": mean},
+        )
 
 
 def _is_qk(name: str) -> bool:

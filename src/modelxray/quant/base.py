@@ -5,6 +5,7 @@ A quantizer never modifies the subject it is given: the base model is cached per
 shared by every job of a sweep, so quantizers work on a copy. The report is a ``Result`` named
 ``quant`` (what was done: bits per layer, sizes, weight error, time), logged like an analyzer's.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -2,6 +2,7 @@
 calibration windows block by block, let the method quantize each block's planned layers from the
 inputs that block really sees, feed the block's outputs to the next, and round-to-nearest the
 planned modules outside the blocks (embeddings, LM head)."""
+
 from __future__ import annotations
 
 import copy
@@ -16,9 +17,18 @@ from modelxray.quant.weight import WeightQuantizer, quantize_model
 
 
 def layer_row(t, spec: QuantSpec, w, q) -> dict:
-    return {"module": t.name, "kind": t.kind, "component": t.component, "block": t.block, "bits": spec.bits,
-            "format": spec.describe(), "elements": w.numel(), "bytes_before": w.numel() * w.element_size(),
-            "packed_bytes": packed_bits(tuple(w.shape), spec) / 8, "rel_error": relative_error(w, q)}
+    return {
+        "module": t.name,
+        "kind": t.kind,
+        "component": t.component,
+        "block": t.block,
+        "bits": spec.bits,
+        "format": spec.describe(),
+        "elements": w.numel(),
+        "bytes_before": w.numel() * w.element_size(),
+        "packed_bytes": packed_bits(tuple(w.shape), spec) / 8,
+        "rel_error": relative_error(w, q),
+    }
 
 
 @dataclass
@@ -64,10 +74,16 @@ class BlockwiseQuantizer(WeightQuantizer):
         for r in rtn_rows:
             r["format"] += " (RTN: outside the blocks)"
         how, extra = self.summary()
-        notes.insert(0, f"{self.name.upper()} calibrated on {inputs.n_tokens:,} tokens ({windows.shape[0]} windows "
-                     f"after the evaluated span); {how}")
+        notes.insert(
+            0,
+            f"{self.name.upper()} calibrated on {inputs.n_tokens:,} tokens ({windows.shape[0]} windows "
+            f"after the evaluated span); {how}",
+        )
         result = quant_result(self.name, rows + rtn_rows, model, time.perf_counter() - start, notes)
         result.metrics.update(extra)
-        step = {"method": self.name, "default": self.default_spec().describe(),
-                "effective_bits": round(result.metrics["effective_bits"], 3)}
+        step = {
+            "method": self.name,
+            "default": self.default_spec().describe(),
+            "effective_bits": round(result.metrics["effective_bits"], 3),
+        }
         return subject.with_model(model, step), result

@@ -6,9 +6,11 @@ blocks (attention mask, rotary position embeddings, ...). Each block then runs o
 and its outputs feed the next block, so a block is calibrated on what the already-quantized
 blocks before it produce.
 """
+
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
 from torch import nn
@@ -31,8 +33,11 @@ def decoder_blocks(model: nn.Module) -> tuple[str, nn.ModuleList]:
             if has_linear and (best is None or len(module) > len(best[1])):
                 best = (name, module)
     if best is None:
-        raise ConfigError("quant", "calibration-based quantization needs a model made of repeated blocks "
-                          "(a ModuleList of layers); use an RTN config (quant=int4) for this model")
+        raise ConfigError(
+            "quant",
+            "calibration-based quantization needs a model made of repeated blocks "
+            "(a ModuleList of layers); use an RTN config (quant=int4) for this model",
+        )
     return best
 
 
@@ -73,9 +78,11 @@ class BlockInputs:
         (``x`` flattened to (tokens, features) in float32, ``raw`` as the layer received it)."""
         handles = []
         for t in layer_targets:
+
             def hook(_m, args, _out, name=t.name):
                 raw = args[0].detach()
                 fn(name, raw.reshape(-1, raw.shape[-1]).float(), raw)
+
             handles.append(t.module.register_forward_hook(hook))
         try:
             self.run(block, update=False)
@@ -96,9 +103,15 @@ class BlockInputs:
 def calibration_windows(subject) -> torch.Tensor:
     data = subject.data
     if getattr(subject, "task", "causal_lm") != "causal_lm":
-        raise ConfigError("quant", f"calibration-based quantization (GPTQ, AWQ) needs a language model and its "
-                          f"token windows; {subject.info.name} is a {subject.task} model: use RTN, e.g. quant=int4")
+        raise ConfigError(
+            "quant",
+            f"calibration-based quantization (GPTQ, AWQ) needs a language model and its "
+            f"token windows; {subject.info.name} is a {subject.task} model: use RTN, e.g. quant=int4",
+        )
     if data is None or data.calibration is None or data.calibration.shape[0] == 0:
-        raise ConfigError("dataset.calibration_windows", "no calibration windows: the dataset has no tokens after "
-                          "the evaluated span; lower dataset.max_tokens or raise dataset.calibration_windows")
+        raise ConfigError(
+            "dataset.calibration_windows",
+            "no calibration windows: the dataset has no tokens after "
+            "the evaluated span; lower dataset.max_tokens or raise dataset.calibration_windows",
+        )
     return data.calibration

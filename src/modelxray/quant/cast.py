@@ -1,4 +1,5 @@
 """``quant=fp16`` / ``quant=bf16``: cast a copy of the model to a 16-bit float type."""
+
 from __future__ import annotations
 
 import copy
@@ -33,9 +34,20 @@ class CastQuantizer(Quantizer):
                 continue
             seen.add(p.data_ptr())
             cast = p.detach().to(_DTYPES[self.dtype])
-            rows.append({"module": name, "kind": "parameter", "component": "", "block": None, "bits": 16,
-                         "format": self.dtype, "elements": p.numel(), "bytes_before": p.numel() * p.element_size(),
-                         "packed_bytes": p.numel() * 2, "rel_error": relative_error(p, cast)})
+            rows.append(
+                {
+                    "module": name,
+                    "kind": "parameter",
+                    "component": "",
+                    "block": None,
+                    "bits": 16,
+                    "format": self.dtype,
+                    "elements": p.numel(),
+                    "bytes_before": p.numel() * p.element_size(),
+                    "packed_bytes": p.numel() * 2,
+                    "rel_error": relative_error(p, cast),
+                }
+            )
         model.to(_DTYPES[self.dtype])
         result = quant_result(f"cast to {self.dtype}", rows, subject.model, time.perf_counter() - start, [])
         return subject.with_model(model, {"method": "cast", "dtype": self.dtype}), result

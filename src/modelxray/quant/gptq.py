@@ -10,6 +10,7 @@ their contiguous layout (static groups: scales from the weights before any updat
 format is the same as RTN's. Without ``act_order`` a group's scale is computed when its first
 column is reached, from the already-updated weights, as in the reference implementation.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -42,12 +43,24 @@ def _params_mse(w: torch.Tensor, spec: QuantSpec, grid: int, clip_min: float) ->
         s, l = _params(w * ratio, spec)
         err = ((quantize_with(w, s[:, None], l[:, None], spec) - w) ** 2).sum(1)
         better = err < best_err
-        best_s, best_l, best_err = torch.where(better, s, best_s), torch.where(better, l, best_l), torch.minimum(err, best_err)
+        best_s, best_l, best_err = (
+            torch.where(better, s, best_s),
+            torch.where(better, l, best_l),
+            torch.minimum(err, best_err),
+        )
     return best_s, best_l
 
 
-def gptq_quantize(weight: torch.Tensor, hessian: torch.Tensor, spec: QuantSpec, act_order: bool = True,
-                  damp: float = 0.01, block_size: int = 128, clip_grid: int = 0, clip_min: float = 0.8) -> torch.Tensor:
+def gptq_quantize(
+    weight: torch.Tensor,
+    hessian: torch.Tensor,
+    spec: QuantSpec,
+    act_order: bool = True,
+    damp: float = 0.01,
+    block_size: int = 128,
+    clip_grid: int = 0,
+    clip_min: float = 0.8,
+) -> torch.Tensor:
     """GPTQ-quantize ``weight`` (out x in) given ``hessian`` (in x in); returns the dequantized weight.
 
     ``clip_grid > 1`` searches each group's range shrink factor in [clip_min, 1] (see ``_params_mse``)."""
@@ -133,8 +146,9 @@ class GPTQQuantizer(BlockwiseQuantizer):
         for t in layer_targets:
             spec = plan[t.name]
             w = t.weight_matrix()
-            q = gptq_quantize(w, hessians[t.name], spec, self.act_order, self.damp, self.block_size,
-                              self.clip_grid, self.clip_min)
+            q = gptq_quantize(
+                w, hessians[t.name], spec, self.act_order, self.damp, self.block_size, self.clip_grid, self.clip_min
+            )
             rows.append(layer_row(t, spec, w, q))
             t.set_weight_matrix(q)
         return rows

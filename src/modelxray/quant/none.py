@@ -1,4 +1,5 @@
 """``quant=none``: the model as loaded."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -14,6 +14,7 @@ Mixed precision, progressive and fully custom plans are all rule lists in YAML::
 Rules are checked twice, both before any weight changes: their keys and values when the config is
 instantiated, and that each one matches at least one module once the model is known.
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -54,7 +55,9 @@ def parse_rules(raw: list[dict]) -> list[Rule]:
             raise ConfigError(key, f"must be a mapping like {{component: attention, bits: 8}}, got {r!r}")
         unknown = sorted(set(r) - _MATCH_KEYS - _SET_KEYS)
         if unknown:
-            raise ConfigError(f"{key}.{unknown[0]}", f"unknown rule key; valid: {', '.join(sorted(_MATCH_KEYS | _SET_KEYS))}")
+            raise ConfigError(
+                f"{key}.{unknown[0]}", f"unknown rule key; valid: {', '.join(sorted(_MATCH_KEYS | _SET_KEYS))}"
+            )
         match = {k: r[k] for k in _MATCH_KEYS if k in r}
         sets = {k: r[k] for k in _SET_KEYS if k in r}
         if not match:
@@ -114,8 +117,9 @@ def _matches(rule: Rule, t: Target, blocks: set[int] | None) -> bool:
     return True
 
 
-def resolve_plan(targets: list[Target], default: QuantSpec, kinds: list[str], skip: list[str],
-                 rules: list[Rule]) -> dict[str, QuantSpec | None]:
+def resolve_plan(
+    targets: list[Target], default: QuantSpec, kinds: list[str], skip: list[str], rules: list[Rule]
+) -> dict[str, QuantSpec | None]:
     """The format of every candidate module (None = left as is). Fails if a rule matches nothing."""
     n_blocks = num_blocks(targets)
     plan: dict[str, QuantSpec | None] = {}
@@ -123,12 +127,18 @@ def resolve_plan(targets: list[Target], default: QuantSpec, kinds: list[str], sk
         chosen = t.kind in kinds and not any(fnmatch.fnmatchcase(t.name, p) for p in skip)
         plan[t.name] = default if chosen else None
     for rule in rules:
-        blocks = _parse_blocks(rule.match["blocks"], n_blocks, f"quant.{rule.key}.blocks") if "blocks" in rule.match else None
+        blocks = (
+            _parse_blocks(rule.match["blocks"], n_blocks, f"quant.{rule.key}.blocks")
+            if "blocks" in rule.match
+            else None
+        )
         hit = [t for t in targets if _matches(rule, t, blocks)]
         if not hit:
             example = next((t.name for t in targets if t.kind == "linear"), "?")
-            raise ConfigError(f"quant.{rule.key}", f"matches no module of this model (e.g. {example!r}); "
-                              "check name, component, kind and blocks")
+            raise ConfigError(
+                f"quant.{rule.key}",
+                f"matches no module of this model (e.g. {example!r}); check name, component, kind and blocks",
+            )
         for t in hit:
             if rule.sets.get("skip"):
                 plan[t.name] = None

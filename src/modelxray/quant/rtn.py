@@ -18,6 +18,7 @@ columns per group, the last group narrower when ``group_size`` does not divide i
 Scales and offsets are rounded to ``scale_dtype`` (float16 by default, as real formats store
 them) before use. Every element's error is at most half a quantization step.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -63,7 +64,9 @@ def _group_view(w: torch.Tensor, spec: QuantSpec) -> list[torch.Tensor]:
     return parts
 
 
-def group_params(x: torch.Tensor, spec: QuantSpec, clip: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def group_params(
+    x: torch.Tensor, spec: QuantSpec, clip: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Scale and offset of each group, reducing over the last dimension (keepdim). Offsets are 0 when
     symmetric. ``clip`` (broadcastable to the result) shrinks each group's range (clipping searches)."""
     sdt = _SCALE_DTYPES[spec.scale_dtype]

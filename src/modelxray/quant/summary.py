@@ -1,4 +1,5 @@
 """What a quantizer did, as a ``Result``: per-layer rows and the model-level figures."""
+
 from __future__ import annotations
 
 from torch import nn
@@ -41,5 +42,10 @@ def quant_result(method: str, rows: list[dict], model: nn.Module, seconds: float
         bits_hist[str(r["bits"])] = bits_hist.get(str(r["bits"]), 0) + r["elements"]
     for b, n in bits_hist.items():
         metrics[f"params_at_{b}bit_share"] = n / q_elems
-    return Result("quant", metrics=metrics, tables={"layers": rows},
-                  data={"method": method, "bits_histogram": bits_hist}, insights=notes)
+    return Result(
+        "quant",
+        metrics=metrics,
+        tables={"layers": rows},
+        data={"method": method, "bits_histogram": bits_hist},
+        insights=notes,
+    )

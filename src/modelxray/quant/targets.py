@@ -6,6 +6,7 @@ attention (q/k/v/o projections, GPT-2's fused ``c_attn`` and ``attn.c_proj``) ve
 down, GPT-2's ``c_fc`` and ``mlp.c_proj``). The block is the first number in the dotted name
 (``model.layers.3.self_attn.q_proj`` is block 3).
 """
+
 from __future__ import annotations
 
 import re
@@ -17,8 +18,9 @@ from torch import nn
 KINDS = ("linear", "embedding", "lm_head")
 COMPONENTS = ("attention", "mlp", "embedding", "lm_head", "other")
 _ATTN = re.compile(r"(attn|attention|q_proj|k_proj|v_proj|o_proj|query|key|value)", re.IGNORECASE)
-_MLP = re.compile(r"(mlp|ffn|feed_forward|gate_proj|up_proj|down_proj|c_fc|fc1|fc2|dense_h_to_4h|dense_4h_to_h)",
-                  re.IGNORECASE)
+_MLP = re.compile(
+    r"(mlp|ffn|feed_forward|gate_proj|up_proj|down_proj|c_fc|fc1|fc2|dense_h_to_4h|dense_4h_to_h)", re.IGNORECASE
+)
 _BLOCK = re.compile(r"\.(\d+)(?:\.|$)")
 
 

@@ -6,6 +6,7 @@ subclass whose matmuls run int8 kernels on this CPU (weight-only: int8 weights, 
 activations; dynamic: int8 weights and per-token int8 activations), so the performance analyzer
 measures the real memory and latency of the quantized model.
 """
+
 from __future__ import annotations
 
 import copy
@@ -69,8 +70,11 @@ class TorchaoQuantizer(Quantizer):
 
         start = time.perf_counter()
         model = copy.deepcopy(subject.model)
-        chosen = {t.name for t in find_targets(model)
-                  if t.kind == "linear" and not any(fnmatch.fnmatchcase(t.name, p) for p in self.skip)}
+        chosen = {
+            t.name
+            for t in find_targets(model)
+            if t.kind == "linear" and not any(fnmatch.fnmatchcase(t.name, p) for p in self.skip)
+        }
         _conv1d_to_linear(model, chosen)
         originals = {n: m.weight.detach().clone() for n, m in model.named_modules() if n in chosen}
         quantize_(model, _config(self.method), filter_fn=lambda m, fqn: fqn in chosen)
@@ -81,11 +85,28 @@ class TorchaoQuantizer(Quantizer):
             w, orig = module.weight, originals[name]
             deq = w.dequantize() if hasattr(w, "dequantize") else w
             packed = sum(t.numel() * t.element_size() for t in storage_tensors(w))
-            rows.append({"module": name, "kind": "linear", "component": "", "block": None, "bits": 8,
-                         "format": f"torchao {self.method}", "elements": orig.numel(),
-                         "bytes_before": orig.numel() * orig.element_size(), "packed_bytes": packed,
-                         "rel_error": relative_error(orig, deq)})
-        result = quant_result(f"torchao {self.method}", rows, subject.model, time.perf_counter() - start,
-                              [f"Real int8 kernels (torchao {self.method}): the performance analyzer measures "
-                               "their actual memory and latency."])
+            rows.append(
+                {
+                    "module": name,
+                    "kind": "linear",
+                    "component": "",
+                    "block": None,
+                    "bits": 8,
+                    "format": f"torchao {self.method}",
+                    "elements": orig.numel(),
+                    "bytes_before": orig.numel() * orig.element_size(),
+                    "packed_bytes": packed,
+                    "rel_error": relative_error(orig, deq),
+                }
+            )
+        result = quant_result(
+            f"torchao {self.method}",
+            rows,
+            subject.model,
+            time.perf_counter() - start,
+            [
+                f"Real int8 kernels (torchao {self.method}): the performance analyzer measures "
+                "their actual memory and latency."
+            ],
+        )
         return subject.with_model(model, {"method": "torchao", "config": self.method}), result

@@ -1,4 +1,5 @@
 """Weight-only round-to-nearest quantization of a copy of the model, driven by a bit plan."""
+
 from __future__ import annotations
 
 import copy
@@ -56,8 +57,11 @@ class WeightQuantizer(Quantizer):
         targets, plan = self.plan_for(model)
         rows, notes = quantize_model(targets, plan)
         result = quant_result("rtn", rows, model, time.perf_counter() - start, notes)
-        step = {"method": "rtn", "default": self.default_spec().describe(),
-                "effective_bits": round(result.metrics["effective_bits"], 3)}
+        step = {
+            "method": "rtn",
+            "default": self.default_spec().describe(),
+            "effective_bits": round(result.metrics["effective_bits"], 3),
+        }
         return subject.with_model(model, step), result
 
 
@@ -75,9 +79,19 @@ def quantize_model(targets: list[Target], plan: dict) -> tuple[list[dict], list[
         done[ptr] = t.name
         w = t.weight_matrix()
         q = fake_quantize(w, spec)
-        rows.append({"module": t.name, "kind": t.kind, "component": t.component, "block": t.block,
-                     "bits": spec.bits, "format": spec.describe(), "elements": w.numel(),
-                     "bytes_before": w.numel() * w.element_size(), "packed_bytes": packed_bits(tuple(w.shape), spec) / 8,
-                     "rel_error": relative_error(w, q)})
+        rows.append(
+            {
+                "module": t.name,
+                "kind": t.kind,
+                "component": t.component,
+                "block": t.block,
+                "bits": spec.bits,
+                "format": spec.describe(),
+                "elements": w.numel(),
+                "bytes_before": w.numel() * w.element_size(),
+                "packed_bytes": packed_bits(tuple(w.shape), spec) / 8,
+                "rel_error": relative_error(w, q),
+            }
+        )
         t.set_weight_matrix(q)
     return rows, notes

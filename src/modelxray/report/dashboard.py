@@ -1,4 +1,5 @@
 """``plots/analysis_summary_dashboard.png``: one panel per analyzer that ran."""
+
 from __future__ import annotations
 
 import math

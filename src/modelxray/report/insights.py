@@ -3,6 +3,7 @@
 Every rule only fires when the analyzer that measures its inputs ran. Thresholds come from the
 ``report.insights`` config, never from constants here.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,31 +23,41 @@ def performance_insights(result, t: InsightThresholds) -> list[str]:
     m, out = result.metrics, []
     q = result.data.get("quality", {})
     if "perplexity" in m:
-        out.append(f"Perplexity {m['perplexity']:.3f} (loss {m['loss']:.4f} nats/token, "
-                   f"{m.get('bits_per_byte', float('nan')):.3f} bits/byte) over {int(m['tokens_scored']):,} scored "
-                   f"tokens, {q.get('protocol_description', '')}. Top-1 next-token accuracy {m.get('accuracy', 0):.3f}.")
+        out.append(
+            f"Perplexity {m['perplexity']:.3f} (loss {m['loss']:.4f} nats/token, "
+            f"{m.get('bits_per_byte', float('nan')):.3f} bits/byte) over {int(m['tokens_scored']):,} scored "
+            f"tokens, {q.get('protocol_description', '')}. Top-1 next-token accuracy {m.get('accuracy', 0):.3f}."
+        )
     speed = result.data.get("speed") or []
     for r in speed:
         ratio = r["latency_p99_ms"] / r["latency_p50_ms"] if r["latency_p50_ms"] else 1.0
         if ratio > t.tail_ratio:
-            out.append(f"Batch {r['batch_size']}: tail latency is jittery (p99 {r['latency_p99_ms']:.1f} ms = "
-                       f"{ratio:.2f}x p50 {r['latency_p50_ms']:.1f} ms); pin threads or isolate the machine for latency work.")
+            out.append(
+                f"Batch {r['batch_size']}: tail latency is jittery (p99 {r['latency_p99_ms']:.1f} ms = "
+                f"{ratio:.2f}x p50 {r['latency_p50_ms']:.1f} ms); pin threads or isolate the machine for latency work."
+            )
     if len(speed) > 1:
         lo, hi = speed[0], speed[-1]
         gain = hi["tokens_per_s"] / lo["tokens_per_s"]
-        out.append(f"Batching {lo['batch_size']} -> {hi['batch_size']} changes throughput {gain:.2f}x "
-                   f"({lo['tokens_per_s']:,.0f} -> {hi['tokens_per_s']:,.0f} tokens/s)"
-                   + ("; the machine is already saturated at small batches." if gain < 1.2 else "."))
+        out.append(
+            f"Batching {lo['batch_size']} -> {hi['batch_size']} changes throughput {gain:.2f}x "
+            f"({lo['tokens_per_s']:,.0f} -> {hi['tokens_per_s']:,.0f} tokens/s)"
+            + ("; the machine is already saturated at small batches." if gain < 1.2 else ".")
+        )
     types = result.tables.get("time_by_module_type") or []
     if types:
         top = types[0]
-        out.append(f"{top['type']} modules take {top['share']:.0%} of forward time in their own code, excluding "
-                   f"submodules ({top['self_ms']:.1f} ms of {result.metrics.get('layer_time_total_ms', 0):.1f} ms at "
-                   "batch 1): the first place to look for a speed-up.")
+        out.append(
+            f"{top['type']} modules take {top['share']:.0%} of forward time in their own code, excluding "
+            f"submodules ({top['self_ms']:.1f} ms of {result.metrics.get('layer_time_total_ms', 0):.1f} ms at "
+            "batch 1): the first place to look for a speed-up."
+        )
     mem = result.data.get("memory")
     if mem:
-        out.append(f"Weights take {human_bytes(mem['param_bytes'])} ({mem['num_parameters']:,} parameters); "
-                   f"the process peaked at {human_bytes(mem['peak_rss_bytes'])} resident.")
+        out.append(
+            f"Weights take {human_bytes(mem['param_bytes'])} ({mem['num_parameters']:,} parameters); "
+            f"the process peaked at {human_bytes(mem['peak_rss_bytes'])} resident."
+        )
     return out
 
 
@@ -66,34 +77,50 @@ def deployment_insights(results: dict, t: InsightThresholds) -> list[str]:
     quant = results.get("quant")
     if quant is not None and quant.ok and is_simulated(quant):
         weight_mb, what = quant.metrics["model_bytes_after"] / 2**20, "packed quantized weights"
-        out.append(f"Quantization here is simulated in float32: measured memory and latency are those of the float "
-                   f"model; the packed format would take {weight_mb:.0f} MiB. Use quant=int8_torchao for real int8 kernels.")
+        out.append(
+            f"Quantization here is simulated in float32: measured memory and latency are those of the float "
+            f"model; the packed format would take {weight_mb:.0f} MiB. Use quant=int8_torchao for real int8 kernels."
+        )
     verdict = "fits" if weight_mb <= t.edge_max_weight_mb else "does not fit"
-    out.append(f"Edge: {what} {weight_mb:.0f} MiB {verdict} a {t.edge_max_weight_mb:.0f} MiB budget"
-               + ("." if weight_mb <= t.edge_max_weight_mb else "; 8-bit or 4-bit weights would take 4x or 8x less than float32."))
+    out.append(
+        f"Edge: {what} {weight_mb:.0f} MiB {verdict} a {t.edge_max_weight_mb:.0f} MiB budget"
+        + (
+            "."
+            if weight_mb <= t.edge_max_weight_mb
+            else "; 8-bit or 4-bit weights would take 4x or 8x less than float32."
+        )
+    )
     bs1 = next((r for r in speed if r["batch_size"] == 1), None)
     if bs1:
         ok = bs1["latency_p95_ms"] <= t.realtime_latency_ms
-        out.append(f"Real-time: p95 latency at batch 1 is {bs1['latency_p95_ms']:.1f} ms for {bs1['seq_len']} tokens, "
-                   f"{'within' if ok else 'over'} the {t.realtime_latency_ms:.0f} ms target.")
+        out.append(
+            f"Real-time: p95 latency at batch 1 is {bs1['latency_p95_ms']:.1f} ms for {bs1['seq_len']} tokens, "
+            f"{'within' if ok else 'over'} the {t.realtime_latency_ms:.0f} ms target."
+        )
     best = max(speed, key=lambda r: r["tokens_per_s"])
     ok = best["tokens_per_s"] >= t.server_min_tokens_per_s
-    out.append(f"Server: best throughput {best['tokens_per_s']:,.0f} tokens/s at batch {best['batch_size']}, "
-               f"{'above' if ok else 'below'} the {t.server_min_tokens_per_s:,.0f} tokens/s target on this hardware.")
+    out.append(
+        f"Server: best throughput {best['tokens_per_s']:,.0f} tokens/s at batch {best['batch_size']}, "
+        f"{'above' if ok else 'below'} the {t.server_min_tokens_per_s:,.0f} tokens/s target on this hardware."
+    )
     return out
 
 
 def quant_insights(result, t: InsightThresholds) -> list[str]:
     m, rows = result.metrics, result.tables.get("layers") or []
-    out = [f"{result.data.get('method', 'quantization')}: {int(m['modules_quantized'])} tensors "
-           f"({m['params_quantized_share']:.0%} of parameters) at {m['effective_bits']:.2f} effective bits "
-           f"including scales; the model shrinks {m['compression_ratio']:.2f}x "
-           f"({human_bytes(m['model_bytes_before'])} -> {human_bytes(m['model_bytes_after'])}) in {m['seconds']:.1f} s."]
+    out = [
+        f"{result.data.get('method', 'quantization')}: {int(m['modules_quantized'])} tensors "
+        f"({m['params_quantized_share']:.0%} of parameters) at {m['effective_bits']:.2f} effective bits "
+        f"including scales; the model shrinks {m['compression_ratio']:.2f}x "
+        f"({human_bytes(m['model_bytes_before'])} -> {human_bytes(m['model_bytes_after'])}) in {m['seconds']:.1f} s."
+    ]
     if rows:
         worst = sorted(rows, key=lambda r: r["rel_error"], reverse=True)[:3]
-        out.append("Largest relative weight errors: " + ", ".join(
-            f"{r['module']} ({r['format']}) {r['rel_error']:.3f}" for r in worst)
-            + f"; mean {m['weight_rel_error_mean']:.4f}.")
+        out.append(
+            "Largest relative weight errors: "
+            + ", ".join(f"{r['module']} ({r['format']}) {r['rel_error']:.3f}" for r in worst)
+            + f"; mean {m['weight_rel_error_mean']:.4f}."
+        )
     return out
 
 

@@ -1,4 +1,5 @@
 """Markdown reports a person reads: ``summary_report.md`` and ``insights.md``."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -30,23 +31,41 @@ def summary_report(run: dict, results: dict, plots: list[str]) -> str:
     out += [f"- **Model**: {info['name']} ({info['source_format']}, stored as {info['source_dtype']})"]
     if info.get("file_bytes"):
         out.append(f"- **Model file**: `{info['file_path']}` ({human_bytes(info['file_bytes'])})")
-    out += [f"- **Dataset**: {run['dataset']}", f"- **Quantization**: {run['quant']}",
-            *([f"- **Training**: {run['training']}"] if run.get("training") else []),
-            f"- **Analyzers**: {', '.join(results)}", "- **Config choices**: "
-            + ", ".join(f"{k}={v}" for k, v in run["choices"].items()),
-            f"- **Overrides**: `{' '.join(run['overrides']) or '(none)'}`",
-            f"- **Tracking**: {run['tracking']}", f"- **Host**: {run['host']}, torch {run['versions'].get('torch', '?')}", ""]
+    out += [
+        f"- **Dataset**: {run['dataset']}",
+        f"- **Quantization**: {run['quant']}",
+        *([f"- **Training**: {run['training']}"] if run.get("training") else []),
+        f"- **Analyzers**: {', '.join(results)}",
+        "- **Config choices**: " + ", ".join(f"{k}={v}" for k, v in run["choices"].items()),
+        f"- **Overrides**: `{' '.join(run['overrides']) or '(none)'}`",
+        f"- **Tracking**: {run['tracking']}",
+        f"- **Host**: {run['host']}, torch {run['versions'].get('torch', '?')}",
+        "",
+    ]
     for note in info.get("notes", []):
         out += [f"> **Note on the baseline.** {note}", ""]
     for name, result in results.items():
         out += [f"## {name}", ""]
         if not result.ok:
-            out += [f"**FAILED** after {result.seconds:.1f} s; traceback in `errors/{name}_traceback.txt`:", "",
-                    "```", result.error.strip().splitlines()[-1], "```", ""]
+            out += [
+                f"**FAILED** after {result.seconds:.1f} s; traceback in `errors/{name}_traceback.txt`:",
+                "",
+                "```",
+                result.error.strip().splitlines()[-1],
+                "```",
+                "",
+            ]
             continue
         out += [f"Finished in {result.seconds:.1f} s.", ""]
-        out += [table([{"metric": k, "value": v} for k, v in result.metrics.items()
-                       if "/" not in k and not k.startswith("bs")])]
+        out += [
+            table(
+                [
+                    {"metric": k, "value": v}
+                    for k, v in result.metrics.items()
+                    if "/" not in k and not k.startswith("bs")
+                ]
+            )
+        ]
         for tname, rows in result.tables.items():
             out += [f"### {tname.replace('_', ' ')}", "", table(rows)]
     if plots:

@@ -1,4 +1,5 @@
 """Write a run's report directory: JSON, Markdown summary and insights, plots, tracebacks."""
+
 from __future__ import annotations
 
 import json
@@ -24,8 +25,9 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-def write_reports(out_dir: Path, run: dict, results: dict, thresholds: InsightThresholds,
-                  dashboard: bool = True) -> list[Path]:
+def write_reports(
+    out_dir: Path, run: dict, results: dict, thresholds: InsightThresholds, dashboard: bool = True
+) -> list[Path]:
     """Write every report file into ``out_dir``; return their paths. Plotting failures are recorded,
     never allowed to lose the numbers."""
     out_dir.mkdir(parents=True, exist_ok=True)

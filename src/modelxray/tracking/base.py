@@ -1,4 +1,5 @@
 """The tracker interface the app talks to, and ``tracker=none``."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -25,14 +26,29 @@ class TrackerRun(Protocol):
 class NullRun:
     run_id = None
 
-    def log_params(self, params): pass
-    def log_metrics(self, metrics, step=None): pass
-    def log_metric_rows(self, rows): pass
-    def set_tags(self, tags): pass
-    def log_artifacts(self, folder, exclude=()): pass
-    def log_text(self, text, artifact_path): pass
-    def finish(self, status): pass
-    def record(self, folder): pass
+    def log_params(self, params):
+        pass
+
+    def log_metrics(self, metrics, step=None):
+        pass
+
+    def log_metric_rows(self, rows):
+        pass
+
+    def set_tags(self, tags):
+        pass
+
+    def log_artifacts(self, folder, exclude=()):
+        pass
+
+    def log_text(self, text, artifact_path):
+        pass
+
+    def finish(self, status):
+        pass
+
+    def record(self, folder):
+        pass
 
     def describe(self) -> str:
         return "disabled (tracker=none)"

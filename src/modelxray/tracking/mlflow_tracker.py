@@ -8,6 +8,7 @@ experiment is created ("duplicate column name", "database is locked"): ``prepare
 before a sweep's jobs start (``modelxray.sweep.SweepSetup``), and SQLite URIs get a busy timeout
 (``sqlite_timeout_s``) so concurrent writers wait instead of failing.
 """
+
 from __future__ import annotations
 
 import math
@@ -40,7 +41,7 @@ class MlflowTracker(Configurable):
         if not self.experiment:
             raise ConfigError("experiment", "is empty: name the MLflow experiment")
         if self.uri.startswith("sqlite:///"):
-            folder = Path(self.uri[len("sqlite:///"):].split("?")[0]).expanduser().resolve().parent
+            folder = Path(self.uri[len("sqlite:///") :].split("?")[0]).expanduser().resolve().parent
             if not folder.is_dir():
                 raise ConfigError("uri", f"folder {str(folder)!r} of the SQLite file does not exist")
 
@@ -56,8 +57,9 @@ class MlflowTracker(Configurable):
         the submitting host before a sweep's jobs start, so parallel jobs only ever read them."""
         from mlflow.tracking import MlflowClient
 
-        return _get_or_create_experiment(MlflowClient(tracking_uri=self.store_uri), self.experiment,
-                                         self.artifact_location)
+        return _get_or_create_experiment(
+            MlflowClient(tracking_uri=self.store_uri), self.experiment, self.artifact_location
+        )
 
     def find_finished(self, config_hash: str) -> tuple[str, dict[str, float]] | None:
         """The newest FINISHED run of this experiment with this config fingerprint: (run id, metrics)."""
@@ -67,18 +69,24 @@ class MlflowTracker(Configurable):
         exp = client.get_experiment_by_name(self.experiment)
         if exp is None:
             return None
-        runs = client.search_runs([exp.experiment_id], max_results=1, order_by=["attributes.start_time DESC"],
-                                  filter_string=f"tags.`modelxray.config_hash` = '{config_hash}' and "
-                                                "attributes.status = 'FINISHED'")
+        runs = client.search_runs(
+            [exp.experiment_id],
+            max_results=1,
+            order_by=["attributes.start_time DESC"],
+            filter_string=f"tags.`modelxray.config_hash` = '{config_hash}' and attributes.status = 'FINISHED'",
+        )
         return (runs[0].info.run_id, dict(runs[0].data.metrics)) if runs else None
 
-    def start(self, run_name: str | None, tags: dict[str, str]) -> "MlflowRun":
+    def start(self, run_name: str | None, tags: dict[str, str]) -> MlflowRun:
         from mlflow.tracking import MlflowClient
 
         client = MlflowClient(tracking_uri=self.store_uri)
         experiment_id = _get_or_create_experiment(client, self.experiment, self.artifact_location)
-        run = client.create_run(experiment_id, run_name=self.run_name or run_name,
-                                tags={**{k: str(v) for k, v in tags.items()}, **{k: str(v) for k, v in self.tags.items()}})
+        run = client.create_run(
+            experiment_id,
+            run_name=self.run_name or run_name,
+            tags={**{k: str(v) for k, v in tags.items()}, **{k: str(v) for k, v in self.tags.items()}},
+        )
         return MlflowRun(client, run.info.run_id, self.uri, self.experiment)
 
 
@@ -144,8 +152,12 @@ class MlflowRun:
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        items = [Metric(k, float(v), now, int(step)) for step, metrics in rows for k, v in metrics.items()
-                 if math.isfinite(float(v))]
+        items = [
+            Metric(k, float(v), now, int(step))
+            for step, metrics in rows
+            for k, v in metrics.items()
+            if math.isfinite(float(v))
+        ]
         for i in range(0, len(items), _METRIC_BATCH):
             self.client.log_batch(self.run_id, metrics=items[i : i + _METRIC_BATCH])
 

@@ -1,4 +1,5 @@
 """Keep secrets out of logged params: credentials in URIs and values of secret-looking keys."""
+
 from __future__ import annotations
 
 import re

@@ -12,10 +12,12 @@ MLflow API, whose params are already the resolved config.
     runs.pareto("quant/model_bytes_after", "performance/perplexity")
     runs.artifact(run_id, "summary_report.md")    # a local path to that artifact
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pandas as pd
 
@@ -51,7 +53,7 @@ class RunCollection:
     def run_ids(self) -> list[str]:
         return list(self.frame["run_id"])
 
-    def filter(self, conditions: dict[str, Any] | None = None, **kwargs: Any) -> "RunCollection":
+    def filter(self, conditions: dict[str, Any] | None = None, **kwargs: Any) -> RunCollection:
         """Keep the runs matching every condition: a value, a list of values, a ``(lo, hi)`` range
         (inclusive) or a predicate. Dotted keys go in ``conditions`` or as keyword arguments with
         ``__`` for ``.`` (``dataset__max_tokens=2048``)."""
@@ -71,13 +73,14 @@ class RunCollection:
                 mask &= col.map(lambda v, w=want: v == w)
         return RunCollection(self.frame[mask], self.uri, self.experiment)
 
-    def group_by(self, *keys: str) -> dict[Any, "RunCollection"]:
+    def group_by(self, *keys: str) -> dict[Any, RunCollection]:
         """Runs grouped by the values of ``keys`` (one key: the value; several: a tuple)."""
         frame = self.frame.assign(**{f"__{k}": self.frame[k].map(_hashable) for k in keys})
         out = {}
         for value, sub in frame.groupby([f"__{k}" for k in keys], sort=True, dropna=False):
             out[value[0] if len(keys) == 1 else value] = RunCollection(
-                sub.drop(columns=[f"__{k}" for k in keys]), self.uri, self.experiment)
+                sub.drop(columns=[f"__{k}" for k in keys]), self.uri, self.experiment
+            )
         return out
 
     def to_frame(self, *columns: str) -> pd.DataFrame:
@@ -99,8 +102,9 @@ class RunCollection:
         rows = []
         for rec in self:
             for m in client.get_metric_history(rec["run_id"], metric):
-                rows.append({"run_id": rec["run_id"], **{c: rec.get(c) for c in columns}, "step": m.step,
-                             "value": m.value})
+                rows.append(
+                    {"run_id": rec["run_id"], **{c: rec.get(c) for c in columns}, "step": m.step, "value": m.value}
+                )
         frame = pd.DataFrame(rows, columns=["run_id", *columns, "step", "value"])
         return frame.sort_values(["run_id", "step"]).reset_index(drop=True)
 
@@ -115,8 +119,15 @@ def _hashable(v: Any) -> Any:
     return tuple(v) if isinstance(v, list) else v
 
 
-def load_runs(uri: str, experiment: str, *, sweep_id: str | None = None, status: str | list[str] | None = None,
-              include_summaries: bool = False, where: Callable[[Any], bool] | None = None) -> RunCollection:
+def load_runs(
+    uri: str,
+    experiment: str,
+    *,
+    sweep_id: str | None = None,
+    status: str | list[str] | None = None,
+    include_summaries: bool = False,
+    where: Callable[[Any], bool] | None = None,
+) -> RunCollection:
     """Every run of ``experiment`` at ``uri`` (one sweep with ``sweep_id``), oldest first."""
     from mlflow.tracking import MlflowClient
 
@@ -137,7 +148,14 @@ def load_runs(uri: str, experiment: str, *, sweep_id: str | None = None, status:
             continue
         if where is not None and not where(r):
             continue
-        rows.append({"run_id": r.info.run_id, "status": r.info.status, "run_name": r.info.run_name,
-                     "start_time": pd.Timestamp(r.info.start_time, unit="ms"),
-                     **{k: parse_param(v) for k, v in r.data.params.items()}, **r.data.metrics})
+        rows.append(
+            {
+                "run_id": r.info.run_id,
+                "status": r.info.status,
+                "run_name": r.info.run_name,
+                "start_time": pd.Timestamp(r.info.start_time, unit="ms"),
+                **{k: parse_param(v) for k, v in r.data.params.items()},
+                **r.data.metrics,
+            }
+        )
     return RunCollection(pd.DataFrame(rows), uri, experiment)

@@ -5,6 +5,7 @@ of metrics; the loop logs them at ``state.step`` (MLflow charts them over steps)
 ``report()`` hands the callback's findings to the run's report as a ``Result`` part: metrics,
 tables, JSON-able data and insight sentences. Callbacks never call the tracker themselves.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -3,6 +3,7 @@
 ``train=none`` (the default) trains nothing; any other preset fine-tunes the loaded model before the
 quantizer and the analyzers see it. Every knob is a key here with a default.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -83,8 +84,11 @@ class LearningConfig(Configurable):
     def callbacks(self) -> list:
         from modelxray.learning import callbacks as lc
 
-        return [getattr(lc, cb_name)(getattr(self, key)) for key, (_, cb_name) in _LEARNING.items()
-                if getattr(self, key) is not None]
+        return [
+            getattr(lc, cb_name)(getattr(self, key))
+            for key, (_, cb_name) in _LEARNING.items()
+            if getattr(self, key) is not None
+        ]
 
 
 @dataclass

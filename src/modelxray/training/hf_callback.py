@@ -18,6 +18,7 @@ rows of the Trainer's eval dataset (or train dataset) through its data collator.
     trainer.add_callback(DynamicsTrainerCallback(monitor, trainer))
     trainer.train()
 """
+
 from __future__ import annotations
 
 import math
@@ -44,7 +45,7 @@ class DynamicsTrainerCallback(TrainerCallback):
         self.history: list[dict[str, float]] = []
         self._pending: dict[str, float] | None = None
 
-    def attach(self, trainer) -> "DynamicsTrainerCallback":
+    def attach(self, trainer) -> DynamicsTrainerCallback:
         self.trainer = trainer
         return self
 
@@ -69,8 +70,9 @@ class DynamicsTrainerCallback(TrainerCallback):
     def on_optimizer_step(self, args, state, control, model=None, optimizer=None, **kwargs):
         step = state.global_step + 1  # the Trainer counts this step after the callbacks of on_optimizer_step
         final = bool(state.max_steps) and step >= state.max_steps
-        metrics = self.monitor.on_optimizer_step(model, inputs=kwargs.get("inputs"), optimizer=optimizer, step=step,
-                                                 final=final)
+        metrics = self.monitor.on_optimizer_step(
+            model, inputs=kwargs.get("inputs"), optimizer=optimizer, step=step, final=final
+        )
         if not metrics:
             return
         metrics = {f"{self.prefix}{k}": v for k, v in metrics.items()}

@@ -6,14 +6,15 @@ with the training forward's logits so they need no second pass, and saves checkp
 safetensors. The loop stays thin on purpose: its overhead over a bare PyTorch loop is measured in
 ``scripts/bench_dynamics.py``.
 """
+
 from __future__ import annotations
 
 import copy
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import torch
 from torch import nn
@@ -65,8 +66,10 @@ def default_lora_targets(model: nn.Module) -> list[str]:
         return ["q_proj", "v_proj"]
     if "c_attn" in names:
         return ["c_attn"]
-    raise ValueError("train.lora.target_modules: cannot guess which modules to adapt in this model; name them, "
-                     "e.g. train.lora.target_modules=[q_proj,v_proj]")
+    raise ValueError(
+        "train.lora.target_modules: cannot guess which modules to adapt in this model; name them, "
+        "e.g. train.lora.target_modules=[q_proj,v_proj]"
+    )
 
 
 def wrap_lora(model: nn.Module, cfg) -> nn.Module:
@@ -74,8 +77,16 @@ def wrap_lora(model: nn.Module, cfg) -> nn.Module:
 
     targets = cfg.target_modules or default_lora_targets(model)
     fan_in_fan_out = "c_attn" in targets or "c_fc" in targets  # GPT-2's Conv1D stores W transposed
-    return get_peft_model(model, LoraConfig(r=cfg.r, lora_alpha=cfg.alpha, lora_dropout=cfg.dropout,
-                                            target_modules=targets, fan_in_fan_out=fan_in_fan_out))
+    return get_peft_model(
+        model,
+        LoraConfig(
+            r=cfg.r,
+            lora_alpha=cfg.alpha,
+            lora_dropout=cfg.dropout,
+            target_modules=targets,
+            fan_in_fan_out=fan_in_fan_out,
+        ),
+    )
 
 
 def save_checkpoint(model: nn.Module, folder: Path, step: int, lora: bool) -> Path:
@@ -100,8 +111,16 @@ def _seconds(fn, timings: dict[str, float], name: str):
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
 
 
-def train(model: nn.Module, task, cfg: TrainConfig, *, callbacks: list[Callback] = (), log: LogFn | None = None,
-          output_dir: Path | None = None, copy_model: bool = True) -> TrainOutcome:
+def train(
+    model: nn.Module,
+    task,
+    cfg: TrainConfig,
+    *,
+    callbacks: list[Callback] = (),
+    log: LogFn | None = None,
+    output_dir: Path | None = None,
+    copy_model: bool = True,
+) -> TrainOutcome:
     """Train ``model`` (a copy of it unless ``copy_model=False``) on ``task`` for ``cfg.steps`` steps."""
     log = log or (lambda metrics, step: None)
     if copy_model:
@@ -120,9 +139,15 @@ def train(model: nn.Module, task, cfg: TrainConfig, *, callbacks: list[Callback]
         state = TrainState(model=model, optimizer=optimizer, max_steps=cfg.steps, task=task)
         state.probe = task.probe(cfg.dynamics.sparse.probe_batch, cfg.dynamics.sparse.probe_seq_len)
         timings: dict[str, float] = {}
-        outcome = TrainOutcome(model, 0, 0.0, timings, lora=cfg.lora.enabled,
-                               trainable_params=sum(p.numel() for p in params),
-                               total_params=sum(p.numel() for p in model.parameters()))
+        outcome = TrainOutcome(
+            model,
+            0,
+            0.0,
+            timings,
+            lora=cfg.lora.enabled,
+            trainable_params=sum(p.numel() for p in params),
+            total_params=sum(p.numel() for p in model.parameters()),
+        )
 
         def run_hook(hook: str) -> None:
             for cb in callbacks:
@@ -176,7 +201,9 @@ def train(model: nn.Module, task, cfg: TrainConfig, *, callbacks: list[Callback]
                 evaluate()
             if cfg.checkpoint_every and state.step % cfg.checkpoint_every == 0 and output_dir is not None:
                 folder = Path(cfg.checkpoint_dir) if cfg.checkpoint_dir else Path(output_dir) / "checkpoints"
-                path = _seconds(lambda: save_checkpoint(model, folder, state.step, cfg.lora.enabled), timings, "checkpoints")
+                path = _seconds(
+                    lambda: save_checkpoint(model, folder, state.step, cfg.lora.enabled), timings, "checkpoints"
+                )
                 outcome.checkpoints.append(str(path))
         outcome.seconds = time.perf_counter() - start
         state.epoch += 1

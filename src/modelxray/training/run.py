@@ -4,6 +4,7 @@ The app calls ``train_subject`` between loading and quantizing; the analyzers th
 model. Everything the loop logs goes through a buffer (``StepLogger``) that sends one tracker batch
 per ``flush_rows`` rows, so a 4,000-step run does not make 4,000 round trips to the tracking store.
 """
+
 from __future__ import annotations
 
 import math
@@ -56,8 +57,9 @@ def merge_reports(result: Result, callbacks: list[Callback]) -> None:
     learned: list[dict] = []
     for cb in callbacks:
         rep = cb.report()
-        rep.tables = {k: thin(v, 25) if k not in ("sparse_quality", "hard_examples") else v
-                      for k, v in rep.tables.items()}
+        rep.tables = {
+            k: thin(v, 25) if k not in ("sparse_quality", "hard_examples") else v for k, v in rep.tables.items()
+        }
         result.metrics.update(rep.metrics)
         result.tables.update(rep.tables)
         if isinstance(cb, DynamicsCallback):
@@ -80,13 +82,17 @@ def callbacks_for(cfg: TrainConfig, task_kind: str) -> list[Callback]:
     if learning and task_kind != "classification":
         from modelxray.errors import ConfigError
 
-        raise ConfigError("train.learning", "the learning-dynamics callbacks follow classification examples; use a "
-                          "classifier (e.g. model=mlp dataset=digits) or set train.learning.<section>=null")
+        raise ConfigError(
+            "train.learning",
+            "the learning-dynamics callbacks follow classification examples; use a "
+            "classifier (e.g. model=mlp dataset=digits) or set train.learning.<section>=null",
+        )
     return out + learning
 
 
-def train_subject(subject: Subject, cfg: TrainConfig, tracker_run, output_dir: Path,
-                  extra_callbacks: list[Callback] = ()) -> tuple[Subject, Result]:
+def train_subject(
+    subject: Subject, cfg: TrainConfig, tracker_run, output_dir: Path, extra_callbacks: list[Callback] = ()
+) -> tuple[Subject, Result]:
     start = time.perf_counter()
     kind = subject.task if cfg.task == "auto" else cfg.task
     task = make_task(kind, subject.data, cfg)
@@ -98,11 +104,17 @@ def train_subject(subject: Subject, cfg: TrainConfig, tracker_run, output_dir: P
         logger.flush()
     result = Result("train")
     m = result.metrics
-    m.update({"steps": float(outcome.steps), "train_seconds": outcome.seconds,
-              "seconds_per_step": outcome.seconds / max(outcome.steps, 1),
-              "trainable_params": float(outcome.trainable_params), "total_params": float(outcome.total_params),
-              "examples_per_s" if kind != "causal_lm" else "tokens_per_s": outcome.examples / max(outcome.seconds, 1e-9),
-              "logged_values": float(logger.logged)})
+    m.update(
+        {
+            "steps": float(outcome.steps),
+            "train_seconds": outcome.seconds,
+            "seconds_per_step": outcome.seconds / max(outcome.steps, 1),
+            "trainable_params": float(outcome.trainable_params),
+            "total_params": float(outcome.total_params),
+            "examples_per_s" if kind != "causal_lm" else "tokens_per_s": outcome.examples / max(outcome.seconds, 1e-9),
+            "logged_values": float(logger.logged),
+        }
+    )
     if outcome.history:
         m["first_loss"] = outcome.history[0]["train/loss"]
         m["final_loss"] = outcome.history[-1]["train/loss"]
@@ -122,22 +134,39 @@ def train_subject(subject: Subject, cfg: TrainConfig, tracker_run, output_dir: P
     result.tables["evaluations"] = outcome.evals
     if outcome.checkpoints:
         result.tables["checkpoints"] = [{"path": p} for p in outcome.checkpoints]
-    result.data.update({"task": kind, "optimizer": cfg.optimizer, "lr": cfg.lr, "lora": cfg.lora.enabled,
-                        "interval": cfg.interval, "checkpoint_dir": str(Path(cfg.checkpoint_dir)) if cfg.checkpoint_dir
-                        else str(Path(output_dir) / "checkpoints") if outcome.checkpoints else None})
+    result.data.update(
+        {
+            "task": kind,
+            "optimizer": cfg.optimizer,
+            "lr": cfg.lr,
+            "lora": cfg.lora.enabled,
+            "interval": cfg.interval,
+            "checkpoint_dir": str(Path(cfg.checkpoint_dir))
+            if cfg.checkpoint_dir
+            else str(Path(output_dir) / "checkpoints")
+            if outcome.checkpoints
+            else None,
+        }
+    )
     merge_reports(result, callbacks)
     result.insights.insert(0, _headline(outcome, kind, cfg))
     result.seconds = time.perf_counter() - start
-    step = {"kind": "train", "steps": outcome.steps, "optimizer": cfg.optimizer, "lr": cfg.lr,
-            "lora": cfg.lora.enabled}
+    step = {"kind": "train", "steps": outcome.steps, "optimizer": cfg.optimizer, "lr": cfg.lr, "lora": cfg.lora.enabled}
     return subject.with_model(outcome.model, step), result
 
 
 def _headline(outcome, kind: str, cfg: TrainConfig) -> str:
-    what = "LoRA adapters (merged after training)" if cfg.lora.enabled and cfg.lora.merge else \
-        "LoRA adapters" if cfg.lora.enabled else "all parameters"
-    text = (f"Trained {what} ({outcome.trainable_params:,} of {outcome.total_params:,}) for {outcome.steps} "
-            f"{cfg.optimizer} steps at lr {cfg.lr:g} in {outcome.seconds:.1f} s")
+    what = (
+        "LoRA adapters (merged after training)"
+        if cfg.lora.enabled and cfg.lora.merge
+        else "LoRA adapters"
+        if cfg.lora.enabled
+        else "all parameters"
+    )
+    text = (
+        f"Trained {what} ({outcome.trainable_params:,} of {outcome.total_params:,}) for {outcome.steps} "
+        f"{cfg.optimizer} steps at lr {cfg.lr:g} in {outcome.seconds:.1f} s"
+    )
     if len(outcome.evals) >= 2:
         a, b = outcome.evals[0], outcome.evals[-1]
         key = "eval_perplexity" if "eval_perplexity" in a else "test_accuracy" if "test_accuracy" in a else None

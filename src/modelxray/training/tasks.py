@@ -5,12 +5,14 @@ Language models train on the tokens after the evaluated span (``TokenData.train_
 disjoint rows of ``seq_len`` shuffled each epoch, and are evaluated on the evaluated span itself, so
 training never sees an evaluated token.
 """
+
 from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -55,15 +57,21 @@ class LMTask:
         n = 0 if ids is None else ids.numel() // self.seq_len
         if n < self.batch_size:
             have = 0 if ids is None else ids.numel()
-            raise ConfigError("train.seq_len", f"only {have:,} tokens follow the evaluated span of {self.data.name}, "
-                              f"fewer than one batch of {self.batch_size} x {self.seq_len}; lower dataset.max_tokens, "
-                              "train.batch_size or train.seq_len")
+            raise ConfigError(
+                "train.seq_len",
+                f"only {have:,} tokens follow the evaluated span of {self.data.name}, "
+                f"fewer than one batch of {self.batch_size} x {self.seq_len}; lower dataset.max_tokens, "
+                "train.batch_size or train.seq_len",
+            )
         self.rows = ids[: n * self.seq_len].view(n, self.seq_len)
         ev = self.data.ids
         n_eval = ev.numel() // self.seq_len
         if n_eval == 0:
-            raise ConfigError("train.seq_len", f"the evaluated span ({ev.numel()} tokens) is shorter than one row of "
-                              f"{self.seq_len}; raise dataset.max_tokens or lower train.seq_len")
+            raise ConfigError(
+                "train.seq_len",
+                f"the evaluated span ({ev.numel()} tokens) is shorter than one row of "
+                f"{self.seq_len}; raise dataset.max_tokens or lower train.seq_len",
+            )
         self.eval_rows = ev[: n_eval * self.seq_len].view(n_eval, self.seq_len)
 
     @property

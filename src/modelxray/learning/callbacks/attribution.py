@@ -16,6 +16,7 @@ Report: ``transitions/attribution_checkpoints``, ``transitions/attribution_targe
 ``top_k`` with index, label, influence, self-influence and, when an ExampleDynamicsCallback runs
 too, the cartography region).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,7 +45,6 @@ class TransitionAttributionConfig(CallbackConfig):
         self.require_choice("target", ("learned", "test"))
 
 
-
 class TransitionAttributionCallback(LearningCallback):
     name = "transition_attribution"
     config_class = TransitionAttributionConfig
@@ -59,8 +59,11 @@ class TransitionAttributionCallback(LearningCallback):
 
     def on_step_end(self, state: TrainState):
         c = self.config
-        if state.step % c.every_n_steps or (c.start_step is not None and state.step < c.start_step) \
-                or (c.end_step is not None and state.step > c.end_step):
+        if (
+            state.step % c.every_n_steps
+            or (c.start_step is not None and state.step < c.start_step)
+            or (c.end_step is not None and state.step > c.end_step)
+        ):
             return None
         lr = state.lr if state.lr is not None else (state.optimizer.param_groups[0]["lr"] if state.optimizer else 1.0)
         params = {k: v.detach().to("cpu", copy=True) for k, v in state.model.state_dict().items()}
@@ -81,8 +84,9 @@ class TransitionAttributionCallback(LearningCallback):
         x_t, y_t = x_t[: c.max_target], y_t[: c.max_target]
         n = len(data.y_train) if c.max_train is None else min(c.max_train, len(data.y_train))
         self.n_targets = len(y_t)
-        self.result = tracin(state.model, self.checkpoints, data.x_train[:n], data.y_train[:n], x_t, y_t,
-                             chunk_size=c.chunk_size)
+        self.result = tracin(
+            state.model, self.checkpoints, data.x_train[:n], data.y_train[:n], x_t, y_t, chunk_size=c.chunk_size
+        )
         self.labels = data.y_train[:n].cpu().numpy()
         examples = state.extra.get("learning/example_dynamics") if isinstance(state.extra, dict) else None
         self.regions = examples.regions_for(range(n)) if examples is not None else None
@@ -90,30 +94,52 @@ class TransitionAttributionCallback(LearningCallback):
 
     def report(self) -> CallbackReport:
         if self.result is None:
-            return CallbackReport(insights=["Transition attribution: not computed (no checkpoint, or training not ended)."])
+            return CallbackReport(
+                insights=["Transition attribution: not computed (no checkpoint, or training not ended)."]
+            )
         k = self.config.top_k
-        tables = {f"attribution_{name}": self.result.top(k, by, self.labels, self.regions)
-                  for name, by in (("proponents", "influence"), ("opponents", "opponents"),
-                                   ("self_influence", "self_influence"))}
+        tables = {
+            f"attribution_{name}": self.result.top(k, by, self.labels, self.regions)
+            for name, by in (
+                ("proponents", "influence"),
+                ("opponents", "opponents"),
+                ("self_influence", "self_influence"),
+            )
+        }
         top = tables["attribution_self_influence"][:3]
         steps = self.result.checkpoints
-        insights = [f"TracIn over {len(steps)} checkpoints (steps {steps[0]}-{steps[-1]}) on {self.n_targets} target "
-                    "examples; highest self-influence (possible mislabels): "
-                    + ", ".join(f"#{r['index']} (label {r.get('label')})" for r in top) + "."]
-        return CallbackReport(metrics={"transitions/attribution_checkpoints": float(len(steps)),
-                                       "transitions/attribution_targets": float(self.n_targets)},
-                              tables=tables, insights=insights, data={"checkpoint_steps": steps})
+        insights = [
+            f"TracIn over {len(steps)} checkpoints (steps {steps[0]}-{steps[-1]}) on {self.n_targets} target "
+            "examples; highest self-influence (possible mislabels): "
+            + ", ".join(f"#{r['index']} (label {r.get('label')})" for r in top)
+            + "."
+        ]
+        return CallbackReport(
+            metrics={
+                "transitions/attribution_checkpoints": float(len(steps)),
+                "transitions/attribution_targets": float(self.n_targets),
+            },
+            tables=tables,
+            insights=insights,
+            data={"checkpoint_steps": steps},
+        )
 
     def state_dict(self) -> dict[str, Any]:
         r = self.result
-        return {"checkpoints": [{"params": ck.params, "lr": ck.lr, "step": ck.step} for ck in self.checkpoints],
-                "result": None if r is None else {"influence": r.influence, "self_influence": r.self_influence,
-                                                  "checkpoints": list(r.checkpoints)},
-                "labels": self.labels, "regions": self.regions, "n_targets": self.n_targets}
+        return {
+            "checkpoints": [{"params": ck.params, "lr": ck.lr, "step": ck.step} for ck in self.checkpoints],
+            "result": None
+            if r is None
+            else {"influence": r.influence, "self_influence": r.self_influence, "checkpoints": list(r.checkpoints)},
+            "labels": self.labels,
+            "regions": self.regions,
+            "n_targets": self.n_targets,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.checkpoints = [TracInCheckpoint(dict(ck["params"]), float(ck["lr"]), int(ck["step"]))
-                            for ck in state["checkpoints"]]
+        self.checkpoints = [
+            TracInCheckpoint(dict(ck["params"]), float(ck["lr"]), int(ck["step"])) for ck in state["checkpoints"]
+        ]
         r = state["result"]
         self.result = None if r is None else TracInResult(r["influence"], r["self_influence"], list(r["checkpoints"]))
         self.labels, self.regions, self.n_targets = state["labels"], state["regions"], int(state["n_targets"])

@@ -1,4 +1,5 @@
 """What the learning callbacks share: config handling, label lookup, epoch counting, save/load."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -18,7 +19,7 @@ class CallbackConfig(Configurable):
 
     _callback: ClassVar[type] = None
 
-    def build(self) -> "LearningCallback":
+    def build(self) -> LearningCallback:
         return self._callback(self)
 
 
@@ -67,8 +68,15 @@ class LearningCallback(Callback):
 
     def save(self, path: str | Path) -> tuple[Path, Path]:
         """Write config and state as ``path.json`` + ``path.npz`` (no pickle)."""
-        return save_state(path, {"callback": type(self).__name__, "config": dataclasses.asdict(self.config),
-                                 "epochs_seen": self.epochs_seen, "state": self.state_dict()})
+        return save_state(
+            path,
+            {
+                "callback": type(self).__name__,
+                "config": dataclasses.asdict(self.config),
+                "epochs_seen": self.epochs_seen,
+                "state": self.state_dict(),
+            },
+        )
 
     @classmethod
     def load(cls, path: str | Path):
@@ -85,8 +93,10 @@ def task_data(state: TrainState):
     """The ClassificationData of the run (``state.task.data``), or a clear error."""
     data = getattr(state.task, "data", None)
     if data is None or not hasattr(data, "y_train"):
-        raise ValueError("the learning callbacks need a classification task: state.task.data with "
-                         "x_train/y_train/x_test/y_test (e.g. dataset=digits or dataset=modular_addition)")
+        raise ValueError(
+            "the learning callbacks need a classification task: state.task.data with "
+            "x_train/y_train/x_test/y_test (e.g. dataset=digits or dataset=modular_addition)"
+        )
     return data
 
 

@@ -21,6 +21,7 @@ and, in ``data``, the whole ``cka_final`` series with its steps. PCA coordinates
 ``pca_snapshots`` evenly spaced snapshots are in ``data`` for the plots. Activations of at most
 ``max_stored_snapshots`` snapshots are kept (older ones are thinned: every other one dropped).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -31,8 +32,14 @@ import torch
 
 from modelxray.learning.callbacks.base import CallbackConfig, LearningCallback, finite, task_data
 from modelxray.learning.cka import linear_cka
-from modelxray.learning.features import (capture_activations, default_feature_layer, linear_probe_accuracy,
-                                         pca_projection, silhouette_by_class, single_thread)
+from modelxray.learning.features import (
+    capture_activations,
+    default_feature_layer,
+    linear_probe_accuracy,
+    pca_projection,
+    silhouette_by_class,
+    single_thread,
+)
 from modelxray.learning.fourier import fourier_sparsity, top_frequencies, weight_norm
 from modelxray.training.callbacks import CallbackReport, TrainState
 
@@ -60,7 +67,6 @@ class FeatureEvolutionConfig(CallbackConfig):
         self.require_positive("every_n_epochs", "sample_size", "fourier_top_k", "max_stored_snapshots", "pca_snapshots")
         self.require_positive("probe_max_dim", allow_none=True)
         self.require_choice("sample_split", ("test", "train"))
-
 
 
 class FeatureEvolutionCallback(LearningCallback):
@@ -118,11 +124,16 @@ class FeatureEvolutionCallback(LearningCallback):
         out: dict[str, float] = {}
         prev = self._latest_acts()
         for layer, a in acts.items():
-            vals = {"silhouette": silhouette_by_class(a, self.sample_labels) if c.silhouette else np.nan,
-                    "probe_accuracy": linear_probe_accuracy(a, self.sample_labels, c.probe_test_fraction, c.seed,
-                                                            probe_max_dim=c.probe_max_dim) if c.probe else np.nan,
-                    "cka_prev": linear_cka(prev[layer], a) if c.cka and prev is not None else np.nan,
-                    "pca_explained": np.nan}
+            vals = {
+                "silhouette": silhouette_by_class(a, self.sample_labels) if c.silhouette else np.nan,
+                "probe_accuracy": linear_probe_accuracy(
+                    a, self.sample_labels, c.probe_test_fraction, c.seed, probe_max_dim=c.probe_max_dim
+                )
+                if c.probe
+                else np.nan,
+                "cka_prev": linear_cka(prev[layer], a) if c.cka and prev is not None else np.nan,
+                "pca_explained": np.nan,
+            }
             if c.pca:
                 coords, ratios = pca_projection(a, 2, c.seed)
                 vals["pca_explained"] = float(sum(ratios))
@@ -175,9 +186,14 @@ class FeatureEvolutionCallback(LearningCallback):
         final = self.acts.get(len(self.steps) - 1)
         n = len(self.steps)
         metrics: dict[str, float] = {}
-        data: dict[str, Any] = {"steps": self.steps, "epochs": self.epochs, "layers": self.layers,
-                                "sample_split": self.config.sample_split, "sample_labels": self.sample_labels.tolist(),
-                                "series": {k: v + [float("nan")] * (n - len(v)) for k, v in self.metrics.items()}}
+        data: dict[str, Any] = {
+            "steps": self.steps,
+            "epochs": self.epochs,
+            "layers": self.layers,
+            "sample_split": self.config.sample_split,
+            "sample_labels": self.sample_labels.tolist(),
+            "series": {k: v + [float("nan")] * (n - len(v)) for k, v in self.metrics.items()},
+        }
         cka_final: dict[str, dict[str, list]] = {}
         for layer in self.layers:
             for name in ("silhouette", "probe_accuracy", "cka_prev", "pca_explained"):
@@ -198,8 +214,9 @@ class FeatureEvolutionCallback(LearningCallback):
             ks = sorted(self.pca)
             spots = np.linspace(0, len(ks) - 1, min(self.config.pca_snapshots, len(ks)))
             pick = sorted({ks[int(round(i))] for i in spots})
-            data["pca"] = [{"step": self.steps[k], "layers": {layer: v.tolist() for layer, v in self.pca[k].items()}}
-                           for k in pick]
+            data["pca"] = [
+                {"step": self.steps[k], "layers": {layer: v.tolist() for layer, v in self.pca[k].items()}} for k in pick
+            ]
         return CallbackReport(metrics=finite(metrics), data=data, insights=self._insights(metrics))
 
     def _insights(self, m: dict[str, float]) -> list[str]:
@@ -219,17 +236,25 @@ class FeatureEvolutionCallback(LearningCallback):
         fs = self.metrics.get("fourier_sparsity")
         if fs and len(fs) > 1:
             wn = self.metrics["weight_norm"]
-            out.append(f"Embedding Fourier sparsity (top {self.config.fourier_top_k} frequencies) {fs[0]:.2f} -> "
-                       f"{fs[-1]:.2f}; weight norm {wn[0]:.1f} -> {wn[-1]:.1f}.")
+            out.append(
+                f"Embedding Fourier sparsity (top {self.config.fourier_top_k} frequencies) {fs[0]:.2f} -> "
+                f"{fs[-1]:.2f}; weight norm {wn[0]:.1f} -> {wn[-1]:.1f}."
+            )
         return out
 
     # ---- state ------------------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        return {"layers": list(self.layers), "sample_index": self.sample_index, "sample_labels": self.sample_labels,
-                "steps": list(self.steps), "epochs": list(self.epochs),
-                "metrics": {k: np.asarray(v, np.float64) for k, v in self.metrics.items()},
-                "acts": {str(k): v for k, v in self.acts.items()}, "pca": {str(k): v for k, v in self.pca.items()},
-                "top_freqs": [list(t) for t in self.top_freqs]}
+        return {
+            "layers": list(self.layers),
+            "sample_index": self.sample_index,
+            "sample_labels": self.sample_labels,
+            "steps": list(self.steps),
+            "epochs": list(self.epochs),
+            "metrics": {k: np.asarray(v, np.float64) for k, v in self.metrics.items()},
+            "acts": {str(k): v for k, v in self.acts.items()},
+            "pca": {str(k): v for k, v in self.pca.items()},
+            "top_freqs": [list(t) for t in self.top_freqs],
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.layers = list(state["layers"])

@@ -11,6 +11,7 @@ Report: ``grad_flow/flagged_vanishing`` / ``grad_flow/flagged_exploding`` (layer
 at least ``flag_share`` of measured steps), a per-layer table, and the norm matrix for the plot.
 Non-finite gradient norms are recorded as +inf (they count as exploding).
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -35,7 +36,6 @@ class GradientFlowConfig(CallbackConfig):
 
     def validate(self) -> None:
         self.require_positive("every_n_steps", "vanishing", "exploding", "flag_share")
-
 
 
 class GradientFlowCallback(LearningCallback):
@@ -70,10 +70,13 @@ class GradientFlowCallback(LearningCallback):
         self.rows.append(row)
         vals = row[~np.isnan(row)]
         t = self.thresholds
-        out = {"grad_flow/total_norm": float(np.sqrt((vals**2).sum())), "grad_flow/min_layer_norm": float(vals.min()),
-               "grad_flow/max_layer_norm": float(vals.max()),
-               "grad_flow/vanishing_layers": float((vals < t.vanishing).sum()),
-               "grad_flow/exploding_layers": float((vals > t.exploding).sum())}
+        out = {
+            "grad_flow/total_norm": float(np.sqrt((vals**2).sum())),
+            "grad_flow/min_layer_norm": float(vals.min()),
+            "grad_flow/max_layer_norm": float(vals.max()),
+            "grad_flow/vanishing_layers": float((vals < t.vanishing).sum()),
+            "grad_flow/exploding_layers": float((vals > t.exploding).sum()),
+        }
         if self.config.log_layers:
             out.update({f"grad_flow/layer_{k}/norm": float(row[self.layers.index(k)]) for k in norms})
         return {k: v for k, v in out.items() if np.isfinite(v)}
@@ -95,14 +98,27 @@ class GradientFlowCallback(LearningCallback):
             for i, name in enumerate(self.layers):
                 v = m[i][~np.isnan(m[i])]
                 flag = "vanishing" if flags["vanishing"][i] else "exploding" if flags["exploding"][i] else ""
-                table.append({"layer": name, "mean_norm": float(v.mean()), "median_norm": float(np.median(v)),
-                              "min_norm": float(v.min()), "max_norm": float(v.max()), "last_norm": float(v[-1]),
-                              "vanishing_share": float(flags["vanishing_share"][i]),
-                              "exploding_share": float(flags["exploding_share"][i]), "flag": flag})
+                table.append(
+                    {
+                        "layer": name,
+                        "mean_norm": float(v.mean()),
+                        "median_norm": float(np.median(v)),
+                        "min_norm": float(v.min()),
+                        "max_norm": float(v.max()),
+                        "last_norm": float(v[-1]),
+                        "vanishing_share": float(flags["vanishing_share"][i]),
+                        "exploding_share": float(flags["exploding_share"][i]),
+                        "flag": flag,
+                    }
+                )
         van = [r["layer"] for r in table if r["flag"] == "vanishing"]
         exp = [r["layer"] for r in table if r["flag"] == "exploding"]
-        metrics = {"grad_flow/flagged_vanishing": float(len(van)), "grad_flow/flagged_exploding": float(len(exp)),
-                   "grad_flow/layers": float(len(self.layers)), "grad_flow/steps_measured": float(len(self.steps))}
+        metrics = {
+            "grad_flow/flagged_vanishing": float(len(van)),
+            "grad_flow/flagged_exploding": float(len(exp)),
+            "grad_flow/layers": float(len(self.layers)),
+            "grad_flow/steps_measured": float(len(self.steps)),
+        }
         t = self.thresholds
         share = f"in >= {t.flag_share:.0%} of steps"
         insights = []
@@ -112,8 +128,11 @@ class GradientFlowCallback(LearningCallback):
             insights.append(f"Exploding gradients (norm > {t.exploding:g} {share}): {', '.join(exp)}.")
         if not insights:
             insights.append(f"Gradient flow: no layer vanishing or exploding over {len(self.steps)} measured steps.")
-        data = {"steps": self.steps, "layers": self.layers,
-                "norms": [[None if np.isnan(x) else float(x) for x in row] for row in m]}
+        data = {
+            "steps": self.steps,
+            "layers": self.layers,
+            "norms": [[None if np.isnan(x) else float(x) for x in row] for row in m],
+        }
         return CallbackReport(metrics=metrics, tables={"gradient_flow": table}, data=data, insights=insights)
 
     def state_dict(self) -> dict[str, Any]:

@@ -20,6 +20,7 @@ minus train: the grokking delay), change points of the accuracy and gap series (
 finds the flipped examples. Definitions: :mod:`modelxray.learning.memorization`,
 :mod:`modelxray.learning.transitions`.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -34,8 +35,16 @@ from modelxray.learning.memorization import fitted_share, gap_events, region_ove
 from modelxray.learning.transitions import detect_transitions, transition_step
 from modelxray.training.callbacks import CallbackReport, TrainState
 
-SERIES = ("train_accuracy", "test_accuracy", "train_loss", "test_loss", "gap_accuracy", "gap_loss",
-          "flipped_fitted_share", "clean_fitted_share")
+SERIES = (
+    "train_accuracy",
+    "test_accuracy",
+    "train_loss",
+    "test_loss",
+    "gap_accuracy",
+    "gap_loss",
+    "flipped_fitted_share",
+    "clean_fitted_share",
+)
 
 
 @dataclass
@@ -55,7 +64,6 @@ class MemorizationConfig(CallbackConfig):
         self.require_positive("every_n_epochs", "batch_size")
         self.require_positive("max_train_eval", "max_test_eval", allow_none=True)
         self.require_choice("change_point_method", ("binseg", "pelt"))
-
 
 
 class MemorizationCallback(LearningCallback):
@@ -101,9 +109,16 @@ class MemorizationCallback(LearningCallback):
         else:
             tr = evaluate(state.model, data.x_train[:n_tr], data.y_train[:n_tr], c.batch_size)
             te = evaluate(state.model, data.x_test[:n_te], data.y_test[:n_te], c.batch_size)
-        m = {"train_accuracy": tr.accuracy, "test_accuracy": te.accuracy, "train_loss": tr.loss, "test_loss": te.loss,
-             "gap_accuracy": tr.accuracy - te.accuracy, "gap_loss": te.loss - tr.loss,
-             "flipped_fitted_share": float("nan"), "clean_fitted_share": float("nan")}
+        m = {
+            "train_accuracy": tr.accuracy,
+            "test_accuracy": te.accuracy,
+            "train_loss": tr.loss,
+            "test_loss": te.loss,
+            "gap_accuracy": tr.accuracy - te.accuracy,
+            "gap_loss": te.loss - tr.loss,
+            "flipped_fitted_share": float("nan"),
+            "clean_fitted_share": float("nan"),
+        }
         if self.flipped is not None:
             pred, y = tr.predictions.numpy(), data.y_train[:n_tr].cpu().numpy()
             flipped = self.flipped[self.flipped < n_tr]
@@ -123,18 +138,27 @@ class MemorizationCallback(LearningCallback):
         s = {k: np.asarray(v, np.float64) for k, v in self.series.items()}
         ev = gap_events(self.steps, s["gap_accuracy"], c.gap_open, c.gap_close)
         metrics: dict[str, Any] = {f"memorization/{k}": float(v[-1]) for k, v in s.items()}
-        metrics.update({"memorization/gap_open_step": ev.open_step, "memorization/gap_close_step": ev.close_step,
-                        "memorization/max_gap": ev.max_gap, "memorization/max_gap_step": ev.max_gap_step})
+        metrics.update(
+            {
+                "memorization/gap_open_step": ev.open_step,
+                "memorization/gap_close_step": ev.close_step,
+                "memorization/max_gap": ev.max_gap,
+                "memorization/max_gap_step": ev.max_gap_step,
+            }
+        )
         names = ["train_accuracy", "test_accuracy", "gap_accuracy"]
         if self.flipped is not None:
             names.append("flipped_fitted_share")
         levels = {"train_accuracy": c.transition_level, "test_accuracy": c.transition_level}
         if c.change_points:
-            found = detect_transitions({k: (self.steps, s[k]) for k in names}, levels=levels,
-                                       method=c.change_point_method, min_gain=c.min_gain)
+            found = detect_transitions(
+                {k: (self.steps, s[k]) for k in names}, levels=levels, method=c.change_point_method, min_gain=c.min_gain
+            )
         else:
-            found = {"metrics": {f"transitions/{k}/step": transition_step(s[k], self.steps, lv)
-                                 for k, lv in levels.items()}, "change_points": []}
+            found = {
+                "metrics": {f"transitions/{k}/step": transition_step(s[k], self.steps, lv) for k, lv in levels.items()},
+                "change_points": [],
+            }
         tm = found["metrics"]
         metrics.update(tm)
         t_train, t_test = tm.get("transitions/train_accuracy/step"), tm.get("transitions/test_accuracy/step")
@@ -142,15 +166,24 @@ class MemorizationCallback(LearningCallback):
             metrics["transitions/delay_steps"] = float(t_test - t_train)
         overlap = self._flipped_overlap() or self.overlap
         if overlap is not None:
-            metrics.update({f"memorization/flipped_hard_{k}": v for k, v in overlap.items() if k != "n_flipped_tracked"})
-        data: dict[str, Any] = {"steps": self.steps, "epochs": self.epochs,
-                                "series": {k: v for k, v in self.series.items() if np.isfinite(np.asarray(v)).any()},
-                                "transition_level": c.transition_level,
-                                "gap_events": {"open_step": ev.open_step, "close_step": ev.close_step}}
+            metrics.update(
+                {f"memorization/flipped_hard_{k}": v for k, v in overlap.items() if k != "n_flipped_tracked"}
+            )
+        data: dict[str, Any] = {
+            "steps": self.steps,
+            "epochs": self.epochs,
+            "series": {k: v for k, v in self.series.items() if np.isfinite(np.asarray(v)).any()},
+            "transition_level": c.transition_level,
+            "gap_events": {"open_step": ev.open_step, "close_step": ev.close_step},
+        }
         if self.flipped is not None:
             data["n_flipped"] = int(len(self.flipped))
-        return CallbackReport(metrics=finite(metrics), tables={"change_points": found["change_points"]}, data=data,
-                              insights=self._insights(metrics, ev, overlap))
+        return CallbackReport(
+            metrics=finite(metrics),
+            tables={"change_points": found["change_points"]},
+            data=data,
+            insights=self._insights(metrics, ev, overlap),
+        )
 
     def _flipped_overlap(self) -> dict[str, float] | None:
         examples = (self._extra or {}).get("learning/example_dynamics")
@@ -160,36 +193,52 @@ class MemorizationCallback(LearningCallback):
 
     def _insights(self, m: dict[str, Any], ev, overlap) -> list[str]:
         lv = self.config.transition_level
-        out = [f"Final train accuracy {m['memorization/train_accuracy']:.3f}, test {m['memorization/test_accuracy']:.3f} "
-               f"(gap {m['memorization/gap_accuracy']:+.3f})."]
+        out = [
+            f"Final train accuracy {m['memorization/train_accuracy']:.3f}, test {m['memorization/test_accuracy']:.3f} "
+            f"(gap {m['memorization/gap_accuracy']:+.3f})."
+        ]
         t_tr, t_te = m.get("transitions/train_accuracy/step"), m.get("transitions/test_accuracy/step")
         if t_tr is not None and t_te is not None and t_te > t_tr:
             factor = t_te / t_tr if t_tr > 0 else float("inf")
             ratio = f", {factor:.1f}x later" if t_tr > 0 else ""
-            verdict = ("delayed generalization (grokking)" if factor >= 3 else
-                       "test follows train closely: ordinary generalization")
-            out.append(f"Train accuracy reached {lv:.0%} at step {int(t_tr)}, test accuracy at step {int(t_te)} "
-                       f"({int(t_te - t_tr)} steps{ratio}): {verdict}.")
+            verdict = (
+                "delayed generalization (grokking)"
+                if factor >= 3
+                else "test follows train closely: ordinary generalization"
+            )
+            out.append(
+                f"Train accuracy reached {lv:.0%} at step {int(t_tr)}, test accuracy at step {int(t_te)} "
+                f"({int(t_te - t_tr)} steps{ratio}): {verdict}."
+            )
         elif t_tr is not None and t_te is None:
             out.append(f"Train accuracy reached {lv:.0%} at step {int(t_tr)}; test accuracy never did.")
         if ev.open_step is not None:
             close = f", closed at step {ev.close_step}" if ev.close_step is not None else ", still open at the end"
-            out.append(f"The train/test accuracy gap opened (>= {self.config.gap_open:g}) at step {ev.open_step}"
-                       f"{close}; largest {ev.max_gap:.3f} at step {ev.max_gap_step}.")
+            out.append(
+                f"The train/test accuracy gap opened (>= {self.config.gap_open:g}) at step {ev.open_step}"
+                f"{close}; largest {ev.max_gap:.3f} at step {ev.max_gap_step}."
+            )
         if self.flipped is not None:
             share = m.get("memorization/flipped_fitted_share")
             if share is not None:
-                out.append(f"{share:.0%} of the {len(self.flipped)} flipped training labels are fitted (memorized) "
-                           "at the end.")
+                out.append(
+                    f"{share:.0%} of the {len(self.flipped)} flipped training labels are fitted (memorized) at the end."
+                )
             if overlap is not None and overlap["recall"] == overlap["recall"]:
-                out.append(f"Cartography's hard region holds {overlap['recall']:.0%} of the tracked flipped examples "
-                           f"({overlap['precision']:.0%} of the hard region is flipped).")
+                out.append(
+                    f"Cartography's hard region holds {overlap['recall']:.0%} of the tracked flipped examples "
+                    f"({overlap['precision']:.0%} of the hard region is flipped)."
+                )
         return out
 
     def state_dict(self) -> dict[str, Any]:
-        return {"steps": list(self.steps), "epochs": list(self.epochs),
-                "series": {k: np.asarray(v, np.float64) for k, v in self.series.items()}, "flipped": self.flipped,
-                "overlap": self.overlap}
+        return {
+            "steps": list(self.steps),
+            "epochs": list(self.epochs),
+            "series": {k: np.asarray(v, np.float64) for k, v in self.series.items()},
+            "flipped": self.flipped,
+            "overlap": self.overlap,
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.steps, self.epochs = [int(s) for s in state["steps"]], [int(e) for e in state["epochs"]]

@@ -1,5 +1,6 @@
 """Bit-width plots: quality vs effective bits with the Pareto front, per-configuration bars, and the
 layer-sensitivity heat map."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -22,20 +23,41 @@ def figures(result) -> dict:
 
 def _scatter(ax, result, rows, annotate=True):
     df = pd.DataFrame(rows)
-    sns.scatterplot(data=df, x="effective_bits", y="perplexity", hue="pareto", palette={True: "#c0392b", False: "#7f8c8d"},
-                    s=70, ax=ax, legend=False)
+    sns.scatterplot(
+        data=df,
+        x="effective_bits",
+        y="perplexity",
+        hue="pareto",
+        palette={True: "#c0392b", False: "#7f8c8d"},
+        s=70,
+        ax=ax,
+        legend=False,
+    )
     front = df[df["pareto"]].sort_values("effective_bits")
     ax.plot(front["effective_bits"], front["perplexity"], color="#c0392b", lw=1.5, label="Pareto front")
     ref = result.data["reference"]["perplexity"]
     ax.axhline(ref, color="#2c3e50", ls="--", lw=1, label=f"unquantized ({ref:.2f})")
     rec = result.data.get("recommendation")
     if rec:
-        ax.scatter([rec["effective_bits"]], [rec["perplexity"]], marker="*", s=250, color="#f1c40f",
-                   edgecolor="black", zorder=5, label="recommended")
+        ax.scatter(
+            [rec["effective_bits"]],
+            [rec["perplexity"]],
+            marker="*",
+            s=250,
+            color="#f1c40f",
+            edgecolor="black",
+            zorder=5,
+            label="recommended",
+        )
     if annotate:
         for r in rows:
-            ax.annotate(r["config"], (r["effective_bits"], r["perplexity"]), fontsize=7, xytext=(4, 3),
-                        textcoords="offset points")
+            ax.annotate(
+                r["config"],
+                (r["effective_bits"], r["perplexity"]),
+                fontsize=7,
+                xytext=(4, 3),
+                textcoords="offset points",
+            )
     values = [r["perplexity"] for r in rows] + [ref]
     log = max(values) / min(values) > 3
     if log:
@@ -59,8 +81,11 @@ def _accuracy_vs_bits(result, rows):
 def _configurations(result, rows):
     df = pd.DataFrame(rows).sort_values("effective_bits", ascending=False)
     fig, axes = new_figure(ncols=3, width=5.2, height=max(3.5, 0.35 * len(df) + 1.5))
-    for ax, col, label in zip(axes[0], ["perplexity", "kl", "model_mb"],
-                              ["perplexity", "KL(unquantized || quantized)", "model size (MiB, packed)"]):
+    for ax, col, label in zip(
+        axes[0],
+        ["perplexity", "kl", "model_mb"],
+        ["perplexity", "KL(unquantized || quantized)", "model size (MiB, packed)"],
+    ):
         sns.barplot(data=df, y="config", x=col, ax=ax, color="#5d8aa8")
         ax.set_xlabel(label)
         ax.set_ylabel("")

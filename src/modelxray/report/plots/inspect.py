@@ -1,5 +1,6 @@
 """Inspect plots: parameter distributions by layer type, per-layer norms, FLOPs by op type, and the
 roofline (achieved FLOP/s of each op against the measured compute and memory roofs)."""
+
 from __future__ import annotations
 
 import math
@@ -41,15 +42,17 @@ def _distributions(rows):
         keep = density > 0
         ax.plot(z[keep], density[keep], lw=1.2, label=f"{kind}: {r['name']}")
     zz = np.linspace(-5, 5, 201)
-    ax.plot(zz, np.exp(-zz**2 / 2) / np.sqrt(2 * np.pi), color="#999", ls="--", lw=1, label="normal")
+    ax.plot(zz, np.exp(-(zz**2) / 2) / np.sqrt(2 * np.pi), color="#999", ls="--", lw=1, label="normal")
     ax.set_yscale("log")
     ax.set_xlabel("weight value in std from the mean")
     ax.set_ylabel("density (log): tails show outliers")
     ax.set_title("value distribution, largest matrix per layer type")
     ax.legend(fontsize=7)
     df = pd.DataFrame([r for r in rows if r.get("quant_sensitivity") is not None])
-    for ax, col, title in ((axes[0][1], "quant_sensitivity", "quantization sensitivity (RTN rel. error)"),
-                           (axes[0][2], "kurtosis", "excess kurtosis (tails)")):
+    for ax, col, title in (
+        (axes[0][1], "quant_sensitivity", "quantization sensitivity (RTN rel. error)"),
+        (axes[0][2], "kurtosis", "excess kurtosis (tails)"),
+    ):
         if df.empty or col not in df:
             ax.set_axis_off()
             continue
@@ -72,11 +75,24 @@ def _layer_norms(rows):
     mats = [r for r in rows if r.get("block") is not None and len(r.get("shape", [])) >= 2]
     if not mats:
         return None
-    df = pd.DataFrame([{"block": r["block"], "tensor": _suffix(r["name"]), "frobenius": r["l2"],
-                        "spectral": r.get("spectral_norm"), "stable_rank": r.get("stable_rank")} for r in mats])
+    df = pd.DataFrame(
+        [
+            {
+                "block": r["block"],
+                "tensor": _suffix(r["name"]),
+                "frobenius": r["l2"],
+                "spectral": r.get("spectral_norm"),
+                "stable_rank": r.get("stable_rank"),
+            }
+            for r in mats
+        ]
+    )
     fig, axes = new_figure(ncols=3, width=5.4, height=4.4)
-    for ax, col, title in ((axes[0][0], "frobenius", "Frobenius norm"), (axes[0][1], "spectral", "spectral norm"),
-                           (axes[0][2], "stable_rank", "stable rank")):
+    for ax, col, title in (
+        (axes[0][0], "frobenius", "Frobenius norm"),
+        (axes[0][1], "spectral", "spectral norm"),
+        (axes[0][2], "stable_rank", "stable rank"),
+    ):
         if df[col].isna().all():
             ax.set_axis_off()
             continue
@@ -99,8 +115,9 @@ def _flops(result):
     axes[0][0].set_ylabel("aten op")
     axes[0][0].set_title(f"FLOPs by op type (total {result.metrics['flops_total'] / 1e9:.2f} G)")
     if times:
-        tdf = pd.DataFrame(sorted(({"op": k, "ms": 1e3 * _time(v)} for k, v in times.items()),
-                                  key=lambda r: -r["ms"])[:15])
+        tdf = pd.DataFrame(
+            sorted(({"op": k, "ms": 1e3 * _time(v)} for k, v in times.items()), key=lambda r: -r["ms"])[:15]
+        )
         sns.barplot(data=tdf, y="op", x="ms", ax=axes[0][1], color="#e6550d")
         axes[0][1].set_xlabel("time per forward (ms)")
         axes[0][1].set_ylabel("")
@@ -128,16 +145,30 @@ def _roofline(result):
     else:
         lo, hi = 0.01, 1000.0
     xs = np.logspace(math.log10(lo), math.log10(hi), 200)
-    ax.plot(xs, np.minimum(pf, xs * bw), color="#2c3e50", lw=2,
-            label=f"roof: {pf / 1e9:.0f} GFLOP/s, {bw / 1e9:.1f} GB/s")
+    ax.plot(
+        xs, np.minimum(pf, xs * bw), color="#2c3e50", lw=2, label=f"roof: {pf / 1e9:.0f} GFLOP/s, {bw / 1e9:.1f} GB/s"
+    )
     ax.axvline(pf / bw, color="#2c3e50", ls=":", lw=1)
     if rows:
         df = pd.DataFrame(rows)
-        sns.scatterplot(data=df, x="intensity", y="achieved_flops_per_s", hue="bound", size="time_s" if "time_s" in df else None,
-                        sizes=(30, 300), ax=ax, legend="brief")
+        sns.scatterplot(
+            data=df,
+            x="intensity",
+            y="achieved_flops_per_s",
+            hue="bound",
+            size="time_s" if "time_s" in df else None,
+            sizes=(30, 300),
+            ax=ax,
+            legend="brief",
+        )
         for r in sorted(rows, key=lambda r: -r.get("time_s", 0))[:8]:
-            ax.annotate(r["op"].replace("aten.", ""), (r["intensity"], r["achieved_flops_per_s"]), fontsize=7,
-                        xytext=(4, 4), textcoords="offset points")
+            ax.annotate(
+                r["op"].replace("aten.", ""),
+                (r["intensity"], r["achieved_flops_per_s"]),
+                fontsize=7,
+                xytext=(4, 4),
+                textcoords="offset points",
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP per byte moved)")
@@ -150,13 +181,23 @@ def _roofline(result):
 
 def _bandwidth(ax, rows, bw: float) -> None:
     """Ops without FLOPs (elementwise, copies) do not fit a FLOP/s axis: their bandwidth instead."""
-    mem = sorted((r for r in rows if r.get("bound") == "memory" and r.get("achieved_bytes_per_s")),
-                 key=lambda r: -r.get("time_s", 0.0))[:12]
+    mem = sorted(
+        (r for r in rows if r.get("bound") == "memory" and r.get("achieved_bytes_per_s")),
+        key=lambda r: -r.get("time_s", 0.0),
+    )[:12]
     if not mem:
         ax.set_axis_off()
         return
-    df = pd.DataFrame([{"op": r["op"].replace("aten.", ""), "GB/s": r["achieved_bytes_per_s"] / 1e9,
-                        "ms": 1e3 * r.get("time_s", 0.0)} for r in mem])
+    df = pd.DataFrame(
+        [
+            {
+                "op": r["op"].replace("aten.", ""),
+                "GB/s": r["achieved_bytes_per_s"] / 1e9,
+                "ms": 1e3 * r.get("time_s", 0.0),
+            }
+            for r in mem
+        ]
+    )
     sns.barplot(data=df, y="op", x="GB/s", ax=ax, color="#e6550d")
     ax.axvline(bw / 1e9, color="#2c3e50", ls="--", lw=1.2, label=f"copy bandwidth {bw / 1e9:.1f} GB/s")
     for i, r in df.iterrows():

@@ -13,6 +13,7 @@ training run that used them).
 - ``feature_evolution.png``: silhouette, probe accuracy, CKA to the previous and final snapshot,
   Fourier sparsity and weight norm; ``feature_pca.png``: 2-D PCA of the sample at a few snapshots.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -30,8 +31,12 @@ def _get(part: Any, key: str) -> dict:
 
 def figures(parts: dict[str, Any]) -> dict:
     out = {}
-    builders = {"example_dynamics": _examples, "gradient_flow": _grad_flow, "memorization": _memorization,
-                "feature_evolution": _features}
+    builders = {
+        "example_dynamics": _examples,
+        "gradient_flow": _grad_flow,
+        "memorization": _memorization,
+        "feature_evolution": _features,
+    }
     for name, build in builders.items():
         if name in parts and _get(parts[name], "data"):
             out.update(build(_get(parts[name], "data"), _get(parts[name], "tables"), _get(parts[name], "metrics")))
@@ -57,10 +62,16 @@ def _examples(data, tables, metrics) -> dict:
             ax.text(0.01, 0.97, "easy", color=REGION_COLORS["easy"], transform=ax.transAxes, va="top")
             ax.text(0.01, 0.03, "hard", color=REGION_COLORS["hard"], transform=ax.transAxes)
             ax.text(0.97, 0.5, "ambiguous", color=REGION_COLORS["ambiguous"], transform=ax.transAxes, ha="right")
-        shares = {r: sum(1 for x in c.get("region", []) if x == r) / max(len(c.get("region", [])), 1) for r in REGION_COLORS}
-        ax.set(xlabel="variability (std of true-class probability)", ylabel="confidence (mean true-class probability)",
-               title="Dataset cartography: " + ", ".join(f"{r} {v:.0%}" for r, v in shares.items()),
-               xlim=(0.0, 0.5), ylim=(-0.02, 1.02))  # 0.5: the largest possible std
+        shares = {
+            r: sum(1 for x in c.get("region", []) if x == r) / max(len(c.get("region", [])), 1) for r in REGION_COLORS
+        }
+        ax.set(
+            xlabel="variability (std of true-class probability)",
+            ylabel="confidence (mean true-class probability)",
+            title="Dataset cartography: " + ", ".join(f"{r} {v:.0%}" for r, v in shares.items()),
+            xlim=(0.0, 0.5),
+            ylim=(-0.02, 1.02),
+        )  # 0.5: the largest possible std
         out["cartography_map.png"] = fig
     hist = tables.get("forgetting_histogram")
     if hist:
@@ -111,14 +122,24 @@ def _memorization(data, tables, metrics) -> dict:
         step = metrics.get(f"transitions/{key}/step")
         if step is not None:
             ax.axvline(max(step, 1), color=color, ls="--", lw=1)
-            ax.annotate(f"{key.split('_')[0]} {data.get('transition_level', 0.95):.0%} @ {int(step)}", (max(step, 1), 0.5),
-                        rotation=90, color=color, fontsize=8, ha="right")
+            ax.annotate(
+                f"{key.split('_')[0]} {data.get('transition_level', 0.95):.0%} @ {int(step)}",
+                (max(step, 1), 0.5),
+                rotation=90,
+                color=color,
+                fontsize=8,
+                ha="right",
+            )
     for cp in tables.get("change_points", []):
         if cp["metric"] == "test_accuracy":
             ax.plot([max(cp["step"], 1)], [cp["after"]], marker="v", color="black", ms=6)
     ax.set_xscale("log")
-    ax.set(xlabel="step (log)", ylabel="accuracy", title="Train vs test accuracy (transitions dashed, change points ▼)",
-           ylim=(-0.02, 1.02))
+    ax.set(
+        xlabel="step (log)",
+        ylabel="accuracy",
+        title="Train vs test accuracy (transitions dashed, change points ▼)",
+        ylim=(-0.02, 1.02),
+    )
     ax.legend(loc="center left")
     out["memorization.png"] = fig
     if "flipped_fitted_share" in s:

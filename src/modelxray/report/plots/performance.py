@@ -1,4 +1,5 @@
 """Performance plots: latency/throughput per batch size, memory by dtype, slowest modules."""
+
 from __future__ import annotations
 
 import pandas as pd

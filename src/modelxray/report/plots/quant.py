@@ -1,4 +1,5 @@
 """Quantization plot: relative weight error and bits of every quantized module, in model order."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -20,8 +21,10 @@ def figures(result) -> dict:
     ax.set_xlabel("quantized module (model order)")
     ax.set_ylabel("relative weight error ||W - Q(W)|| / ||W||")
     m = result.metrics
-    ax.set_title(f"{result.data.get('method', 'quantization')}: {m['effective_bits']:.2f} effective bits, "
-                 f"model {m['compression_ratio']:.2f}x smaller")
+    ax.set_title(
+        f"{result.data.get('method', 'quantization')}: {m['effective_bits']:.2f} effective bits, "
+        f"model {m['compression_ratio']:.2f}x smaller"
+    )
     return {"quantization_layers.png": fig}
 
 
@@ -32,4 +35,6 @@ def panel(ax, result) -> None:
         sns.boxplot(data=df, x="component", y="rel_error", ax=ax, color="#d9a38f")
         ax.set_ylabel("relative weight error")
     m = result.metrics
-    ax.set_title(f"quant: {m.get('effective_bits', 0):.2f} bits, {m.get('compression_ratio', 1):.2f}x smaller", fontsize=10)
+    ax.set_title(
+        f"quant: {m.get('effective_bits', 0):.2f} bits, {m.get('compression_ratio', 1):.2f}x smaller", fontsize=10
+    )

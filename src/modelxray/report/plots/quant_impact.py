@@ -1,5 +1,6 @@
 """Quantization-impact plots: memory timeline per strategy, radar chart of normalised axes, and
 speed vs quality (the data behind each is exported as CSV next to the report)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,9 +9,13 @@ import seaborn as sns
 
 from modelxray.report.plots.style import new_figure
 
-AXES = [("quality_ratio", "quality\n(base ppl / ppl)"), ("speed_ratio", "speed\n(tokens/s vs base)"),
-        ("memory_ratio", "memory\n(base bytes / bytes)"), ("quality_per_gb", "quality per GB"),
-        ("quick_to_quantize", "quick to\nquantize")]
+AXES = [
+    ("quality_ratio", "quality\n(base ppl / ppl)"),
+    ("speed_ratio", "speed\n(tokens/s vs base)"),
+    ("memory_ratio", "memory\n(base bytes / bytes)"),
+    ("quality_per_gb", "quality per GB"),
+    ("quick_to_quantize", "quick to\nquantize"),
+]
 
 
 def radar_values(rows: list[dict]) -> pd.DataFrame:
@@ -25,8 +30,11 @@ def figures(result) -> dict:
     rows = result.tables.get("strategies") or []
     if not rows:
         return {}
-    return {"quant_impact_memory_timeline.png": _timeline(result), "quant_impact_radar.png": _radar(rows),
-            "quant_impact_speed_vs_quality.png": _tradeoff(rows)}
+    return {
+        "quant_impact_memory_timeline.png": _timeline(result),
+        "quant_impact_radar.png": _radar(rows),
+        "quant_impact_speed_vs_quality.png": _tradeoff(rows),
+    }
 
 
 def _timeline(result):
@@ -70,11 +78,20 @@ def _tradeoff(rows):
     df = pd.DataFrame(rows)
     fig, axes = new_figure(width=7, height=5)
     ax = axes[0][0]
-    sns.scatterplot(data=df, x="tokens_per_s", y="perplexity", size="weight_bytes", hue="simulated", ax=ax,
-                    sizes=(60, 400), legend="brief")
+    sns.scatterplot(
+        data=df,
+        x="tokens_per_s",
+        y="perplexity",
+        size="weight_bytes",
+        hue="simulated",
+        ax=ax,
+        sizes=(60, 400),
+        legend="brief",
+    )
     for r in rows:
-        ax.annotate(r["strategy"], (r["tokens_per_s"], r["perplexity"]), fontsize=8, xytext=(5, 4),
-                    textcoords="offset points")
+        ax.annotate(
+            r["strategy"], (r["tokens_per_s"], r["perplexity"]), fontsize=8, xytext=(5, 4), textcoords="offset points"
+        )
     ax.set_xlabel("throughput (tokens/s, batch of the speed test)")
     ax.set_title("Speed vs quality (marker size: weight bytes)")
     return fig

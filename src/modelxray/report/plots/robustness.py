@@ -1,5 +1,6 @@
 """Robustness plots: quality and agreement vs attack radius (FGSM vs PGD), vs weight and
 quantization-step noise, and vs input perturbation rate; error bars are the spread over seeds."""
+
 from __future__ import annotations
 
 import math
@@ -9,10 +10,14 @@ import seaborn as sns
 
 from modelxray.report.plots.style import new_figure
 
-_FAMILIES = {"adversarial_robustness.png": (("fgsm", "pgd"), "attack radius eps (x embedding std)"),
-             "noise_robustness.png": (("weight_noise", "quant_noise"), None),
-             "perturbation_robustness.png": (("token_dropout", "token_substitution", "feature_dropout",
-                                              "feature_substitution"), "perturbation rate")}
+_FAMILIES = {
+    "adversarial_robustness.png": (("fgsm", "pgd"), "attack radius eps (x embedding std)"),
+    "noise_robustness.png": (("weight_noise", "quant_noise"), None),
+    "perturbation_robustness.png": (
+        ("token_dropout", "token_substitution", "feature_dropout", "feature_substitution"),
+        "perturbation rate",
+    ),
+}
 
 
 def figures(result) -> dict:
@@ -37,14 +42,26 @@ def _figure(result, rows, families, xlabel):
     fig, axes = new_figure(ncols=len(present) if families[0] == "weight_noise" else 2, width=6.0, height=4.4)
     if families[0] == "weight_noise":
         for ax, fam in zip(axes[0], present):
-            _lines(ax, result, [r for r in rows if r["family"] == fam], quality,
-                   "bits of the simulated grid" if fam == "quant_noise" else "noise std (x tensor std)", fam)
+            _lines(
+                ax,
+                result,
+                [r for r in rows if r["family"] == fam],
+                quality,
+                "bits of the simulated grid" if fam == "quant_noise" else "noise std (x tensor std)",
+                fam,
+            )
         if "quant_noise" in present:
             axes[0][present.index("quant_noise")].invert_xaxis()
     else:
         _lines(axes[0][0], result, rows, quality, xlabel, "quality")
-        _lines(axes[0][1], result, rows, "top1_agree" if quality == "perplexity" else "accuracy_drop", xlabel,
-               "agreement with the clean predictions" if quality == "perplexity" else "accuracy lost")
+        _lines(
+            axes[0][1],
+            result,
+            rows,
+            "top1_agree" if quality == "perplexity" else "accuracy_drop",
+            xlabel,
+            "agreement with the clean predictions" if quality == "perplexity" else "accuracy lost",
+        )
     fig.suptitle(f"Robustness: {', '.join(present)} (clean {quality} {result.data['clean'][quality]:.3g})")
     return fig
 

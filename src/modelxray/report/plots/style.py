@@ -1,4 +1,5 @@
 """Shared figure style: seaborn's readable defaults, headless backend, byte formatting."""
+
 from __future__ import annotations
 
 import matplotlib

@@ -1,5 +1,6 @@
 """Training plots: loss and held-out quality over steps, per-layer parameter change over steps (heat
 map), KL vs kept share for magnitude vs random masks and rank-r updates, gradient norm per layer."""
+
 from __future__ import annotations
 
 import re
@@ -20,8 +21,9 @@ def figures(result) -> dict:
     history = result.data.get("dynamics_history") or []
     heat = _layer_frame(history, "param_change", "relative_l2")
     if heat is not None:
-        out["param_change_heatmap.png"] = _heatmap(heat, "Parameter change per block: ||dW|| / ||W|| per interval",
-                                                   "relative change")
+        out["param_change_heatmap.png"] = _heatmap(
+            heat, "Parameter change per block: ||dW|| / ||W|| per interval", "relative change"
+        )
     grads = _layer_frame(history, "grad", "norm")
     if grads is not None:
         out["grad_norms.png"] = _grad_lines(grads)
@@ -30,8 +32,10 @@ def figures(result) -> dict:
     if result.data.get("learning"):
         from modelxray.report.plots import learning
 
-        parts = {name: {"data": data, "tables": result.tables, "metrics": result.metrics}
-                 for name, data in result.data["learning"].items()}
+        parts = {
+            name: {"data": data, "tables": result.tables, "metrics": result.metrics}
+            for name, data in result.data["learning"].items()
+        }
         out.update(learning.figures(parts))
     return out
 
@@ -117,19 +121,33 @@ def _sparse(rows: list[dict]):
     fig, axes = new_figure(width=7.5, height=4.6)
     ax = axes[0][0]
     floor = 1e-12  # KL 0 (nothing removed) still needs a place on a log axis
-    kinds = [("magnitude mask", ~df["variant"].str.startswith("rank"), "kl", "o", "tab:blue"),
-             ("random mask (same count)", ~df["variant"].str.startswith("rank"), "kl_random", "x", "tab:red"),
-             ("rank-r update", df["variant"].str.startswith("rank"), "kl", "s", "tab:green")]
+    kinds = [
+        ("magnitude mask", ~df["variant"].str.startswith("rank"), "kl", "o", "tab:blue"),
+        ("random mask (same count)", ~df["variant"].str.startswith("rank"), "kl_random", "x", "tab:red"),
+        ("rank-r update", df["variant"].str.startswith("rank"), "kl", "s", "tab:green"),
+    ]
     for label, sel, col, marker, color in kinds:
         sub = df[sel & df[col].notna()] if col in df else df.iloc[0:0]
         if sub.empty:
             continue
         sub = sub.sort_values("kept_ratio")
-        ax.plot(sub["kept_ratio"], np.maximum(sub[col].astype(float), floor), marker=marker, linestyle="-",
-                color=color, label=label)
+        ax.plot(
+            sub["kept_ratio"],
+            np.maximum(sub[col].astype(float), floor),
+            marker=marker,
+            linestyle="-",
+            color=color,
+            label=label,
+        )
         for _, r in sub.iterrows():
-            ax.annotate(r["variant"], (r["kept_ratio"], max(float(r[col]), floor)), fontsize=7, alpha=0.7,
-                        xytext=(3, 3), textcoords="offset points")
+            ax.annotate(
+                r["variant"],
+                (r["kept_ratio"], max(float(r[col]), floor)),
+                fontsize=7,
+                alpha=0.7,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("share of the update kept (entries; parameters for rank r)")
