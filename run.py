@@ -3,22 +3,12 @@
 Examples:
     python run.py                                         # embedded default, offline
     python run.py model=tiny_gpt2 dataset.max_tokens=2048
-    python run.py -m model=tiny_gpt2 dataset.max_tokens=2048,4096
+    python run.py model=tiny_gpt2 dataset.max_tokens=2048,4096 -m
 """
 
 import sys
 
-import hydra
-from omegaconf import DictConfig
-
-from modelxray.cli import FAILED_JOBS, task
-
-
-@hydra.main(config_path="conf", config_name="config", version_base="1.3")
-def main(cfg: DictConfig) -> dict:
-    return task(cfg)
-
+from modelxray.cli import main
 
 if __name__ == "__main__":
-    main()
-    sys.exit(1 if FAILED_JOBS else 0)
+    sys.exit(main())

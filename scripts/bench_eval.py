@@ -19,10 +19,10 @@ import time
 import torch
 
 from modelxray.api import compose
-from modelxray.configurable import build_component
+from modelxray.config.build import build_component
 from modelxray.data.windows import batched, make_windows
+from modelxray.measure.scoring import score_windows
 from modelxray.models import process_cache
-from modelxray.scoring import score_windows
 
 
 def bare_loop(model, batches) -> float:

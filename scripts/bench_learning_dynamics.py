@@ -20,7 +20,7 @@ import time
 
 import torch
 
-from modelxray import progress
+from modelxray.core import progress
 from modelxray.data.digits import load_digits_split
 from modelxray.data.modular_addition import ModularArithmetic
 from modelxray.learning import ExampleDynamicsCallback, FeatureEvolutionCallback

@@ -7,13 +7,13 @@ import pytest
 import torch
 
 from modelxray.analyzers import bitwidth as bitwidth_module
-from modelxray.analyzers.base import RunContext
 from modelxray.analyzers.bitwidth import BitwidthAnalyzer
-from modelxray.analyzers.reference import Reference
+from modelxray.core.result import RunContext
+from modelxray.core.subject import Subject
 from modelxray.data.windows import make_windows
+from modelxray.measure.reference import Reference
 from modelxray.metrics.lm import kl_and_agreement
 from modelxray.metrics.pareto import pareto_front
-from modelxray.subject import Subject
 
 
 def test_pareto_front():
@@ -99,7 +99,7 @@ def test_recommended_plan_file_is_a_valid_quant_config(trained_tiny, tmp_path):
     import yaml
     from omegaconf import OmegaConf
 
-    from modelxray.configurable import build_component
+    from modelxray.config.build import build_component
 
     subject = _subject(trained_tiny)
     BitwidthAnalyzer(

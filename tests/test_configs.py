@@ -7,8 +7,8 @@ import torch
 from omegaconf import OmegaConf
 
 from modelxray.api import compose
-from modelxray.components import build_components
-from modelxray.paths import conf_dir
+from modelxray.config.components import build_components
+from modelxray.core.paths import conf_dir
 
 CONF = conf_dir()
 GROUPS = ["model", "dataset", "analyzer", "quant", "tracker", "train", "experiment"]
@@ -45,7 +45,7 @@ def _required(group: str, option: str, hf_dir: Path, tmp_path: Path) -> list[str
 def test_every_config_composes_and_instantiates(group, option, hf_dir, tmp_path, monkeypatch):
     if (group, option) == ("dataset", "wikitext2"):
         # online-only: instantiating it offline must fail with the clear message instead
-        from modelxray.errors import ConfigError
+        from modelxray.core.errors import ConfigError
 
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")
         with pytest.raises(ConfigError, match="dataset: .*(offline|datasets)"):
@@ -67,7 +67,7 @@ def test_every_config_composes_and_instantiates(group, option, hf_dir, tmp_path,
         (name,) = comps.analyzers  # a preset (robustness_full) configures the analyzer it is named after
         assert option == name or option.startswith(name + "_")
     elif group == "train":
-        from modelxray.configurable import build_component
+        from modelxray.config.build import build_component
 
         obj = build_component(cfg.train, "train")  # train=none builds NoTraining, which the run skips
         assert type(obj).__name__ in cfg.train._target_

@@ -5,14 +5,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from modelxray.analyzers.base import RunContext
 from modelxray.analyzers.performance import PerformanceAnalyzer
+from modelxray.core.result import RunContext
+from modelxray.core.subject import Subject
 from modelxray.data.base import TokenData
 from modelxray.quant.awq import AWQQuantizer, search_clip, search_scale
 from modelxray.quant.gptq import GPTQQuantizer, gptq_quantize
 from modelxray.quant.rtn import QuantSpec, fake_quantize
 from modelxray.quant.weight import WeightQuantizer
-from modelxray.subject import Subject
 
 SPEC3 = QuantSpec(bits=3, symmetric=True, granularity="group", group_size=32)
 
@@ -99,7 +99,7 @@ def test_modules_outside_the_blocks_fall_back_to_rtn(trained_tiny):
 
 
 def test_calibration_needs_tokens_after_the_evaluated_span(trained_tiny):
-    from modelxray.errors import ConfigError
+    from modelxray.core.errors import ConfigError
 
     loaded, data = trained_tiny
     empty = TokenData(data.name, data.ids, data.n_bytes, data.seq_len, data.available_tokens, None)

@@ -13,7 +13,7 @@ from safetensors.torch import save_file
 from torch import nn
 
 from conftest import mlflow_runs, run_cli
-from modelxray.errors import ConfigError
+from modelxray.core.errors import ConfigError
 from modelxray.inspection import advice
 from modelxray.inspection.architecture import classify, classify_names, infer_input
 from modelxray.inspection.weights import analyze_weights
@@ -233,9 +233,9 @@ def test_cli_inspect_weights_file_and_classifier(gpt2, tracking_uri, tmp_path):
 def test_inspect_a_torchscript_file(gpt2, tmp_path):
     """A traced model keeps its class names as ``original_name``: classified, input inferred, FLOPs counted."""
     from helpers import save_torchscript_lm
-    from modelxray.analyzers.base import RunContext
     from modelxray.analyzers.inspect import InspectAnalyzer
-    from modelxray.subject import Subject
+    from modelxray.core.result import RunContext
+    from modelxray.core.subject import Subject
 
     path = tmp_path / "m.ts"
     save_torchscript_lm(gpt2, path, torch.zeros(1, 16, dtype=torch.long))

@@ -7,9 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from modelxray.core.errors import ConfigError
 from modelxray.data.digits_variants import MARKER_PIXELS, DigitsNoisy, DigitsSpurious
 from modelxray.data.modular_addition import ModularArithmetic
-from modelxray.errors import ConfigError
 from modelxray.learning import (
     ExampleDynamicsCallback,
     FeatureEvolutionCallback,

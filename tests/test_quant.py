@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from modelxray.analyzers.base import RunContext
 from modelxray.analyzers.performance import PerformanceAnalyzer
 from modelxray.api import compose
-from modelxray.components import build_components
-from modelxray.errors import ConfigError
+from modelxray.config.components import build_components
+from modelxray.core.errors import ConfigError
+from modelxray.core.result import RunContext
+from modelxray.core.subject import Subject
 from modelxray.quant.rtn import QuantSpec, fake_quantize, n_groups, packed_bits, relative_error
 from modelxray.quant.targets import find_targets
 from modelxray.quant.weight import WeightQuantizer
-from modelxray.subject import Subject
 
 
 def test_symmetric_error_is_at_most_half_a_step():

@@ -6,11 +6,11 @@ import math
 import pandas as pd
 import pytest
 
-from modelxray.analyzers.base import RunContext
 from modelxray.analyzers.quant_impact import PRIORITIES, QuantImpactAnalyzer, efficiency_scores
-from modelxray.errors import ConfigError
+from modelxray.core.errors import ConfigError
+from modelxray.core.result import RunContext
+from modelxray.core.subject import Subject
 from modelxray.measure.hardware import hardware_profile
-from modelxray.subject import Subject
 
 
 def test_efficiency_score_is_the_weighted_geometric_mean_of_normalised_axes():

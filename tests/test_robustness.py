@@ -12,10 +12,10 @@ import torch
 from torch import nn
 
 from conftest import mlflow_runs, run_cli
-from modelxray.analyzers.base import RunContext
 from modelxray.analyzers.robustness import RobustnessAnalyzer
+from modelxray.core.errors import ConfigError
+from modelxray.core.result import RunContext
 from modelxray.data.windows import IGNORE, Window, make_windows
-from modelxray.errors import ConfigError
 from modelxray.perturb.attacks import fgsm, pgd
 from modelxray.perturb.lm_harness import LMHarness
 from modelxray.perturb.tokens import dropout_windows, substitute_window
@@ -147,9 +147,8 @@ def test_substitution_ignores_replaced_targets():
 
 
 def test_analyzer_is_deterministic_and_names_metrics(trained_tiny, tmp_path):
+    from modelxray.core.subject import ModelInfo, Subject
     from modelxray.data.base import TokenData
-    from modelxray.models.base import ModelInfo
-    from modelxray.subject import Subject
 
     loaded, data = trained_tiny
     ids = data.ids[:1024]
@@ -192,9 +191,8 @@ def test_analyzer_is_deterministic_and_names_metrics(trained_tiny, tmp_path):
 def test_analyzer_level_zero_is_clean_and_dropout_one_scores_nothing(trained_tiny, tmp_path):
     """Through the analyzer on a language model: eps 0, weight noise 0 and rates 0 give the clean
     metrics exactly; dropout 1.0 leaves nothing to score (NaN, not logged); the weights come back."""
+    from modelxray.core.subject import ModelInfo, Subject
     from modelxray.data.base import TokenData
-    from modelxray.models.base import ModelInfo
-    from modelxray.subject import Subject
 
     loaded, data = trained_tiny
     ids = data.ids[:512]

@@ -8,14 +8,14 @@ import torch
 import torch.nn.functional as F
 
 from conftest import mlflow_runs, run_cli
-from modelxray.analyzers.base import RunContext
 from modelxray.analyzers.robustness import RobustnessAnalyzer
+from modelxray.core.errors import ConfigError
+from modelxray.core.result import RunContext
+from modelxray.core.subject import Subject
 from modelxray.data.digits import Digits, load_digits_split
-from modelxray.errors import ConfigError
 from modelxray.models.digits_classifier import DigitsClassifierSource
 from modelxray.perturb.classifier_harness import ClassifierHarness
 from modelxray.perturb.weight_noise import noise_targets
-from modelxray.subject import Subject
 
 
 @pytest.fixture(scope="module")

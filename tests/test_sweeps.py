@@ -107,7 +107,8 @@ import signal
 from dataclasses import dataclass
 from typing import ClassVar
 
-from modelxray.analyzers.base import Analyzer, Result
+from modelxray.analyzers.base import Analyzer
+from modelxray.core.result import Result
 
 
 @dataclass

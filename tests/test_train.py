@@ -9,8 +9,8 @@ import torch
 
 from conftest import mlflow_runs, run_cli
 from modelxray.api import compose
-from modelxray.components import build_components
-from modelxray.errors import ConfigError
+from modelxray.config.components import build_components
+from modelxray.core.errors import ConfigError
 
 TRAIN_TINY = [
     "train=finetune_lm",

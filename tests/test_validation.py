@@ -4,8 +4,8 @@ import pytest
 
 from conftest import run_cli
 from modelxray.api import compose
-from modelxray.components import build_components
-from modelxray.errors import ConfigError
+from modelxray.config.components import build_components
+from modelxray.core.errors import ConfigError
 
 
 def _error(overrides):

@@ -1,7 +1,25 @@
-"""modelxray: put a PyTorch / Hugging Face model under analysis and record everything in MLflow."""
+"""modelxray: put a PyTorch / Hugging Face model under analysis and record everything in MLflow.
 
-from modelxray.api import analyze
-from modelxray.errors import ConfigError
+``import modelxray`` is light and has no side effects: the verbs load what they need when called.
 
-__all__ = ["analyze", "ConfigError"]
+    import modelxray
+    out = modelxray.analyze(["model=tiny_gpt2", "analyzer=[performance]"])
+    model, report = modelxray.quantize(my_model, "int4")
+"""
+
+from modelxray.core.errors import ConfigError
+
+__all__ = ["ConfigError", "analyze", "compose", "quantize"]
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name in ("analyze", "compose"):
+        from modelxray import api
+
+        return getattr(api, name)
+    if name == "quantize":
+        from modelxray.quant.verb import quantize
+
+        return quantize
+    raise AttributeError(f"module 'modelxray' has no attribute {name!r}")

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from modelxray.app import JobInfo, RunOutcome, run
+if TYPE_CHECKING:
+    from modelxray.app import RunOutcome
 
 
 def compose(overrides: list[str] | None = None):
@@ -23,7 +24,10 @@ def compose(overrides: list[str] | None = None):
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from modelxray.paths import conf_dir
+    from modelxray.config.schema import register_schema
+    from modelxray.core.paths import conf_dir
+
+    register_schema()
 
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
@@ -44,6 +48,7 @@ def analyze(
     ``model`` (an ``nn.Module``) replaces the configured model; give its ``tokenizer`` to use the
     configured dataset, or a ``dataloader`` of token-id batches to evaluate on your own data.
     """
+    from modelxray.app import JobInfo, run
     from modelxray.cli import choices_of
 
     cfg = compose(overrides)

@@ -18,16 +18,13 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from modelxray import progress
-from modelxray.analyzers.base import Result, RunContext
-from modelxray.components import build_components
-from modelxray.errors import ConfigError
+from modelxray.config.components import build_components
+from modelxray.core.errors import ConfigError
+from modelxray.core.provenance import git_commit, host, versions
+from modelxray.core.result import Result, RunContext
+from modelxray.core.subject import LoadedModel, ModelInfo, Subject
 from modelxray.models import process_cache
-from modelxray.models.base import LoadedModel, ModelInfo
-from modelxray.models.process_cache import load_model
-from modelxray.provenance import git_commit, host, versions
 from modelxray.report.writer import write_reports
-from modelxray.subject import Subject
 
 
 @dataclass
@@ -127,7 +124,6 @@ def run(
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
     _seed_everything(cfg.seed)
-    progress.ENABLED = cfg.progress
     logging.getLogger("torchao").setLevel(logging.ERROR)  # warns about its CUDA-only extensions on CPU
     out_dir = Path(job.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -158,14 +154,11 @@ def run(
     results: dict[str, Result] = {}
     try:
         params = {**flatten(config), **{k: str(v) for k, v in job.choices.items()}}
-        loads_before = process_cache.load_count
-        loaded = (
-            _in_memory(model, tokenizer) if model is not None else load_model(components.model, cfg.model_cache_size)
-        )
         if model is None:
-            tracker_run.set_tags(
-                {"modelxray.model_cache": "miss" if process_cache.load_count > loads_before else "hit"}
-            )
+            loaded, hit = process_cache.lookup(components.model, cfg.model_cache_size)
+            tracker_run.set_tags({"modelxray.model_cache": "hit" if hit else "miss"})
+        else:
+            loaded = _in_memory(model, tokenizer)
         needs_data = batches is None and components.dataset is not None and loaded.task != "weights"
         data = components.dataset.load(loaded.tokenizer) if needs_data else None
         subject = Subject(loaded.model, loaded.tokenizer, data, loaded.info, task=loaded.task, batches=batches)
@@ -176,7 +169,9 @@ def run(
         if components.train is not None:
             from modelxray.training.run import train_subject
 
-            subject, results["train"] = train_subject(subject, components.train, tracker_run, out_dir)
+            subject, results["train"] = train_subject(
+                subject, components.train, tracker_run, out_dir, progress=cfg.progress
+            )
         subject, quant_report = components.quant.apply(subject)
         if quant_report is not None:
             quant_report.seconds = quant_report.metrics.get("seconds", 0.0)

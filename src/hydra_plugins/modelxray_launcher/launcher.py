@@ -141,7 +141,7 @@ def _report(failed: list, sweep_dir: Path, total: int, since: float) -> None:
         lines.append(f"          {job.paths.stderr}")
         for trace in _tracebacks(_job_dir(ret, sweep_dir, num), since):
             lines.append(f"    traceback: {trace}")
-        cli.FAILED_JOBS.append(f"job #{num}")
+        cli.report_failure(f"job #{num}")
     print("\n".join(lines), file=sys.stderr, flush=True)
 
 

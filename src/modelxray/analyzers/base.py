@@ -1,58 +1,20 @@
-"""The analyzer contract: ``run(subject, ctx) -> Result``. Analyzers never call the tracker."""
+"""The analyzer contract. An analyzer is a config dataclass (its fields are its YAML keys) that
+
+- ``preflight(subject)``: checks its values against the loaded model and data, before any analyzer
+  works, raising ``ConfigError`` (one line, exit 2) instead of failing half-way through a run;
+- ``run(subject, ctx) -> Result``: does the work; it never calls the tracker or writes files, every
+  artifact leaves through the Result;
+- ``figures``/``panel``/``insights``: draws and explains its own Result (the report writer calls
+  them through ``Result.source``), importing its plotting module only when asked.
+"""
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from modelxray.configurable import Configurable
-
-
-@dataclass
-class Result:
-    """What an analyzer returns: flat numeric metrics, tables (lists of records), raw JSON-able data,
-    insight sentences, and, when it raised, the traceback instead."""
-
-    analyzer: str
-    metrics: dict[str, float] = field(default_factory=dict)
-    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-    data: dict[str, Any] = field(default_factory=dict)
-    insights: list[str] = field(default_factory=list)
-    texts: dict[str, str] = field(default_factory=dict)  # extra text reports: file name -> content
-    error: str | None = None  # traceback text when the analyzer failed
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def finite_metrics(self) -> dict[str, float]:
-        return {k: float(v) for k, v in self.metrics.items() if v is not None and math.isfinite(float(v))}
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "analyzer": self.analyzer,
-            "ok": self.ok,
-            "seconds": self.seconds,
-            "metrics": self.metrics,
-            "tables": self.tables,
-            "data": self.data,
-            "insights": self.insights,
-            "error": self.error,
-        }
-
-
-@dataclass
-class RunContext:
-    """Per-run facilities an analyzer may use: where to write, the seed, progress bars, and a
-    scratch space shared by the analyzers of one run (e.g. reference logits computed once)."""
-
-    output_dir: Path
-    seed: int = 0
-    progress: bool = True
-    shared: dict[str, Any] = field(default_factory=dict)
+from modelxray.core.configurable import Configurable
+from modelxray.core.result import Result, RunContext
 
 
 @dataclass
@@ -62,5 +24,22 @@ class Analyzer(Configurable):
     name: ClassVar[str] = "analyzer"
     tasks: ClassVar[tuple[str, ...]] = ("causal_lm",)  # the model kinds it can analyze
 
+    def preflight(self, subject) -> None:
+        """Checks that need the loaded subject (sizes, tokenizer, layer names). Default: none."""
+
     def run(self, subject, ctx: RunContext) -> Result:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def new_result(self) -> Result:
+        """An empty Result that knows this analyzer drew it."""
+        return Result(self.name, source=self)
+
+    # -- presentation (the report writer calls these; each may produce nothing) ----------------
+    def figures(self, result: Result) -> dict[str, Any]:
+        return {}
+
+    def panel(self, ax, result: Result) -> bool:
+        return False
+
+    def insights(self, result: Result, results: dict[str, Result]) -> list[str]:
+        return []

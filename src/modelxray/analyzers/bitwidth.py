@@ -17,12 +17,13 @@ import time
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from modelxray.analyzers.base import Analyzer, Result, RunContext
-from modelxray.analyzers.reference import Reference
+from modelxray.analyzers.base import Analyzer
+from modelxray.core.errors import ConfigError
+from modelxray.core.progress import bar
+from modelxray.core.result import Result, RunContext
 from modelxray.data.windows import make_windows
-from modelxray.errors import ConfigError
+from modelxray.measure.reference import Reference
 from modelxray.metrics.pareto import pareto_front
-from modelxray.progress import bar
 from modelxray.quant.plan import check_bits, parse_rules
 from modelxray.quant.rtn import GRANULARITIES
 from modelxray.quant.targets import find_targets, num_blocks

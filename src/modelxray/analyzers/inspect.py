@@ -19,8 +19,9 @@ from typing import ClassVar
 
 import torch
 
-from modelxray.analyzers.base import Analyzer, Result, RunContext
-from modelxray.errors import ConfigError
+from modelxray.analyzers.base import Analyzer
+from modelxray.core.errors import ConfigError
+from modelxray.core.result import Result, RunContext
 from modelxray.inspection import advice
 from modelxray.inspection.architecture import classify_names, describe, infer_input, make_input
 from modelxray.inspection.weights import analyze_weights
@@ -163,12 +164,12 @@ class InspectAnalyzer(Analyzer):
 
     # -- compute, energy, system -----------------------------------------------------------------
     def _compute(self, model, spec: dict, result: Result, ctx: RunContext) -> list[dict]:
+        from modelxray.core.progress import bar
         from modelxray.measure.energy import measure_energy
         from modelxray.measure.flops import count_flops, fusion_candidates, op_traffic, run_model, trace_ops
         from modelxray.measure.op_profile import profile_ops
         from modelxray.measure.peak import measure_peak, roofline
         from modelxray.measure.utilization import UtilizationSampler
-        from modelxray.progress import bar
 
         device = next(model.parameters()).device
         dtype = next(model.parameters()).dtype

@@ -21,9 +21,10 @@ from typing import Any, ClassVar
 import torch
 import torch.nn.functional as F
 
-from modelxray import progress
-from modelxray.analyzers.base import Analyzer, Result, RunContext
-from modelxray.errors import ConfigError
+from modelxray.analyzers.base import Analyzer
+from modelxray.core.errors import ConfigError
+from modelxray.core.progress import bar
+from modelxray.core.result import Result, RunContext
 
 
 def _default_sections() -> dict[str, Any]:
@@ -81,7 +82,7 @@ class LearningDynamicsAnalyzer(Analyzer):
         for cb in callbacks:
             cb.on_train_begin(state)
         everything = torch.arange(len(data.y_train))
-        for path in progress.bar(paths, desc="checkpoints", enabled=ctx.progress):
+        for path in bar(paths, desc="checkpoints", enabled=ctx.progress):
             load_weights(model, Path(path))
             state.step = step_of(path)
             state.logits = self._logits_and_grads(model, data.x_train, data.y_train)

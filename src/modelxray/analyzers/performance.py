@@ -8,15 +8,16 @@ from typing import ClassVar
 
 import torch
 
-from modelxray.analyzers.base import Analyzer, Result, RunContext
+from modelxray.analyzers.base import Analyzer
+from modelxray.core.errors import ConfigError
+from modelxray.core.result import Result, RunContext
 from modelxray.data.windows import PROTOCOLS, make_windows, speed_inputs, windows_from_batches
-from modelxray.errors import ConfigError
 from modelxray.measure.layer_time import time_by_type, time_modules
 from modelxray.measure.memory import cuda_peaks, peak_rss_bytes, reset_cuda_peaks, rss_bytes
+from modelxray.measure.scoring import model_device, score_windows
 from modelxray.measure.speed import time_forward
 from modelxray.metrics.latency import latency_stats, throughput
 from modelxray.metrics.memory import count_parameters, tensor_bytes_by_dtype
-from modelxray.scoring import model_device, score_windows
 
 
 def prefix_token_id(tokenizer, which: str) -> int | None:

@@ -19,20 +19,21 @@ from typing import ClassVar
 import torch
 from omegaconf import OmegaConf
 
-from modelxray.analyzers.base import Analyzer, Result, RunContext
-from modelxray.analyzers.reference import Reference
-from modelxray.configurable import build_component
+from modelxray.analyzers.base import Analyzer
+from modelxray.config.build import build_component
+from modelxray.core.errors import ConfigError
+from modelxray.core.formatting import human_bytes
+from modelxray.core.paths import conf_dir
+from modelxray.core.progress import bar
+from modelxray.core.result import Result, RunContext
 from modelxray.data.windows import make_windows, speed_inputs
-from modelxray.errors import ConfigError
 from modelxray.measure.hardware import hardware_profile, strategy_support
 from modelxray.measure.memory_timeline import MemoryTimeline
+from modelxray.measure.reference import Reference
+from modelxray.measure.scoring import model_device
 from modelxray.measure.speed import time_forward
 from modelxray.metrics.latency import latency_stats
 from modelxray.metrics.memory import tensor_bytes_by_dtype
-from modelxray.paths import conf_dir
-from modelxray.progress import bar
-from modelxray.report.plots.style import human_bytes
-from modelxray.scoring import model_device
 
 PRIORITIES = {  # weights of (quality, speed, memory) in the efficiency score
     "accuracy": (0.6, 0.2, 0.2),

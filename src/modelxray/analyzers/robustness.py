@@ -20,9 +20,11 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from modelxray.analyzers.base import Analyzer, Result, RunContext
+from modelxray.analyzers.base import Analyzer
+from modelxray.core.errors import ConfigError
+from modelxray.core.progress import bar
+from modelxray.core.result import Result, RunContext
 from modelxray.data.windows import make_windows
-from modelxray.errors import ConfigError
 from modelxray.perturb.weight_noise import (
     NOISE_TARGETS,
     STEP_GRANULARITY,
@@ -31,7 +33,6 @@ from modelxray.perturb.weight_noise import (
     add_quant_step_noise_,
     noise_targets,
 )
-from modelxray.progress import bar
 
 # per family: the metrics logged for each level (the rest stay in the tables)
 _LOGGED = ("loss", "perplexity", "accuracy", "top1_agree", "kl", "gap")

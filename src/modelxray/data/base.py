@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from modelxray.configurable import Configurable
+from modelxray.core.configurable import Configurable
 from modelxray.models.tokenizers import tokenizer_identity
 
 
@@ -46,7 +46,7 @@ class TextDataset(Configurable):
         self.require_non_negative("calibration_windows")
         self.require_positive("max_tokens", allow_none=True)
         if self.max_tokens is not None and self.max_tokens < 2:
-            from modelxray.errors import ConfigError
+            from modelxray.core.errors import ConfigError
 
             raise ConfigError("max_tokens", f"must be at least 2 (one input and one target), got {self.max_tokens}")
 

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from modelxray.core.errors import ConfigError
 from modelxray.data.base import ClassificationData
 from modelxray.data.digits import Digits
-from modelxray.errors import ConfigError
 
 MARKER_PIXELS = (0, 8, 16, 24, 32, 40, 48, 56, 31, 39)
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import torch
 
-from modelxray.configurable import Configurable
+from modelxray.core.configurable import Configurable
+from modelxray.core.errors import ConfigError
 from modelxray.data.base import ClassificationData
-from modelxray.errors import ConfigError
 
 OPERATIONS = ("add", "sub", "mul")
 

@@ -6,8 +6,8 @@ import glob
 import os
 from dataclasses import dataclass, field
 
+from modelxray.core.errors import ConfigError
 from modelxray.data.base import TextDataset
-from modelxray.errors import ConfigError
 
 
 @dataclass

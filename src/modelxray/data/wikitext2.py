@@ -6,8 +6,8 @@ import importlib.util
 import os
 from dataclasses import dataclass
 
+from modelxray.core.errors import ConfigError
 from modelxray.data.base import TextDataset
-from modelxray.errors import ConfigError
 
 _OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
 

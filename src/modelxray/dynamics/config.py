@@ -11,8 +11,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from modelxray.configurable import Configurable
-from modelxray.errors import ConfigError
+from modelxray.core.configurable import Configurable
+from modelxray.core.errors import ConfigError
 
 SNAPSHOT_DTYPES = ("float32", "bfloat16", "float16")
 

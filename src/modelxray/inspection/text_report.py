@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from datetime import datetime, timezone
 
-from modelxray.report.plots.style import human_bytes
+from modelxray.core.formatting import human_bytes
 
 WIDTH = 100
 

@@ -8,10 +8,10 @@ import re
 
 from torch import nn
 
+from modelxray.core.progress import bar
 from modelxray.inspection.architecture import type_name
 from modelxray.metrics.tensor_stats import StatsConfig, tensor_stats
 from modelxray.models.weights_file import WeightsFile, named_tensors
-from modelxray.progress import bar
 from modelxray.quant.targets import block_of
 
 _EMB = re.compile(r"(embed|wte|wpe|tok_embeddings|word_embeddings|position_embeddings)", re.IGNORECASE)

@@ -112,7 +112,7 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
 
 def run_model(model: nn.Module, inputs) -> Any:
     """One forward: a dict is passed as kwargs; integer tensors of a HF model as ``input_ids`` (no KV cache)."""
-    from modelxray.scoring import is_hf_model
+    from modelxray.measure.scoring import is_hf_model
 
     if isinstance(inputs, dict):
         return model(**inputs)

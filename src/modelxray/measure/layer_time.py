@@ -13,7 +13,7 @@ from collections import defaultdict
 import torch
 from torch import nn
 
-from modelxray.scoring import forward_logits
+from modelxray.measure.scoring import forward_logits
 
 
 def time_modules(model: nn.Module, input_ids: torch.Tensor, iters: int = 1) -> list[dict]:

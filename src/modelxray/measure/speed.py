@@ -7,8 +7,8 @@ import time
 import torch
 from torch import nn
 
-from modelxray.progress import bar
-from modelxray.scoring import forward_logits
+from modelxray.core.progress import bar
+from modelxray.measure.scoring import forward_logits
 
 
 def _sync(device: torch.device) -> None:

@@ -4,48 +4,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 from torch import nn
 
-from modelxray.configurable import Configurable
-from modelxray.errors import ConfigError
+from modelxray.core.configurable import Configurable
+from modelxray.core.errors import ConfigError
+from modelxray.core.subject import LoadedModel
 
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
-
-
-@dataclass
-class ModelInfo:
-    """Provenance of a loaded model, logged as ``model/*`` params and shown in every report."""
-
-    name: str
-    source_format: str  # gguf, hf, safetensors, state_dict, torchscript, config (built in code)
-    source_dtype: str  # precision as stored at the source, e.g. "Q4_1 (linear), Q8_0 (embeddings)"
-    file_path: str | None = None
-    file_bytes: int | None = None
-    dequantized_from_bits: int | None = None  # set when the fp weights came from a quantized file
-    notes: list[str] = field(default_factory=list)
-    checkpoints: list[str] = field(default_factory=list)  # training checkpoints, by step (model.checkpoints)
-
-    def as_params(self) -> dict[str, str]:
-        out = {
-            "model/source_format": self.source_format,
-            "model/source_dtype": self.source_dtype,
-            "model/name": self.name,
-        }
-        if self.dequantized_from_bits:
-            out["model/dequantized_from_bits"] = str(self.dequantized_from_bits)
-        return out
-
-
-@dataclass
-class LoadedModel:
-    model: nn.Module
-    tokenizer: Any
-    info: ModelInfo
-    task: str = "causal_lm"  # causal_lm | classification: which analyzers and datasets apply
 
 
 @dataclass

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from torch import nn
 
-from modelxray.errors import ConfigError
+from modelxray.core.errors import ConfigError
 
 _STEP = re.compile(r"^step_(\d+)(?:\.safetensors)?$")
 

@@ -15,9 +15,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from modelxray.core.errors import ConfigError
+from modelxray.core.subject import LoadedModel, ModelInfo
 from modelxray.data.digits import load_digits_split
-from modelxray.errors import ConfigError
-from modelxray.models.base import LoadedModel, ModelInfo, ModelSource
+from modelxray.models.base import ModelSource
 
 ARCHS = ("mlp", "cnn")
 
@@ -70,13 +71,14 @@ class DigitsClassifierSource(ModelSource):
     def load(self) -> LoadedModel:
         model = build_digits_model(self.arch, self.hidden, self.channels)
         if self.checkpoint is not None:
-            from modelxray.models.file import _read_state_dict, detect_format
+            from modelxray.models.file import detect_format
+            from modelxray.models.readers import read_state_dict
 
             path = Path(self.checkpoint).expanduser()
             fmt = detect_format(path)
             if fmt not in ("safetensors", "state_dict"):
                 raise ConfigError("model.checkpoint", f"{path} is a {fmt}; give a state dict (.pt) or .safetensors")
-            state = _read_state_dict(path, fmt, allow_unsafe_pickle=False)
+            state = read_state_dict(path, fmt, allow_unsafe_pickle=False)
             fix = "set model.arch / hidden / channels to the saved ones"
             try:
                 missing, unexpected = model.load_state_dict(state, strict=False)

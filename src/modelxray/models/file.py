@@ -12,7 +12,6 @@ refused unless ``allow_unsafe_pickle=true``.
 from __future__ import annotations
 
 import os
-import pickle
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,8 +19,10 @@ from typing import Any
 
 import torch
 
-from modelxray.errors import ConfigError
-from modelxray.models.base import LoadedModel, ModelInfo, ModelSource
+from modelxray.core.errors import ConfigError
+from modelxray.core.subject import LoadedModel, ModelInfo
+from modelxray.models.base import ModelSource
+from modelxray.models.readers import read_state_dict
 from modelxray.models.tokenizers import load_tokenizer, validate_tokenizer_spec
 
 FORMATS = ("auto", "safetensors", "state_dict", "torchscript", "hf_dir")
@@ -86,7 +87,7 @@ class FileSource(ModelSource):
             model = _load_torchscript(path)
             stored = _dominant_dtype(model.state_dict())
         else:
-            state = _read_state_dict(path, fmt, self.allow_unsafe_pickle)
+            state = read_state_dict(path, fmt, self.allow_unsafe_pickle)
             stored = _dominant_dtype(state)
             model = self._build_architecture()
             _load_into(model, state, path)
@@ -138,41 +139,6 @@ def _dominant_dtype(state: dict[str, torch.Tensor]) -> str:
             key = str(t.dtype).replace("torch.", "")
             counts[key] = counts.get(key, 0) + t.numel()
     return max(counts, key=counts.get) if counts else "unknown"
-
-
-def _read_state_dict(path: Path, fmt: str, allow_unsafe_pickle: bool) -> dict[str, torch.Tensor]:
-    if fmt == "safetensors":
-        from safetensors import SafetensorError
-        from safetensors.torch import load_file
-
-        try:
-            return load_file(str(path))
-        except (SafetensorError, OSError, ValueError) as exc:
-            raise ConfigError(str(path), f"not a readable safetensors file (truncated or corrupt?): {exc}") from None
-    try:
-        obj = torch.load(str(path), map_location="cpu", weights_only=not allow_unsafe_pickle)
-    except pickle.UnpicklingError as exc:
-        # torch names the global it refused ("unsupported GLOBAL posix.system"); random bytes fail otherwise
-        if not allow_unsafe_pickle and "GLOBAL" in str(exc):
-            raise ConfigError(
-                str(path),
-                "holds pickled objects besides tensors, which could run code when loaded; "
-                "refused. If you trust the file, set model.allow_unsafe_pickle=true",
-            ) from None
-        raise ConfigError(
-            str(path), f"not a readable PyTorch checkpoint (truncated or corrupt?): {str(exc).splitlines()[0]}"
-        ) from None
-    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as exc:
-        raise ConfigError(
-            str(path), f"not a readable PyTorch checkpoint (truncated or corrupt?): {str(exc).splitlines()[0]}"
-        ) from None
-    if isinstance(obj, dict) and "state_dict" in obj and isinstance(obj["state_dict"], dict):
-        obj = obj["state_dict"]
-    if isinstance(obj, torch.nn.Module):
-        obj = obj.state_dict()
-    if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
-        raise ConfigError(str(path), "does not hold a state dict (a mapping of names to tensors)")
-    return obj
 
 
 def _load_into(model: torch.nn.Module, state: dict[str, torch.Tensor], path: Path) -> None:

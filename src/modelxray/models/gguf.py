@@ -19,8 +19,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from modelxray.errors import ConfigError
-from modelxray.models.base import LoadedModel, ModelInfo, ModelSource
+from modelxray.core.errors import ConfigError
+from modelxray.core.subject import LoadedModel, ModelInfo
+from modelxray.models.base import ModelSource
 
 _BITS = {
     "Q4_0": 4,

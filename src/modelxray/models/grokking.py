@@ -26,8 +26,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from modelxray.errors import ConfigError
-from modelxray.models.base import LoadedModel, ModelInfo, ModelSource
+from modelxray.core.errors import ConfigError
+from modelxray.core.subject import LoadedModel, ModelInfo
+from modelxray.models.base import ModelSource
 
 
 def seeded_init(model: nn.Module, seed: int) -> nn.Module:

@@ -6,8 +6,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from modelxray.errors import ConfigError
-from modelxray.models.base import DTYPES, LoadedModel, ModelInfo, ModelSource
+from modelxray.core.errors import ConfigError
+from modelxray.core.subject import LoadedModel, ModelInfo
+from modelxray.models.base import DTYPES, ModelSource
 from modelxray.models.tokenizers import load_tokenizer
 
 

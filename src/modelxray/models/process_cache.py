@@ -6,26 +6,30 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from modelxray.models.base import LoadedModel, ModelSource
+from modelxray.core.subject import LoadedModel
+from modelxray.models.base import ModelSource
 
 _CACHE: OrderedDict[str, LoadedModel] = OrderedDict()
-load_count = 0  # how many real loads this process did (tests and benchmarks read it)
 
 
-def load_model(source: ModelSource, capacity: int = 1) -> LoadedModel:
-    """Load ``source`` or return it from the cache; keep at most ``capacity`` models (0 disables)."""
-    global load_count
+def lookup(source: ModelSource, capacity: int = 1) -> tuple[LoadedModel, bool]:
+    """``(model, hit)``: ``source`` from the cache (hit) or freshly loaded; keeps at most ``capacity``
+    models (0 disables the cache)."""
     key = source.cache_key()
     if key in _CACHE:
         _CACHE.move_to_end(key)
-        return _CACHE[key]
+        return _CACHE[key], True
     loaded = source.load()
-    load_count += 1
     if capacity > 0:
         while len(_CACHE) >= capacity:
             _CACHE.popitem(last=False)
         _CACHE[key] = loaded
-    return loaded
+    return loaded, False
+
+
+def load_model(source: ModelSource, capacity: int = 1) -> LoadedModel:
+    """Load ``source`` or return it from the cache."""
+    return lookup(source, capacity)[0]
 
 
 def clear() -> None:

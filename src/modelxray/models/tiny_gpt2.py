@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 import torch
 
-from modelxray.models.base import LoadedModel, ModelInfo, ModelSource
+from modelxray.core.subject import LoadedModel, ModelInfo
+from modelxray.models.base import ModelSource
 from modelxray.models.tokenizers import load_tokenizer, validate_tokenizer_spec
 
 
@@ -24,7 +25,7 @@ class TinyGPT2Source(ModelSource):
         super().validate()
         self.require_positive("n_layer", "n_embd", "n_head", "n_positions")
         if self.n_embd % self.n_head:
-            from modelxray.errors import ConfigError
+            from modelxray.core.errors import ConfigError
 
             raise ConfigError("n_head", f"must divide n_embd ({self.n_embd}); got {self.n_head}")
         self.require_choice("attn_implementation", ["eager", "sdpa"])

@@ -6,7 +6,7 @@ import hashlib
 import os
 from typing import Any
 
-from modelxray.errors import ConfigError
+from modelxray.core.errors import ConfigError
 from modelxray.models.byte_tokenizer import ByteTokenizer
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from modelxray.errors import ConfigError
+from modelxray.core.errors import ConfigError
+from modelxray.models.readers import read_state_dict
 
 
 class WeightsFile(nn.Module):
@@ -65,12 +66,10 @@ class WeightsFile(nn.Module):
 
 
 def _mmap_state_dict(path: Path) -> dict[str, torch.Tensor]:
-    from modelxray.models.file import _read_state_dict
-
     try:
         obj = torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)
     except Exception:  # noqa: BLE001 - not mmap-able (old format) or bad: the strict reader explains which
-        return _read_state_dict(path, "state_dict", allow_unsafe_pickle=False)
+        return read_state_dict(path, "state_dict", allow_unsafe_pickle=False)
     if isinstance(obj, dict) and "state_dict" in obj and isinstance(obj["state_dict"], dict):
         obj = obj["state_dict"]
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):

@@ -10,9 +10,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from modelxray.core.progress import bar
 from modelxray.perturb.attacks import default_step_size, fgsm, pgd
 from modelxray.perturb.embedding_shift import frozen
-from modelxray.progress import bar
 
 
 class ClassifierHarness:

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from modelxray.errors import ConfigError
+from modelxray.core.errors import ConfigError
 
 
 def input_embedding(model: nn.Module) -> nn.Module:

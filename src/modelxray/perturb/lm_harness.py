@@ -10,14 +10,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from modelxray.analyzers.reference import Reference
+from modelxray.core.progress import bar
 from modelxray.data.windows import IGNORE, Window, batched
+from modelxray.measure.reference import Reference
+from modelxray.measure.scoring import forward_logits
 from modelxray.metrics.lm import LMScore
 from modelxray.perturb.attacks import default_step_size, fgsm, pgd
 from modelxray.perturb.embedding_shift import EmbeddingShift, frozen, input_embedding
 from modelxray.perturb.tokens import dropout_windows, substitute_window
-from modelxray.progress import bar
-from modelxray.scoring import forward_logits
 
 
 class LMHarness:

@@ -19,7 +19,7 @@ from typing import ClassVar
 
 import torch
 
-from modelxray.errors import ConfigError
+from modelxray.core.errors import ConfigError
 from modelxray.quant.blockwise import BlockwiseQuantizer, layer_row
 from modelxray.quant.calibration import BlockInputs
 from modelxray.quant.rtn import QuantSpec, fake_quantize, group_bounds

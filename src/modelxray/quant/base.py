@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from modelxray.analyzers.base import Result
-from modelxray.configurable import Configurable
+from modelxray.core.configurable import Configurable
+from modelxray.core.result import Result
 
 
 @dataclass

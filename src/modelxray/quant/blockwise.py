@@ -9,7 +9,7 @@ import copy
 import time
 from dataclasses import dataclass
 
-from modelxray.progress import bar
+from modelxray.core.progress import bar
 from modelxray.quant.calibration import BlockInputs, calibration_windows, decoder_blocks
 from modelxray.quant.rtn import QuantSpec, packed_bits, relative_error
 from modelxray.quant.summary import quant_result

@@ -15,9 +15,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from modelxray.errors import ConfigError
+from modelxray.core.errors import ConfigError
+from modelxray.measure.scoring import forward_logits, model_device
 from modelxray.quant.targets import _is_conv1d
-from modelxray.scoring import forward_logits, model_device
 
 
 class _Caught(Exception):

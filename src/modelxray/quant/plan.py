@@ -21,7 +21,7 @@ import fnmatch
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from modelxray.errors import ConfigError
+from modelxray.core.errors import ConfigError
 from modelxray.quant.rtn import GRANULARITIES, QuantSpec
 from modelxray.quant.targets import COMPONENTS, KINDS, Target, num_blocks
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from modelxray.analyzers.base import Result
+from modelxray.core.result import Result
 
 
 def quant_result(method: str, rows: list[dict], model: nn.Module, seconds: float, notes: list[str]) -> Result:

@@ -18,7 +18,7 @@ from typing import ClassVar
 
 import torch
 
-from modelxray.errors import ConfigError
+from modelxray.core.errors import ConfigError
 from modelxray.metrics.memory import storage_tensors
 from modelxray.quant.base import Quantizer
 from modelxray.quant.rtn import relative_error

@@ -9,7 +9,7 @@ from typing import ClassVar
 
 import torch
 
-from modelxray.errors import ConfigError
+from modelxray.core.errors import ConfigError
 from modelxray.quant.base import Quantizer
 from modelxray.quant.plan import check_bits, parse_rules, resolve_plan
 from modelxray.quant.rtn import GRANULARITIES, QuantSpec, fake_quantize, packed_bits, relative_error

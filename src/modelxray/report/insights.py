@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from modelxray.report.plots.style import human_bytes
+from modelxray.core.formatting import human_bytes
 
 
 @dataclass

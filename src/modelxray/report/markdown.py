@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from modelxray.report.plots.style import human_bytes
+from modelxray.core.formatting import human_bytes
 
 
 def _fmt(v: Any) -> str:

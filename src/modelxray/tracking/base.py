@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from modelxray.configurable import Configurable
+from modelxray.core.configurable import Configurable
 
 
 class TrackerRun(Protocol):

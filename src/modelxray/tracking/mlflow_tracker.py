@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from modelxray.configurable import Configurable
-from modelxray.errors import ConfigError
+from modelxray.core.configurable import Configurable
+from modelxray.core.errors import ConfigError
 from modelxray.tracking.redact import redact
 
 _PARAM_BATCH = 100  # MLflow's limit of params per log_batch call
@@ -191,3 +191,21 @@ class MlflowRun:
 
     def describe(self) -> str:
         return f"MLflow run {self.run_id} in experiment {self.experiment!r} at {redact({'uri': self.uri})['uri']}"
+
+
+def log_to_active_run(metrics: dict[str, float], step: int) -> bool:
+    """Log finite ``metrics`` at ``step`` to the fluent API's active MLflow run (a user's own
+    ``mlflow.start_run()`` around a Trainer); False when there is none."""
+    import mlflow
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
+
+    run = mlflow.active_run()
+    if run is None:
+        return False
+    now = int(time.time() * 1000)
+    items = [Metric(k, float(v), now, step) for k, v in metrics.items() if math.isfinite(float(v))]
+    client = MlflowClient()
+    for i in range(0, len(items), 1000):
+        client.log_batch(run.info.run_id, metrics=items[i : i + 1000])
+    return True

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from modelxray.configurable import Configurable
+from modelxray.core.configurable import Configurable
+from modelxray.core.errors import ConfigError
 from modelxray.dynamics.config import DynamicsConfig, section
-from modelxray.errors import ConfigError
 
 
 @dataclass

@@ -21,8 +21,6 @@ rows of the Trainer's eval dataset (or train dataset) through its data collator.
 
 from __future__ import annotations
 
-import math
-import time
 from typing import Any
 
 from transformers import TrainerCallback
@@ -90,17 +88,6 @@ class DynamicsTrainerCallback(TrainerCallback):
     def _log_mlflow(self, args, metrics: dict[str, float], step: int) -> None:
         if _reports_to_mlflow(args) and self.trainer is not None:
             return  # the Trainer's MLflowCallback logs them via trainer.log
-        try:
-            import mlflow
-        except ImportError:  # pragma: no cover - mlflow is a dependency
-            return
-        run = mlflow.active_run()
-        if run is None:
-            return
-        from mlflow.entities import Metric
+        from modelxray.tracking.mlflow_tracker import log_to_active_run
 
-        now = int(time.time() * 1000)
-        items = [Metric(k, float(v), now, step) for k, v in metrics.items() if math.isfinite(float(v))]
-        client = mlflow.tracking.MlflowClient()
-        for i in range(0, len(items), 1000):
-            client.log_batch(run.info.run_id, metrics=items[i : i + 1000])
+        log_to_active_run(metrics, step)

@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from modelxray import progress
+from modelxray.core.progress import bar as progress_bar
 from modelxray.training.callbacks import Callback, TrainState
 from modelxray.training.config import TrainConfig
 
@@ -120,6 +120,7 @@ def train(
     log: LogFn | None = None,
     output_dir: Path | None = None,
     copy_model: bool = True,
+    progress: bool = True,
 ) -> TrainOutcome:
     """Train ``model`` (a copy of it unless ``copy_model=False``) on ``task`` for ``cfg.steps`` steps."""
     log = log or (lambda metrics, step: None)
@@ -164,7 +165,7 @@ def train(
         run_hook("on_train_begin")
         batches = task.batches()
         start = time.perf_counter()
-        bar = progress.bar(range(cfg.steps), desc="train")
+        bar = progress_bar(range(cfg.steps), desc="train", enabled=progress)
         for step in bar:
             for g, base in zip(optimizer.param_groups, base_lrs):
                 g["lr"] = base * lr_factor(step, cfg)

@@ -11,8 +11,8 @@ import math
 import time
 from pathlib import Path
 
-from modelxray.analyzers.base import Result
-from modelxray.subject import Subject
+from modelxray.core.result import Result
+from modelxray.core.subject import Subject
 from modelxray.training.callbacks import Callback
 from modelxray.training.config import TrainConfig
 from modelxray.training.dynamics_callback import DynamicsCallback
@@ -80,7 +80,7 @@ def callbacks_for(cfg: TrainConfig, task_kind: str) -> list[Callback]:
         out.append(DynamicsCallback(dyn))
     learning = cfg.learning.callbacks()
     if learning and task_kind != "classification":
-        from modelxray.errors import ConfigError
+        from modelxray.core.errors import ConfigError
 
         raise ConfigError(
             "train.learning",
@@ -91,7 +91,12 @@ def callbacks_for(cfg: TrainConfig, task_kind: str) -> list[Callback]:
 
 
 def train_subject(
-    subject: Subject, cfg: TrainConfig, tracker_run, output_dir: Path, extra_callbacks: list[Callback] = ()
+    subject: Subject,
+    cfg: TrainConfig,
+    tracker_run,
+    output_dir: Path,
+    extra_callbacks: list[Callback] = (),
+    progress: bool = True,
 ) -> tuple[Subject, Result]:
     start = time.perf_counter()
     kind = subject.task if cfg.task == "auto" else cfg.task
@@ -99,7 +104,9 @@ def train_subject(
     callbacks = callbacks_for(cfg, kind) + list(extra_callbacks)
     logger = StepLogger(tracker_run)
     try:
-        outcome = train(subject.model, task, cfg, callbacks=callbacks, log=logger, output_dir=output_dir)
+        outcome = train(
+            subject.model, task, cfg, callbacks=callbacks, log=logger, output_dir=output_dir, progress=progress
+        )
     finally:
         logger.flush()
     result = Result("train")

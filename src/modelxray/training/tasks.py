@@ -18,9 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from modelxray.core.errors import ConfigError
 from modelxray.data.base import ClassificationData, TokenData
 from modelxray.dynamics.outputs import eval_mode, logits_of
-from modelxray.errors import ConfigError
 
 
 class StepLoss(NamedTuple):

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from modelxray.configurable import Configurable
+from modelxray.core.configurable import Configurable
 from modelxray.learning.state import load_state, save_state
 from modelxray.training.callbacks import Callback, TrainState
 

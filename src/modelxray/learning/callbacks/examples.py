@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from modelxray.errors import ConfigError
+from modelxray.core.errors import ConfigError
 from modelxray.learning.callbacks.base import CallbackConfig, LearningCallback, finite, task_data
 from modelxray.learning.cartography import (
     REGIONS,

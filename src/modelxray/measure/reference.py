@@ -6,10 +6,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from modelxray.core.progress import bar
 from modelxray.data.windows import IGNORE, Window, batched
+from modelxray.measure.scoring import forward_logits, model_device
 from modelxray.metrics.lm import LMScore, kl_and_agreement
-from modelxray.progress import bar
-from modelxray.scoring import forward_logits, model_device
 
 
 class Reference:

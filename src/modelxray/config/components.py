@@ -8,8 +8,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from modelxray.analyzers.base import Analyzer
-from modelxray.configurable import build_component
-from modelxray.errors import ConfigError
+from modelxray.config.build import build_component
+from modelxray.core.errors import ConfigError
 from modelxray.report.insights import InsightThresholds
 
 TOP_LEVEL_KEYS = {
@@ -38,6 +38,11 @@ class Components:
     tracker: Any
     thresholds: InsightThresholds
     train: Any = None  # TrainConfig, or None for train=none
+
+
+def validate_config(cfg: DictConfig) -> Components:
+    """Every check that needs no model: build (and so validate) every component of ``cfg``."""
+    return build_components(cfg)
 
 
 def build_components(cfg: DictConfig, *, skip_model: bool = False, skip_dataset: bool = False) -> Components:

@@ -1,10 +1,10 @@
 """Config dataclasses that check themselves when Hydra instantiates them.
 
 Every component (model source, dataset, analyzer, quantizer, tracker) is a dataclass whose fields
-are its YAML keys. ``hydra.utils.instantiate`` builds it cheaply, and ``__post_init__`` checks the
-types and values, so a bad config fails in one clear line before any model loads
-(optimum-benchmark validates its configs the same way). ``build_component`` adds the checks that
-need the YAML node itself: unknown keys and missing mandatory values.
+are its YAML keys and whose defaults are the only defaults. ``hydra.utils.instantiate`` builds it
+cheaply, and ``__post_init__`` checks the types and values, so a bad config fails in one clear line
+before any model loads (optimum-benchmark validates its configs the same way). This module is pure
+Python: no Hydra, no OmegaConf, no torch.
 """
 
 from __future__ import annotations
@@ -14,11 +14,7 @@ import types
 import typing
 from typing import Any, Literal, Union
 
-from omegaconf import DictConfig, OmegaConf
-
-from modelxray.errors import ConfigError
-
-_HYDRA_KEYS = {"_target_", "_convert_", "_partial_", "_recursive_", "_args_"}
+from modelxray.core.errors import ConfigError
 
 
 @dataclasses.dataclass
@@ -112,49 +108,3 @@ def check_field_types(obj: Any) -> None:
         tp = hints.get(f.name, Any)
         if not value_matches(value, tp):
             raise ConfigError(f.name, f"expected {_type_name(tp)}, got {value!r}")
-
-
-def _target_class(node: DictConfig, key: str) -> type:
-    from hydra.utils import get_class
-
-    target = node.get("_target_")
-    if not target:
-        raise ConfigError(key, "has no _target_: pick a config from its group (e.g. model=tiny_gpt2)")
-    try:
-        return get_class(target)
-    except Exception as exc:  # noqa: BLE001 - report any import failure as a config error
-        raise ConfigError(f"{key}._target_", f"cannot import {target!r}: {exc}") from None
-
-
-def build_component(node: DictConfig, key: str) -> Any:
-    """Instantiate one config node (``cfg.dataset``...) after checking its keys.
-
-    Raises ConfigError naming ``key.<field>`` for unknown keys, missing values, wrong types and
-    bad values, instead of Hydra's multi-line instantiation traceback.
-    """
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
-
-    if not isinstance(node, DictConfig):
-        raise ConfigError(key, f"expected a config mapping, got {node!r}")
-    cls = _target_class(node, key)
-    if dataclasses.is_dataclass(cls):
-        allowed = {f.name for f in dataclasses.fields(cls) if f.init}
-        unknown = sorted(set(node.keys()) - allowed - _HYDRA_KEYS)
-        if unknown:
-            raise ConfigError(
-                f"{key}.{unknown[0]}",
-                f"unknown key for {cls.__name__}; valid keys: {', '.join(sorted(allowed))}",
-            )
-    for name in node.keys():
-        if OmegaConf.is_missing(node, name):
-            raise ConfigError(f"{key}.{name}", f"is required: set it on the command line, e.g. {key}.{name}=...")
-    try:
-        return instantiate(node, _convert_="all")
-    except ConfigError as exc:
-        raise exc.under(key) from None
-    except InstantiationException as exc:
-        cause = exc.__cause__
-        if isinstance(cause, ConfigError):
-            raise cause.under(key) from None
-        raise ConfigError(key, f"could not build {cls.__name__}: {cause or exc}") from None

@@ -9,8 +9,8 @@ from pathlib import Path
 def conf_dir() -> Path:
     env = os.environ.get("MODELXRAY_CONF")
     candidates = [Path(env)] if env else []
-    here = Path(__file__).resolve().parent
-    candidates += [here.parents[1] / "conf", here / "_conf"]
+    package = Path(__file__).resolve().parents[1]  # src/modelxray
+    candidates += [package.parents[1] / "conf", package / "_conf"]
     for c in candidates:
         if (c / "config.yaml").is_file():
             return c

@@ -13,9 +13,9 @@ from typing import Any
 import torch
 from torch import nn
 
+from modelxray.core.progress import bar
 from modelxray.data.windows import Window, batched
 from modelxray.metrics.lm import LMScore
-from modelxray.progress import bar
 
 
 def logits_of(output: Any) -> torch.Tensor:

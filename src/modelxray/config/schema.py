@@ -1,0 +1,119 @@
+"""The config schema: every component's dataclass defaults, registered in Hydra's ConfigStore.
+
+The dataclasses are the single source of defaults. Each is stored as ``schema/<group>/<name>``
+(its ``_target_`` plus every field's default), and a YAML option starts from it and holds only
+what differs::
+
+    # conf/quant/int4.yaml
+    defaults:
+      - /schema/quant/weight@_here_
+      - _self_
+    bits: 4
+
+Nodes are plain mappings, not structured configs: the dataclasses validate themselves when
+instantiated (one-line errors naming the dotted key), so OmegaConf's typing adds nothing here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Any
+
+# group -> schema name -> the config dataclass (module path, class name)
+SCHEMA: dict[str, dict[str, str]] = {
+    "model": {
+        "gguf": "modelxray.models.gguf.GGUFSource",
+        "hf": "modelxray.models.hf.HFSource",
+        "file": "modelxray.models.file.FileSource",
+        "tiny_gpt2": "modelxray.models.tiny_gpt2.TinyGPT2Source",
+        "digits_mlp": "modelxray.models.digits_classifier.DigitsClassifierSource",
+        "mlp": "modelxray.models.grokking.MLPSource",
+        "grokking_transformer": "modelxray.models.grokking.GrokkingTransformerSource",
+    },
+    "dataset": {
+        "pydoc_topics": "modelxray.data.pydoc_topics.PydocTopics",
+        "text_files": "modelxray.data.text_files.TextFiles",
+        "wikitext2": "modelxray.data.wikitext2.WikiText2",
+        "digits": "modelxray.data.digits.Digits",
+        "digits_noisy": "modelxray.data.digits_variants.DigitsNoisy",
+        "digits_spurious": "modelxray.data.digits_variants.DigitsSpurious",
+        "modular_addition": "modelxray.data.modular_addition.ModularArithmetic",
+    },
+    "analyzer": {
+        "performance": "modelxray.analyzers.performance.PerformanceAnalyzer",
+        "robustness": "modelxray.analyzers.robustness.RobustnessAnalyzer",
+        "inspect": "modelxray.analyzers.inspect.InspectAnalyzer",
+        "bitwidth": "modelxray.analyzers.bitwidth.BitwidthAnalyzer",
+        "quant_impact": "modelxray.analyzers.quant_impact.QuantImpactAnalyzer",
+        "learning_dynamics": "modelxray.analyzers.learning_dynamics.LearningDynamicsAnalyzer",
+    },
+    "quant": {
+        "none": "modelxray.quant.none.NoQuant",
+        "weight": "modelxray.quant.weight.WeightQuantizer",
+        "gptq": "modelxray.quant.gptq.GPTQQuantizer",
+        "awq": "modelxray.quant.awq.AWQQuantizer",
+        "cast": "modelxray.quant.cast.CastQuantizer",
+        "torchao": "modelxray.quant.torchao_backend.TorchaoQuantizer",
+    },
+    "tracker": {
+        "mlflow": "modelxray.tracking.mlflow_tracker.MlflowTracker",
+        "none": "modelxray.tracking.base.NullTracker",
+    },
+    "train": {
+        "train": "modelxray.training.config.TrainConfig",
+        "none": "modelxray.training.config.NoTraining",
+    },
+}
+
+
+def load_class(path: str) -> type:
+    module, _, name = path.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def _plain(value: Any) -> Any:
+    """A default as OmegaConf can hold it (nested dataclasses become mappings)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+def defaults_of(cls: type) -> dict[str, Any]:
+    """``_target_`` and every init field's default (fields without a default are ``???``: required)."""
+    node: dict[str, Any] = {"_target_": f"{cls.__module__}.{cls.__qualname__}"}
+    for f in dataclasses.fields(cls):
+        if not f.init:
+            continue
+        if f.default is not dataclasses.MISSING:
+            node[f.name] = _plain(f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            node[f.name] = _plain(f.default_factory())
+        else:
+            node[f.name] = "???"
+    return node
+
+
+_registered = False
+
+
+def register_schema() -> None:
+    """Store every schema node (idempotent; cheap: config modules import no torch)."""
+    global _registered
+    if _registered:
+        return
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    for group, options in SCHEMA.items():
+        for name, path in options.items():
+            cls = load_class(path)
+            # the dataclass's own target, so a subclass registered under an alias keeps its class
+            node = defaults_of(cls)
+            node["_target_"] = path
+            cs.store(group=f"schema/{group}", name=name, node=node)
+    _registered = True

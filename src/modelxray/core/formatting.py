@@ -1,0 +1,22 @@
+"""Number formatting shared by the text reports, the Markdown writer and the figures."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{int(n)} B"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def fmt_number(v: Any) -> str:
+    """A table cell: 4 significant decimals, thousands separators, scientific for tiny and huge."""
+    if isinstance(v, float):
+        if v != 0 and (abs(v) >= 1e6 or abs(v) < 1e-3):
+            return f"{v:.4g}"
+        return f"{v:,.4f}".rstrip("0").rstrip(".") if abs(v) < 1000 else f"{v:,.1f}"
+    return str(v)

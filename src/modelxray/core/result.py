@@ -1,0 +1,70 @@
+"""What a stage of a run returns (an analyzer, the quantizer, the trainer) and what it may use.
+
+A ``Result`` keeps the object that produced it (``source``): the report writer asks that object to
+draw its figures, its dashboard panel and its insights, so presentation is found through the
+producing class, never through the YAML key the user happened to choose.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class Presenter(Protocol):
+    """How a result draws itself. Every method may return nothing; plotting modules are imported
+    inside ``figures``/``panel`` so that importing an analyzer never imports matplotlib."""
+
+    def figures(self, result: Result) -> dict[str, Any]: ...  # file name -> matplotlib Figure
+    def panel(self, ax: Any, result: Result) -> bool: ...  # draws the dashboard panel, False if none
+    def insights(self, result: Result, results: dict[str, Result]) -> list[str]: ...
+
+
+@dataclass
+class Result:
+    """What a stage returns: flat numeric metrics, tables (lists of records), raw JSON-able data,
+    insight sentences, extra text files, and, when it raised, the traceback instead."""
+
+    analyzer: str
+    metrics: dict[str, float] = field(default_factory=dict)
+    tables: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
+    insights: list[str] = field(default_factory=list)
+    texts: dict[str, str] = field(default_factory=dict)  # extra text reports: file name -> content
+    files: dict[str, bytes] = field(default_factory=dict)  # extra binary files: relative path -> bytes
+    error: str | None = None  # traceback text when the stage failed
+    seconds: float = 0.0
+    source: Presenter | None = field(default=None, repr=False, compare=False)  # what made it; draws it
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def finite_metrics(self) -> dict[str, float]:
+        return {k: float(v) for k, v in self.metrics.items() if v is not None and math.isfinite(float(v))}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "analyzer": self.analyzer,
+            "ok": self.ok,
+            "seconds": self.seconds,
+            "metrics": self.metrics,
+            "tables": self.tables,
+            "data": self.data,
+            "insights": self.insights,
+            "error": self.error,
+        }
+
+
+@dataclass
+class RunContext:
+    """Per-run facilities a stage may use: where to write, the seed, whether progress bars show, and
+    a scratch space shared by the analyzers of one run (e.g. reference logits computed once)."""
+
+    output_dir: Path
+    seed: int = 0
+    progress: bool = True
+    shared: dict[str, Any] = field(default_factory=dict)

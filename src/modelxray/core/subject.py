@@ -1,0 +1,58 @@
+"""The thing under analysis: a model, its tokenizer, its data and where it came from (pure types)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from modelxray.data.base import ClassificationData, TokenData
+
+
+@dataclass
+class ModelInfo:
+    """Provenance of a loaded model, logged as ``model/*`` params and shown in every report."""
+
+    name: str
+    source_format: str  # gguf, hf, safetensors, state_dict, torchscript, config (built in code)
+    source_dtype: str  # precision as stored at the source, e.g. "Q4_1 (linear), Q8_0 (embeddings)"
+    file_path: str | None = None
+    file_bytes: int | None = None
+    dequantized_from_bits: int | None = None  # set when the fp weights came from a quantized file
+    notes: list[str] = field(default_factory=list)
+    checkpoints: list[str] = field(default_factory=list)  # training checkpoints, by step (model.checkpoints)
+
+    def as_params(self) -> dict[str, str]:
+        out = {
+            "model/source_format": self.source_format,
+            "model/source_dtype": self.source_dtype,
+            "model/name": self.name,
+        }
+        if self.dequantized_from_bits:
+            out["model/dequantized_from_bits"] = str(self.dequantized_from_bits)
+        return out
+
+
+@dataclass
+class LoadedModel:
+    model: nn.Module
+    tokenizer: Any
+    info: ModelInfo
+    task: str = "causal_lm"  # causal_lm | classification: which analyzers and datasets apply
+
+
+@dataclass
+class Subject:
+    model: nn.Module
+    tokenizer: Any
+    data: TokenData | ClassificationData | None
+    info: ModelInfo
+    task: str = "causal_lm"  # causal_lm | classification
+    batches: Any = None  # a user's DataLoader (Python API); used instead of windows over ``data``
+    applied: list[dict[str, Any]] = field(default_factory=list)  # transformations (quantization...) so far
+
+    def with_model(self, model: nn.Module, step: dict[str, Any]) -> Subject:
+        """A copy of this subject holding a transformed model, recording the step that made it."""
+        return replace(self, model=model, applied=[*self.applied, step])
