@@ -19,7 +19,7 @@ import time
 import torch
 
 from modelxray.api import compose
-from modelxray.config.build import build_component
+from modelxray.core.instantiate import build_component
 from modelxray.data.windows import batched, make_windows
 from modelxray.measure.scoring import score_windows
 from modelxray.models import process_cache

@@ -30,7 +30,7 @@ import time
 import torch
 
 from modelxray.api import compose
-from modelxray.config.build import build_component
+from modelxray.core.instantiate import build_component
 from modelxray.metrics.tensor_stats import StatsConfig, spectral_norm, tensor_stats
 from modelxray.models import process_cache
 

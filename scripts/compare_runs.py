@@ -95,7 +95,7 @@ def plot(runs, x: str, y: str, label: str, maximize: tuple[str, ...], path: Path
     matplotlib.use("Agg")
     import seaborn as sns
 
-    from modelxray.report.plots.style import new_figure, save
+    from modelxray.plotting import new_figure, save
 
     df = runs.frame.dropna(subset=[x, y]).copy()
     front = set(runs.pareto(x, y, maximize=maximize))
@@ -120,7 +120,7 @@ def plot_curves(runs, metrics: list[str], label: str, path: Path) -> Path:
     matplotlib.use("Agg")
     import seaborn as sns
 
-    from modelxray.report.plots.style import new_figure, save
+    from modelxray.plotting import new_figure, save
 
     fig, axes = new_figure(ncols=len(metrics), width=6.0, height=4.4)
     for ax, metric in zip(axes[0], metrics):

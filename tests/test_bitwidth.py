@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 
-from modelxray.analyzers import bitwidth as bitwidth_module
 from modelxray.analyzers.bitwidth import BitwidthAnalyzer
+from modelxray.analyzers.bitwidth import run as bitwidth_module
 from modelxray.core.result import RunContext
 from modelxray.core.subject import Subject
 from modelxray.data.windows import make_windows
@@ -89,7 +89,7 @@ def test_bitwidth_analyzer_end_to_end(trained_tiny, tmp_path, monkeypatch):
     assert sorted(r["rank"] for r in sens) == [1, 2, 3, 4]
     rec = result.data["recommendation"]
     assert rec["within_budget"] == (rec["ppl_increase"] <= 0.01)
-    assert (tmp_path / "bitwidth_recommended_plan.yaml").is_file()
+    assert "bitwidth_recommended_plan.yaml" in result.texts  # written by the report writer
     assert len(rec["rules"]) == rec["units_high"]
     # the model under analysis is untouched
     assert all(torch.equal(v, subject.model.state_dict()[k]) for k, v in before.items())
@@ -99,10 +99,10 @@ def test_recommended_plan_file_is_a_valid_quant_config(trained_tiny, tmp_path):
     import yaml
     from omegaconf import OmegaConf
 
-    from modelxray.config.build import build_component
+    from modelxray.core.instantiate import build_component
 
     subject = _subject(trained_tiny)
-    BitwidthAnalyzer(
+    result = BitwidthAnalyzer(
         uniform_bits=[4],
         mixed=False,
         progressive=False,
@@ -111,7 +111,7 @@ def test_recommended_plan_file_is_a_valid_quant_config(trained_tiny, tmp_path):
         budget_ppl_increase=0.0,
         group_size=32,
     ).run(subject, RunContext(output_dir=tmp_path, progress=False))
-    cfg = OmegaConf.create(yaml.safe_load((tmp_path / "bitwidth_recommended_plan.yaml").read_text()))
+    cfg = OmegaConf.create(yaml.safe_load(result.texts["bitwidth_recommended_plan.yaml"]))
     quantizer = build_component(cfg, "quant")
     _, report = quantizer.apply(subject)
     assert report.metrics["modules_quantized"] == 8
@@ -131,4 +131,4 @@ def test_a_smaller_evaluated_configuration_within_budget_is_recommended(trained_
     result = a.run(subject, RunContext(output_dir=tmp_path, progress=False))
     rec = result.data["recommendation"]
     assert rec["source"] == "uniform_int3" and rec["effective_bits"] < rec["greedy_effective_bits"]
-    assert "bits: 3" in (tmp_path / "bitwidth_recommended_plan.yaml").read_text()
+    assert "bits: 3" in result.texts["bitwidth_recommended_plan.yaml"]

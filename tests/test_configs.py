@@ -67,7 +67,7 @@ def test_every_config_composes_and_instantiates(group, option, hf_dir, tmp_path,
         (name,) = comps.analyzers  # a preset (robustness_full) configures the analyzer it is named after
         assert option == name or option.startswith(name + "_")
     elif group == "train":
-        from modelxray.config.build import build_component
+        from modelxray.core.instantiate import build_component
 
         obj = build_component(cfg.train, "train")  # train=none builds NoTraining, which the run skips
         assert type(obj).__name__ in cfg.train._target_

@@ -84,7 +84,7 @@ def test_exception_outside_analyzers_marks_run_failed(tiny, tracking_uri, tmp_pa
     def broken(*a, **k):
         raise OSError("disk on fire")
 
-    monkeypatch.setattr(app, "load_model", broken)
+    monkeypatch.setattr(app.process_cache, "lookup", broken)
     with pytest.raises(OSError):
         modelxray.analyze(tiny, output_dir=tmp_path / "run")
     client, runs = mlflow_runs(tracking_uri, request.node.name)

@@ -9,8 +9,10 @@ from modelxray.analyzers.performance import PerformanceAnalyzer
 from modelxray.core.result import RunContext
 from modelxray.core.subject import Subject
 from modelxray.data.base import TokenData
-from modelxray.quant.awq import AWQQuantizer, search_clip, search_scale
-from modelxray.quant.gptq import GPTQQuantizer, gptq_quantize
+from modelxray.quant.awq import AWQQuantizer
+from modelxray.quant.awq_impl import search_clip, search_scale
+from modelxray.quant.gptq import GPTQQuantizer
+from modelxray.quant.gptq_impl import gptq_quantize
 from modelxray.quant.rtn import QuantSpec, fake_quantize
 from modelxray.quant.weight import WeightQuantizer
 

@@ -19,6 +19,8 @@ from modelxray.learning import ExampleDynamicsCallback, FeatureEvolutionCallback
 from modelxray.models.grokking import MLPSource
 from modelxray.training.callbacks import TrainState
 
+pytestmark = pytest.mark.slow  # long end-to-end runs: `pytest -m slow`
+
 
 @pytest.fixture
 def one_thread():

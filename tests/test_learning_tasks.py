@@ -197,8 +197,8 @@ def test_gradient_flow_flags_and_config_errors():
 
 
 def test_plots_render_from_reports(tmp_path):
-    from modelxray.report.plots.learning import figures
-    from modelxray.report.plots.style import save
+    from modelxray.learning.plots import figures
+    from modelxray.plotting import save
 
     data = DigitsNoisy(noise=0.2).load()
     cbs = [

@@ -1,12 +1,15 @@
 """Quantization-impact analyzer: strategies measured, scored and recommended; data exported."""
 
 import importlib.util
+import io
 import math
 
 import pandas as pd
 import pytest
 
-from modelxray.analyzers.quant_impact import PRIORITIES, QuantImpactAnalyzer, efficiency_scores
+from modelxray.analyzers.quant_impact import QuantImpactAnalyzer
+from modelxray.analyzers.quant_impact.config import PRIORITIES
+from modelxray.analyzers.quant_impact.run import efficiency_scores
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import RunContext
 from modelxray.core.subject import Subject
@@ -57,7 +60,7 @@ def test_quant_impact_end_to_end(trained_tiny, tmp_path):
     for r in rows.values():
         assert r["peak_quantize_rss"] > 0 and r["peak_inference_rss"] > 0 and math.isfinite(r["tokens_per_s"])
     assert set(result.data["recommendations"]) == set(PRIORITIES)
-    timeline = pd.read_csv(tmp_path / "quant_impact_memory_timeline.csv")
+    timeline = pd.read_csv(io.StringIO(result.texts["quant_impact_memory_timeline.csv"]))
     assert {"quantize", "inference"} <= set(timeline["phase"]) and set(timeline["strategy"]) == set(strategies)
-    assert len(pd.read_csv(tmp_path / "quant_impact_strategies.csv")) == len(strategies)
+    assert len(pd.read_csv(io.StringIO(result.texts["quant_impact_strategies.csv"]))) == len(strategies)
     assert "none_perplexity" in result.metrics and "int2_score_balanced" in result.metrics

@@ -18,6 +18,8 @@ import pytest
 
 from conftest import REPO, mlflow_runs, run_cli
 
+pytestmark = pytest.mark.slow  # long end-to-end runs: `pytest -m slow`
+
 SLURM_DIR = "/tmp/modelxray_slurm"
 TINY = [
     "model=tiny_gpt2",

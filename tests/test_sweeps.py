@@ -257,7 +257,7 @@ def _artifacts(uri, run_id):
 def test_hydra_packaged_group_choices_are_not_logged_as_params():
     from types import SimpleNamespace
 
-    from modelxray.cli import choices_of
+    from modelxray.app import choices_of
 
     hc = SimpleNamespace(
         runtime=SimpleNamespace(

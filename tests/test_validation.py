@@ -77,8 +77,19 @@ def test_cli_prints_one_line_and_exits_2(tmp_path):
     assert not (tmp_path / "mlflow.db").exists()  # nothing started before validation
 
 
-def test_report_thresholds_are_checked():
-    assert _error(["model=tiny_gpt2", "report.insights.realtime_latency_ms=-5"]).startswith(
-        "report.insights.realtime_latency_ms: must be a positive number"
+def test_insight_thresholds_are_the_analyzers_own_checked_keys():
+    assert _error(["model=tiny_gpt2", "analyzer.performance.realtime_latency_ms=-5"]).startswith(
+        "analyzer.performance.realtime_latency_ms: must be positive"
     )
-    assert _error(["model=tiny_gpt2", "+report.insights.colour=1"]).startswith("report.insights.colour: unknown key")
+    assert _error(["model=tiny_gpt2", "+report.colour=1"]).startswith("report.colour: unknown key")
+
+
+def test_preflight_reports_a_value_that_needs_the_model_before_any_analyzer_runs(tmp_path):
+    """stride is checked against the dataset's window length after the model loads, before work."""
+    args = ["model=tiny_gpt2", "tracker=none", "analyzer=[performance,inspect]", "dataset.max_tokens=512"]
+    proc = run_cli([*args, "dataset.seq_len=64", "analyzer.performance.stride=100", "hydra.run.dir=out"], cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "modelxray: error: analyzer.performance.stride: must not exceed dataset.seq_len (64)"
+    )
+    assert not (tmp_path / "out" / "analysis_results.json").exists()  # no analyzer ran

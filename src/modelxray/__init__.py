@@ -14,12 +14,10 @@ __version__ = "0.1.0"
 
 
 def __getattr__(name: str):
+    import importlib  # the verbs load on first use; nothing heavy runs on ``import modelxray``
+
     if name in ("analyze", "compose"):
-        from modelxray import api
-
-        return getattr(api, name)
+        return getattr(importlib.import_module("modelxray.api"), name)
     if name == "quantize":
-        from modelxray.quant.verb import quantize
-
-        return quantize
+        return importlib.import_module("modelxray.quant.verb").quantize
     raise AttributeError(f"module 'modelxray' has no attribute {name!r}")

@@ -24,8 +24,8 @@ def compose(overrides: list[str] | None = None):
     from hydra import initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
-    from modelxray.config.schema import register_schema
     from modelxray.core.paths import conf_dir
+    from modelxray.core.schema import register_schema
 
     register_schema()
 
@@ -48,8 +48,7 @@ def analyze(
     ``model`` (an ``nn.Module``) replaces the configured model; give its ``tokenizer`` to use the
     configured dataset, or a ``dataloader`` of token-id batches to evaluate on your own data.
     """
-    from modelxray.app import JobInfo, run
-    from modelxray.cli import choices_of
+    from modelxray.app import JobInfo, choices_of, run
 
     cfg = compose(overrides)
     hydra_cfg = cfg.hydra

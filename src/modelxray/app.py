@@ -38,6 +38,16 @@ class JobInfo:
     job_num: int | None = None
 
 
+def choices_of(hydra_cfg) -> dict[str, str]:
+    """Config group choices of the run (``quant=int4``...), without Hydra's own groups (``hydra/...``,
+    and groups packaged under ``hydra``, e.g. ``local@hydra.launcher``)."""
+    return {
+        k: str(v)
+        for k, v in hydra_cfg.runtime.choices.items()
+        if not k.startswith("hydra") and "@hydra" not in k and v is not None
+    }
+
+
 class JobKilled(BaseException):
     """SIGTERM arrived (SLURM's scancel, a timeout, a shutdown): the run ends KILLED, not FAILED."""
 
@@ -163,6 +173,7 @@ def run(
         data = components.dataset.load(loaded.tokenizer) if needs_data else None
         subject = Subject(loaded.model, loaded.tokenizer, data, loaded.info, task=loaded.task, batches=batches)
         check_task(subject, components.analyzers, components.quant)
+        preflight(subject, components.analyzers)
         params.update(loaded.info.as_params())
         tracker_run.log_params(params)
 
@@ -185,7 +196,6 @@ def run(
             out_dir,
             run_info,
             results,
-            components.thresholds,
             dashboard=OmegaConf.select(cfg, "report.dashboard", default=True),
         )
         metrics = {f"{name}/{k}": v for name, r in results.items() for k, v in r.finite_metrics().items()}
@@ -238,13 +248,23 @@ def check_task(subject: Subject, analyzers: dict, quant=None) -> None:
         )
 
 
+def preflight(subject: Subject, analyzers: dict) -> None:
+    """Every analyzer's checks against the loaded subject, before any analyzer works: a bad value
+    is one ConfigError line naming ``analyzer.<name>.<key>`` (exit 2), not a failure half-way."""
+    for name, analyzer in analyzers.items():
+        try:
+            analyzer.preflight(subject)
+        except ConfigError as exc:
+            raise exc.under(f"analyzer.{name}") from None
+
+
 def _run_one(name: str, analyzer, subject: Subject, ctx: RunContext) -> Result:
     """Run one analyzer; a failure becomes a Result carrying its traceback, so the others still run."""
     start = time.perf_counter()
     try:
         result = analyzer.run(subject, ctx)
     except Exception:  # noqa: BLE001 - recorded and reported, never lost
-        result = Result(name, error=traceback.format_exc())
+        result = Result(name, error=traceback.format_exc(), source=analyzer)
     result.analyzer = name
     result.seconds = time.perf_counter() - start
     return result

@@ -32,21 +32,11 @@ def report_failure(what: str) -> None:
         failures.append(what)
 
 
-def choices_of(hydra_cfg) -> dict[str, str]:
-    """Config group choices of the run (``quant=int4``...), without Hydra's own groups (``hydra/...``,
-    and groups packaged under ``hydra``, e.g. ``local@hydra.launcher``)."""
-    return {
-        k: str(v)
-        for k, v in hydra_cfg.runtime.choices.items()
-        if not k.startswith("hydra") and "@hydra" not in k and v is not None
-    }
-
-
 def job_info():
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
-    from modelxray.app import JobInfo
+    from modelxray.app import JobInfo, choices_of
 
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
@@ -104,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     """``python run.py [overrides] [-m]``: run the jobs, return the exit code (1 if any job failed)."""
     import hydra
 
-    from modelxray.config.schema import register_schema
     from modelxray.core.paths import conf_dir
+    from modelxray.core.schema import register_schema
 
     register_schema()
     args = normalize_argv(sys.argv[1:] if argv is None else list(argv))

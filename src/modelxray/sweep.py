@@ -22,8 +22,8 @@ class SweepSetup(Callback):
         tracker_cfg = config.get("tracker")
         if tracker_cfg is None or "MlflowTracker" not in str(tracker_cfg.get("_target_", "")):
             return
-        from modelxray.config.build import build_component
         from modelxray.core.errors import ConfigError
+        from modelxray.core.instantiate import build_component
 
         try:
             tracker = build_component(tracker_cfg, "tracker")

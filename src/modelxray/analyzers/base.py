@@ -43,3 +43,7 @@ class Analyzer(Configurable):
 
     def insights(self, result: Result, results: dict[str, Result]) -> list[str]:
         return []
+
+    def headline(self, result: Result) -> dict[str, float]:
+        """Metrics for the summary table; grouped ones (``a/b``) stay in MLflow and the JSON."""
+        return {k: v for k, v in result.metrics.items() if "/" not in k}

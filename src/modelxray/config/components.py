@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from modelxray.analyzers.base import Analyzer
-from modelxray.config.build import build_component
 from modelxray.core.errors import ConfigError
-from modelxray.report.insights import InsightThresholds
+from modelxray.core.instantiate import build_component
 
 TOP_LEVEL_KEYS = {
     "model",
@@ -36,7 +35,6 @@ class Components:
     analyzers: dict[str, Analyzer]
     quant: Any
     tracker: Any
-    thresholds: InsightThresholds
     train: Any = None  # TrainConfig, or None for train=none
 
 
@@ -71,9 +69,9 @@ def build_components(cfg: DictConfig, *, skip_model: bool = False, skip_dataset:
         analyzers[name] = obj
     quant = build_component(cfg.quant, "quant")
     tracker = build_component(cfg.tracker, "tracker")
-    thresholds = _thresholds(cfg)
+    _check_report(cfg)
     _check_runtime(cfg)
-    return Components(model, dataset, analyzers, quant, tracker, thresholds, train)
+    return Components(model, dataset, analyzers, quant, tracker, train)
 
 
 def _train(cfg: DictConfig) -> Any:
@@ -94,22 +92,13 @@ def _check_runtime(cfg: DictConfig) -> None:
         raise ConfigError("runtime.skip_finished", f"expected true or false, got {runtime.get('skip_finished')!r}")
 
 
-def _thresholds(cfg: DictConfig) -> InsightThresholds:
+def _check_report(cfg: DictConfig) -> None:
     report = cfg.get("report") or {}
     for k in report:
-        if k not in ("dashboard", "insights"):
-            raise ConfigError(f"report.{k}", "unknown key; valid keys: dashboard, insights")
+        if k != "dashboard":
+            raise ConfigError(f"report.{k}", "unknown key; valid keys: dashboard")
     if not isinstance(report.get("dashboard", True), bool):
         raise ConfigError("report.dashboard", f"expected bool, got {report.get('dashboard')!r}")
-    node = OmegaConf.select(cfg, "report.insights") or {}
-    allowed = {f.name for f in fields(InsightThresholds)}
-    values = OmegaConf.to_container(node) if isinstance(node, DictConfig) else dict(node)
-    for k, v in values.items():
-        if k not in allowed:
-            raise ConfigError(f"report.insights.{k}", f"unknown key; valid keys: {', '.join(sorted(allowed))}")
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0:
-            raise ConfigError(f"report.insights.{k}", f"must be a positive number, got {v!r}")
-    return InsightThresholds(**values)
 
 
 def _check_scalar(

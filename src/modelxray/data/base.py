@@ -1,4 +1,7 @@
-"""Text datasets become one token stream, tokenised once and cached on disk by content hash."""
+"""Text datasets become one token stream, tokenised once and cached on disk by content hash.
+
+The dataset configs and the data types they produce; numpy and torch are imported when text is
+tokenised, so importing a dataset config stays cheap."""
 
 from __future__ import annotations
 
@@ -6,13 +9,13 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import numpy as np
-import torch
+from typing import TYPE_CHECKING, Any
 
 from modelxray.core.configurable import Configurable
 from modelxray.models.tokenizers import tokenizer_identity
+
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass
@@ -75,6 +78,9 @@ def _decoded_bytes(tokenizer: Any, ids: torch.Tensor) -> int:
 
 def tokenize_cached(text: str, tokenizer: Any, cache_dir: Path) -> torch.Tensor:
     """Token ids of ``text`` (no special tokens), from ``cache_dir`` when this text and tokenizer were seen."""
+    import numpy as np
+    import torch
+
     key = hashlib.sha256(text.encode("utf-8")).hexdigest()[:24] + "-" + tokenizer_identity(tokenizer)
     path = cache_dir / f"{key}.npy"
     if path.exists():

@@ -6,9 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-import torch
-
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
 from modelxray.data.base import ClassificationData
@@ -37,6 +34,8 @@ def load_digits_split(
     test_fraction: float = 0.25, split_seed: int = 0, max_test: int | None = None
 ) -> ClassificationData:
     """The seeded, stratified train/test split of the digits images as (N, 64) floats in [0, 1]."""
+    import numpy as np
+    import torch
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
 from modelxray.data.base import ClassificationData
@@ -48,6 +46,8 @@ class ModularArithmetic(Configurable):
 
 def modular_data(p: int, operation: str = "add", train_fraction: float = 0.5, seed: int = 0) -> ClassificationData:
     """The seeded split of all (a, b) pairs; ``meta`` has ``p``, ``operation`` and the split's positions."""
+    import torch
+
     a, b = torch.meshgrid(torch.arange(p), torch.arange(p), indexing="ij")
     x = torch.stack([a.flatten(), b.flatten()], dim=1)
     ops = {"add": x[:, 0] + x[:, 1], "sub": x[:, 0] - x[:, 1], "mul": x[:, 0] * x[:, 1]}

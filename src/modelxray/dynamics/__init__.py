@@ -6,23 +6,32 @@ Use in any training loop::
     monitor = DynamicsMonitor.create(DynamicsConfig(interval=100))
     ...
     metrics = monitor.on_optimizer_step(model, inputs=batch, optimizer=optimizer)
+
+The names below are imported on first use, so ``modelxray.dynamics.config`` (imported when configs
+are validated) does not pull in torch through this package.
 """
 
-from modelxray.dynamics.base import MetricComputer, MetricContext, ParameterDelta
-from modelxray.dynamics.config import DynamicsConfig, GradConfig, OptimConfig, ParamChangeConfig, SparseConfig
-from modelxray.dynamics.monitor import DynamicsMonitor
-from modelxray.dynamics.snapshot import DynamicsError, Snapshot
+from __future__ import annotations
 
-__all__ = [
-    "DynamicsConfig",
-    "DynamicsError",
-    "DynamicsMonitor",
-    "GradConfig",
-    "MetricComputer",
-    "MetricContext",
-    "OptimConfig",
-    "ParamChangeConfig",
-    "ParameterDelta",
-    "Snapshot",
-    "SparseConfig",
-]
+import importlib
+
+_EXPORTS = {
+    "MetricComputer": "base",
+    "MetricContext": "base",
+    "ParameterDelta": "base",
+    "DynamicsConfig": "config",
+    "GradConfig": "config",
+    "OptimConfig": "config",
+    "ParamChangeConfig": "config",
+    "SparseConfig": "config",
+    "DynamicsMonitor": "monitor",
+    "DynamicsError": "snapshot",
+    "Snapshot": "snapshot",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

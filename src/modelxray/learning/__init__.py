@@ -21,37 +21,35 @@ Callbacks for the training loop (:mod:`.callbacks`), metric families they log at
 ``memorization/*`` and ``transitions/*`` (MemorizationCallback), ``features/*``
 (FeatureEvolutionCallback), ``transitions/attribution_*`` (TransitionAttributionCallback). Each
 module's docstring lists its metric names. Build a callback from keywords, a dict or its config
-dataclass (``ExampleDynamicsConfig(...).build()``). ``modelxray.report.plots.learning`` draws their reports.
+dataclass (``ExampleDynamicsConfig(...).build()``). ``modelxray.learning.plots`` draws their reports.
 """
 
-from modelxray.learning.callbacks import (
-    ExampleDynamicsCallback,
-    ExampleDynamicsConfig,
-    FeatureEvolutionCallback,
-    FeatureEvolutionConfig,
-    GradientFlowCallback,
-    GradientFlowConfig,
-    MemorizationCallback,
-    MemorizationConfig,
-    TransitionAttributionCallback,
-    TransitionAttributionConfig,
-)
-from modelxray.learning.evaluation import evaluate, per_example_stats
-from modelxray.learning.state import load_state, save_state
+from __future__ import annotations
 
-__all__ = [
-    "ExampleDynamicsCallback",
-    "ExampleDynamicsConfig",
-    "GradientFlowCallback",
-    "GradientFlowConfig",
-    "MemorizationCallback",
-    "MemorizationConfig",
-    "FeatureEvolutionCallback",
-    "FeatureEvolutionConfig",
-    "TransitionAttributionCallback",
-    "TransitionAttributionConfig",
-    "evaluate",
-    "per_example_stats",
-    "save_state",
-    "load_state",
-]
+import importlib
+
+_EXPORTS = {
+    "ExampleDynamicsCallback": "callbacks",
+    "ExampleDynamicsConfig": "callbacks",
+    "FeatureEvolutionCallback": "callbacks",
+    "FeatureEvolutionConfig": "callbacks",
+    "GradientFlowCallback": "callbacks",
+    "GradientFlowConfig": "callbacks",
+    "MemorizationCallback": "callbacks",
+    "MemorizationConfig": "callbacks",
+    "TransitionAttributionCallback": "callbacks",
+    "TransitionAttributionConfig": "callbacks",
+    "evaluate": "evaluation",
+    "per_example_stats": "evaluation",
+    "load_state": "state",
+    "save_state": "state",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    """The names above, imported on first use: ``modelxray.learning.callbacks.configs`` (validated
+    with every training config) must not pull numpy and torch in through this package."""
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,19 +1,25 @@
-"""What every model source produces, and the knobs they share."""
+"""What every model source produces, and the knobs they share.
+
+Config only: importing a model source imports no torch (the CLI validates configs in well under a
+second); torch is imported by the methods that load or place a model.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 from dataclasses import dataclass
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING
 
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel
 
-DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+DTYPES = ("float32", "float16", "bfloat16", "float64")  # torch dtype names (torch.<name>)
 
 
 @dataclass
@@ -27,10 +33,13 @@ class ModelSource(Configurable):
         self.require_choice("dtype", DTYPES)
         if self.device not in ("auto", "cpu") and not self.device.startswith("cuda") and self.device != "mps":
             raise ConfigError("device", f"must be auto, cpu, cuda or cuda:N; got {self.device!r}")
-        if self.device.startswith("cuda") and not torch.cuda.is_available():
-            raise ConfigError(
-                "device", f"{self.device!r} asked for but CUDA is not available here; use model.device=cpu"
-            )
+        if self.device.startswith("cuda"):
+            import torch
+
+            if not torch.cuda.is_available():
+                raise ConfigError(
+                    "device", f"{self.device!r} asked for but CUDA is not available here; use model.device=cpu"
+                )
 
     def load(self) -> LoadedModel:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -39,11 +48,18 @@ class ModelSource(Configurable):
         """Identity of the loaded model, for the per-process cache."""
         return type(self).__qualname__ + json.dumps(dataclasses.asdict(self), sort_keys=True, default=str)
 
+    def torch_dtype(self) -> torch.dtype:
+        import torch
+
+        return getattr(torch, self.dtype)
+
     def torch_device(self) -> torch.device:
+        import torch
+
         if self.device == "auto":
             return torch.device("cuda" if torch.cuda.is_available() else "cpu")
         return torch.device(self.device)
 
     def place(self, model: nn.Module) -> nn.Module:
         """Move to the configured dtype and device and switch to eval mode."""
-        return model.to(device=self.torch_device(), dtype=DTYPES[self.dtype]).eval()
+        return model.to(device=self.torch_device(), dtype=self.torch_dtype()).eval()

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-
-from torch import nn
+from typing import TYPE_CHECKING
 
 from modelxray.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from torch import nn
 
 _STEP = re.compile(r"^step_(\d+)(?:\.safetensors)?$")
 

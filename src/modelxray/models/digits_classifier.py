@@ -3,22 +3,22 @@
 Given no checkpoint it trains in about a second (Adam, seeded, on the train part of the same split
 the ``digits`` dataset evaluates), so ``model=digits_mlp`` works offline with nothing to download.
 A checkpoint (a state dict of the same architecture, .pt or .safetensors) is loaded with
-``weights_only=True``."""
+``weights_only=True``. torch is imported when a model is built, not with the config."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import torch
-import torch.nn.functional as F
-from torch import nn
+from typing import TYPE_CHECKING
 
 from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel, ModelInfo
 from modelxray.data.digits import load_digits_split
 from modelxray.models.base import ModelSource
+
+if TYPE_CHECKING:
+    from torch import nn
 
 ARCHS = ("mlp", "cnn")
 
@@ -26,6 +26,8 @@ ARCHS = ("mlp", "cnn")
 def build_digits_model(arch: str, hidden: list[int], channels: list[int], n_classes: int = 10) -> nn.Sequential:
     """``mlp``: 64 pixels -> hidden layers (ReLU) -> classes. ``cnn``: 8x8 image -> 3x3 convs (ReLU),
     2x2 max-pool -> linear classifier."""
+    from torch import nn
+
     layers: list[nn.Module] = []
     if arch == "mlp":
         width = 64
@@ -118,6 +120,9 @@ class DigitsClassifierSource(ModelSource):
         return LoadedModel(self.place(model), None, info, task="classification")
 
     def _train(self, model: nn.Module) -> tuple[float, float]:
+        import torch
+        import torch.nn.functional as F
+
         data = load_digits_split(self.test_fraction, self.split_seed)
         start = time.perf_counter()
         gen = torch.Generator().manual_seed(self.seed)

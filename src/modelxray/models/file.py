@@ -17,13 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from modelxray.core.errors import ConfigError
-from modelxray.core.subject import LoadedModel, ModelInfo
+from modelxray.core.subject import LoadedModel
 from modelxray.models.base import ModelSource
-from modelxray.models.readers import read_state_dict
-from modelxray.models.tokenizers import load_tokenizer, validate_tokenizer_spec
+from modelxray.models.tokenizers import validate_tokenizer_spec
 
 FORMATS = ("auto", "safetensors", "state_dict", "torchscript", "hf_dir")
 
@@ -66,100 +63,6 @@ class FileSource(ModelSource):
         return detect_format(Path(os.path.expanduser(self.path))) if self.format == "auto" else self.format
 
     def load(self) -> LoadedModel:
-        path = Path(os.path.expanduser(self.path))
-        fmt = self.resolved_format()
-        if fmt == "hf_dir":
-            from modelxray.models.hf import HFSource
+        from modelxray.models.file_load import load_file
 
-            has_own = (path / "tokenizer_config.json").exists() or (path / "tokenizer.json").exists()
-            return HFSource(
-                name_or_path=str(path),
-                dtype=self.dtype,
-                device=self.device,
-                local_files_only=True,
-                trust_remote_code=self.trust_remote_code,
-                tokenizer=None if self.tokenizer == "byte" and has_own else self.tokenizer,
-            ).load()
-        if fmt in ("safetensors", "state_dict") and self.architecture is None:
-            return self._weights_only(path, fmt)
-        tokenizer = load_tokenizer(self.tokenizer, "model.tokenizer")
-        if fmt == "torchscript":
-            model = _load_torchscript(path)
-            stored = _dominant_dtype(model.state_dict())
-        else:
-            state = read_state_dict(path, fmt, self.allow_unsafe_pickle)
-            stored = _dominant_dtype(state)
-            model = self._build_architecture()
-            _load_into(model, state, path)
-        info = ModelInfo(
-            name=path.name, source_format=fmt, source_dtype=stored, file_path=str(path), file_bytes=path.stat().st_size
-        )
-        return LoadedModel(self.place(model), tokenizer, info)
-
-    def _weights_only(self, path: Path, fmt: str) -> LoadedModel:
-        """No architecture: the file's tensors, read lazily, for analyzers that need no forward pass."""
-        from modelxray.models.weights_file import WeightsFile
-
-        weights = WeightsFile(path, fmt)
-        names = weights.tensor_names()  # opens the file now, so a corrupt one fails here, clearly
-        info = ModelInfo(
-            name=path.name,
-            source_format=fmt,
-            source_dtype="see inspect",
-            file_path=str(path),
-            file_bytes=path.stat().st_size,
-            notes=[
-                f"weights only ({len(names)} tensors, no model.architecture): inspected "
-                "without running; set model.architecture to run it"
-            ],
-        )
-        return LoadedModel(weights, None, info, task="weights")
-
-    def _build_architecture(self) -> torch.nn.Module:
-        from transformers import AutoConfig, AutoModelForCausalLM
-
-        arch = self.architecture
-        try:
-            if isinstance(arch, dict):
-                arch = dict(arch)
-                config = AutoConfig.for_model(arch.pop("model_type"), **arch)
-            else:
-                config = AutoConfig.from_pretrained(os.path.expanduser(arch), trust_remote_code=self.trust_remote_code)
-        except (KeyError, ValueError, OSError) as exc:
-            raise ConfigError(
-                "model.architecture", f"cannot build an architecture from {self.architecture!r}: {exc}"
-            ) from None
-        return AutoModelForCausalLM.from_config(config, trust_remote_code=self.trust_remote_code)
-
-
-def _dominant_dtype(state: dict[str, torch.Tensor]) -> str:
-    counts: dict[str, int] = {}
-    for t in state.values():
-        if isinstance(t, torch.Tensor):
-            key = str(t.dtype).replace("torch.", "")
-            counts[key] = counts.get(key, 0) + t.numel()
-    return max(counts, key=counts.get) if counts else "unknown"
-
-
-def _load_into(model: torch.nn.Module, state: dict[str, torch.Tensor], path: Path) -> None:
-    result = model.load_state_dict(state, strict=False)
-    tied = set(getattr(model, "_tied_weights_keys", None) or [])
-    missing = [k for k in result.missing_keys if k not in tied and not k.endswith("lm_head.weight")]
-    if missing or result.unexpected_keys:
-        bad = (missing or result.unexpected_keys)[:3]
-        raise ConfigError(
-            str(path),
-            f"does not match model.architecture: missing {missing[:3]}, unexpected "
-            f"{result.unexpected_keys[:3]} (e.g. {bad})",
-        )
-    if hasattr(model, "tie_weights"):
-        model.tie_weights()
-
-
-def _load_torchscript(path: Path) -> torch.nn.Module:
-    try:
-        return torch.jit.load(str(path), map_location="cpu")
-    except (RuntimeError, OSError, ValueError) as exc:
-        raise ConfigError(
-            str(path), f"not a readable TorchScript file (truncated or corrupt?): {str(exc).splitlines()[0]}"
-        ) from None
+        return load_file(self)

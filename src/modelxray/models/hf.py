@@ -8,7 +8,7 @@ from pathlib import Path
 
 from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel, ModelInfo
-from modelxray.models.base import DTYPES, ModelSource
+from modelxray.models.base import ModelSource
 from modelxray.models.tokenizers import load_tokenizer
 
 
@@ -41,7 +41,7 @@ class HFSource(ModelSource):
         )
         try:
             config = AutoConfig.from_pretrained(path, **kwargs)
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[self.dtype], **kwargs)
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=self.torch_dtype(), **kwargs)
             if self.tokenizer == "byte":
                 tokenizer = load_tokenizer("byte")
             else:

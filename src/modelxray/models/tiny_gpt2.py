@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from modelxray.core.subject import LoadedModel, ModelInfo
 from modelxray.models.base import ModelSource
 from modelxray.models.tokenizers import load_tokenizer, validate_tokenizer_spec
@@ -32,6 +30,7 @@ class TinyGPT2Source(ModelSource):
         validate_tokenizer_spec(self.tokenizer, "tokenizer")
 
     def load(self) -> LoadedModel:
+        import torch
         from transformers import GPT2Config, GPT2LMHeadModel
 
         tokenizer = load_tokenizer(self.tokenizer, "model.tokenizer")

@@ -1,23 +1,46 @@
-"""The quantizer interface: one verb, ``apply(subject) -> (subject, report)`` (torchao's
-``quantize_`` idea), with the config object carrying every choice.
+"""The quantizer interface, torchao's ``quantize_`` idea: a config object carries every choice, and
+one code path quantizes a copy of a model. ``modelxray.quantize(model, config)`` and the run's
+quant stage (``apply(subject)``) both go through ``modelxray.quant.verb``.
 
-A quantizer never modifies the subject it is given: the base model is cached per process and
+A quantizer never modifies the model it is given: the base model is cached per process and
 shared by every job of a sweep, so quantizers work on a copy. The report is a ``Result`` named
-``quant`` (what was done: bits per layer, sizes, weight error, time), logged like an analyzer's.
+``quant`` (what was done: bits per layer, sizes, weight error, time), logged like an analyzer's;
+its ``source`` is the quantizer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from modelxray.core.configurable import Configurable
-from modelxray.core.result import Result
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from modelxray.core.result import Result
+    from modelxray.core.subject import Subject
+    from modelxray.quant.calibration import Calibration
 
 
 @dataclass
 class Quantizer(Configurable):
     name: ClassVar[str] = "quantizer"
+    needs_calibration: ClassVar[bool] = False  # GPTQ, AWQ: calibrated on token ids
 
-    def apply(self, subject) -> tuple[object, Result | None]:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def check(self, model: nn.Module) -> None:
+        """Checks against the model that must fail before any work (a bit plan matching nothing)."""
+
+    def quantize(self, model: nn.Module, calibration: Calibration | None = None) -> tuple[nn.Module, Result | None]:
+        """A quantized copy of ``model`` and the report (None: nothing was done)."""
+        raise NotImplementedError  # pragma: no cover - abstract
+
+    def step(self, result: Result) -> dict[str, Any]:
+        """What ``Subject.applied`` records of this quantization."""
+        return {"method": self.name}
+
+    def apply(self, subject: Subject) -> tuple[Subject, Result | None]:
+        """The run's quant stage: the subject with its model quantized (calibrated on its dataset)."""
+        from modelxray.quant.verb import quantize_subject
+
+        return quantize_subject(subject, self)

@@ -5,11 +5,15 @@ The inputs of the first block are caught with a forward pre-hook that stops the 
 blocks (attention mask, rotary position embeddings, ...). Each block then runs on those inputs,
 and its outputs feed the next block, so a block is calibrated on what the already-quantized
 blocks before it produce.
+
+Calibration data comes from the run's dataset (``subject_calibration``: the windows after the
+evaluated span) or from the caller of ``modelxray.quantize`` (``as_calibration``: token-id batches).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -41,10 +45,26 @@ def decoder_blocks(model: nn.Module) -> tuple[str, nn.ModuleList]:
     return best
 
 
+@dataclass
+class Calibration:
+    """Token ids to calibrate on, in chunks of equal-length rows, and what they are (for the report)."""
+
+    chunks: list[torch.Tensor]  # (rows, seq_len) int64 each
+    origin: str  # e.g. "windows after the evaluated span"
+
+    @property
+    def n_windows(self) -> int:
+        return sum(c.shape[0] for c in self.chunks)
+
+    def batches(self, batch_size: int) -> Iterator[torch.Tensor]:
+        for chunk in self.chunks:
+            yield from chunk.split(batch_size)
+
+
 class BlockInputs:
     """Per calibration batch: the hidden states entering the current block and the block kwargs."""
 
-    def __init__(self, model: nn.Module, blocks: nn.ModuleList, windows: torch.Tensor, batch_size: int):
+    def __init__(self, model: nn.Module, blocks: nn.ModuleList, batches: Iterable[torch.Tensor]):
         self.hidden: list[torch.Tensor] = []
         self.kwargs: list[dict[str, Any]] = []
         device = model_device(model)
@@ -58,9 +78,9 @@ class BlockInputs:
         handle = blocks[0].register_forward_pre_hook(catch, with_kwargs=True)
         try:
             with torch.inference_mode():
-                for start in range(0, windows.shape[0], batch_size):
+                for batch in batches:
                     try:
-                        forward_logits(model, windows[start : start + batch_size].to(device))
+                        forward_logits(model, batch.to(device))
                     except _Caught:
                         pass
         finally:
@@ -115,3 +135,37 @@ def calibration_windows(subject) -> torch.Tensor:
             "the evaluated span; lower dataset.max_tokens or raise dataset.calibration_windows",
         )
     return data.calibration
+
+
+def subject_calibration(subject) -> Calibration:
+    """The run's calibration data: the dataset's windows after the evaluated span."""
+    return Calibration([calibration_windows(subject)], "windows after the evaluated span")
+
+
+def as_calibration(data: Any, method: str) -> Calibration:
+    """The ``calibration=`` of ``modelxray.quantize``: a LongTensor (batch, seq), a list of them, or a
+    DataLoader yielding them (or mappings with ``input_ids``)."""
+    if data is None:
+        raise ConfigError(
+            "calibration",
+            f"{method} calibrates on token ids: pass calibration= a LongTensor [batch, seq], "
+            "a list of them or a DataLoader yielding them",
+        )
+    items = [data] if isinstance(data, (torch.Tensor, Mapping)) else list(data)
+    chunks = [_token_batch(item, i) for i, item in enumerate(items)]
+    if not chunks or sum(c.shape[0] for c in chunks) == 0:
+        raise ConfigError("calibration", f"is empty: {method} needs at least one sequence of token ids")
+    return Calibration(chunks, "calibration sequences")
+
+
+def _token_batch(item: Any, index: int) -> torch.Tensor:
+    ids = item["input_ids"] if isinstance(item, Mapping) else item
+    ids = torch.as_tensor(ids)
+    if ids.dim() == 1:
+        ids = ids.unsqueeze(0)
+    if ids.dim() != 2 or ids.dtype.is_floating_point or ids.dtype == torch.bool:
+        raise ConfigError(
+            "calibration",
+            f"batch {index}: expected integer token ids of shape [batch, seq], got {ids.dtype} {tuple(ids.shape)}",
+        )
+    return ids.long()

@@ -5,15 +5,18 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import dataclass
-from typing import ClassVar
-
-import torch
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from modelxray.quant.base import Quantizer
 from modelxray.quant.rtn import relative_error
 from modelxray.quant.summary import quant_result
 
-_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16}
+if TYPE_CHECKING:
+    from torch import nn
+
+    from modelxray.core.result import Result
+
+DTYPES = ("float16", "bfloat16")  # torch dtype names
 
 
 @dataclass
@@ -23,17 +26,20 @@ class CastQuantizer(Quantizer):
     dtype: str = "bfloat16"
 
     def validate(self) -> None:
-        self.require_choice("dtype", _DTYPES)
+        self.require_choice("dtype", DTYPES)
 
-    def apply(self, subject):
+    def quantize(self, model: nn.Module, calibration: Any = None) -> tuple[nn.Module, Result]:
+        import torch
+
+        dtype = getattr(torch, self.dtype)
         start = time.perf_counter()
-        model = copy.deepcopy(subject.model)
+        original, model = model, copy.deepcopy(model)
         rows, seen = [], set()
-        for name, p in subject.model.named_parameters():
+        for name, p in original.named_parameters():
             if p.data_ptr() in seen or not p.is_floating_point():
                 continue
             seen.add(p.data_ptr())
-            cast = p.detach().to(_DTYPES[self.dtype])
+            cast = p.detach().to(dtype)
             rows.append(
                 {
                     "module": name,
@@ -48,6 +54,9 @@ class CastQuantizer(Quantizer):
                     "rel_error": relative_error(p, cast),
                 }
             )
-        model.to(_DTYPES[self.dtype])
-        result = quant_result(f"cast to {self.dtype}", rows, subject.model, time.perf_counter() - start, [])
-        return subject.with_model(model, {"method": "cast", "dtype": self.dtype}), result
+        model.to(dtype)
+        seconds = time.perf_counter() - start
+        return model, quant_result(f"cast to {self.dtype}", rows, original, seconds, [], source=self)
+
+    def step(self, result: Result) -> dict[str, Any]:
+        return {"method": "cast", "dtype": self.dtype}

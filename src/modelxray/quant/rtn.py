@@ -17,16 +17,21 @@ columns per group, the last group narrower when ``group_size`` does not divide i
 
 Scales and offsets are rounded to ``scale_dtype`` (float16 by default, as real formats store
 them) before use. Every element's error is at most half a quantization step.
+
+The formats (``QuantSpec``) and size arithmetic are plain Python, so configs validate without torch;
+the kernels import torch when they run.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 GRANULARITIES = ("tensor", "channel", "group")
-_SCALE_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+SCALE_BITS = {"float16": 16, "bfloat16": 16, "float32": 32}  # scale_dtype -> bits per stored scale
 
 
 @dataclass(frozen=True)
@@ -69,7 +74,9 @@ def group_params(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Scale and offset of each group, reducing over the last dimension (keepdim). Offsets are 0 when
     symmetric. ``clip`` (broadcastable to the result) shrinks each group's range (clipping searches)."""
-    sdt = _SCALE_DTYPES[spec.scale_dtype]
+    import torch
+
+    sdt = getattr(torch, spec.scale_dtype)
     if spec.symmetric:
         amax = x.abs().amax(dim=-1, keepdim=True)
         scale = ((amax if clip is None else amax * clip) / (2 ** (spec.bits - 1) - 1)).to(sdt).float()
@@ -84,6 +91,8 @@ def group_params(
 
 def quantize_with(x: torch.Tensor, scale: torch.Tensor, lo: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     """Round ``x`` to the grid of ``scale`` (and offset ``lo``) and dequantize."""
+    import torch
+
     if spec.symmetric:
         qmax = 2 ** (spec.bits - 1) - 1
         return torch.clamp(torch.round(x / scale), -qmax, qmax) * scale
@@ -100,6 +109,8 @@ def fake_quantize(w: torch.Tensor, spec: QuantSpec, clip: torch.Tensor | None = 
     """Quantize-dequantize a 2-D weight (groups along dim 1); returns a new tensor of ``w``'s dtype.
 
     ``clip`` (rows x groups, or 1 x 1 per tensor) optionally shrinks each group's range."""
+    import torch
+
     if w.dim() != 2:
         raise ValueError(f"expected a 2-D weight, got shape {tuple(w.shape)}")
     x = w.detach().float()
@@ -129,12 +140,14 @@ def n_groups(shape: tuple[int, int], spec: QuantSpec) -> int:
 
 def packed_bits(shape: tuple[int, int], spec: QuantSpec) -> int:
     """Bits the packed format stores: ``bits`` per weight plus per-group scale (and offset)."""
-    per_group = torch.finfo(_SCALE_DTYPES[spec.scale_dtype]).bits * (1 if spec.symmetric else 2)
+    per_group = SCALE_BITS[spec.scale_dtype] * (1 if spec.symmetric else 2)
     return shape[0] * shape[1] * spec.bits + n_groups(shape, spec) * per_group
 
 
 def relative_error(original: torch.Tensor, quantized: torch.Tensor) -> float:
     """||W - Q(W)||_F / ||W||_F (0 for an all-zero weight)."""
+    import torch
+
     original, quantized = original.detach().float(), quantized.detach().float()
     num = torch.linalg.vector_norm(original - quantized)
     den = torch.linalg.vector_norm(original)

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from modelxray.core.result import Result
 
+if TYPE_CHECKING:
+    from torch import nn
 
-def quant_result(method: str, rows: list[dict], model: nn.Module, seconds: float, notes: list[str]) -> Result:
+
+def quant_result(
+    method: str, rows: list[dict], model: nn.Module, seconds: float, notes: list[str], source: Any = None
+) -> Result:
     """``rows``: one per quantized tensor with ``elements``, ``bytes_before``, ``packed_bytes``,
-    ``bits`` and ``rel_error``. Model-level sizes count every other parameter at its storage size."""
+    ``bits`` and ``rel_error``. Model-level sizes count every other parameter at its storage size.
+    ``source``: the quantizer that did it (the report asks it to draw the result)."""
     seen, total_elems, total_bytes = set(), 0, 0
     for p in model.parameters():
         if p.data_ptr() in seen:
@@ -48,4 +54,5 @@ def quant_result(method: str, rows: list[dict], model: nn.Module, seconds: float
         tables={"layers": rows},
         data={"method": method, "bits_histogram": bits_hist},
         insights=notes,
+        source=source,
     )

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
-from torch import nn
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 KINDS = ("linear", "embedding", "lm_head")
 COMPONENTS = ("attention", "mlp", "embedding", "lm_head", "other")
@@ -42,6 +44,8 @@ class Target:
         return w.t() if _is_conv1d(self.module) else w
 
     def set_weight_matrix(self, value: torch.Tensor) -> None:
+        import torch
+
         with torch.no_grad():
             self.module.weight.copy_(value.t() if _is_conv1d(self.module) else value)
 
@@ -61,6 +65,8 @@ def block_of(name: str) -> int | None:
 
 def find_targets(model: nn.Module) -> list[Target]:
     """Every quantizable module of ``model`` with its kind, component and block, in module order."""
+    from torch import nn
+
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     out = []
     for name, module in model.named_modules():

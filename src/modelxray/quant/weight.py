@@ -1,20 +1,26 @@
-"""Weight-only round-to-nearest quantization of a copy of the model, driven by a bit plan."""
+"""Weight-only round-to-nearest quantization of a copy of the model, driven by a bit plan.
+
+Importing this module imports no torch: the RTN kernels (``quant.rtn``) import it when they run.
+"""
 
 from __future__ import annotations
 
 import copy
 import time
 from dataclasses import dataclass, field
-from typing import ClassVar
-
-import torch
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from modelxray.core.errors import ConfigError
 from modelxray.quant.base import Quantizer
 from modelxray.quant.plan import check_bits, parse_rules, resolve_plan
-from modelxray.quant.rtn import GRANULARITIES, QuantSpec, fake_quantize, packed_bits, relative_error
+from modelxray.quant.rtn import GRANULARITIES, SCALE_BITS, QuantSpec, fake_quantize, packed_bits, relative_error
 from modelxray.quant.summary import quant_result
 from modelxray.quant.targets import KINDS, Target, find_targets
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from modelxray.core.result import Result
 
 
 @dataclass
@@ -36,7 +42,7 @@ class WeightQuantizer(Quantizer):
     def validate(self) -> None:
         check_bits(self.bits, "bits")
         self.require_choice("granularity", GRANULARITIES)
-        self.require_choice("scale_dtype", ["float16", "bfloat16", "float32"])
+        self.require_choice("scale_dtype", SCALE_BITS)
         self.require_positive("group_size")
         for kind in self.targets:
             if kind not in KINDS:
@@ -46,23 +52,26 @@ class WeightQuantizer(Quantizer):
     def default_spec(self) -> QuantSpec:
         return QuantSpec(self.bits, self.symmetric, self.granularity, self.group_size, self.scale_dtype)
 
-    def plan_for(self, model: torch.nn.Module) -> tuple[list[Target], dict]:
+    def plan_for(self, model: nn.Module) -> tuple[list[Target], dict]:
         targets = find_targets(model)
         return targets, resolve_plan(targets, self.default_spec(), self.targets, self.skip, self._rules)
 
-    def apply(self, subject):
+    def check(self, model: nn.Module) -> None:
+        self.plan_for(model)  # a bad plan fails here, before the copy and any weight change
+
+    def quantize(self, model: nn.Module, calibration: Any = None) -> tuple[nn.Module, Result]:
         start = time.perf_counter()
-        self.plan_for(subject.model)  # a bad plan fails here, before the copy and any weight change
-        model = copy.deepcopy(subject.model)
+        model = copy.deepcopy(model)
         targets, plan = self.plan_for(model)
         rows, notes = quantize_model(targets, plan)
-        result = quant_result("rtn", rows, model, time.perf_counter() - start, notes)
-        step = {
-            "method": "rtn",
+        return model, quant_result("rtn", rows, model, time.perf_counter() - start, notes, source=self)
+
+    def step(self, result: Result) -> dict[str, Any]:
+        return {
+            "method": self.name,
             "default": self.default_spec().describe(),
             "effective_bits": round(result.metrics["effective_bits"], 3),
         }
-        return subject.with_model(model, step), result
 
 
 def quantize_model(targets: list[Target], plan: dict) -> tuple[list[dict], list[str]]:

@@ -2,17 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from modelxray.core.formatting import human_bytes
-
-
-def _fmt(v: Any) -> str:
-    if isinstance(v, float):
-        if v != 0 and (abs(v) >= 1e6 or abs(v) < 1e-3):
-            return f"{v:.4g}"
-        return f"{v:,.4f}".rstrip("0").rstrip(".") if abs(v) < 1000 else f"{v:,.1f}"
-    return str(v)
+from modelxray.core.formatting import fmt_number, human_bytes
 
 
 def table(rows: list[dict], columns: list[str] | None = None) -> str:
@@ -21,8 +11,16 @@ def table(rows: list[dict], columns: list[str] | None = None) -> str:
     columns = columns or list(rows[0].keys())
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
-        lines.append("| " + " | ".join(_fmt(r.get(c, "")) for c in columns) + " |")
+        lines.append("| " + " | ".join(fmt_number(r.get(c, "")) for c in columns) + " |")
     return "\n".join(lines) + "\n"
+
+
+def headline_metrics(result) -> dict:
+    """The metrics a stage puts in the summary table (its own choice; default: the un-grouped ones)."""
+    source = result.source
+    if source is not None and hasattr(source, "headline"):
+        return source.headline(result)
+    return {k: v for k, v in result.metrics.items() if "/" not in k}
 
 
 def summary_report(run: dict, results: dict, plots: list[str]) -> str:
@@ -57,15 +55,7 @@ def summary_report(run: dict, results: dict, plots: list[str]) -> str:
             ]
             continue
         out += [f"Finished in {result.seconds:.1f} s.", ""]
-        out += [
-            table(
-                [
-                    {"metric": k, "value": v}
-                    for k, v in result.metrics.items()
-                    if "/" not in k and not k.startswith("bs")
-                ]
-            )
-        ]
+        out += [table([{"metric": k, "value": v} for k, v in headline_metrics(result).items()])]
         for tname, rows in result.tables.items():
             out += [f"### {tname.replace('_', ' ')}", "", table(rows)]
     if plots:

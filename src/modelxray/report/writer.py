@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from modelxray.report.insights import InsightThresholds, collect_insights
+from modelxray.report.insights import collect_insights
 from modelxray.report.markdown import insights_report, summary_report
 
 
@@ -25,10 +25,9 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-def write_reports(
-    out_dir: Path, run: dict, results: dict, thresholds: InsightThresholds, dashboard: bool = True
-) -> list[Path]:
-    """Write every report file into ``out_dir``; return their paths. Plotting failures are recorded,
+def write_reports(out_dir: Path, run: dict, results: dict, dashboard: bool = True) -> list[Path]:
+    """Write every report file into ``out_dir``; return their paths. Every artifact comes from a
+    Result (its texts, files and the figures its source draws); plotting failures are recorded,
     never allowed to lose the numbers."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -43,9 +42,17 @@ def write_reports(
             p.write_text(result.error)
             written.append(p)
     for result in results.values():
-        for fname, text in (result.texts or {}).items() if result.ok else ():
+        if not result.ok:
+            continue
+        for fname, text in result.texts.items():
             p = out_dir / fname
+            p.parent.mkdir(parents=True, exist_ok=True)
             p.write_text(text)
+            written.append(p)
+        for fname, blob in result.files.items():
+            p = out_dir / fname
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(blob)
             written.append(p)
     payload = {"run": run, "results": {n: r.to_json() for n, r in results.items()}, "plot_errors": plot_errors}
     p = out_dir / "analysis_results.json"
@@ -55,7 +62,7 @@ def write_reports(
     p = out_dir / "summary_report.md"
     p.write_text(summary_report(run, results, rel_plots))
     written.append(p)
-    sections = collect_insights(results, thresholds)
+    sections = collect_insights(results)
     p = out_dir / "insights.md"
     p.write_text(insights_report(run["model"]["name"], sections, run["model"].get("notes", [])))
     written.append(p)
@@ -63,26 +70,25 @@ def write_reports(
 
 
 def _write_plots(plots_dir: Path, results: dict, run: dict, dashboard: bool) -> tuple[list[Path], dict[str, str]]:
+    from modelxray.plotting import save, style
     from modelxray.report.dashboard import write_dashboard
-    from modelxray.report.plots import plotter_for
-    from modelxray.report.plots.style import save
 
     files, errors = [], {}
-    for name, result in results.items():
-        plotter = plotter_for(name)
-        if plotter is None or not result.ok:
-            continue
-        try:
-            for fname, fig in plotter.figures(result).items():
-                save(fig, plots_dir / fname)
-                files.append(plots_dir / fname)
-        except Exception as exc:  # noqa: BLE001 - a broken plot must not lose the run's numbers
-            errors[name] = f"{type(exc).__name__}: {exc}"
-    if dashboard:
-        path = plots_dir / "analysis_summary_dashboard.png"
-        try:
-            if write_dashboard(results, path, f"modelxray: {run['model']['name']}"):
-                files.append(path)
-        except Exception as exc:  # noqa: BLE001
-            errors["dashboard"] = f"{type(exc).__name__}: {exc}"
+    with style():
+        for name, result in results.items():
+            if result.source is None or not result.ok:
+                continue
+            try:
+                for fname, fig in result.source.figures(result).items():
+                    save(fig, plots_dir / fname)
+                    files.append(plots_dir / fname)
+            except Exception as exc:  # noqa: BLE001 - a broken plot must not lose the run's numbers
+                errors[name] = f"{type(exc).__name__}: {exc}"
+        if dashboard:
+            path = plots_dir / "analysis_summary_dashboard.png"
+            try:
+                if write_dashboard(results, path, f"modelxray: {run['model']['name']}"):
+                    files.append(path)
+            except Exception as exc:  # noqa: BLE001
+                errors["dashboard"] = f"{type(exc).__name__}: {exc}"
     return files, errors

@@ -9,10 +9,11 @@ tables, JSON-able data and insight sentences. Callbacks never call the tracker t
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-from torch import nn
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 
 @dataclass

@@ -12,6 +12,7 @@ from typing import Any
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
 from modelxray.dynamics.config import DynamicsConfig, section
+from modelxray.training.presentation import TrainPresentation
 
 
 @dataclass
@@ -92,7 +93,7 @@ class LearningConfig(Configurable):
 
 
 @dataclass
-class TrainConfig(Configurable):
+class TrainConfig(TrainPresentation, Configurable):
     enabled: bool = True
     task: str = "auto"  # auto (from the model) | causal_lm | classification
     steps: int = 50  # optimizer steps

@@ -109,7 +109,7 @@ def train_subject(
         )
     finally:
         logger.flush()
-    result = Result("train")
+    result = Result("train", source=cfg)
     m = result.metrics
     m.update(
         {

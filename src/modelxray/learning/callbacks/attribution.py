@@ -19,30 +19,12 @@ too, the cartography region).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from modelxray.learning.attribution import TracInCheckpoint, TracInResult, learned_targets, tracin
-from modelxray.learning.callbacks.base import CallbackConfig, LearningCallback, task_data
+from modelxray.learning.callbacks.base import LearningCallback, task_data
+from modelxray.learning.callbacks.configs import TransitionAttributionConfig
 from modelxray.training.callbacks import CallbackReport, TrainState
-
-
-@dataclass
-class TransitionAttributionConfig(CallbackConfig):
-    every_n_steps: int = 100  # checkpoint frequency
-    start_step: int | None = None  # first step to checkpoint (null = from the start)
-    end_step: int | None = None  # last step to checkpoint (null = to the end)
-    max_checkpoints: int = 20
-    target: str = "learned"  # learned | test
-    max_target: int = 512  # at most this many target examples
-    max_train: int | None = None  # score the first N training examples (null = all)
-    top_k: int = 10
-    chunk_size: int = 256  # per-example gradients computed this many at a time
-
-    def validate(self) -> None:
-        self.require_positive("every_n_steps", "max_checkpoints", "max_target", "top_k", "chunk_size")
-        self.require_positive("max_train", allow_none=True)
-        self.require_choice("target", ("learned", "test"))
 
 
 class TransitionAttributionCallback(LearningCallback):

@@ -1,26 +1,18 @@
-"""What the learning callbacks share: config handling, label lookup, epoch counting, save/load."""
+"""What the learning callbacks share: config handling, label lookup, epoch counting, save/load.
+
+Their configs live in ``configs`` (importable without numpy or torch)."""
 
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-import torch
-
-from modelxray.core.configurable import Configurable
-from modelxray.learning.state import load_state, save_state
+from modelxray.learning.callbacks.configs import CallbackConfig
 from modelxray.training.callbacks import Callback, TrainState
 
-
-class CallbackConfig(Configurable):
-    """Base of the callbacks' configs: ``build()`` gives the callback it describes (Hydra can target
-    the config, which checks unknown keys). The callback class binds itself by naming the config."""
-
-    _callback: ClassVar[type] = None
-
-    def build(self) -> LearningCallback:
-        return self._callback(self)
+if TYPE_CHECKING:
+    import torch
 
 
 class LearningCallback(Callback):
@@ -31,13 +23,8 @@ class LearningCallback(Callback):
     whether the loop's ``state.epoch`` is 0- or 1-based; ``state.epoch`` and ``state.step`` are only
     recorded as labels."""
 
-    config_class: ClassVar[type]
+    config_class: ClassVar[type[CallbackConfig]]
     extra_key: ClassVar[str] = ""  # where the callback publishes itself in ``state.extra``
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        if isinstance(cls.__dict__.get("config_class"), type):
-            cls.config_class._callback = cls
 
     def __init__(self, config: Any = None, **overrides: Any):
         if config is None:
@@ -68,6 +55,8 @@ class LearningCallback(Callback):
 
     def save(self, path: str | Path) -> tuple[Path, Path]:
         """Write config and state as ``path.json`` + ``path.npz`` (no pickle)."""
+        from modelxray.learning.state import save_state
+
         return save_state(
             path,
             {
@@ -80,6 +69,8 @@ class LearningCallback(Callback):
 
     @classmethod
     def load(cls, path: str | Path):
+        from modelxray.learning.state import load_state
+
         doc = load_state(path)
         if doc.get("callback") != cls.__name__:
             raise ValueError(f"{path} holds a {doc.get('callback')}, not a {cls.__name__}")

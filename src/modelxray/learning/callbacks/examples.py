@@ -19,52 +19,21 @@ Definitions: :mod:`modelxray.learning.forgetting` and :mod:`modelxray.learning.c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from modelxray.core.errors import ConfigError
-from modelxray.learning.callbacks.base import CallbackConfig, LearningCallback, finite, task_data
+from modelxray.learning.callbacks.base import LearningCallback, finite, task_data
+from modelxray.learning.callbacks.configs import ExampleDynamicsConfig
 from modelxray.learning.cartography import (
     REGIONS,
     Cartography,
-    RegionThresholds,
     cartography_from_sums,
     hard_example_order,
 )
 from modelxray.learning.forgetting import ForgettingStats, forgetting_histogram
 from modelxray.learning.recorder import ExampleRecorder, PerIndices
 from modelxray.training.callbacks import CallbackReport, TrainState
-
-
-@dataclass
-class ExampleDynamicsConfig(CallbackConfig):
-    track_examples: int | None = 1000  # at most this many training examples (null = all)
-    selection: str = "first"  # first | random: which ones (random is seeded)
-    seed: int = 0
-    every_n_epochs: int = 1  # record every N-th epoch (1 = every epoch; steps of other epochs cost nothing)
-    log_every_n_epochs: int = 1  # return the live metrics every N-th recorded epoch (full-batch runs: 10)
-    keep_history: bool = True  # keep the (examples, epochs) matrices: curves by region, exact std
-    ambiguous_top_share: float | None = 0.33  # cartography: the most variable share is ambiguous (null: a fixed cut)
-    ambiguous_variability: float = 0.2  # the fixed cut when ambiguous_top_share is null: variability >= this
-    easy_confidence: float = 0.5  # cartography: else confidence >= this is easy, below is hard
-    n_hard: int = 20  # rows of the hard-examples table
-
-    def validate(self) -> None:
-        self.require_positive("track_examples", allow_none=True)
-        self.require_positive("every_n_epochs", "log_every_n_epochs", "n_hard")
-        self.require_choice("selection", ("first", "random"))
-        if not 0.0 < self.ambiguous_variability <= 0.5:
-            raise ConfigError("ambiguous_variability", f"must lie in (0, 0.5], got {self.ambiguous_variability}")
-        if self.ambiguous_top_share is not None and not 0.0 <= self.ambiguous_top_share <= 1.0:
-            raise ConfigError("ambiguous_top_share", f"must lie in [0, 1] or be null, got {self.ambiguous_top_share}")
-        if not 0.0 < self.easy_confidence < 1.0:
-            raise ConfigError("easy_confidence", f"must lie in (0, 1), got {self.easy_confidence}")
-
-    @property
-    def thresholds(self) -> RegionThresholds:
-        return RegionThresholds(self.ambiguous_variability, self.easy_confidence, self.ambiguous_top_share)
 
 
 class ExampleDynamicsCallback(LearningCallback):

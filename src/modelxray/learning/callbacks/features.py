@@ -24,13 +24,13 @@ and, in ``data``, the whole ``cka_final`` series with its steps. PCA coordinates
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
-from modelxray.learning.callbacks.base import CallbackConfig, LearningCallback, finite, task_data
+from modelxray.learning.callbacks.base import LearningCallback, finite, task_data
+from modelxray.learning.callbacks.configs import FeatureEvolutionConfig
 from modelxray.learning.cka import linear_cka
 from modelxray.learning.features import (
     capture_activations,
@@ -42,31 +42,6 @@ from modelxray.learning.features import (
 )
 from modelxray.learning.fourier import fourier_sparsity, top_frequencies, weight_norm
 from modelxray.training.callbacks import CallbackReport, TrainState
-
-
-@dataclass
-class FeatureEvolutionConfig(CallbackConfig):
-    layers: list[str] = field(default_factory=list)  # module names; empty = the penultimate representation
-    every_n_epochs: int = 10
-    sample_size: int = 256  # fixed examples the activations are taken on
-    sample_split: str = "test"  # test | train
-    seed: int = 0  # which examples, and the probe's split
-    silhouette: bool = True
-    probe: bool = True
-    probe_test_fraction: float = 0.3
-    probe_max_dim: int | None = 64  # PCA to this many dimensions before the probe (null = never)
-    cka: bool = True
-    pca: bool = True
-    pca_snapshots: int = 6  # snapshots whose 2-D PCA coordinates go to the report
-    fourier: bool = True  # Fourier sparsity + weight norm for modular tasks
-    fourier_top_k: int = 5
-    embedding_param: str | None = None  # a (p, d) parameter to use when the model has no residue_embedding()
-    max_stored_snapshots: int = 200  # activations kept for CKA to the final snapshot
-
-    def validate(self) -> None:
-        self.require_positive("every_n_epochs", "sample_size", "fourier_top_k", "max_stored_snapshots", "pca_snapshots")
-        self.require_positive("probe_max_dim", allow_none=True)
-        self.require_choice("sample_split", ("test", "train"))
 
 
 class FeatureEvolutionCallback(LearningCallback):

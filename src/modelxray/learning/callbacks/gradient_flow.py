@@ -15,27 +15,14 @@ Non-finite gradient norms are recorded as +inf (they count as exploding).
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from modelxray.learning.callbacks.base import CallbackConfig, LearningCallback
+from modelxray.learning.callbacks.base import LearningCallback
+from modelxray.learning.callbacks.configs import GradientFlowConfig
 from modelxray.learning.gradient_flow import FlowThresholds, flow_flags, layer_grad_norms
 from modelxray.training.callbacks import CallbackReport, TrainState
-
-
-@dataclass
-class GradientFlowConfig(CallbackConfig):
-    every_n_steps: int = 1
-    layers: list[str] = field(default_factory=list)  # glob patterns of layer names; empty = every layer
-    vanishing: float = 1e-7  # a layer's gradient norm below this is vanishing at that step
-    exploding: float = 1e3  # above this, exploding
-    flag_share: float = 0.5  # flag a layer in the report when that happens in this share of measured steps
-    log_layers: bool = True  # log grad_flow/layer_<name>/norm (else only the aggregates)
-
-    def validate(self) -> None:
-        self.require_positive("every_n_steps", "vanishing", "exploding", "flag_share")
 
 
 class GradientFlowCallback(LearningCallback):

@@ -23,13 +23,13 @@ finds the flipped examples. Definitions: :mod:`modelxray.learning.memorization`,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
 
-from modelxray.learning.callbacks.base import CallbackConfig, LearningCallback, finite, task_data
+from modelxray.learning.callbacks.base import LearningCallback, finite, task_data
+from modelxray.learning.callbacks.configs import MemorizationConfig
 from modelxray.learning.evaluation import evaluate
 from modelxray.learning.memorization import fitted_share, gap_events, region_overlap
 from modelxray.learning.transitions import detect_transitions, transition_step
@@ -45,25 +45,6 @@ SERIES = (
     "flipped_fitted_share",
     "clean_fitted_share",
 )
-
-
-@dataclass
-class MemorizationConfig(CallbackConfig):
-    every_n_epochs: int = 1  # evaluate every N-th epoch (a full no-grad pass over both splits)
-    max_train_eval: int | None = None  # evaluate the first N training examples (null = all)
-    max_test_eval: int | None = None  # evaluate the first N test examples (null = all)
-    batch_size: int = 4096
-    gap_open: float = 0.1  # the accuracy gap "opens" at the first evaluation >= this
-    gap_close: float = 0.05  # ... and "closes" when it stays <= this to the end
-    transition_level: float = 0.95  # transition step = first step accuracy >= this and stays
-    change_points: bool = True  # detect change points in the accuracy and gap series (report)
-    change_point_method: str = "binseg"  # binseg | pelt (ruptures)
-    min_gain: float = 0.05  # a change point must explain this share of the series' variance
-
-    def validate(self) -> None:
-        self.require_positive("every_n_epochs", "batch_size")
-        self.require_positive("max_train_eval", "max_test_eval", allow_none=True)
-        self.require_choice("change_point_method", ("binseg", "pelt"))
 
 
 class MemorizationCallback(LearningCallback):

@@ -1,0 +1,1 @@
+"""Analyzers, one package each: ``<name>/config.py`` (keys and checks), ``run.py`` (the work), ``plots.py`` and ``insights.py`` (how its result is drawn and explained). ``base.Analyzer`` is the contract."""

@@ -1,0 +1,105 @@
+"""Inspect analyzer: what is inside a model (or a weights file), what it costs to run, and where
+to prune or quantize.
+
+Parts, each optional by config: per-tensor parameter statistics aggregated by layer type
+(``inspection/weights.py``, ``metrics/tensor_stats.py``); the architecture and the input it takes
+(``inspection/architecture.py``); FLOPs per module and op with attention counted for any
+implementation, bytes per op, time per op and a roofline against the measured peak
+(``measure/flops.py``, ``op_profile.py``, ``peak.py``); energy and CO2 with codecarbon
+(``measure/energy.py``); CPU/GPU utilisation (``measure/utilization.py``); recommendations with the
+numbers behind them (``inspection/advice.py``). The full text report is
+``comprehensive_model_analysis.txt`` (``inspection/text_report.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from modelxray.analyzers.base import Analyzer
+from modelxray.core.errors import ConfigError
+from modelxray.core.result import Result, RunContext
+
+SPECTRAL = ("power", "exact", "none")
+
+
+@dataclass
+class InspectAnalyzer(Analyzer):
+    name: ClassVar[str] = "inspect"
+    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", "weights")
+    bins: int = 256  # histogram bins per tensor (entropy is of this histogram)
+    outlier_k: float = 3.0  # outlier: |x - mean| > k std
+    small_threshold: float = 1e-3  # "near zero": |x| < small_threshold x max|x|
+    spectral: str = "power"  # power (converged to spectral_rtol, error bound reported) | exact | none
+    spectral_rtol: float = 1e-3
+    spectral_max_iters: int = 300
+    sensitivity_bits: int = 4  # bit width of the quantization-sensitivity indicator
+    compute: bool = True  # false: parameters only (weights-only files never run)
+    batch_size: int = 1
+    seq_len: int | None = 256  # language models: tokens per sequence (null = dataset.seq_len)
+    input_shape: list[int] | None = None  # other models: input shape without the batch dim, e.g. [3, 224, 224]
+    profile_warmup: int = 2
+    profile_iters: int = 5
+    peak_matmul_size: int = 2048  # square matmul that measures the peak FLOP/s of the roofline
+    energy: bool = True
+    energy_seconds: float = 10.0
+    country_iso_code: str = "USA"  # grid carbon intensity of this country (ISO 3166 alpha-3)
+    power_sample_seconds: float = 1.0
+    utilization_interval_s: float = 0.2
+    top: int = 10  # rows in the top-N tables and recommendations
+    prune_min: float = 0.3  # prune_potential from which a layer is recommended for pruning
+    precision_ratio: float = 1.25  # quant_sensitivity / model median from which a layer should keep more bits
+
+    def validate(self) -> None:
+        self.require_positive(
+            "bins",
+            "outlier_k",
+            "small_threshold",
+            "spectral_rtol",
+            "spectral_max_iters",
+            "sensitivity_bits",
+            "batch_size",
+            "profile_iters",
+            "peak_matmul_size",
+            "energy_seconds",
+            "power_sample_seconds",
+            "utilization_interval_s",
+            "top",
+            "precision_ratio",
+        )
+        self.require_positive("seq_len", "input_shape", allow_none=True)
+        self.require_non_negative("profile_warmup", "prune_min")
+        self.require_choice("spectral", SPECTRAL)
+        if not (
+            isinstance(self.country_iso_code, str)
+            and len(self.country_iso_code) == 3
+            and self.country_iso_code.isalpha()
+        ):
+            raise ConfigError(
+                "country_iso_code",
+                f"must be a 3-letter ISO 3166 code such as USA, FRA or DEU; got {self.country_iso_code!r}",
+            )
+        if self.sensitivity_bits > 16:
+            raise ConfigError("sensitivity_bits", f"must be in 1..16, got {self.sensitivity_bits}")
+
+    def preflight(self, subject) -> None:
+        """A model that runs needs an input shape before compute, energy and profiling start."""
+        from modelxray.analyzers.inspect.run import input_spec
+
+        input_spec(self, subject)
+
+    def run(self, subject, ctx: RunContext) -> Result:
+        from modelxray.analyzers.inspect.run import run
+
+        return run(self, subject, ctx)
+
+    def figures(self, result: Result) -> dict:
+        from modelxray.analyzers.inspect import plots
+
+        return plots.figures(result)
+
+    def panel(self, ax, result: Result) -> bool:
+        from modelxray.analyzers.inspect import plots
+
+        plots.panel(ax, result)
+        return True

@@ -1,0 +1,274 @@
+"""Inspect analyzer: what is inside a model (or a weights file), what it costs to run, and where
+to prune or quantize.
+
+Parts, each optional by config: per-tensor parameter statistics aggregated by layer type
+(``inspection/weights.py``, ``metrics/tensor_stats.py``); the architecture and the input it takes
+(``inspection/architecture.py``); FLOPs per module and op with attention counted for any
+implementation, bytes per op, time per op and a roofline against the measured peak
+(``measure/flops.py``, ``op_profile.py``, ``peak.py``); energy and CO2 with codecarbon
+(``measure/energy.py``); CPU/GPU utilisation (``measure/utilization.py``); recommendations with the
+numbers behind them (``inspection/advice.py``). The full text report is
+``comprehensive_model_analysis.txt`` (``inspection/text_report.py``).
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+from modelxray.core.errors import ConfigError
+from modelxray.core.result import Result, RunContext
+from modelxray.inspection import advice
+from modelxray.inspection.architecture import classify_names, describe, infer_input, make_input
+from modelxray.inspection.weights import analyze_weights
+from modelxray.metrics.tensor_stats import StatsConfig, aggregate
+from modelxray.models.weights_file import WeightsFile
+
+SPECTRAL = ("power", "exact", "none")
+_TABLE_STATS = (
+    "shape",
+    "numel",
+    "std",
+    "abs_mean",
+    "zeros_share",
+    "kurtosis",
+    "outlier_share",
+    "l2",
+    "spectral_norm",
+    "stable_rank",
+    "quant_sensitivity",
+    "prune_potential",
+)
+
+
+def stats_config(cfg, seed: int = 0) -> StatsConfig:
+    return StatsConfig(
+        bins=cfg.bins,
+        outlier_k=cfg.outlier_k,
+        small_threshold=cfg.small_threshold,
+        spectral=cfg.spectral,
+        spectral_rtol=cfg.spectral_rtol,
+        spectral_max_iters=cfg.spectral_max_iters,
+        sensitivity_bits=cfg.sensitivity_bits,
+        seed=seed,
+    )
+
+
+def input_spec(cfg, subject):
+    """The model's architecture with the input it takes; ``None`` for a weights-only file. Raises
+    ``ConfigError`` naming ``input_shape`` when compute is on and no input can be inferred."""
+    if isinstance(subject.model, WeightsFile):
+        return None
+    arch = describe(subject.model)
+    data_shape = getattr(subject.data, "input_shape", None)
+    seq_len = cfg.seq_len or getattr(subject.data, "seq_len", None)
+    arch.input = infer_input(
+        subject.model, batch_size=cfg.batch_size, seq_len=seq_len, input_shape=cfg.input_shape, data_shape=data_shape
+    )
+    if cfg.compute and arch.input.get("shape") is None:
+        raise ConfigError(
+            "analyzer.inspect.input_shape",
+            "cannot infer this model's input; set it, e.g. analyzer.inspect.input_shape=[3,224,224]",
+        )
+    return arch
+
+
+def run(cfg, subject, ctx: RunContext) -> Result:
+    model = subject.model
+    result = cfg.new_result()
+    rows = analyze_weights(model, stats_config(cfg, ctx.seed), ctx.progress)
+    by_type = aggregate(rows, "type")
+    result.data["tensors"] = rows
+    result.tables["parameters_by_layer_type"] = by_type
+    result.metrics.update(_parameter_metrics(rows))
+    recs = advice.prune_candidates(rows, cfg.top, cfg.prune_min) + advice.precision_candidates(
+        rows, cfg.top, cfg.sensitivity_bits, cfg.precision_ratio
+    )
+
+    if isinstance(model, WeightsFile):
+        kind, reason = classify_names([r["name"] for r in rows], {r["name"]: tuple(r["shape"]) for r in rows})
+        result.data["architecture"] = {"kind": kind, "reason": reason, "runnable": False}
+        result.insights.append(
+            f"{subject.info.name} holds weights only: compute, energy and profiling need model.architecture."
+        )
+    else:
+        arch = input_spec(cfg, subject)
+        result.data["architecture"] = {**arch.__dict__, "runnable": True}
+        if cfg.compute:
+            recs += _compute(cfg, model, arch.input, result, ctx)
+    result.tables["top_tensors"] = _top_tensors(rows, cfg.top)
+    result.tables["recommendations"] = recs
+    result.insights.extend(_insights(result, rows))
+    from modelxray.inspection.text_report import render
+
+    result.texts["comprehensive_model_analysis.txt"] = render(subject, result, cfg)
+    return result
+
+
+# -- compute, energy, system -----------------------------------------------------------------
+def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext) -> list[dict]:
+    from modelxray.core.progress import bar
+    from modelxray.measure.energy import measure_energy
+    from modelxray.measure.flops import count_flops, fusion_candidates, op_traffic, run_model, trace_ops
+    from modelxray.measure.op_profile import profile_ops
+    from modelxray.measure.peak import measure_peak, roofline
+    from modelxray.measure.utilization import UtilizationSampler
+
+    device = next(model.parameters()).device
+    dtype = next(model.parameters()).dtype
+    x = make_input(spec, device, ctx.seed)
+    if spec["kind"] != "token_ids":
+        x = x.to(dtype)
+
+    def forward():
+        with torch.inference_mode():
+            run_model(model, x)
+
+    steps = ["FLOPs", "bytes per op", "profile", "peak", "energy"]
+    with (
+        UtilizationSampler(cfg.utilization_interval_s) as sampler,
+        bar(total=len(steps), desc="inspect: compute", enabled=ctx.progress) as pbar,
+    ):
+        flops = count_flops(model, x)
+        pbar.update(1)
+        records = trace_ops(model, x)  # one traced forward feeds bytes per op and fusion candidates
+        traffic = op_traffic(model, x, records)
+        fusion = fusion_candidates(model, x, records)
+        pbar.update(1)
+        times, forward_s = profile_ops(model, x, warmup=cfg.profile_warmup, iters=cfg.profile_iters)
+        pbar.update(1)
+        peak = measure_peak(device=str(device), dtype=dtype, size=cfg.peak_matmul_size)
+        pbar.update(1)
+        energy = (
+            measure_energy(
+                forward,
+                min_seconds=cfg.energy_seconds,
+                country_iso_code=cfg.country_iso_code,
+                sample_seconds=cfg.power_sample_seconds,
+            )
+            if cfg.energy
+            else None
+        )
+        pbar.update(1)
+    roof = roofline(traffic, times, peak)
+    system = sampler.summary()
+
+    tokens = spec["shape"][0] * spec["shape"][1] if spec["kind"] == "token_ids" else spec["shape"][0]
+    m = result.metrics
+    m.update(
+        {
+            "flops_total": float(flops.total),
+            "forward_ms": forward_s * 1e3,
+            "achieved_gflops_per_s": flops.total / forward_s / 1e9 if forward_s > 0 else float("nan"),
+            "peak_matmul_gflops_per_s": peak.matmul_flops_per_s / 1e9,
+            "peak_memory_gb_per_s": peak.memory_bytes_per_s / 1e9,
+            "utilization_of_peak": (flops.total / forward_s) / peak.matmul_flops_per_s
+            if forward_s > 0
+            else float("nan"),
+            "cores_busy": system["cores_busy"],
+            "rss_peak_bytes": float(system["rss_peak_bytes"]),
+        }
+    )
+    m["flops_per_token" if spec["kind"] == "token_ids" else "flops_per_sample"] = flops.total / tokens
+    if energy is not None:
+        e_fwd = energy.energy_j / energy.iterations
+        m.update(
+            {
+                "energy_j_per_forward": e_fwd,
+                "mean_power_w": energy.mean_power_w,
+                "co2_g_per_forward": energy.co2_g / energy.iterations,
+                "flops_per_joule": flops.total / e_fwd if e_fwd > 0 else float("nan"),
+                "energy_measured": 1.0 if energy.measured else 0.0,
+            }
+        )
+        result.data["energy"] = energy.as_dict()
+    result.data.update(
+        {
+            "input": spec,
+            "flops_by_module": flops.by_module,
+            "peak": peak.__dict__,
+            "system": system,
+            "utilization_samples": sampler.samples,
+            "op_traffic": [{**o.__dict__, "intensity": o.intensity} for o in traffic],
+            "op_times": [t.__dict__ for t in times],
+        }
+    )
+    result.tables["flops_by_op"] = _flops_table(flops.by_op, flops.total)
+    result.tables["flops_by_module"] = _module_table(flops.by_module, flops.total, cfg.top)
+    result.tables["roofline"] = roof
+    result.tables["fusion_candidates"] = fusion[: cfg.top]
+    return advice.fusion_advice(fusion, min(cfg.top, 5)) + advice.memory_bound_advice(roof, min(cfg.top, 5))
+
+
+def _parameter_metrics(rows: list[dict]) -> dict[str, float]:
+    total = sum(r["numel"] for r in rows)
+    mats = [r for r in rows if r.get("quant_sensitivity") is not None]
+    out = {
+        "tensors": float(len(rows)),
+        "parameters": float(total),
+        "weight_bytes": float(sum(r["bytes"] for r in rows)),
+        "zeros_share": sum(r["zeros_share"] * r["numel"] for r in rows) / max(total, 1),
+        "outlier_share": sum(r["outlier_share"] * r["numel"] for r in rows) / max(total, 1),
+    }
+    if mats:
+        out["quant_sensitivity_median"] = statistics.median(r["quant_sensitivity"] for r in mats)
+        out["quant_sensitivity_max"] = max(r["quant_sensitivity"] for r in mats)
+        out["prune_potential_median"] = statistics.median(r["prune_potential"] for r in mats)
+        ranks = [r["stable_rank"] for r in mats if r.get("stable_rank") is not None]
+        if ranks:
+            out["stable_rank_median"] = statistics.median(ranks)
+        errs = [r["spectral_rel_error"] for r in mats if r.get("spectral_rel_error") is not None]
+        if errs:
+            out["spectral_rel_error_max"] = max(errs)
+    return out
+
+
+def _top_tensors(rows: list[dict], top: int) -> list[dict]:
+    """The largest tensors, with the columns a reader scans first (all tensors are in the JSON)."""
+    biggest = sorted(rows, key=lambda r: -r["numel"])[:top]
+    return [
+        {
+            "name": r["name"],
+            "type": r["type"],
+            **{k: (str(list(r[k])) if k == "shape" else r[k]) for k in _TABLE_STATS if r.get(k) is not None},
+        }
+        for r in biggest
+    ]
+
+
+def _flops_table(by_op: dict[str, int], total: int) -> list[dict]:
+    return [
+        {"op": op, "flops": float(f), "share": f / total if total else 0.0}
+        for op, f in sorted(by_op.items(), key=lambda kv: -kv[1])
+        if f
+    ]
+
+
+def _module_table(by_module: dict[str, int], total: int, top: int) -> list[dict]:
+    leafish = sorted(by_module.items(), key=lambda kv: -kv[1])
+    return [{"module": m, "flops": float(f), "share": f / total if total else 0.0} for m, f in leafish[: top * 3]]
+
+
+def _insights(result: Result, rows: list[dict]) -> list[str]:
+    m, out = result.metrics, []
+    arch = result.data.get("architecture", {})
+    out.append(
+        f"{arch.get('kind', 'unknown')} ({arch.get('reason', '')}), {m['parameters']:,.0f} parameters in "
+        f"{m['tensors']:.0f} tensors."
+    )
+    if "flops_total" in m:
+        out.append(
+            f"One forward of {result.data['input']['shape']} costs {m['flops_total'] / 1e9:.2f} GFLOPs in "
+            f"{m['forward_ms']:.1f} ms: {m['achieved_gflops_per_s']:.1f} GFLOP/s, "
+            f"{m['utilization_of_peak']:.0%} of the measured matmul peak."
+        )
+    if "energy_j_per_forward" in m:
+        e = result.data["energy"]
+        out.append(
+            f"Energy {m['energy_j_per_forward']:.3g} J per forward at {m['mean_power_w']:.1f} W mean "
+            f"({'measured' if e['measured'] else 'ESTIMATED'}: {e['method']})"
+        )
+    for rec in result.tables.get("recommendations", [])[:6]:
+        out.append(f"{rec['action']}: {rec['target']}: {rec['why']}.")
+    return out

@@ -1,0 +1,83 @@
+"""Performance analyzer config: quality (loss, perplexity, bits per byte, top-k accuracy), speed
+(latency percentiles, throughput per batch size), memory, per-module forward time, and the
+thresholds of its deployment insights."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from modelxray.analyzers.base import Analyzer
+from modelxray.core.errors import ConfigError
+from modelxray.core.result import Result, RunContext
+
+PROTOCOLS = ("disjoint", "sliding", "lm_eval_rolling")  # implemented by modelxray.data.windows.make_windows
+
+
+@dataclass
+class PerformanceAnalyzer(Analyzer):
+    name: ClassVar[str] = "performance"
+
+    # quality: loss, perplexity, bits per byte, top-k next-token accuracy
+    protocol: str = "disjoint"  # disjoint | sliding | lm_eval_rolling (lm-evaluation-harness's protocol)
+    stride: int | None = None  # sliding: tokens newly scored per window (null = seq_len)
+    prefix_token: str = "none"  # none | bos | eos: prepended so the first token is scored too
+    batch_size: int = 4  # windows per forward pass while scoring
+    top_k: list[int] = field(default_factory=lambda: [1, 5, 10])  # next-token accuracy at these k
+    # speed: warm-up, then timed forward passes per batch size
+    speed_batch_sizes: list[int] = field(default_factory=lambda: [1, 4])  # batch sizes timed
+    speed_seq_len: int | None = None  # tokens per timed sequence (null = dataset.seq_len)
+    warmup: int = 1  # untimed forward passes before timing
+    iters: int = 5  # timed forward passes per batch size
+    # per-module forward time (hooks), batch 1
+    layer_timing: bool = True  # time every module's forward (hooks, batch 1)
+    layer_timing_iters: int = 2  # forward passes averaged for the module times
+    top_layers: int = 15  # slowest modules listed in the table and plot
+    # thresholds of the deployment insights (insights.md)
+    realtime_latency_ms: float = 100.0  # p95 latency of one sequence at batch 1 below this is "real-time"
+    edge_max_weight_mb: float = 512.0  # weights that fit an "edge" device
+    server_min_tokens_per_s: float = 1000.0  # throughput a "server" deployment needs
+    tail_ratio: float = 1.5  # p99/p50 latency above this is called jittery
+
+    def validate(self) -> None:
+        self.require_choice("protocol", PROTOCOLS)
+        self.require_choice("prefix_token", ["none", "bos", "eos"])
+        self.require_positive("batch_size", "top_k", "speed_batch_sizes", "iters", "layer_timing_iters", "top_layers")
+        self.require_positive("stride", "speed_seq_len", allow_none=True)
+        self.require_non_negative("warmup")
+        self.require_positive("realtime_latency_ms", "edge_max_weight_mb", "server_min_tokens_per_s", "tail_ratio")
+
+    def preflight(self, subject) -> None:
+        data = subject.data
+        if data is not None and self.stride is not None and self.stride > data.seq_len:
+            raise ConfigError("stride", f"must not exceed dataset.seq_len ({data.seq_len})")
+        which = "bos" if self.protocol == "lm_eval_rolling" and self.prefix_token == "none" else self.prefix_token
+        if which != "none" and subject.batches is None:
+            from modelxray.analyzers.performance.run import prefix_token_id
+
+            prefix_token_id(subject.tokenizer, which)
+
+    def run(self, subject, ctx: RunContext) -> Result:
+        from modelxray.analyzers.performance.run import run
+
+        return run(self, subject, ctx)
+
+    def figures(self, result: Result) -> dict:
+        from modelxray.analyzers.performance import plots
+
+        return plots.figures(result)
+
+    def panel(self, ax, result: Result) -> bool:
+        from modelxray.analyzers.performance import plots
+
+        plots.panel(ax, result)
+        return True
+
+    def headline(self, result: Result) -> dict[str, float]:
+        """The speed metrics per batch size (``bs4_...``) are in the speed table already."""
+        return {k: v for k, v in super().headline(result).items() if not k.startswith("bs")}
+
+    def insights(self, result: Result, results: dict[str, Result]) -> list[str]:
+        from modelxray.analyzers.performance import insights
+
+        return insights.performance_insights(result, self) + insights.deployment_insights(result, results, self)

@@ -1,0 +1,148 @@
+"""Performance analyzer: quality (loss, perplexity, bits per byte, top-k accuracy), speed (latency
+percentiles, throughput per batch size), memory, and per-module forward time."""
+
+from __future__ import annotations
+
+import torch
+
+from modelxray.core.errors import ConfigError
+from modelxray.core.result import Result, RunContext
+from modelxray.data.windows import make_windows, speed_inputs, windows_from_batches
+from modelxray.measure.layer_time import time_by_type, time_modules
+from modelxray.measure.memory import cuda_peaks, peak_rss_bytes, reset_cuda_peaks, rss_bytes
+from modelxray.measure.scoring import model_device, score_windows
+from modelxray.measure.speed import time_forward
+from modelxray.metrics.latency import latency_stats, throughput
+from modelxray.metrics.memory import count_parameters, tensor_bytes_by_dtype
+
+
+def prefix_token_id(tokenizer, which: str) -> int | None:
+    if which == "none":
+        return None
+    bos, eos = getattr(tokenizer, "bos_token_id", None), getattr(tokenizer, "eos_token_id", None)
+    token = (bos if bos is not None else eos) if which == "bos" else eos
+    if token is None:
+        raise ConfigError("analyzer.performance.prefix_token", f"the tokenizer has no {which} token; use none")
+    return int(token)
+
+
+# -- the three measurements -------------------------------------------------------------
+def run(cfg, subject, ctx: RunContext) -> Result:
+    result = cfg.new_result()
+    reset_cuda_peaks(model_device(subject.model))
+    _quality(cfg, subject, ctx, result)
+    _speed(cfg, subject, ctx, result)
+    _memory(cfg, subject, result)
+    if cfg.layer_timing:
+        _layers(cfg, subject, result)
+    return result
+
+
+def _windows(cfg, subject):
+    if subject.batches is not None:
+        return windows_from_batches(subject.batches), "user batches (disjoint)", None
+    data = subject.data
+    if cfg.stride is not None and cfg.stride > data.seq_len:
+        raise ConfigError("analyzer.performance.stride", f"must not exceed dataset.seq_len ({data.seq_len})")
+    which = cfg.prefix_token
+    if cfg.protocol == "lm_eval_rolling" and which == "none":
+        which = "bos"  # the harness always scores the first token after a prefix token
+    prefix = prefix_token_id(subject.tokenizer, which)
+    windows = make_windows(data.ids, data.seq_len, cfg.protocol, cfg.stride, prefix)
+    stride = cfg.stride or data.seq_len
+    desc = {
+        "disjoint": f"disjoint windows of {data.seq_len}",
+        "sliding": f"sliding windows of {data.seq_len}, stride {stride}",
+        "lm_eval_rolling": f"lm-eval loglikelihood_rolling, windows of {data.seq_len}",
+    }[cfg.protocol]
+    if prefix is not None:
+        desc += f", prefix token {prefix}"
+    return windows, desc, data
+
+
+def _quality(cfg, subject, ctx, result: Result) -> None:
+    windows, desc, data = _windows(cfg, subject)
+    score, seconds = score_windows(
+        subject.model, windows, cfg.batch_size, cfg.top_k, ctx.progress, desc="performance: perplexity"
+    )
+    n_bytes = None
+    if data is not None:
+        # bytes of the scored tokens: exact when every token is scored, else pro rata
+        n_bytes = data.n_bytes * score.n_tokens / max(data.n_tokens, 1)
+    quality = score.result(n_bytes)
+    fed = sum(w.inputs.numel() for w in windows)
+    quality["eval_tokens_per_s"] = fed / seconds
+    result.metrics.update(quality)
+    result.data["quality"] = {
+        **quality,
+        "protocol": cfg.protocol,
+        "protocol_description": desc,
+        "windows": len(windows),
+        "top_k": cfg.top_k,
+    }
+
+
+def _speed(cfg, subject, ctx, result: Result) -> None:
+    device = model_device(subject.model)
+    if subject.data is not None:
+        seq_len = cfg.speed_seq_len or subject.data.seq_len
+        source = subject.data.ids
+    else:
+        first = windows_from_batches(subject.batches)
+        seq_len = cfg.speed_seq_len or first[0].inputs.numel()
+        source = torch.cat([w.inputs for w in first])
+    rows = []
+    for bs in cfg.speed_batch_sizes:
+        batch = speed_inputs(source, bs, seq_len).to(device)
+        times = time_forward(
+            subject.model, batch, cfg.warmup, cfg.iters, ctx.progress, desc=f"performance: latency bs={bs}"
+        )
+        stats = {**latency_stats(times), **throughput(bs, seq_len, sum(times) / len(times))}
+        rows.append({"batch_size": bs, "seq_len": seq_len, **stats, "samples_ms": [t * 1e3 for t in times]})
+        for k, v in stats.items():
+            result.metrics[f"bs{bs}_{k}"] = v
+    result.tables["speed"] = [{k: v for k, v in r.items() if k != "samples_ms"} for r in rows]
+    result.data["speed"] = rows
+
+
+def _memory(cfg, subject, result: Result) -> None:
+    model = subject.model
+    by_dtype = tensor_bytes_by_dtype(model)
+    mem = {
+        "param_bytes": sum(by_dtype["params"].values()),
+        "buffer_bytes": sum(by_dtype["buffers"].values()),
+        "num_parameters": count_parameters(model),
+        "peak_rss_bytes": peak_rss_bytes(),
+        "rss_bytes": rss_bytes(),
+        **cuda_peaks(model_device(model)),
+    }
+    if subject.info.file_bytes:
+        mem["file_bytes"] = subject.info.file_bytes
+    result.metrics.update({k: float(v) for k, v in mem.items()})
+    result.data["memory"] = {**mem, "by_dtype": by_dtype}
+    result.tables["memory_by_dtype"] = [
+        {"kind": kind, "dtype": dt, "bytes": b} for kind, d in by_dtype.items() for dt, b in d.items()
+    ]
+
+
+def _layers(cfg, subject, result: Result) -> None:
+    device = model_device(subject.model)
+    seq_len = cfg.speed_seq_len or (subject.data.seq_len if subject.data is not None else 128)
+    source = subject.data.ids if subject.data is not None else windows_from_batches(subject.batches)[0].inputs
+    batch = speed_inputs(source, 1, seq_len).to(device)
+    rows = time_modules(subject.model, batch, cfg.layer_timing_iters)
+    by_type = time_by_type(rows)
+    total = sum(by_type.values()) or 1.0
+    result.tables["layer_time"] = rows[: cfg.top_layers]
+    result.tables["time_by_module_type"] = [
+        {"type": t, "self_ms": ms, "share": ms / total} for t, ms in by_type.items()
+    ]
+    result.data["layer_time"] = {
+        "batch_size": 1,
+        "seq_len": seq_len,
+        "iters": cfg.layer_timing_iters,
+        "total_self_ms": total,
+    }
+    result.metrics["layer_time_total_ms"] = total
+    for t, ms in by_type.items():
+        result.metrics[f"time_share/{t}"] = ms / total

@@ -1,0 +1,81 @@
+"""Quantization-impact analyzer: for each strategy, what it costs and saves on this hardware.
+
+For every strategy (a ``conf/quant`` config name) it applies the quantizer to a fresh copy of the
+model while sampling memory (load / quantize / inference phases), then measures quality against
+the unquantized model, latency and throughput, and derives savings, quality per GB and an
+efficiency score weighted by the configured priority. Simulated strategies (RTN, GPTQ, AWQ) give
+exact quality but float32 memory and speed; real kernels (casts, torchao int8) give all three.
+The report says which is which.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from modelxray.analyzers.base import Analyzer
+from modelxray.core.errors import ConfigError
+from modelxray.core.result import Result, RunContext
+
+PRIORITIES = {  # weights of (quality, speed, memory) in the efficiency score
+    "accuracy": (0.6, 0.2, 0.2),
+    "speed": (0.2, 0.6, 0.2),
+    "memory": (0.2, 0.2, 0.6),
+    "balanced": (1 / 3, 1 / 3, 1 / 3),
+}
+
+
+def load_strategy(name: str):
+    """The quantizer of ``quant=<name>``, composed as the command line would compose it."""
+    from modelxray.core.instantiate import build_component, compose_option
+
+    try:
+        node = compose_option("quant", name)
+    except ConfigError as exc:
+        raise ConfigError("strategies", f"unknown strategy {name!r}: {exc.message}") from None
+    return build_component(node, f"quant[{name}]")
+
+
+@dataclass
+class QuantImpactAnalyzer(Analyzer):
+    name: ClassVar[str] = "quant_impact"
+    strategies: list[str] = field(default_factory=lambda: ["none", "int8", "int4", "gptq_int4", "awq_int4"])
+    priority: str = "balanced"  # accuracy | speed | memory | balanced: weights of the efficiency score
+    eval_windows: int = 8  # windows of the dataset for quality per strategy
+    kl_windows: int = 4  # windows whose reference distribution is kept for exact KL
+    batch_size: int = 4  # windows per forward pass while evaluating
+    speed_batch_size: int = 1  # sequences per timed forward pass
+    warmup: int = 1
+    iters: int = 3
+    memory_interval_ms: float = 50.0  # memory sampling period of the timeline
+
+    def validate(self) -> None:
+        self.require_choice("priority", PRIORITIES)
+        self.require_positive(
+            "eval_windows", "kl_windows", "batch_size", "speed_batch_size", "iters", "memory_interval_ms"
+        )
+        self.require_non_negative("warmup")
+        if not self.strategies:
+            raise ConfigError("strategies", "is empty: list conf/quant config names, e.g. [none, int8, int4]")
+        for s in self.strategies:
+            load_strategy(s)  # unknown names and bad configs fail before any model loads
+
+    def preflight(self, subject) -> None:
+        if subject.data is None:
+            raise ConfigError("analyzer.quant_impact", "needs a dataset of token windows (not a user DataLoader)")
+
+    def run(self, subject, ctx: RunContext) -> Result:
+        from modelxray.analyzers.quant_impact.run import run
+
+        return run(self, subject, ctx)
+
+    def figures(self, result: Result) -> dict:
+        from modelxray.analyzers.quant_impact import plots
+
+        return plots.figures(result)
+
+    def panel(self, ax, result: Result) -> bool:
+        from modelxray.analyzers.quant_impact import plots
+
+        plots.panel(ax, result)
+        return True

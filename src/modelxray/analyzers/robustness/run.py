@@ -1,0 +1,259 @@
+"""Robustness analyzer: how fast quality falls under adversarial attacks, weight noise,
+quantization-step noise and input perturbations.
+
+Language models are attacked in input-embedding space (eps relative to the embedding std), noised
+in their linear weights, and fed text with dropped or substituted tokens. Classifiers are attacked
+in input space inside the feature range (eps a fraction of it) and fed inputs with blanked or
+randomised features. The perturbation families are task-agnostic; a harness per task
+(``perturb/lm_harness.py``, ``perturb/classifier_harness.py``) evaluates them. One clean pass is computed first and every family is compared against it. Metrics are named
+``<family>_<level>_<metric>`` (``fgsm_0.03_perplexity``, ``quant_noise_4bit_kl``...).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import zlib
+
+import numpy as np
+import torch
+
+from modelxray.core.errors import ConfigError
+from modelxray.core.progress import bar
+from modelxray.core.result import Result, RunContext
+from modelxray.data.windows import make_windows
+from modelxray.perturb.weight_noise import (
+    WeightSnapshot,
+    add_gaussian_noise_,
+    add_quant_step_noise_,
+    noise_targets,
+)
+
+# per family: the metrics logged for each level (the rest stay in the tables)
+_LOGGED = ("loss", "perplexity", "accuracy", "top1_agree", "kl", "gap")
+
+
+def level_name(family: str, level: float) -> str:
+    return f"{int(level)}bit" if family == "quant_noise" else f"{level:g}"
+
+
+def run(cfg, subject, ctx: RunContext) -> Result:
+    harness = _harness(cfg, subject, ctx)
+    clean = harness.clean
+    result = cfg.new_result()
+    result.data.update({"task": harness.task, "clean": clean, "config": _grid(cfg)})
+    result.metrics.update({f"clean_{k}": clean[k] for k in ("loss", "perplexity", "accuracy") if k in clean})
+    gen = lambda k: torch.Generator().manual_seed(ctx.seed * 1_000_003 + k)  # noqa: E731
+
+    rows: list[dict] = []
+    eps_union = sorted(set(cfg.fgsm_eps) | set(cfg.pgd_eps))
+    if cfg.fgsm_eps:
+        scale = harness.eps_scale
+        result.data["eps_scale"] = scale
+        attacks = harness.attack(cfg.fgsm_eps, 0, None, False, gen(1), harness.size, "robustness: FGSM")
+        for eps, m in attacks.items():
+            rows.append(_row(cfg, "fgsm", eps, m["fgsm"], clean, harness.size, eps_abs=eps * scale))
+    if cfg.pgd_eps:
+        scale = harness.eps_scale
+        result.data["eps_scale"] = scale
+        n = min(cfg.pgd_windows if harness.task == "causal_lm" else (cfg.pgd_samples or harness.size), harness.size)
+        sub_clean = harness.clean_of(n)
+        attacks = harness.attack(
+            cfg.pgd_eps,
+            cfg.pgd_steps,
+            cfg.pgd_step_size,
+            cfg.pgd_random_start,
+            gen(2),
+            n,
+            f"robustness: PGD-{cfg.pgd_steps}",
+        )
+        for eps, m in attacks.items():
+            row = _row(cfg, "pgd", eps, m["pgd"], sub_clean, n, eps_abs=eps * scale)
+            row.update(
+                {
+                    "fgsm_loss": m["fgsm"]["loss"],
+                    "fgsm_" + harness.quality: m["fgsm"][harness.quality],
+                    "clean_" + harness.quality: sub_clean[harness.quality],
+                }
+            )
+            rows.append(row)
+    result.data["eps_grid"] = eps_union
+
+    snapshot = WeightSnapshot(noise_targets(subject.model, cfg.noise_targets))
+    result.data["noise_targets"] = {
+        "set": cfg.noise_targets,
+        "tensors": len(snapshot.targets),
+        "parameters": sum(t.param.numel() for t in snapshot.targets),
+    }
+    try:
+        for level in bar(cfg.weight_noise_levels, desc="robustness: weight noise", enabled=ctx.progress):
+            rows.append(
+                _seeded(
+                    cfg,
+                    "weight_noise",
+                    level,
+                    clean,
+                    harness,
+                    ctx,
+                    gen,
+                    lambda g, lv=level: add_gaussian_noise_(snapshot.targets, lv, g),
+                    snapshot,
+                )
+            )
+        for bits in bar(cfg.quant_noise_bits, desc="robustness: quantization noise", enabled=ctx.progress):
+            rows.append(
+                _seeded(
+                    cfg,
+                    "quant_noise",
+                    bits,
+                    clean,
+                    harness,
+                    ctx,
+                    gen,
+                    lambda g, b=bits: add_quant_step_noise_(snapshot.targets, b, g, cfg.quant_noise_granularity),
+                    snapshot,
+                )
+            )
+    finally:
+        snapshot.restore()
+    for family, rates in (
+        (harness.dropout_family, cfg.dropout_rates),
+        (harness.substitution_family, cfg.substitution_rates),
+    ):
+        if family is None:
+            continue
+        for rate in rates:
+            rows.append(_seeded(cfg, family, rate, clean, harness, ctx, gen, None, None))
+
+    result.tables["robustness"] = rows
+    for r in rows:
+        prefix = f"{r['family']}_{level_name(r['family'], r['level'])}"
+        for k in (*_LOGGED, f"{harness.quality}_std", "fgsm_" + harness.quality):
+            if k in r and r[k] is not None and not (isinstance(r[k], float) and math.isnan(r[k])):
+                result.metrics[f"{prefix}_{k}"] = r[k]
+    result.insights.extend(_insights(rows, clean, harness.quality))
+    return result
+
+
+# -- helpers ------------------------------------------------------------------------------------
+def _harness(cfg, subject, ctx: RunContext):
+    if subject.task == "causal_lm":
+        from modelxray.perturb.lm_harness import LMHarness
+
+        if subject.data is None:
+            raise ConfigError("analyzer.robustness", "needs a dataset of token windows (not a user DataLoader)")
+        windows = make_windows(subject.data.ids, subject.data.seq_len, "disjoint")[: cfg.eval_windows]
+        return LMHarness(subject.model, windows, cfg.batch_size, cfg.kl_windows, ctx.progress)
+    if subject.task == "classification":
+        from modelxray.data.base import ClassificationData
+        from modelxray.perturb.classifier_harness import ClassifierHarness
+
+        data = subject.data
+        if not isinstance(data, ClassificationData):
+            raise ConfigError("dataset", "a classifier needs a classification dataset, e.g. dataset=digits")
+        n = cfg.eval_samples or data.n_samples
+        return ClassifierHarness(
+            subject.model,
+            data.x_test[:n],
+            data.y_test[:n],
+            data.feature_range,
+            cfg.sample_batch_size,
+            ctx.progress,
+        )
+    raise ConfigError("analyzer.robustness", f"does not support task {subject.task!r} (causal_lm, classification)")
+
+
+def _row(cfg, family: str, level: float, m: dict, clean: dict, n: int, **extra) -> dict:
+    row = {
+        "family": family,
+        "level": level,
+        "samples": n,
+        **{k: m.get(k) for k in ("loss", "perplexity", "accuracy", "top1_agree", "kl", "tokens_scored")},
+        **extra,
+    }
+    row = {k: v for k, v in row.items() if v is not None}
+    row["gap"] = m["loss"] - clean["loss"]
+    if "accuracy" in m and "accuracy" in clean:
+        row["accuracy_drop"] = clean["accuracy"] - m["accuracy"]
+    return row
+
+
+def _seeded(cfg, family, level, clean, harness, ctx, gen, perturb, snapshot) -> dict:
+    """Mean over ``seeds`` draws (the spread as ``*_std``) of a random perturbation."""
+    runs = []
+    for seed in range(cfg.seeds):
+        g = gen(zlib.crc32(f"{family}:{level}".encode()) * 100 + seed + 10)
+        desc = f"robustness: {family} {level_name(family, level)} (seed {seed})"
+        if perturb is not None:
+            perturb(g)
+            try:
+                runs.append(harness.evaluate(desc))
+            finally:
+                snapshot.restore()
+        else:
+            runs.append(harness.perturb_inputs(family, level, g, desc))
+    return _mean_row(cfg, family, level, runs, clean, harness)
+
+
+def _mean_row(cfg, family, level, runs, clean, harness) -> dict:
+    keys = [k for k in runs[0] if all(isinstance(r.get(k), (int, float)) for r in runs)]
+    mean = {k: statistics.fmean(r[k] for r in runs) for k in keys}
+    q = harness.quality
+    if q == "perplexity" and "loss" in mean:
+        loss = mean["loss"]  # perplexity of the mean loss: the geometric mean over seeds
+        mean["perplexity"] = loss if math.isnan(loss) else (math.exp(loss) if loss < 700 else math.inf)
+    row = _row(cfg, family, level, mean, clean, harness.size, seeds=len(runs))
+    row[f"{q}_std"] = _std([r[q] for r in runs])
+    row["loss_std"] = _std([r["loss"] for r in runs])
+    row["per_seed_" + q] = [r[q] for r in runs]
+    return row
+
+
+def _grid(cfg) -> dict:
+    return {
+        "fgsm_eps": cfg.fgsm_eps,
+        "pgd_eps": cfg.pgd_eps,
+        "pgd_steps": cfg.pgd_steps,
+        "weight_noise_levels": cfg.weight_noise_levels,
+        "quant_noise_bits": cfg.quant_noise_bits,
+        "dropout_rates": cfg.dropout_rates,
+        "substitution_rates": cfg.substitution_rates,
+        "seeds": cfg.seeds,
+    }
+
+
+def _std(values: list[float]) -> float:
+    """Sample std over seeds (0 for one seed; NaN when a value is, e.g. nothing was left to score)."""
+    return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+
+
+def _insights(rows: list[dict], clean: dict, quality: str) -> list[str]:
+    """Plain sentences: the first level of each family that costs more than 10% of quality, and
+    whether PGD finds much more than FGSM (a gradient-masking or linearity signal)."""
+    out = []
+    base = clean[quality]
+    worse = (lambda v: v > 1.1 * base) if quality == "perplexity" else (lambda v: v < base - 0.1 * abs(base))
+    for family in dict.fromkeys(r["family"] for r in rows):
+        fam = [r for r in rows if r["family"] == family and quality in r and not math.isnan(r[quality])]
+        if family == "quant_noise":
+            fam = sorted(fam, key=lambda r: -r["level"])
+        first = next((r for r in fam if worse(r[quality])), None)
+        if first is None and fam:
+            out.append(
+                f"{family}: {quality} stays within 10% of clean ({base:.3g}) up to level "
+                f"{level_name(family, fam[-1]['level'])}."
+            )
+        elif first is not None:
+            out.append(
+                f"{family}: {quality} {first[quality]:.3g} vs clean {base:.3g} from level "
+                f"{level_name(family, first['level'])}."
+            )
+    for r in rows:
+        if r["family"] == "pgd" and quality == "perplexity" and "fgsm_perplexity" in r:
+            ratio = r["perplexity"] / r["fgsm_perplexity"]
+            if ratio > 1.1:
+                out.append(
+                    f"PGD-eps {r['level']:g} reaches perplexity {r['perplexity']:.3g} where FGSM reaches "
+                    f"{r['fgsm_perplexity']:.3g} on the same windows: the loss surface is far from linear there."
+                )
+    return out
