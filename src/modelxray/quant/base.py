@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from modelxray.core.configurable import Configurable
+from modelxray.quant.presentation import QuantPresentation
 
 if TYPE_CHECKING:
     from torch import nn
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class Quantizer(Configurable):
+class Quantizer(QuantPresentation, Configurable):
     name: ClassVar[str] = "quantizer"
     needs_calibration: ClassVar[bool] = False  # GPTQ, AWQ: calibrated on token ids
 
