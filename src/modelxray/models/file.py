@@ -7,6 +7,8 @@ opens as weights only (``models/weights_file.py``): ``analyzer=inspect`` reads i
 and analyzers that must run the model say that ``architecture`` is needed.
 Pickled checkpoints load with ``torch.load(weights_only=True)``: a file that would run code is
 refused unless ``allow_unsafe_pickle=true``.
+
+This module is the config; reading and building run in ``file_load`` (imported by ``load()``).
 """
 
 from __future__ import annotations
