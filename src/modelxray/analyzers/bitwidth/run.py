@@ -1,14 +1,4 @@
-"""Bit-width analyzer: how quality trades against size across quantization configurations.
-
-Evaluates uniform, attention-vs-MLP mixed, progressive and custom RTN plans against the model's
-own outputs (loss, perplexity, top-1 agreement, KL), measures per-layer sensitivity (one block's
-attention or MLP at low bits at a time), finds the Pareto frontier of quality vs effective bits,
-and recommends the smallest plan within a perplexity budget, built greedily from the sensitivity
-ranking and confirmed by a full evaluation.
-
-Cost: the reference outputs are computed once; every configuration quantizes one working copy
-restored from the original weights in memory (no reloads, no per-configuration copies).
-"""
+"""The work of the bitwidth analyzer (its keys, checks and description: ``config.py``)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,4 @@
-"""Inspect analyzer: what is inside a model (or a weights file), what it costs to run, and where
-to prune or quantize.
-
-Parts, each optional by config: per-tensor parameter statistics aggregated by layer type
-(``inspection/weights.py``, ``metrics/tensor_stats.py``); the architecture and the input it takes
-(``inspection/architecture.py``); FLOPs per module and op with attention counted for any
-implementation, bytes per op, time per op and a roofline against the measured peak
-(``measure/flops.py``, ``op_profile.py``, ``peak.py``); energy and CO2 with codecarbon
-(``measure/energy.py``); CPU/GPU utilisation (``measure/utilization.py``); recommendations with the
-numbers behind them (``inspection/advice.py``). The full text report is
-``comprehensive_model_analysis.txt`` (``inspection/text_report.py``).
-"""
+"""The work of the inspect analyzer (its keys, checks and description: ``config.py``)."""
 
 from __future__ import annotations
 

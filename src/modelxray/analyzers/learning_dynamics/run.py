@@ -1,21 +1,9 @@
-"""``analyzer=learning_dynamics``: the learning-dynamics analyses after training, on saved checkpoints.
-
-    python run.py experiment=normal train=none analyzer=learning_dynamics model.checkpoints=DIR
-
-Each checkpoint (``model.checkpoints``, in step order) is one "epoch" of the same callbacks that run
-during training: the training set's logits give per-example correctness and confidence (forgetting,
-cartography), one full-batch backward gives the gradient flow, the callbacks evaluate train/test
-accuracy (memorization, transition steps, change points) and features (CKA, probe, Fourier
-sparsity), and TracIn attributes what was learned between the first and the last checkpoint to
-training examples (with ``lr``, the learning rate the checkpoints were trained at). Granularity is
-that of the checkpoints: forgetting events between two checkpoints are only seen if both see them.
-"""
+"""The work of the learning_dynamics analyzer (its keys, checks and description: ``config.py``)."""
 
 from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -23,16 +11,6 @@ import torch.nn.functional as F
 from modelxray.core.errors import ConfigError
 from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
-
-
-def _default_sections() -> dict[str, Any]:
-    return {
-        "examples": {},
-        "grad_flow": {},
-        "memorization": {"transition_level": 0.95},
-        "features": {"every_n_epochs": 1},
-        "attribution": {"every_n_steps": 1, "max_train": 2000},
-    }
 
 
 def run(cfg, subject, ctx: RunContext) -> Result:

@@ -1,12 +1,4 @@
-"""Quantization-impact analyzer: for each strategy, what it costs and saves on this hardware.
-
-For every strategy (a ``conf/quant`` config name) it applies the quantizer to a fresh copy of the
-model while sampling memory (load / quantize / inference phases), then measures quality against
-the unquantized model, latency and throughput, and derives savings, quality per GB and an
-efficiency score weighted by the configured priority. Simulated strategies (RTN, GPTQ, AWQ) give
-exact quality but float32 memory and speed; real kernels (casts, torchao int8) give all three.
-The report says which is which.
-"""
+"""The work of the quant_impact analyzer (its keys, checks and description: ``config.py``)."""
 
 from __future__ import annotations
 

@@ -1,13 +1,4 @@
-"""Robustness analyzer: how fast quality falls under adversarial attacks, weight noise,
-quantization-step noise and input perturbations.
-
-Language models are attacked in input-embedding space (eps relative to the embedding std), noised
-in their linear weights, and fed text with dropped or substituted tokens. Classifiers are attacked
-in input space inside the feature range (eps a fraction of it) and fed inputs with blanked or
-randomised features. The perturbation families are task-agnostic; a harness per task
-(``perturb/lm_harness.py``, ``perturb/classifier_harness.py``) evaluates them. One clean pass is computed first and every family is compared against it. Metrics are named
-``<family>_<level>_<metric>`` (``fgsm_0.03_perplexity``, ``quant_noise_4bit_kl``...).
-"""
+"""The work of the robustness analyzer (its keys, checks and description: ``config.py``)."""
 
 from __future__ import annotations
 
