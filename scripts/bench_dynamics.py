@@ -76,9 +76,7 @@ def bench_stats(model, label: str, repeat: int) -> None:
         f"| modelxray param_change (3 + 2 relative thresholds, quantiles, per layer and component) | {ours:.3f} | "
         f"**{ours / clone:.2f}** (target <= 2) |"
     )
-    print(
-        f"| modelxray per 1B parameters on this CPU | {ours * 1e9 / n:.2f} | (seed 001 claims 0.1 s per 1.5B on a GPU) |"
-    )
+    print(f"| modelxray per 1B parameters on this CPU | {ours * 1e9 / n:.2f} | (target on a GPU: 0.1 s per 1.5B) |")
 
 
 def train_steps(model, batches, steps: int, monitor=None, lr: float = 1e-5) -> float:

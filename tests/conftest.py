@@ -30,13 +30,11 @@ def cache_dir(tmp_path_factory) -> str:
 def tiny(tracking_uri, cache_dir, request) -> list[str]:
     """Overrides for a fast run on the tiny GPT-2, tracked in the session store under the test's name."""
     return [
-        "model=tiny_gpt2",
-        "dataset.max_tokens=1024",
-        "dataset.seq_len=128",
+        "debug=tiny",  # tiny GPT-2, 1,024 tokens in 128-token windows, no progress bars
         f"dataset.cache_dir={cache_dir}",
         "analyzer.performance.iters=2",
         "analyzer.performance.layer_timing_iters=1",
-        "progress=false",
+        "tracker=mlflow",
         f"tracker.uri={tracking_uri}",
         f"tracker.experiment={request.node.name}",
     ]

@@ -11,7 +11,7 @@ from modelxray.config.components import build_components
 from modelxray.core.paths import conf_dir
 
 CONF = conf_dir()
-GROUPS = ["model", "dataset", "analyzer", "quant", "tracker", "train", "experiment"]
+GROUPS = ["model", "dataset", "analyzer", "quant", "tracker", "train", "experiment", "debug"]
 
 
 def _options(group: str) -> list[str]:
@@ -52,10 +52,22 @@ def test_every_config_composes_and_instantiates(group, option, hf_dir, tmp_path,
             build_components(compose([f"{group}={option}", "model=tiny_gpt2"]))
         return
     overrides = [f"{group}={option}"] + _required(group, option, hf_dir, tmp_path)
+    if group == "experiment" and option.startswith("quant_"):  # a language-model sweep over quantizations
+        cfg = compose(overrides)
+        comps = build_components(cfg)
+        assert comps.train is None and len(comps.analyzers) == 1
+        swept = cfg.hydra.sweeper.params.quant.split(",")
+        for quant in swept:  # every swept option exists and instantiates
+            assert build_components(compose([*overrides, f"quant={quant}", "model=tiny_gpt2"])).quant is not None
+        return
     if group == "experiment":  # a whole study: it picks its own model, dataset and training
         comps = build_components(compose(overrides))
         assert comps.train is not None and comps.analyzers == {}
         assert comps.train.task == "classification" and comps.train.learning.examples is not None
+        return
+    if group == "debug":  # small and untracked, whatever else is chosen
+        comps = build_components(compose(overrides))
+        assert comps.dataset.max_tokens <= 1024 and type(comps.tracker).__name__ == "NullTracker"
         return
     if group != "model":
         overrides.append("model=tiny_gpt2")
@@ -84,3 +96,36 @@ def test_every_config_file_is_covered():
 def test_several_analyzers_in_one_run_compose():
     cfg = compose(["analyzer=[performance]", "model=tiny_gpt2"])
     assert list(cfg.analyzer) == ["performance"]
+
+
+def test_options_inherit_from_their_group_and_the_schema():
+    """int3 is int4 at 3 bits; gptq_int3 is gptq_int4 at 3 bits; keys no YAML names come from the dataclass."""
+    int4, int3 = (compose([f"quant={q}"]).quant for q in ("int4", "int3"))
+    assert int3.bits == 3 and {k: v for k, v in int3.items() if k != "bits"} == {
+        k: v for k, v in int4.items() if k != "bits"
+    }
+    g3, g4 = (compose([f"quant={q}"]).quant for q in ("gptq_int3", "gptq_int4"))
+    assert g3.bits == 3 and g3.clip_grid == g4.clip_grid == 20 and g3.group_size == 128
+    assert compose(["quant=int4_g32_asym"]).quant.symmetric is False
+    assert compose([]).model.use_disk_cache is True  # a GGUFSource default, not in smollm2.yaml
+
+
+def test_required_keys_stay_required():
+    from hydra.errors import HydraException
+    from omegaconf.errors import MissingMandatoryValue
+
+    from modelxray.core.errors import ConfigError
+
+    cfg = compose(["model=hf"])
+    assert OmegaConf.is_missing(cfg.model, "name_or_path")
+    with pytest.raises((MissingMandatoryValue, ConfigError, HydraException), match="name_or_path"):
+        build_components(cfg)
+
+
+def test_debug_tiny_runs_end_to_end_untracked(tmp_path):
+    from conftest import run_cli
+
+    proc = run_cli(["debug=tiny", "analyzer.performance.iters=1", f"dataset.cache_dir={tmp_path}/c"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "tracking disabled" in proc.stdout + proc.stderr
+    assert not (tmp_path / "mlflow.db").exists()

@@ -8,7 +8,7 @@ import pytest
 import modelxray
 from modelxray.core.errors import ConfigError
 
-TINY = ["model=tiny_gpt2", "dataset.max_tokens=512", "dataset.seq_len=64", "tracker=none", "progress=false"]
+TINY = ["debug=tiny", "dataset.max_tokens=512", "dataset.seq_len=64"]
 
 
 def test_out_of_tree_analyzer_gets_plots_insights_and_files(tmp_path):

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow  # long end-to-end runs: `pytest -m slow`
 
 SLURM_DIR = "/tmp/modelxray_slurm"
 TINY = [
-    "model=tiny_gpt2",
+    "debug=tiny",
     "model.n_layer=1",
     "dataset.max_tokens=512",
     "dataset.seq_len=64",
@@ -30,7 +30,6 @@ TINY = [
     "analyzer.performance.layer_timing_iters=1",
     "analyzer.performance.speed_batch_sizes=[1]",
     "report.dashboard=false",
-    "progress=false",
 ]
 
 

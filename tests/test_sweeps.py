@@ -19,6 +19,19 @@ def test_sqlite_uri_gets_a_busy_timeout_and_prepare_creates_the_experiment(tmp_p
     assert tracker.prepare() == exp_id and db.exists()
 
 
+TINY = [
+    "debug=tiny",
+    "tracker=mlflow",
+    "model.n_layer=1",
+    "dataset.max_tokens=512",
+    "dataset.seq_len=64",
+    "analyzer.performance.iters=1",
+    "analyzer.performance.layer_timing_iters=1",
+    "analyzer.performance.speed_batch_sizes=[1]",
+    "report.dashboard=false",
+]
+
+
 @pytest.mark.parametrize("launcher,target", [("slurm", "SlurmLauncher"), ("local_jobs", "LocalLauncher")])
 def test_launcher_configs_compose(launcher, target, tmp_path):
     proc = run_cli(
@@ -38,16 +51,8 @@ def test_eight_parallel_local_jobs_on_one_sqlite_file_lose_nothing(cache_dir, tm
             "-m",
             "hydra/launcher=local_jobs",
             "seed=0,1,2,3,4,5,6,7",
-            "model=tiny_gpt2",
-            "model.n_layer=1",
-            "dataset.max_tokens=512",
-            "dataset.seq_len=64",
+            *TINY,
             f"dataset.cache_dir={cache_dir}",
-            "analyzer.performance.iters=1",
-            "analyzer.performance.layer_timing_iters=1",
-            "analyzer.performance.speed_batch_sizes=[1]",
-            "report.dashboard=false",
-            "progress=false",
             f"tracker.uri={uri}",
             "tracker.experiment=parallel",
             f"hydra.sweep.dir={tmp_path}/multirun",
@@ -63,19 +68,6 @@ def test_eight_parallel_local_jobs_on_one_sqlite_file_lose_nothing(cache_dir, tm
     assert len(names) == 1 and "performance/perplexity" in next(iter(names))
     assert len({r.data.tags["modelxray.sweep_id"] for r in runs}) == 1
     assert {r.data.tags["modelxray.executor"] for r in runs} == {"local"}
-
-
-TINY = [
-    "model=tiny_gpt2",
-    "model.n_layer=1",
-    "dataset.max_tokens=512",
-    "dataset.seq_len=64",
-    "analyzer.performance.iters=1",
-    "analyzer.performance.layer_timing_iters=1",
-    "analyzer.performance.speed_batch_sizes=[1]",
-    "report.dashboard=false",
-    "progress=false",
-]
 
 
 def test_a_failing_job_does_not_stop_the_others_and_is_listed_with_its_logs(cache_dir, tmp_path):

@@ -1,4 +1,4 @@
-"""The Python API beside the CLI (seed 000's ``ModelAnalyzer`` use, in one call)::
+"""The Python API beside the CLI (what a ``ModelAnalyzer`` object would do, in one call)::
 
 import modelxray
 out = modelxray.analyze(["model=tiny_gpt2", "dataset.max_tokens=2048"])

@@ -135,6 +135,8 @@ def run(
         torch.set_num_threads(cfg.threads)
     _seed_everything(cfg.seed)
     logging.getLogger("torchao").setLevel(logging.ERROR)  # warns about its CUDA-only extensions on CPU
+    # torchao (imported by transformers when installed) registers enums torch now warns about
+    logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
     out_dir = Path(job.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
 

@@ -67,6 +67,11 @@ SCHEMA: dict[str, dict[str, str]] = {
 }
 
 
+# ``field(default="", metadata=REQUIRED)``: a key the user must set (the schema holds ``???``),
+# for fields that cannot go without a default in a dataclass whose base fields have defaults.
+REQUIRED = {"required": True}
+
+
 def load_class(path: str) -> type:
     module, _, name = path.rpartition(".")
     return getattr(importlib.import_module(module), name)
@@ -84,12 +89,15 @@ def _plain(value: Any) -> Any:
 
 
 def defaults_of(cls: type) -> dict[str, Any]:
-    """``_target_`` and every init field's default (fields without a default are ``???``: required)."""
+    """``_target_`` and every init field's default. Fields without a default, or marked
+    ``field(default=..., metadata=REQUIRED)``, are ``???``: Hydra reports them missing by dotted key."""
     node: dict[str, Any] = {"_target_": f"{cls.__module__}.{cls.__qualname__}"}
     for f in dataclasses.fields(cls):
         if not f.init:
             continue
-        if f.default is not dataclasses.MISSING:
+        if f.metadata.get("required"):
+            node[f.name] = "???"
+        elif f.default is not dataclasses.MISSING:
             node[f.name] = _plain(f.default)
         elif f.default_factory is not dataclasses.MISSING:
             node[f.name] = _plain(f.default_factory())

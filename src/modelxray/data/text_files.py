@@ -7,12 +7,13 @@ import os
 from dataclasses import dataclass, field
 
 from modelxray.core.errors import ConfigError
+from modelxray.core.schema import REQUIRED
 from modelxray.data.base import TextDataset
 
 
 @dataclass
 class TextFiles(TextDataset):
-    paths: list[str] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list, metadata=REQUIRED)  # files or glob patterns
     encoding: str = "utf-8"
     separator: str = "\n\n"
 

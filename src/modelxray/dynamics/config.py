@@ -20,7 +20,7 @@ SNAPSHOT_DTYPES = ("float32", "bfloat16", "float16")
 @dataclass
 class ParamChangeConfig(Configurable):
     enabled: bool = True
-    # |dW| <= t counts as unchanged (seed 001's absolute thresholds) ...
+    # |dW| <= t counts as unchanged (the usual absolute thresholds) ...
     thresholds: list[float] = field(default_factory=lambda: [1e-8, 1e-6, 1e-4])
     # ... and thresholds relative to the step size: multiples of lr x (steps since the snapshot)
     relative_thresholds: list[float] = field(default_factory=lambda: [0.1, 1.0])

@@ -69,7 +69,7 @@ def parts(name: str, shape: tuple[int, ...]) -> list[Part]:
 
 
 def fmt_threshold(t: float) -> str:
-    """``1e-06`` for powers of ten (seed 001's metric names), ``%g`` otherwise (``0.5``, ``2.5e-07``)."""
+    """``1e-06`` for powers of ten (the documented metric names), ``%g`` otherwise (``0.5``, ``2.5e-07``)."""
     if t == 0:
         return "0"
     if t > 0 and math.isclose(10 ** round(math.log10(t)), t, rel_tol=1e-9):

@@ -1,7 +1,7 @@
 """``param_change/*``: how far the weights moved since the snapshot, globally, per layer and per
 component, and how many barely moved.
 
-Absolute thresholds (seed 001's 1e-8 / 1e-6 / 1e-4) mislead: fp32 AdamW at lr 1e-5 changes 99.99%
+Absolute thresholds (the usual 1e-8 / 1e-6 / 1e-4) mislead: fp32 AdamW at lr 1e-5 changes 99.99%
 of the weights of the embedded default, and after 10 steps 1.4% of the changes lie below 1e-6 but
 99.999% below 1e-4, so they keep all or nothing. ``relative_thresholds`` scale with the step size
 (multiples of lr x steps since the snapshot: with Adam each step moves a weight by at most about

@@ -121,7 +121,7 @@ class SparseQualityMetrics:
                 score(f"{label}_random", random_variant(counts), kept, total)
                 for k in ("kept_ratio", "unchanged_ratio"):
                     out.pop(f"{k}_at_{label}_random", None)
-                # keep the metric names of seed 001: kl_at_<t>_random
+                # keep the documented metric names: kl_at_<t>_random
                 for k in ("kl", "cosine", "mse", "top1_agree"):
                     out[f"{k}_at_{label}_random"] = out.pop(f"{k}_at_{label}_random")
         if cfg.ranks:

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import os
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from modelxray.core.errors import ConfigError
+from modelxray.core.schema import REQUIRED
 from modelxray.core.subject import LoadedModel
 from modelxray.models.base import ModelSource
 from modelxray.models.tokenizers import validate_tokenizer_spec
@@ -41,7 +42,7 @@ def detect_format(path: Path) -> str:
 
 @dataclass
 class FileSource(ModelSource):
-    path: str = ""
+    path: str = field(default="", metadata=REQUIRED)  # the model file or directory
     format: str = "auto"
     architecture: Any = None  # config.json path or directory, or an inline mapping (state dicts)
     tokenizer: str = "byte"

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from modelxray.core.errors import ConfigError
+from modelxray.core.schema import REQUIRED
 from modelxray.core.subject import LoadedModel, ModelInfo
 from modelxray.models.base import ModelSource
 from modelxray.models.tokenizers import load_tokenizer
@@ -18,7 +19,7 @@ def _dir_bytes(path: Path) -> int:
 
 @dataclass
 class HFSource(ModelSource):
-    name_or_path: str = ""
+    name_or_path: str = field(default="", metadata=REQUIRED)  # a hub id (org/name) or a local model directory
     revision: str | None = None
     trust_remote_code: bool = False  # off unless the user opts in: remote code runs on this machine
     local_files_only: bool = False
