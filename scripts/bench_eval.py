@@ -20,8 +20,8 @@ import torch
 
 from modelxray.api import compose
 from modelxray.core.instantiate import build_component
-from modelxray.data.windows import batched, make_windows
 from modelxray.measure.scoring import score_windows
+from modelxray.metrics.windows import batched, make_windows
 from modelxray.models import process_cache
 
 

@@ -10,10 +10,10 @@ from modelxray.analyzers.bitwidth import BitwidthAnalyzer
 from modelxray.analyzers.bitwidth import run as bitwidth_module
 from modelxray.core.result import RunContext
 from modelxray.core.subject import Subject
-from modelxray.data.windows import make_windows
 from modelxray.measure.reference import Reference
 from modelxray.metrics.lm import kl_and_agreement
 from modelxray.metrics.pareto import pareto_front
+from modelxray.metrics.windows import make_windows
 
 
 def test_pareto_front():

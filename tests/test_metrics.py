@@ -2,15 +2,13 @@
 
 import math
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from modelxray.data.windows import IGNORE
-from modelxray.metrics.latency import latency_stats, throughput
 from modelxray.metrics.lm import LMScore, batch_token_stats, bits_per_byte, perplexity
 from modelxray.metrics.memory import count_parameters, tensor_bytes_by_dtype
+from modelxray.metrics.windows import IGNORE
 
 
 def test_uniform_logits_give_perplexity_equal_to_vocab_size():
@@ -57,18 +55,6 @@ def test_batch_stats_match_torch_cross_entropy_and_topk():
 def test_perplexity_overflow_is_inf_and_bpb():
     assert perplexity(1e6) == math.inf
     assert bits_per_byte(math.log(2) * 8, 8) == pytest.approx(1.0)
-
-
-def test_latency_stats_match_numpy():
-    rng = np.random.default_rng(0)
-    s = list(rng.uniform(0.01, 0.02, size=37))
-    out = latency_stats(s)
-    ms = np.array(s) * 1e3
-    assert out["latency_mean_ms"] == pytest.approx(ms.mean())
-    assert out["latency_std_ms"] == pytest.approx(ms.std(ddof=1))
-    for p in (50, 95, 99):
-        assert out[f"latency_p{p}_ms"] == pytest.approx(np.percentile(ms, p))
-    assert throughput(4, 256, 0.5) == {"tokens_per_s": 2048.0, "batches_per_s": 2.0}
 
 
 def test_tensor_bytes_count_tied_weights_once():

@@ -15,7 +15,7 @@ from conftest import mlflow_runs, run_cli
 from modelxray.analyzers.robustness import RobustnessAnalyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import RunContext
-from modelxray.data.windows import IGNORE, Window, make_windows
+from modelxray.metrics.windows import IGNORE, Window, make_windows
 from modelxray.perturb.attacks import fgsm, pgd
 from modelxray.perturb.lm_harness import LMHarness
 from modelxray.perturb.tokens import dropout_windows, substitute_window

@@ -2,7 +2,7 @@
 
 import torch
 
-from modelxray.data.windows import IGNORE, batched, disjoint_windows, make_windows, sliding_windows
+from modelxray.metrics.windows import IGNORE, batched, disjoint_windows, make_windows, sliding_windows
 
 
 def _scored_positions(windows, ids, prefix=None):

@@ -10,7 +10,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+M = TypeVar("M")
 
 
 @runtime_checkable
@@ -23,10 +25,25 @@ class Presenter(Protocol):
     def insights(self, result: Result, results: dict[str, Result]) -> list[str]: ...
 
 
+@runtime_checkable
+class Measurement(Protocol):
+    """A typed measurement (``modelxray.metrics.measurements``: ``Latency``, ``Speed``, ``Memory``,
+    ``Quality``): it names its own metrics, serialises and renders itself."""
+
+    def to_metrics(self) -> dict[str, float]: ...  # the flat metrics logged for it (names fixed)
+    def to_dict(self) -> dict[str, Any]: ...  # its JSON form, as stored in Result.data
+    def markdown(self) -> str: ...  # one line for the summary report
+
+
 @dataclass
 class Result:
     """What a stage returns: flat numeric metrics, tables (lists of records), raw JSON-able data,
-    insight sentences, extra text files, and, when it raised, the traceback instead."""
+    insight sentences, extra text files, and, when it raised, the traceback instead.
+
+    ``measurements`` holds typed measurements (``record``); presenters read their attributes
+    (``speed.latency.p95_ms``) instead of string keys. They live in memory: the producer stores
+    each one's ``to_dict()`` in ``data`` for the JSON, in the layout it chooses, and ``to_json``
+    leaves them out so nothing is written twice."""
 
     analyzer: str
     metrics: dict[str, float] = field(default_factory=dict)
@@ -38,10 +55,20 @@ class Result:
     error: str | None = None  # traceback text when the stage failed
     seconds: float = 0.0
     source: Presenter | None = field(default=None, repr=False, compare=False)  # what made it; draws it
+    measurements: dict[str, Measurement] = field(default_factory=dict, repr=False)  # name -> typed measurement
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    def record(self, name: str, measurement: Measurement) -> None:
+        """Keep ``measurement`` under ``name`` and add its metrics (``measurement.to_metrics()``)."""
+        self.measurements[name] = measurement
+        self.metrics.update(measurement.to_metrics())
+
+    def measurements_of(self, kind: type[M]) -> dict[str, M]:
+        """The measurements of one type, in the order they were recorded."""
+        return {k: m for k, m in self.measurements.items() if isinstance(m, kind)}
 
     def finite_metrics(self) -> dict[str, float]:
         return {k: float(v) for k, v in self.metrics.items() if v is not None and math.isfinite(float(v))}

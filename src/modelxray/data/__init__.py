@@ -1,4 +1,4 @@
-"""Datasets (``conf/dataset/``) and evaluation windows."""
+"""Datasets (``conf/dataset/``): the token streams and classification splits that runs evaluate."""
 
 from modelxray.data.base import TextDataset, TokenData
 

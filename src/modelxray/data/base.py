@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from modelxray.core.configurable import Configurable
-from modelxray.models.tokenizers import tokenizer_identity
 
 if TYPE_CHECKING:
     import torch
@@ -74,6 +73,18 @@ class TextDataset(Configurable):
 
 def _decoded_bytes(tokenizer: Any, ids: torch.Tensor) -> int:
     return len(tokenizer.decode(ids.tolist()).encode("utf-8"))
+
+
+def tokenizer_identity(tokenizer: Any) -> str:
+    """A hash that changes whenever the tokenizer would split text differently: the token cache's key.
+    Duck-typed on purpose, so datasets take any tokenizer the model source loaded and never import models."""
+    if hasattr(tokenizer, "identity"):
+        return tokenizer.identity()
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None:
+        return hashlib.sha256(backend.to_str().encode()).hexdigest()[:16]
+    name = getattr(tokenizer, "name_or_path", type(tokenizer).__name__)
+    return hashlib.sha256(f"{name}:{len(tokenizer)}".encode()).hexdigest()[:16]
 
 
 def tokenize_cached(text: str, tokenizer: Any, cache_dir: Path) -> torch.Tensor:

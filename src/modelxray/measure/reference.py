@@ -7,9 +7,9 @@ import torch
 from torch import nn
 
 from modelxray.core.progress import bar
-from modelxray.data.windows import IGNORE, Window, batched
 from modelxray.measure.scoring import forward_logits, model_device
 from modelxray.metrics.lm import LMScore, kl_and_agreement
+from modelxray.metrics.windows import IGNORE, Window, batched
 
 
 class Reference:

@@ -14,8 +14,8 @@ import torch
 from torch import nn
 
 from modelxray.core.progress import bar
-from modelxray.data.windows import Window, batched
 from modelxray.metrics.lm import LMScore
+from modelxray.metrics.windows import Window, batched
 
 
 def logits_of(output: Any) -> torch.Tensor:

@@ -1,1 +1,2 @@
-"""Pure metric functions: tensors and numbers in, numbers out. No I/O, no tracking, no plotting."""
+"""Pure metric functions: tensors and numbers in, numbers out, and the evaluation windows
+(``windows``) that say which tokens are scored. No I/O, no tracking, no plotting."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from modelxray.data.windows import IGNORE
+from modelxray.metrics.windows import IGNORE
 
 _CHUNK = 128  # tokens per chunk: keeps a chunk's logits (128 x vocab floats) in cache between passes
 

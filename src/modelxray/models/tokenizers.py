@@ -1,8 +1,8 @@
-"""Tokenizer loading and a stable identity for the token cache."""
+"""Tokenizer loading for the model sources (the token cache's tokenizer identity lives with the cache,
+in ``modelxray.data.base``)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import Any
 
@@ -24,17 +24,6 @@ def load_tokenizer(spec: str, key: str = "tokenizer", trust_remote_code: bool = 
             f"cannot load tokenizer {spec!r} ({type(exc).__name__}: {str(exc).splitlines()[0]}); "
             "use 'byte' or a local tokenizer directory",
         ) from None
-
-
-def tokenizer_identity(tokenizer: Any) -> str:
-    """A hash that changes whenever the tokenizer would split text differently."""
-    if hasattr(tokenizer, "identity"):
-        return tokenizer.identity()
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None:
-        return hashlib.sha256(backend.to_str().encode()).hexdigest()[:16]
-    name = getattr(tokenizer, "name_or_path", type(tokenizer).__name__)
-    return hashlib.sha256(f"{name}:{len(tokenizer)}".encode()).hexdigest()[:16]
 
 
 def validate_tokenizer_spec(spec: str, key: str) -> None:

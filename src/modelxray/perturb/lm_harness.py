@@ -11,10 +11,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from modelxray.core.progress import bar
-from modelxray.data.windows import IGNORE, Window, batched
 from modelxray.measure.reference import Reference
 from modelxray.measure.scoring import forward_logits
 from modelxray.metrics.lm import LMScore
+from modelxray.metrics.windows import IGNORE, Window, batched
 from modelxray.perturb.attacks import default_step_size, fgsm, pgd
 from modelxray.perturb.embedding_shift import EmbeddingShift, frozen, input_embedding
 from modelxray.perturb.tokens import dropout_windows, substitute_window

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from modelxray.data.windows import IGNORE, Window, disjoint_windows
+from modelxray.metrics.windows import IGNORE, Window, disjoint_windows
 
 
 def drop_tokens(ids: torch.Tensor, rate: float, generator: torch.Generator) -> torch.Tensor:

@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from modelxray.quant.blockwise_impl import layer_row
 from modelxray.quant.calibration import BlockInputs
 from modelxray.quant.rtn import QuantSpec, fake_quantize, group_bounds
+from modelxray.quant.weight import layer_row
 
 if TYPE_CHECKING:
     from modelxray.quant.awq import AWQQuantizer

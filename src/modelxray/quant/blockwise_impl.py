@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 from modelxray.core.errors import ConfigError
 from modelxray.core.progress import bar
 from modelxray.quant.calibration import BlockInputs, Calibration, decoder_blocks
-from modelxray.quant.rtn import QuantSpec, packed_bits, relative_error
 from modelxray.quant.summary import quant_result
 from modelxray.quant.weight import quantize_model
 
@@ -19,21 +18,6 @@ if TYPE_CHECKING:
 
     from modelxray.core.result import Result
     from modelxray.quant.blockwise import BlockwiseQuantizer
-
-
-def layer_row(t, spec: QuantSpec, w, q) -> dict:
-    return {
-        "module": t.name,
-        "kind": t.kind,
-        "component": t.component,
-        "block": t.block,
-        "bits": spec.bits,
-        "format": spec.describe(),
-        "elements": w.numel(),
-        "bytes_before": w.numel() * w.element_size(),
-        "packed_bytes": packed_bits(tuple(w.shape), spec) / 8,
-        "rel_error": relative_error(w, q),
-    }
 
 
 def quantize_blockwise(

@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from modelxray.quant.blockwise_impl import layer_row
 from modelxray.quant.calibration import BlockInputs
 from modelxray.quant.rtn import QuantSpec, group_bounds, group_params, quantize_with
+from modelxray.quant.weight import layer_row
 
 if TYPE_CHECKING:
     from modelxray.quant.gptq import GPTQQuantizer

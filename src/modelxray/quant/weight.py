@@ -74,6 +74,22 @@ class WeightQuantizer(Quantizer):
         }
 
 
+def layer_row(t: Target, spec: QuantSpec, w, q) -> dict:
+    """One row of the per-layer table: what a quantized weight was, became and lost."""
+    return {
+        "module": t.name,
+        "kind": t.kind,
+        "component": t.component,
+        "block": t.block,
+        "bits": spec.bits,
+        "format": spec.describe(),
+        "elements": w.numel(),
+        "bytes_before": w.numel() * w.element_size(),
+        "packed_bytes": packed_bits(tuple(w.shape), spec) / 8,
+        "rel_error": relative_error(w, q),
+    }
+
+
 def quantize_model(targets: list[Target], plan: dict) -> tuple[list[dict], list[str]]:
     """Fake-quantize each planned module in place; a weight shared by two modules is done once."""
     rows, notes, done = [], [], {}
@@ -88,19 +104,6 @@ def quantize_model(targets: list[Target], plan: dict) -> tuple[list[dict], list[
         done[ptr] = t.name
         w = t.weight_matrix()
         q = fake_quantize(w, spec)
-        rows.append(
-            {
-                "module": t.name,
-                "kind": t.kind,
-                "component": t.component,
-                "block": t.block,
-                "bits": spec.bits,
-                "format": spec.describe(),
-                "elements": w.numel(),
-                "bytes_before": w.numel() * w.element_size(),
-                "packed_bytes": packed_bits(tuple(w.shape), spec) / 8,
-                "rel_error": relative_error(w, q),
-            }
-        )
+        rows.append(layer_row(t, spec, w, q))
         t.set_weight_matrix(q)
     return rows, notes

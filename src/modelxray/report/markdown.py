@@ -23,6 +23,14 @@ def headline_metrics(result) -> dict:
     return {k: v for k, v in result.metrics.items() if "/" not in k}
 
 
+def measurement_lines(result) -> list[str]:
+    """One bullet per typed measurement the stage recorded, rendered by the measurement itself."""
+    measured = getattr(result, "measurements", None) or {}
+    if not measured:
+        return []
+    return [f"- **{name}**: {m.markdown()}" for name, m in measured.items()] + [""]
+
+
 def summary_report(run: dict, results: dict, plots: list[str]) -> str:
     info = run["model"]
     out = [f"# modelxray report: {info['name']}", ""]
@@ -56,6 +64,7 @@ def summary_report(run: dict, results: dict, plots: list[str]) -> str:
             continue
         out += [f"Finished in {result.seconds:.1f} s.", ""]
         out += [table([{"metric": k, "value": v} for k, v in headline_metrics(result).items()])]
+        out += measurement_lines(result)
         for tname, rows in result.tables.items():
             out += [f"### {tname.replace('_', ' ')}", "", table(rows)]
     if plots:

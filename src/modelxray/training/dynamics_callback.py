@@ -7,10 +7,10 @@ the tables, series and insight sentences of the run's report.
 
 from __future__ import annotations
 
+from modelxray.core.callbacks import Callback, CallbackReport, TrainState
 from modelxray.dynamics.config import DynamicsConfig
 from modelxray.dynamics.monitor import DynamicsMonitor
 from modelxray.dynamics.naming import fmt_threshold
-from modelxray.training.callbacks import Callback, CallbackReport, TrainState
 
 _HEADLINE = (
     "param_change/relative_l2",

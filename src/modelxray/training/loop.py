@@ -19,8 +19,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from modelxray.core.callbacks import Callback, TrainState
 from modelxray.core.progress import bar as progress_bar
-from modelxray.training.callbacks import Callback, TrainState
 from modelxray.training.config import TrainConfig
 
 LogFn = Callable[[dict[str, float], int], None]

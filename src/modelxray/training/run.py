@@ -11,9 +11,9 @@ import math
 import time
 from pathlib import Path
 
+from modelxray.core.callbacks import Callback
 from modelxray.core.result import Result
 from modelxray.core.subject import Subject
-from modelxray.training.callbacks import Callback
 from modelxray.training.config import TrainConfig
 from modelxray.training.dynamics_callback import DynamicsCallback
 from modelxray.training.loop import train

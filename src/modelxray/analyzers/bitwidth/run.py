@@ -8,9 +8,9 @@ import time
 from modelxray.core.errors import ConfigError
 from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
-from modelxray.data.windows import make_windows
 from modelxray.measure.reference import Reference
 from modelxray.metrics.pareto import pareto_front
+from modelxray.metrics.windows import make_windows
 from modelxray.quant.targets import find_targets, num_blocks
 from modelxray.quant.weight import WeightQuantizer, quantize_model
 

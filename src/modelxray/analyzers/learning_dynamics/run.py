@@ -14,8 +14,8 @@ from modelxray.core.result import Result, RunContext
 
 
 def run(cfg, subject, ctx: RunContext) -> Result:
+    from modelxray.core.callbacks import TrainState
     from modelxray.models.checkpoints import load_weights, step_of
-    from modelxray.training.callbacks import TrainState
     from modelxray.training.run import merge_reports
     from modelxray.training.tasks import ClassificationTask
 

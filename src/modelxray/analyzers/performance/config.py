@@ -11,7 +11,7 @@ from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 
-PROTOCOLS = ("disjoint", "sliding", "lm_eval_rolling")  # implemented by modelxray.data.windows.make_windows
+PROTOCOLS = ("disjoint", "sliding", "lm_eval_rolling")  # implemented by modelxray.metrics.windows.make_windows
 
 
 @dataclass

@@ -4,32 +4,36 @@ analyzer's own config keys (``analyzer.performance.realtime_latency_ms`` ...).""
 from __future__ import annotations
 
 from modelxray.core.formatting import human_bytes
+from modelxray.metrics.measurements import Memory, Quality, Speed
 
 
 def performance_insights(result, t) -> list[str]:
     """Quality, tail latency, batching gain, the slowest module type and memory, in sentences."""
-    m, out = result.metrics, []
-    q = result.data.get("quality", {})
-    if "perplexity" in m:
+    out = []
+    q = result.measurements.get("quality")
+    if isinstance(q, Quality):
+        bpb = float("nan") if q.bits_per_byte is None else q.bits_per_byte
+        desc = result.data.get("quality", {}).get("protocol_description", "")
         out.append(
-            f"Perplexity {m['perplexity']:.3f} (loss {m['loss']:.4f} nats/token, "
-            f"{m.get('bits_per_byte', float('nan')):.3f} bits/byte) over {int(m['tokens_scored']):,} scored "
-            f"tokens, {q.get('protocol_description', '')}. Top-1 next-token accuracy {m.get('accuracy', 0):.3f}."
+            f"Perplexity {q.perplexity:.3f} (loss {q.loss:.4f} nats/token, {bpb:.3f} bits/byte) over "
+            f"{int(q.n_scored or 0):,} scored tokens, {desc}. Top-1 next-token accuracy {q.accuracy or 0:.3f}."
         )
-    speed = result.data.get("speed") or []
-    for r in speed:
-        ratio = r["latency_p99_ms"] / r["latency_p50_ms"] if r["latency_p50_ms"] else 1.0
+    speeds = list(result.measurements_of(Speed).values())
+    for s in speeds:
+        lat = s.latency
+        ratio = lat.p99_ms / lat.p50_ms if lat.p50_ms else 1.0
         if ratio > t.tail_ratio:
             out.append(
-                f"Batch {r['batch_size']}: tail latency is jittery (p99 {r['latency_p99_ms']:.1f} ms = "
-                f"{ratio:.2f}x p50 {r['latency_p50_ms']:.1f} ms); pin threads or isolate the machine for latency work."
+                f"Batch {s.batch_size}: tail latency is jittery (p99 {lat.p99_ms:.1f} ms = "
+                f"{ratio:.2f}x p50 {lat.p50_ms:.1f} ms); pin threads or isolate the machine for latency work."
             )
-    if len(speed) > 1:
-        lo, hi = speed[0], speed[-1]
-        gain = hi["tokens_per_s"] / lo["tokens_per_s"]
+    if len(speeds) > 1:
+        lo, hi = speeds[0], speeds[-1]
+        lo_tps, hi_tps = lo.throughput.tokens_per_s, hi.throughput.tokens_per_s
+        gain = hi_tps / lo_tps
         out.append(
-            f"Batching {lo['batch_size']} -> {hi['batch_size']} changes throughput {gain:.2f}x "
-            f"({lo['tokens_per_s']:,.0f} -> {hi['tokens_per_s']:,.0f} tokens/s)"
+            f"Batching {lo.batch_size} -> {hi.batch_size} changes throughput {gain:.2f}x "
+            f"({lo_tps:,.0f} -> {hi_tps:,.0f} tokens/s)"
             + ("; the machine is already saturated at small batches." if gain < 1.2 else ".")
         )
     types = result.tables.get("time_by_module_type") or []
@@ -40,11 +44,11 @@ def performance_insights(result, t) -> list[str]:
             f"submodules ({top['self_ms']:.1f} ms of {result.metrics.get('layer_time_total_ms', 0):.1f} ms at "
             "batch 1): the first place to look for a speed-up."
         )
-    mem = result.data.get("memory")
-    if mem:
+    mem = result.measurements.get("memory")
+    if isinstance(mem, Memory):
         out.append(
-            f"Weights take {human_bytes(mem['param_bytes'])} ({mem['num_parameters']:,} parameters); "
-            f"the process peaked at {human_bytes(mem['peak_rss_bytes'])} resident."
+            f"Weights take {human_bytes(mem.param_bytes)} ({mem.num_parameters:,} parameters); "
+            f"the process peaked at {human_bytes(mem.peak_rss_bytes)} resident."
         )
     return out
 
@@ -58,11 +62,12 @@ def is_simulated(quant_result) -> bool:
 def deployment_insights(perf, results: dict, t) -> list[str]:
     """Edge, real-time and server verdicts against the thresholds ``t`` (the analyzer's own keys),
     using the packed size of a simulated quantization when the run quantized."""
-    if not perf.data.get("speed"):
+    speeds = list(perf.measurements_of(Speed).values())
+    if not speeds:
         return []
-    speed, mem = perf.data["speed"], perf.data.get("memory", {})
+    mem = perf.measurements.get("memory")
     out = []
-    weight_mb, what = mem.get("param_bytes", 0) / 2**20, "weights"
+    weight_mb, what = (mem.param_bytes if isinstance(mem, Memory) else 0) / 2**20, "weights"
     quant = results.get("quant")
     if quant is not None and quant.ok and is_simulated(quant):
         weight_mb, what = quant.metrics["model_bytes_after"] / 2**20, "packed quantized weights"
@@ -79,17 +84,20 @@ def deployment_insights(perf, results: dict, t) -> list[str]:
             else "; 8-bit or 4-bit weights would take 4x or 8x less than float32."
         )
     )
-    bs1 = next((r for r in speed if r["batch_size"] == 1), None)
+    bs1 = next((s for s in speeds if s.batch_size == 1), None)
     if bs1:
-        ok = bs1["latency_p95_ms"] <= t.realtime_latency_ms
+        lat = bs1.latency
+        ok = lat.p95_ms <= t.realtime_latency_ms
+        spread = f", mean {lat.mean_ms:.1f} ± {lat.ci95_half_ms:.1f} ms at 95% confidence" if lat.count > 1 else ""
         out.append(
-            f"Real-time: p95 latency at batch 1 is {bs1['latency_p95_ms']:.1f} ms for {bs1['seq_len']} tokens, "
-            f"{'within' if ok else 'over'} the {t.realtime_latency_ms:.0f} ms target."
+            f"Real-time: p95 latency at batch 1 is {lat.p95_ms:.1f} ms for {bs1.seq_len} tokens "
+            f"({lat.count} runs{spread}), {'within' if ok else 'over'} the {t.realtime_latency_ms:.0f} ms target."
         )
-    best = max(speed, key=lambda r: r["tokens_per_s"])
-    ok = best["tokens_per_s"] >= t.server_min_tokens_per_s
+    best = max(speeds, key=lambda s: s.throughput.tokens_per_s)
+    best_tps = best.throughput.tokens_per_s
+    ok = best_tps >= t.server_min_tokens_per_s
     out.append(
-        f"Server: best throughput {best['tokens_per_s']:,.0f} tokens/s at batch {best['batch_size']}, "
+        f"Server: best throughput {best_tps:,.0f} tokens/s at batch {best.batch_size}, "
         f"{'above' if ok else 'below'} the {t.server_min_tokens_per_s:,.0f} tokens/s target on this hardware."
     )
     return out

@@ -6,50 +6,55 @@ import pandas as pd
 import seaborn as sns
 
 from modelxray.core.formatting import human_bytes
+from modelxray.metrics.measurements import Memory, Quality, Speed
 from modelxray.plotting import new_figure
 
 
 def figures(result) -> dict:
     out = {}
-    if result.data.get("speed"):
+    if result.measurements_of(Speed):
         out["performance_speed.png"] = _speed(result)
-    if result.data.get("memory"):
-        out["performance_memory.png"] = _memory(result)
+    if "memory" in result.measurements:
+        out["performance_memory.png"] = _memory(result.measurements["memory"])
     if result.tables.get("layer_time"):
         out["performance_layers.png"] = _layers(result)
     return out
 
 
 def _speed(result):
-    rows = result.data["speed"]
-    samples = pd.DataFrame([{"batch size": r["batch_size"], "latency (ms)": s} for r in rows for s in r["samples_ms"]])
-    thr = pd.DataFrame([{"batch size": r["batch_size"], "tokens/s": r["tokens_per_s"]} for r in rows])
+    speeds = list(result.measurements_of(Speed).values())
+    samples = pd.DataFrame(
+        [{"batch size": s.batch_size, "latency (ms)": x} for s in speeds for x in s.latency.samples_ms]
+    )
+    thr = pd.DataFrame([{"batch size": s.batch_size, "tokens/s": s.throughput.tokens_per_s} for s in speeds])
     fig, axes = new_figure(ncols=2)
     ax = axes[0][0]
     sns.boxplot(data=samples, x="batch size", y="latency (ms)", ax=ax, color="#8fb3d9")
     sns.stripplot(data=samples, x="batch size", y="latency (ms)", ax=ax, color="#1f3b5c", size=4)
-    ax.set_title(f"Forward latency per batch ({rows[0]['seq_len']} tokens per sequence)")
+    ax.set_title(f"Forward latency per batch ({speeds[0].seq_len} tokens per sequence)")
     ax = axes[0][1]
     sns.barplot(data=thr, x="batch size", y="tokens/s", ax=ax, color="#5a9e6f")
     for i, v in enumerate(thr["tokens/s"]):
         ax.annotate(f"{v:,.0f}", (i, v), ha="center", va="bottom")
     ax.set_title("Throughput")
-    q = result.data.get("quality", {})
-    if q:
-        fig.suptitle(f"perplexity {q['perplexity']:.3f} ({q['protocol_description']})")
+    q = result.measurements.get("quality")
+    if isinstance(q, Quality):
+        fig.suptitle(
+            f"perplexity {q.perplexity:.3f} ({result.data.get('quality', {}).get('protocol_description', '')})"
+        )
     return fig
 
 
-def _memory(result):
-    mem = result.data["memory"]
-    rows = [{"what": f"{kind} ({dt})", "bytes": b} for kind, d in mem["by_dtype"].items() for dt, b in d.items()]
-    if mem.get("file_bytes"):
-        rows.append({"what": "model file on disk", "bytes": mem["file_bytes"]})
-    rows.append({"what": "process RSS now", "bytes": mem["rss_bytes"]})
-    rows.append({"what": "process peak RSS", "bytes": mem["peak_rss_bytes"]})
-    for k in ("cuda_max_allocated_bytes", "cuda_max_reserved_bytes"):
-        if k in mem:
-            rows.append({"what": k.replace("_bytes", "").replace("_", " "), "bytes": mem[k]})
+def _memory(mem: Memory):
+    rows = [{"what": f"{kind} ({dt})", "bytes": b} for kind, d in mem.by_dtype.items() for dt, b in d.items()]
+    if mem.file_bytes:
+        rows.append({"what": "model file on disk", "bytes": mem.file_bytes})
+    rows.append({"what": "process RSS now", "bytes": mem.rss_bytes})
+    rows.append({"what": "process peak RSS", "bytes": mem.peak_rss_bytes})
+    if mem.cuda_max_allocated_bytes is not None:
+        rows.append({"what": "cuda max allocated", "bytes": mem.cuda_max_allocated_bytes})
+    if mem.cuda_max_reserved_bytes is not None:
+        rows.append({"what": "cuda max reserved", "bytes": mem.cuda_max_reserved_bytes})
     df = pd.DataFrame(rows)
     df["MiB"] = df["bytes"] / 2**20
     fig, axes = new_figure(width=8)
@@ -58,7 +63,7 @@ def _memory(result):
     for i, b in enumerate(df["bytes"]):
         ax.annotate(" " + human_bytes(b), (df["MiB"][i], i), va="center")
     ax.set_ylabel("")
-    ax.set_title(f"Memory ({mem['num_parameters']:,} parameters)")
+    ax.set_title(f"Memory ({mem.num_parameters:,} parameters)")
     ax.set_xlim(0, df["MiB"].max() * 1.3)
     return fig
 
@@ -77,16 +82,16 @@ def _layers(result):
 
 def panel(ax, result) -> None:
     """Dashboard panel: throughput per batch size, with the headline quality numbers."""
-    rows = result.data.get("speed") or []
-    if rows:
-        thr = pd.DataFrame([{"batch size": str(r["batch_size"]), "tokens/s": r["tokens_per_s"]} for r in rows])
+    speeds = result.measurements_of(Speed).values()
+    if speeds:
+        thr = pd.DataFrame([{"batch size": str(s.batch_size), "tokens/s": s.throughput.tokens_per_s} for s in speeds])
         sns.barplot(data=thr, x="batch size", y="tokens/s", ax=ax, color="#5a9e6f")
-    m = result.metrics
+    q, mem = result.measurements.get("quality"), result.measurements.get("memory")
     text = []
-    if "perplexity" in m:
-        text.append(f"ppl {m['perplexity']:.2f}")
-    if "accuracy" in m:
-        text.append(f"acc {m['accuracy']:.3f}")
-    if "param_bytes" in m:
-        text.append(f"weights {human_bytes(m['param_bytes'])}")
+    if isinstance(q, Quality):
+        text.append(f"ppl {q.perplexity:.2f}")
+        if q.accuracy is not None:
+            text.append(f"acc {q.accuracy:.3f}")
+    if isinstance(mem, Memory):
+        text.append(f"weights {human_bytes(mem.param_bytes)}")
     ax.set_title("performance: " + ", ".join(text), fontsize=10)

@@ -7,13 +7,13 @@ import torch
 
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
-from modelxray.data.windows import make_windows, speed_inputs, windows_from_batches
 from modelxray.measure.layer_time import time_by_type, time_modules
 from modelxray.measure.memory import cuda_peaks, peak_rss_bytes, reset_cuda_peaks, rss_bytes
 from modelxray.measure.scoring import model_device, score_windows
 from modelxray.measure.speed import time_forward
-from modelxray.metrics.latency import latency_stats, throughput
+from modelxray.metrics.measurements import Latency, Memory, Quality, Speed
 from modelxray.metrics.memory import count_parameters, tensor_bytes_by_dtype
+from modelxray.metrics.windows import make_windows, speed_inputs, windows_from_batches
 
 
 def prefix_token_id(tokenizer, which: str) -> int | None:
@@ -69,12 +69,13 @@ def _quality(cfg, subject, ctx, result: Result) -> None:
     if data is not None:
         # bytes of the scored tokens: exact when every token is scored, else pro rata
         n_bytes = data.n_bytes * score.n_tokens / max(data.n_tokens, 1)
-    quality = score.result(n_bytes)
+    quality = Quality.from_dict(score.result(n_bytes))
+    result.record("quality", quality)
     fed = sum(w.inputs.numel() for w in windows)
-    quality["eval_tokens_per_s"] = fed / seconds
-    result.metrics.update(quality)
+    result.metrics["eval_tokens_per_s"] = fed / seconds
     result.data["quality"] = {
-        **quality,
+        **quality.to_dict(),
+        "eval_tokens_per_s": fed / seconds,
         "protocol": cfg.protocol,
         "protocol_description": desc,
         "windows": len(windows),
@@ -91,35 +92,34 @@ def _speed(cfg, subject, ctx, result: Result) -> None:
         first = windows_from_batches(subject.batches)
         seq_len = cfg.speed_seq_len or first[0].inputs.numel()
         source = torch.cat([w.inputs for w in first])
-    rows = []
+    speeds = []
     for bs in cfg.speed_batch_sizes:
         batch = speed_inputs(source, bs, seq_len).to(device)
         times = time_forward(
             subject.model, batch, cfg.warmup, cfg.iters, ctx.progress, desc=f"performance: latency bs={bs}"
         )
-        stats = {**latency_stats(times), **throughput(bs, seq_len, sum(times) / len(times))}
-        rows.append({"batch_size": bs, "seq_len": seq_len, **stats, "samples_ms": [t * 1e3 for t in times]})
-        for k, v in stats.items():
-            result.metrics[f"bs{bs}_{k}"] = v
-    result.tables["speed"] = [{k: v for k, v in r.items() if k != "samples_ms"} for r in rows]
-    result.data["speed"] = rows
+        speed = Speed(bs, seq_len, Latency.from_values(times))
+        result.record(f"speed/bs{bs}", speed)  # metrics bs<b>_latency_*_ms, bs<b>_tokens_per_s ...
+        speeds.append(speed)
+    result.tables["speed"] = [s.row() for s in speeds]
+    result.data["speed"] = [s.to_dict() for s in speeds]
 
 
 def _memory(cfg, subject, result: Result) -> None:
     model = subject.model
     by_dtype = tensor_bytes_by_dtype(model)
-    mem = {
-        "param_bytes": sum(by_dtype["params"].values()),
-        "buffer_bytes": sum(by_dtype["buffers"].values()),
-        "num_parameters": count_parameters(model),
-        "peak_rss_bytes": peak_rss_bytes(),
-        "rss_bytes": rss_bytes(),
-        **cuda_peaks(model_device(model)),
-    }
-    if subject.info.file_bytes:
-        mem["file_bytes"] = subject.info.file_bytes
-    result.metrics.update({k: float(v) for k, v in mem.items()})
-    result.data["memory"] = {**mem, "by_dtype": by_dtype}
+    mem = Memory(
+        param_bytes=sum(by_dtype["params"].values()),
+        buffer_bytes=sum(by_dtype["buffers"].values()),
+        num_parameters=count_parameters(model),
+        peak_rss_bytes=peak_rss_bytes(),
+        rss_bytes=rss_bytes(),
+        **cuda_peaks(model_device(model)),  # cuda_max_allocated_bytes, cuda_max_reserved_bytes on a GPU
+        file_bytes=subject.info.file_bytes or None,
+        by_dtype=by_dtype,
+    )
+    result.record("memory", mem)
+    result.data["memory"] = mem.to_dict()
     result.tables["memory_by_dtype"] = [
         {"kind": kind, "dtype": dt, "bytes": b} for kind, d in by_dtype.items() for dt, b in d.items()
     ]

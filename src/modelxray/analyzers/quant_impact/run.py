@@ -13,14 +13,14 @@ from modelxray.core.errors import ConfigError
 from modelxray.core.formatting import human_bytes
 from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
-from modelxray.data.windows import make_windows, speed_inputs
 from modelxray.measure.hardware import hardware_profile, strategy_support
 from modelxray.measure.memory_timeline import MemoryTimeline
 from modelxray.measure.reference import Reference
 from modelxray.measure.scoring import model_device
 from modelxray.measure.speed import time_forward
-from modelxray.metrics.latency import latency_stats
+from modelxray.metrics.measurements import Latency
 from modelxray.metrics.memory import tensor_bytes_by_dtype
+from modelxray.metrics.windows import make_windows, speed_inputs
 
 
 def efficiency_scores(rows: list[dict], priority: str) -> list[float]:
@@ -105,7 +105,7 @@ def _measure(cfg, name, quantizer, support, subject, ref, batch, device, timelin
             times = time_forward(qsubject.model, batch, cfg.warmup, cfg.iters, progress=False)
     stored = sum(sum(d.values()) for d in tensor_bytes_by_dtype(qsubject.model).values())
     weight_bytes = report.metrics["model_bytes_after"] if report is not None else stored
-    lat = latency_stats(times)
+    lat = Latency.from_values(times)
     for s in tl.rows():
         timelines.append({"strategy": name, **s})
     row = {
@@ -114,9 +114,9 @@ def _measure(cfg, name, quantizer, support, subject, ref, batch, device, timelin
         "support": support,
         "simulated": "simulated" in support,
         **{k: m[k] for k in ("loss", "perplexity", "kl", "top1_agree")},
-        "latency_p50_ms": lat["latency_p50_ms"],
-        "latency_p95_ms": lat["latency_p95_ms"],
-        "tokens_per_s": batch.numel() / (sum(times) / len(times)),
+        "latency_p50_ms": lat.p50_ms,
+        "latency_p95_ms": lat.p95_ms,
+        "tokens_per_s": batch.numel() / lat.mean_s,
         "weight_bytes": weight_bytes,
         "stored_bytes": stored,
         "effective_bits": report.metrics["effective_bits"] if report is not None else 32.0,

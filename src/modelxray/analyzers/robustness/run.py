@@ -12,7 +12,8 @@ import torch
 from modelxray.core.errors import ConfigError
 from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
-from modelxray.data.windows import make_windows
+from modelxray.metrics.measurements import Quality
+from modelxray.metrics.windows import make_windows
 from modelxray.perturb.weight_noise import (
     WeightSnapshot,
     add_gaussian_noise_,
@@ -191,8 +192,8 @@ def _mean_row(cfg, family, level, runs, clean, harness) -> dict:
     mean = {k: statistics.fmean(r[k] for r in runs) for k in keys}
     q = harness.quality
     if q == "perplexity" and "loss" in mean:
-        loss = mean["loss"]  # perplexity of the mean loss: the geometric mean over seeds
-        mean["perplexity"] = loss if math.isnan(loss) else (math.exp(loss) if loss < 700 else math.inf)
+        # perplexity of the mean loss over seeds, not the mean perplexity: the geometric mean
+        mean["perplexity"] = Quality(loss=mean["loss"]).perplexity
     row = _row(cfg, family, level, mean, clean, harness.size, seeds=len(runs))
     row[f"{q}_std"] = _std([r[q] for r in runs])
     row["loss_std"] = _std([r["loss"] for r in runs])

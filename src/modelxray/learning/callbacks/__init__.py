@@ -1,5 +1,5 @@
 """Learning-dynamics callbacks for the one training loop (``modelxray.training``); each also works in
-any loop that calls the hooks of :class:`modelxray.training.callbacks.Callback` with a ``TrainState``.
+any loop that calls the hooks of :class:`modelxray.core.callbacks.Callback` with a ``TrainState``.
 
 The configs import nothing heavy; each callback (numpy, torch, scikit-learn) is imported when first
 named here, so validating ``train.learning`` stays cheap."""

@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from modelxray.core.callbacks import CallbackReport, TrainState
 from modelxray.learning.attribution import TracInCheckpoint, TracInResult, learned_targets, tracin
 from modelxray.learning.callbacks.base import LearningCallback, task_data
 from modelxray.learning.callbacks.configs import TransitionAttributionConfig
-from modelxray.training.callbacks import CallbackReport, TrainState
 
 
 class TransitionAttributionCallback(LearningCallback):

@@ -8,8 +8,8 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from modelxray.core.callbacks import Callback, TrainState
 from modelxray.learning.callbacks.configs import CallbackConfig
-from modelxray.training.callbacks import Callback, TrainState
 
 if TYPE_CHECKING:
     import torch

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from modelxray.core.callbacks import CallbackReport, TrainState
 from modelxray.learning.callbacks.base import LearningCallback, finite, task_data
 from modelxray.learning.callbacks.configs import ExampleDynamicsConfig
 from modelxray.learning.cartography import (
@@ -33,7 +34,6 @@ from modelxray.learning.cartography import (
 )
 from modelxray.learning.forgetting import ForgettingStats, forgetting_histogram
 from modelxray.learning.recorder import ExampleRecorder, PerIndices
-from modelxray.training.callbacks import CallbackReport, TrainState
 
 
 class ExampleDynamicsCallback(LearningCallback):

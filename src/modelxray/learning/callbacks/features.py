@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from modelxray.core.callbacks import CallbackReport, TrainState
 from modelxray.learning.callbacks.base import LearningCallback, finite, task_data
 from modelxray.learning.callbacks.configs import FeatureEvolutionConfig
 from modelxray.learning.cka import linear_cka
@@ -41,7 +42,6 @@ from modelxray.learning.features import (
     single_thread,
 )
 from modelxray.learning.fourier import fourier_sparsity, top_frequencies, weight_norm
-from modelxray.training.callbacks import CallbackReport, TrainState
 
 
 class FeatureEvolutionCallback(LearningCallback):

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from modelxray.core.callbacks import CallbackReport, TrainState
 from modelxray.learning.callbacks.base import LearningCallback
 from modelxray.learning.callbacks.configs import GradientFlowConfig
 from modelxray.learning.gradient_flow import FlowThresholds, flow_flags, layer_grad_norms
-from modelxray.training.callbacks import CallbackReport, TrainState
 
 
 class GradientFlowCallback(LearningCallback):

@@ -28,12 +28,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from modelxray.core.callbacks import CallbackReport, TrainState
 from modelxray.learning.callbacks.base import LearningCallback, finite, task_data
 from modelxray.learning.callbacks.configs import MemorizationConfig
 from modelxray.learning.evaluation import evaluate
 from modelxray.learning.memorization import fitted_share, gap_events, region_overlap
 from modelxray.learning.transitions import detect_transitions, transition_step
-from modelxray.training.callbacks import CallbackReport, TrainState
 
 SERIES = (
     "train_accuracy",

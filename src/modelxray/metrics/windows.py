@@ -10,6 +10,10 @@ Perplexity numbers are only comparable under the same protocol, so the protocol 
   ``stride = seq_len`` and a prefix token, so every token is scored and windows overlap by one.
 
 Targets equal to ``IGNORE`` are not scored.
+
+Why in metrics: the protocol is part of what a perplexity means, and the scorers below the datasets
+(``metrics.lm``, ``measure.scoring``, ``measure.reference``) read windows; datasets only supply the
+token stream.
 """
 
 from __future__ import annotations
