@@ -43,6 +43,7 @@ def test_launcher_configs_compose(launcher, target, tmp_path):
         assert "partition: null" in proc.stdout and "gpus_per_node: null" in proc.stdout and "setup: []" in proc.stdout
 
 
+@pytest.mark.slow  # whole sweeps of subprocess jobs: `pytest -m slow`
 def test_eight_parallel_local_jobs_on_one_sqlite_file_lose_nothing(cache_dir, tmp_path):
     """The race users hit: 8 jobs creating the schema and experiment at once on a fresh SQLite file."""
     uri = f"sqlite:///{tmp_path / 'fresh.db'}"
@@ -70,6 +71,7 @@ def test_eight_parallel_local_jobs_on_one_sqlite_file_lose_nothing(cache_dir, tm
     assert {r.data.tags["modelxray.executor"] for r in runs} == {"local"}
 
 
+@pytest.mark.slow  # whole sweeps of subprocess jobs: `pytest -m slow`
 def test_a_failing_job_does_not_stop_the_others_and_is_listed_with_its_logs(cache_dir, tmp_path):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     proc = run_cli(
@@ -128,6 +130,7 @@ class Fine(Analyzer):
 """
 
 
+@pytest.mark.slow  # whole sweeps of subprocess jobs: `pytest -m slow`
 def test_killed_and_raising_jobs_end_killed_and_failed_and_are_listed(cache_dir, tmp_path):
     """A job killed outright (its run left RUNNING, then marked KILLED by the launcher) and a job whose
     analyzer raised (its run FAILED) are both listed with their logs; the third job is unaffected."""
@@ -176,6 +179,7 @@ def test_killed_and_raising_jobs_end_killed_and_failed_and_are_listed(cache_dir,
     assert status == {"trouble.Killed": "KILLED", "trouble.Raises": "FAILED", "trouble.Fine": "FINISHED"}
 
 
+@pytest.mark.slow  # whole sweeps of subprocess jobs: `pytest -m slow`
 def test_skip_finished_resumes_a_sweep_without_redoing_finished_jobs(cache_dir, tmp_path):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     args = [

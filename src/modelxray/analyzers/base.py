@@ -5,21 +5,23 @@
 - ``run(subject, ctx) -> Result``: does the work; it never calls the tracker or writes files, every
   artifact leaves through the Result;
 - ``figures``/``panel``/``insights``: draws and explains its own Result (the report writer calls
-  them through ``Result.source``), importing its plotting module only when asked.
+  them through ``Result.source``); ``plots_module`` names the module that draws (imported only when
+  a report is drawn), ``insights`` is overridden where the analyzer has something to say.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from modelxray.core.configurable import Configurable
+from modelxray.core.presentation import PlotsFromModule
 from modelxray.core.result import Result, RunContext
 
 
 @dataclass
-class Analyzer(Configurable):
-    """Base of analyzer configs; subclasses set ``name`` and implement ``run``."""
+class Analyzer(PlotsFromModule, Configurable):
+    """Base of analyzer configs; subclasses set ``name`` (and ``plots_module``) and implement ``run``."""
 
     name: ClassVar[str] = "analyzer"
     tasks: ClassVar[tuple[str, ...]] = ("causal_lm",)  # the model kinds it can analyze
@@ -35,12 +37,7 @@ class Analyzer(Configurable):
         return Result(self.name, source=self)
 
     # -- presentation (the report writer calls these; each may produce nothing) ----------------
-    def figures(self, result: Result) -> dict[str, Any]:
-        return {}
-
-    def panel(self, ax, result: Result) -> bool:
-        return False
-
+    # figures/panel come from ``plots_module`` (PlotsFromModule); override them to draw otherwise
     def insights(self, result: Result, results: dict[str, Result]) -> list[str]:
         return []
 

@@ -85,6 +85,11 @@ class OptimConfig(Configurable):
 _SECTIONS = {"param_change": ParamChangeConfig, "sparse": SparseConfig, "grad": GradConfig, "optim": OptimConfig}
 
 
+def train_dynamics_defaults() -> dict[str, Any]:
+    """``train.dynamics``: every section with its defaults (the interval is ``train.interval``)."""
+    return {"snapshot_dtype": "float32", **{key: cls() for key, cls in _SECTIONS.items()}}
+
+
 def section(cls: type, value: Any, key: str) -> Any:
     """A section dataclass from a dict (YAML) or an instance; unknown keys name ``key.<field>``."""
     if isinstance(value, cls):

@@ -3,22 +3,16 @@ plotting module is imported only when a report is drawn."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from modelxray.core.presentation import PlotsFromModule
 from modelxray.core.result import Result
 
 
-class QuantPresentation:
+class QuantPresentation(PlotsFromModule):
     """Mixed into ``Quantizer``: the report writer finds it through ``Result.source``."""
 
-    def figures(self, result: Result) -> dict:
-        from modelxray.quant import plots
-
-        return plots.figures(result)
-
-    def panel(self, ax, result: Result) -> bool:
-        from modelxray.quant import plots
-
-        plots.panel(ax, result)
-        return True
+    plots_module: ClassVar[str] = "modelxray.quant.plots"
 
     def insights(self, result: Result, results: dict[str, Result]) -> list[str]:
         from modelxray.quant.insights import quant_insights

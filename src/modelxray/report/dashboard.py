@@ -36,8 +36,6 @@ def write_dashboard(results: dict, path, title: str) -> bool:
 
 
 def _draws_panel(source) -> bool:
-    """Whether the presenter overrides ``panel`` (the base's returns False and draws nothing)."""
-    from modelxray.analyzers.base import Analyzer
-
-    panel = getattr(type(source), "panel", None)
-    return panel is not None and panel is not Analyzer.panel
+    """Whether the presenter has a dashboard panel to draw (one axis is laid out for each)."""
+    has_panel = getattr(source, "has_panel", None)
+    return has_panel() if callable(has_panel) else callable(getattr(source, "panel", None))

@@ -11,7 +11,7 @@ from typing import Any
 
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
-from modelxray.dynamics.config import DynamicsConfig, section
+from modelxray.dynamics.config import DynamicsConfig, section, train_dynamics_defaults
 from modelxray.training.presentation import TrainPresentation
 
 
@@ -117,8 +117,8 @@ class TrainConfig(TrainPresentation, Configurable):
     checkpoint_every: int | None = None  # save a checkpoint every N steps (safetensors); null = none
     checkpoint_dir: str | None = None  # null: <run output dir>/checkpoints
     log_checkpoints: bool = False  # also upload checkpoints to the tracker as artifacts (large)
-    lora: Any = None
-    dynamics: Any = None  # DynamicsConfig keys (interval comes from train.interval)
+    lora: Any = field(default_factory=LoraConfig)  # LoRA adapters (peft) instead of every weight: lora.enabled=true
+    dynamics: Any = field(default_factory=train_dynamics_defaults)  # the monitor's sections (interval: train.interval)
     learning: Any = None  # LearningConfig sections (classifiers: forgetting, cartography, features ...)
 
     def validate(self) -> None:

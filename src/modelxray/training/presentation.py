@@ -3,22 +3,16 @@ sparse quality, learning-dynamics figures); the plotting module is imported only
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from modelxray.core.presentation import PlotsFromModule
 from modelxray.core.result import Result
 
 
-class TrainPresentation:
+class TrainPresentation(PlotsFromModule):
     """Mixed into ``TrainConfig``: the report writer finds it through ``Result.source``."""
 
-    def figures(self, result: Result) -> dict:
-        from modelxray.training import plots
-
-        return plots.figures(result)
-
-    def panel(self, ax, result: Result) -> bool:
-        from modelxray.training import plots
-
-        plots.panel(ax, result)
-        return True
+    plots_module: ClassVar[str] = "modelxray.training.plots"
 
     def insights(self, result: Result, results: dict[str, Result]) -> list[str]:
         return []

@@ -23,6 +23,7 @@ from modelxray.core.result import Result, RunContext
 @dataclass
 class BitwidthAnalyzer(Analyzer):
     name: ClassVar[str] = "bitwidth"
+    plots_module: ClassVar[str] = "modelxray.analyzers.bitwidth.plots"
     uniform_bits: list[int] = field(default_factory=lambda: [8, 6, 4, 3, 2])
     symmetric: bool = True
     granularity: str = "group"  # tensor | channel | group
@@ -76,14 +77,3 @@ class BitwidthAnalyzer(Analyzer):
         from modelxray.analyzers.bitwidth.run import run
 
         return run(self, subject, ctx)
-
-    def figures(self, result: Result) -> dict:
-        from modelxray.analyzers.bitwidth import plots
-
-        return plots.figures(result)
-
-    def panel(self, ax, result: Result) -> bool:
-        from modelxray.analyzers.bitwidth import plots
-
-        plots.panel(ax, result)
-        return True

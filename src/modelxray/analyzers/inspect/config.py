@@ -26,6 +26,7 @@ SPECTRAL = ("power", "exact", "none")
 @dataclass
 class InspectAnalyzer(Analyzer):
     name: ClassVar[str] = "inspect"
+    plots_module: ClassVar[str] = "modelxray.analyzers.inspect.plots"
     tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", "weights")
     bins: int = 256  # histogram bins per tensor (entropy is of this histogram)
     outlier_k: float = 3.0  # outlier: |x - mean| > k std
@@ -92,14 +93,3 @@ class InspectAnalyzer(Analyzer):
         from modelxray.analyzers.inspect.run import run
 
         return run(self, subject, ctx)
-
-    def figures(self, result: Result) -> dict:
-        from modelxray.analyzers.inspect import plots
-
-        return plots.figures(result)
-
-    def panel(self, ax, result: Result) -> bool:
-        from modelxray.analyzers.inspect import plots
-
-        plots.panel(ax, result)
-        return True

@@ -34,6 +34,7 @@ def _default_sections() -> dict[str, Any]:
 @dataclass
 class LearningDynamicsAnalyzer(Analyzer):
     name: ClassVar[str] = "learning_dynamics"
+    plots_module: ClassVar[str] = "modelxray.analyzers.learning_dynamics.plots"
     tasks: ClassVar[tuple[str, ...]] = ("classification",)
     lr: float = 1e-3  # learning rate between checkpoints (TracIn weighs each checkpoint's gradients by it)
     batch_size: int = 4096  # rows per forward/backward over the training set
@@ -65,8 +66,3 @@ class LearningDynamicsAnalyzer(Analyzer):
         from modelxray.analyzers.learning_dynamics.run import run
 
         return run(self, subject, ctx)
-
-    def figures(self, result: Result) -> dict:
-        from modelxray.analyzers.learning_dynamics import plots
-
-        return plots.figures(result)

@@ -17,6 +17,7 @@ PROTOCOLS = ("disjoint", "sliding", "lm_eval_rolling")  # implemented by modelxr
 @dataclass
 class PerformanceAnalyzer(Analyzer):
     name: ClassVar[str] = "performance"
+    plots_module: ClassVar[str] = "modelxray.analyzers.performance.plots"
 
     # quality: loss, perplexity, bits per byte, top-k next-token accuracy
     protocol: str = "disjoint"  # disjoint | sliding | lm_eval_rolling (lm-evaluation-harness's protocol)
@@ -61,17 +62,6 @@ class PerformanceAnalyzer(Analyzer):
         from modelxray.analyzers.performance.run import run
 
         return run(self, subject, ctx)
-
-    def figures(self, result: Result) -> dict:
-        from modelxray.analyzers.performance import plots
-
-        return plots.figures(result)
-
-    def panel(self, ax, result: Result) -> bool:
-        from modelxray.analyzers.performance import plots
-
-        plots.panel(ax, result)
-        return True
 
     def headline(self, result: Result) -> dict[str, float]:
         """The speed metrics per batch size (``bs4_...``) are in the speed table already."""

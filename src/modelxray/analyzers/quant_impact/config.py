@@ -39,6 +39,7 @@ def load_strategy(name: str):
 @dataclass
 class QuantImpactAnalyzer(Analyzer):
     name: ClassVar[str] = "quant_impact"
+    plots_module: ClassVar[str] = "modelxray.analyzers.quant_impact.plots"
     strategies: list[str] = field(default_factory=lambda: ["none", "int8", "int4", "gptq_int4", "awq_int4"])
     priority: str = "balanced"  # accuracy | speed | memory | balanced: weights of the efficiency score
     eval_windows: int = 8  # windows of the dataset for quality per strategy
@@ -68,14 +69,3 @@ class QuantImpactAnalyzer(Analyzer):
         from modelxray.analyzers.quant_impact.run import run
 
         return run(self, subject, ctx)
-
-    def figures(self, result: Result) -> dict:
-        from modelxray.analyzers.quant_impact import plots
-
-        return plots.figures(result)
-
-    def panel(self, ax, result: Result) -> bool:
-        from modelxray.analyzers.quant_impact import plots
-
-        plots.panel(ax, result)
-        return True

@@ -25,6 +25,7 @@ STEP_GRANULARITY = ("channel", "tensor")
 @dataclass
 class RobustnessAnalyzer(Analyzer):
     name: ClassVar[str] = "robustness"
+    plots_module: ClassVar[str] = "modelxray.analyzers.robustness.plots"
     tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification")
     eval_windows: int = 8  # language models: dataset windows (the clean pass is computed once)
     batch_size: int = 4  # windows per forward pass
@@ -74,14 +75,3 @@ class RobustnessAnalyzer(Analyzer):
         from modelxray.analyzers.robustness.run import run
 
         return run(self, subject, ctx)
-
-    def figures(self, result: Result) -> dict:
-        from modelxray.analyzers.robustness import plots
-
-        return plots.figures(result)
-
-    def panel(self, ax, result: Result) -> bool:
-        from modelxray.analyzers.robustness import plots
-
-        plots.panel(ax, result)
-        return True

@@ -1,0 +1,38 @@
+"""Results draw themselves from the plotting module their source names, imported only when drawn."""
+
+import sys
+
+from modelxray.analyzers.bitwidth import BitwidthAnalyzer
+from modelxray.analyzers.learning_dynamics import LearningDynamicsAnalyzer
+from modelxray.core.presentation import PlotsFromModule
+from modelxray.quant.weight import WeightQuantizer
+from modelxray.report.dashboard import _draws_panel
+from modelxray.training.config import TrainConfig
+
+
+def test_every_built_in_source_names_a_plots_module_with_figures():
+    import importlib
+
+    for cls in (BitwidthAnalyzer, LearningDynamicsAnalyzer, WeightQuantizer, TrainConfig):
+        module = importlib.import_module(cls.plots_module)
+        assert callable(module.figures), cls
+
+
+def test_dashboard_panels_only_for_sources_that_draw_one():
+    assert _draws_panel(BitwidthAnalyzer()) and _draws_panel(WeightQuantizer())
+    assert not _draws_panel(LearningDynamicsAnalyzer())  # its plots module has figures, no panel
+
+    class Overrides(PlotsFromModule):
+        def panel(self, ax, result) -> bool:
+            return True
+
+    assert _draws_panel(Overrides()) and not _draws_panel(PlotsFromModule())
+    assert PlotsFromModule().figures(None) == {}
+
+
+def test_importing_an_analyzer_imports_no_plotting_library():
+    import subprocess
+
+    code = "import modelxray.analyzers.performance, sys; print('matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
