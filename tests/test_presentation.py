@@ -36,3 +36,25 @@ def test_importing_an_analyzer_imports_no_plotting_library():
     code = "import modelxray.analyzers.performance, sys; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_summary_shows_sizes_in_mib_counts_as_integers_and_measurements_once():
+    from modelxray.core.result import Result
+    from modelxray.metrics.measurements import Quality
+    from modelxray.report.markdown import fmt_metric, summary_report
+
+    assert fmt_metric("param_bytes", 538060032.0) == "513.1 MiB"
+    assert fmt_metric("tokens_scored", 8160.0) == "8,160" and fmt_metric("loss", 2.92501) == "2.925"
+    result = Result("performance")
+    result.record("quality", Quality(loss=2.0, n_scored=100))
+    result.metrics["param_bytes"] = 2.0 * 2**20
+    run = {
+        "model": {"name": "m", "source_format": "config", "source_dtype": "float32"},
+        **{k: "x" for k in ("dataset", "quant", "tracking", "host")},
+        "choices": {},
+        "overrides": [],
+        "versions": {},
+    }
+    text = summary_report(run, {"performance": result}, [])
+    assert "| param_bytes | 2.0 MiB |" in text
+    assert "| perplexity |" not in text and "perplexity 7.389" in text  # rendered once, by the measurement

@@ -2,7 +2,9 @@
 
 torch.profiler reports per-op times; users ask per *module* ("which block is slow?"), so forward
 pre/post hooks time every named module. Times are inclusive (a block includes its children);
-``self_ms`` subtracts the children's time.
+``self_ms`` subtracts the time of the nearest descendants that ran: containers such as
+``nn.ModuleList`` never run a forward of their own, so a decoder's blocks count against the
+decoder that calls them, and the self times add up to the timed modules' total.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from modelxray.measure.scoring import forward_logits
 def time_modules(model: nn.Module, input_ids: torch.Tensor, iters: int = 1) -> list[dict]:
     """Mean inclusive and self time per module over ``iters`` forward passes, slowest first."""
     named = [(name, m) for name, m in model.named_modules() if name]
-    children = {name: [n for n, _ in m.named_children()] for name, m in named}
+    leaf = {name: not any(True for _ in m.children()) for name, m in named}
     totals: dict[str, float] = defaultdict(float)
     starts: dict[str, list[float]] = defaultdict(list)
     sync = (lambda: torch.cuda.synchronize(input_ids.device)) if input_ids.device.type == "cuda" else (lambda: None)
@@ -49,20 +51,27 @@ def time_modules(model: nn.Module, input_ids: torch.Tensor, iters: int = 1) -> l
     finally:
         for h in handles:
             h.remove()
+    inner: dict[str, float] = defaultdict(float)  # time of the nearest timed descendants
+    for name in totals:
+        parent = name
+        while "." in parent:
+            parent = parent.rpartition(".")[0]
+            if parent in totals:
+                inner[parent] += totals[name]
+                break
     rows = []
     types = dict((name, type(m).__name__) for name, m in named)
     for name, _ in named:
         if name not in totals:
             continue
         incl = totals[name] / iters * 1e3
-        child = sum(totals.get(f"{name}.{c}", 0.0) for c in children[name]) / iters * 1e3
         rows.append(
             {
                 "module": name,
                 "type": types[name],
                 "time_ms": incl,
-                "self_ms": max(incl - child, 0.0),
-                "leaf": not children[name],
+                "self_ms": max(incl - inner[name] / iters * 1e3, 0.0),
+                "leaf": leaf[name],
             }
         )
     rows.sort(key=lambda r: r["time_ms"], reverse=True)

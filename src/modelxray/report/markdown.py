@@ -15,6 +15,15 @@ def table(rows: list[dict], columns: list[str] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
+def fmt_metric(key: str, value) -> str:
+    """A metric for a person: sizes in MiB/GiB, counts as integers, the rest to 4 decimals."""
+    if isinstance(value, (int, float)) and key.endswith("_bytes"):
+        return human_bytes(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return f"{int(value):,}"
+    return fmt_number(value)
+
+
 def headline_metrics(result) -> dict:
     """The metrics a stage puts in the summary table (its own choice; default: the un-grouped ones)."""
     source = result.source
@@ -63,7 +72,11 @@ def summary_report(run: dict, results: dict, plots: list[str]) -> str:
             ]
             continue
         out += [f"Finished in {result.seconds:.1f} s.", ""]
-        out += [table([{"metric": k, "value": v} for k, v in headline_metrics(result).items()])]
+        # metrics a typed measurement renders below are not repeated in the table
+        shown = {k for m in (getattr(result, "measurements", None) or {}).values() for k in m.to_metrics()}
+        rest = {k: v for k, v in headline_metrics(result).items() if k not in shown}
+        if rest:
+            out += ["| metric | value |", "|---|---|", *(f"| {k} | {fmt_metric(k, v)} |" for k, v in rest.items()), ""]
         out += measurement_lines(result)
         for tname, rows in result.tables.items():
             out += [f"### {tname.replace('_', ' ')}", "", table(rows)]
