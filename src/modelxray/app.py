@@ -172,7 +172,11 @@ def run(
         else:
             loaded = _in_memory(model, tokenizer)
         needs_data = batches is None and components.dataset is not None and loaded.task != "weights"
+        if needs_data:
+            _check_dataset_kind(components.dataset, loaded)
         data = components.dataset.load(loaded.tokenizer) if needs_data else None
+        if data is not None and loaded.image_shape is not None:
+            data = _fit_images(data, loaded)
         subject = Subject(loaded.model, loaded.tokenizer, data, loaded.info, task=loaded.task, batches=batches)
         check_task(subject, components.analyzers, components.quant)
         preflight(subject, components.analyzers)
@@ -216,6 +220,34 @@ def run(
             tracker_run.finish("KILLED" if isinstance(exc, (KeyboardInterrupt, JobKilled)) else "FAILED")
         raise
     return RunOutcome(metrics, results, out_dir, tracker_run.run_id, tracker_run.describe())
+
+
+def _check_dataset_kind(dataset: Any, loaded: LoadedModel) -> None:
+    """Text for a language model, labelled examples for a classifier: checked before any data loads."""
+    from modelxray.data.base import TextDataset
+
+    if loaded.task == "classification" and isinstance(dataset, TextDataset):
+        raise ConfigError(
+            "dataset",
+            f"{dataset.name} is text and {loaded.info.name} is a classification model; use dataset=digits",
+        )
+
+
+def _fit_images(data: Any, loaded: LoadedModel) -> Any:
+    """Images resized to what an image model expects, and a class count its head can score."""
+    from modelxray.data.base import ClassificationData
+    from modelxray.data.images import fit_images
+
+    if not isinstance(data, ClassificationData):
+        return data  # check_task names the datasets that fit
+    labels = getattr(getattr(loaded.model, "config", None), "num_labels", None)
+    if labels is not None and labels < data.n_classes:
+        raise ConfigError(
+            "dataset",
+            f"{data.name} has {data.n_classes} classes and {loaded.info.name} scores {labels}; "
+            "use a model with at least as many labels",
+        )
+    return fit_images(data, loaded.image_shape, loaded.info.name)
 
 
 def check_task(subject: Subject, analyzers: dict, quant=None) -> None:

@@ -41,6 +41,7 @@ class LoadedModel:
     tokenizer: Any
     info: ModelInfo
     task: str = "causal_lm"  # causal_lm | classification: which analyzers and datasets apply
+    image_shape: tuple[int, int, int] | None = None  # (C, H, W) an image model expects; images are fit to it
 
 
 @dataclass

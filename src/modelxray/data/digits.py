@@ -47,5 +47,13 @@ def load_digits_split(
         x_te, y_te = x_te[:max_test], y_te[:max_test]
     t = torch.from_numpy
     return ClassificationData(
-        "digits", t(x_tr), t(y_tr), t(x_te), t(y_te), n_classes=10, feature_range=(0.0, 1.0), input_shape=(64,)
+        "digits",
+        t(x_tr),
+        t(y_tr),
+        t(x_te),
+        t(y_te),
+        n_classes=10,
+        feature_range=(0.0, 1.0),
+        input_shape=(64,),
+        meta={"image_shape": (1, 8, 8)},  # image models get the pixels resized to their input
     )

@@ -4,7 +4,9 @@ The classification is a rule over module types and names, documented so users ca
 attention modules plus a token embedding make a transformer (decoder-only when the model has a
 causal-LM head or its config says ``is_decoder``; encoder-decoder when the config says so; encoder
 otherwise); convolutions without attention make a CNN; only linear layers make an MLP; recurrent
-layers an RNN; convolutions or recurrence mixed with attention a hybrid."""
+layers an RNN; attention whose only convolution cuts the image into patches a vision transformer;
+an image tower beside a text tower a dual encoder; other convolutions or recurrence mixed with
+attention a hybrid."""
 
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ def type_name(m: nn.Module) -> str:
 
 @dataclass
 class Architecture:
-    kind: str  # decoder-only transformer | encoder-decoder transformer | encoder transformer | CNN | MLP | RNN | hybrid | unknown
+    kind: str  # decoder-only transformer | encoder-decoder transformer | encoder transformer | vision transformer | dual encoder (vision + text) | CNN | MLP | RNN | hybrid | unknown
     reason: str  # the rule that fired, in words
     module_counts: dict[str, int]  # leaf module type -> count
     param_share: dict[str, float]  # owning module type -> share of all parameters
@@ -67,6 +69,12 @@ def classify(model: nn.Module) -> tuple[str, str]:
     has_rnn = any(t in _RNN for _, _, t in mods)
     has_linear = any(t in _LINEAR for _, _, t in mods)
     config = getattr(model, "config", None)
+    names = {n.rsplit(".", 1)[-1] for n, _, _ in mods}
+    if {"vision_model", "text_model"} <= names:
+        return "dual encoder (vision + text)", "an image tower and a text tower (vision_model, text_model)"
+    convs = [(n, m) for n, m, t in mods if t in _CONV]
+    if has_attn and convs and not has_rnn and all(_is_patch_embedding(n, m) for n, m in convs):
+        return "vision transformer", "attention over image patches (a patch-embedding convolution)"
     if has_attn and (has_conv or has_rnn):
         return "hybrid", "attention together with " + ("convolutions" if has_conv else "recurrent layers")
     if has_attn:
@@ -89,6 +97,12 @@ def classify(model: nn.Module) -> tuple[str, str]:
     if has_linear:
         return "MLP", "only linear layers (and activations)"
     return "unknown", "no linear, convolution, recurrent or attention modules found"
+
+
+def _is_patch_embedding(name: str, conv: nn.Module) -> bool:
+    """A convolution that cuts an image into non-overlapping patches (kernel = stride), as ViTs do."""
+    kernel, stride = getattr(conv, "kernel_size", None), getattr(conv, "stride", None)
+    return "patch" in name.lower() or (kernel is not None and tuple(kernel) == tuple(stride or ()))
 
 
 _DECODER_TYPES = {"gpt2", "llama", "mistral", "qwen2", "gpt_neox", "phi", "gemma", "opt", "bloom", "falcon", "smollm"}

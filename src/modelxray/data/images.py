@@ -1,0 +1,45 @@
+"""Image datasets fit to an image model's input: resized and channel-expanded to (C, H, W).
+
+A model's image size comes from its config or image processor (``LoadedModel.image_shape``); the
+dataset records the shape of its own images (``meta["image_shape"]``). Pixels stay in the dataset's
+feature range ([0, 1]); normalisation belongs to the model (``models/hf_vision.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from modelxray.core.errors import ConfigError
+from modelxray.data.base import ClassificationData
+
+
+def fit_images(data: ClassificationData, shape: tuple[int, int, int], model_name: str) -> ClassificationData:
+    """``data`` with every image resized (bilinear, antialiased) and its channels repeated to ``shape``."""
+    import torch.nn.functional as F
+
+    src = data.meta.get("image_shape")
+    if src is None:
+        raise ConfigError(
+            "dataset",
+            f"{data.name} holds feature vectors, not images; {model_name} is an image model: use dataset=digits",
+        )
+    src, shape = tuple(src), tuple(shape)
+    if src == shape:
+        return data
+    if src[0] not in (1, shape[0]):
+        raise ConfigError("dataset", f"{data.name} has {src[0]}-channel images; {model_name} expects {shape[0]}")
+    lo, hi = data.feature_range
+
+    def fit(x):
+        x = x.reshape(-1, *src)
+        if src[1:] != shape[1:]:
+            x = F.interpolate(x, size=shape[1:], mode="bilinear", align_corners=False, antialias=True)
+        return x.expand(-1, shape[0], -1, -1).clamp(lo, hi).contiguous()
+
+    return dataclasses.replace(
+        data,
+        x_train=fit(data.x_train),
+        x_test=fit(data.x_test),
+        input_shape=shape,
+        meta={**data.meta, "image_shape": shape, "resized_from": src},
+    )

@@ -1,0 +1,80 @@
+"""Hugging Face image classifiers as plain ``pixels -> logits`` modules.
+
+Every classifier path in modelxray (robustness attacks, accuracy, per-module time) calls
+``model(x)`` with ``x`` of shape (N, C, H, W) in [0, 1]. The image processor's normalisation lives
+inside the wrapper, so attacks stay in pixel space, inside the valid pixel range.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from modelxray.core.errors import ConfigError
+
+
+class PixelClassifier(nn.Module):
+    """``net(pixel_values=(x - mean) / std).logits`` for pixels ``x`` in [0, 1]."""
+
+    def __init__(self, net: nn.Module, mean: list[float], std: list[float], image_shape: tuple[int, int, int]):
+        super().__init__()
+        self.net = net
+        self.image_shape = tuple(image_shape)  # (channels, height, width) the model expects
+        self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).view(-1, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(std, dtype=torch.float32).view(-1, 1, 1), persistent=False)
+
+    @property
+    def config(self):
+        return self.net.config
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = (x - self.mean.to(x)) / self.std.to(x)
+        return self.net(pixel_values=x).logits
+
+
+def processor_settings(path: str) -> dict[str, Any]:
+    """``image_mean``, ``image_std`` and ``size`` from a local ``preprocessor_config.json`` (or {})."""
+    f = Path(path) / "preprocessor_config.json"
+    return json.loads(f.read_text()) if f.is_file() else {}
+
+
+def _size_of(size: Any) -> int | None:
+    if isinstance(size, int):
+        return size
+    if isinstance(size, dict):
+        return size.get("height") or size.get("shortest_edge")
+    return None
+
+
+def image_shape_of(config: Any, processor: dict[str, Any], override: int | None, name: str) -> tuple[int, int, int]:
+    """(channels, height, width) from ``model.image_size``, the config, or the image processor."""
+    channels = int(getattr(config, "num_channels", 3))
+    size = override or getattr(config, "image_size", None) or _size_of(processor.get("size"))
+    if isinstance(size, (list, tuple)):
+        size = size[0]
+    if not size:
+        raise ConfigError(
+            "model.image_size",
+            f"{name} names no image size (no image_size in its config, no preprocessor_config.json); "
+            "set model.image_size=224 (or the size it was trained at)",
+        )
+    return channels, int(size), int(size)
+
+
+def wrap_image_classifier(net: nn.Module, path: str, image_size: int | None, name: str) -> tuple[PixelClassifier, list]:
+    """The wrapped model and the notes a report shows about its inputs."""
+    processor = processor_settings(path)
+    shape = image_shape_of(net.config, processor, image_size, name)
+    notes = []
+    if "image_mean" in processor:
+        mean, std = processor["image_mean"], processor["image_std"]
+    else:
+        mean, std = [0.0] * shape[0], [1.0] * shape[0]
+        notes.append("No image processor found: pixels are fed in [0, 1] without normalisation.")
+    if len(mean) != shape[0]:
+        mean, std = [mean[0]] * shape[0], [std[0]] * shape[0]
+    return PixelClassifier(net, list(mean), list(std), shape), notes
