@@ -151,9 +151,9 @@ def test_cli_classifier_run_and_clear_errors(tracking_uri, tmp_path):
     assert "robustness/feature_substitution_0.2_accuracy" in run.data.metrics
     assert len(list((tmp_path / "outputs").rglob("adversarial_robustness.png"))) == 1
 
-    bad = run_cli(["model=digits_mlp", "model.epochs=1", *common], cwd=tmp_path)  # default analyzer: performance
+    bad = run_cli(["model=digits_mlp", "model.epochs=1", "analyzer=quant_impact", *common], cwd=tmp_path)
     assert bad.returncode == 2
-    assert "analyzer.performance: analyzes causal_lm models" in bad.stderr and "analyzer=robustness" in bad.stderr
+    assert "analyzer.quant_impact: analyzes causal_lm models" in bad.stderr and "analyzer=robustness" in bad.stderr
     bad = run_cli(
         ["model=digits_mlp", "analyzer=robustness", "quant=gptq_int4", "model.epochs=1", *common], cwd=tmp_path
     )

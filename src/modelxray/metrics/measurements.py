@@ -159,85 +159,149 @@ class Latency:
 
 
 # -- throughput --------------------------------------------------------------------------------
+UNITS = ("tokens", "examples")  # what a throughput counts: a language model's tokens, a classifier's examples
+
+
 @dataclass(frozen=True)
 class Throughput:
-    """Tokens and batches per second at the mean latency of a workload."""
+    """Items (``unit``: tokens for a language model, examples for a classifier) and batches per
+    second at the mean latency of a workload. Metric names follow the unit: ``tokens_per_s`` or
+    ``examples_per_s``, then ``batches_per_s``."""
 
-    tokens_per_s: float
+    items_per_s: float
     batches_per_s: float
+    unit: str = "tokens"  # what items_per_s counts: tokens | examples
+
+    def __post_init__(self) -> None:
+        if self.unit not in UNITS:
+            raise ValueError(f"a throughput counts one of {UNITS}, not {self.unit!r}")
+
+    @property
+    def tokens_per_s(self) -> float:
+        """``items_per_s`` of a token workload; an AttributeError for any other unit, so examples
+        are never read as tokens."""
+        if self.unit != "tokens":
+            raise AttributeError(f"a throughput in {self.unit}/s has no tokens_per_s; read items_per_s")
+        return self.items_per_s
+
+    @property
+    def key(self) -> str:
+        """The metric name of ``items_per_s``: ``tokens_per_s``, ``examples_per_s``."""
+        return f"{self.unit}_per_s"
 
     @classmethod
-    def from_latency(cls, latency: Latency, batch_size: int, seq_len: int) -> Throughput:
+    def from_latency(cls, latency: Latency, batch_size: int, seq_len: int = 1, unit: str = "tokens") -> Throughput:
+        """``batch_size * seq_len`` items per call (``seq_len`` 1 for examples) at the mean latency."""
         mean_s = latency.mean_s
         if mean_s <= 0:
-            return cls(math.inf, math.inf)
-        return cls(batch_size * seq_len / mean_s, 1.0 / mean_s)
+            return cls(math.inf, math.inf, unit)
+        return cls(batch_size * seq_len / mean_s, 1.0 / mean_s, unit)
 
     def to_metrics(self, prefix: str = "") -> dict[str, float]:
-        return {f"{prefix}tokens_per_s": self.tokens_per_s, f"{prefix}batches_per_s": self.batches_per_s}
+        return {f"{prefix}{self.key}": self.items_per_s, f"{prefix}batches_per_s": self.batches_per_s}
 
     def to_dict(self) -> dict[str, Any]:
         return self.to_metrics()
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Throughput:
-        return cls(float(d["tokens_per_s"]), float(d["batches_per_s"]))
+        """From ``to_dict()`` output: the unit is read back from the ``<unit>_per_s`` key."""
+        unit = next((u for u in UNITS if f"{u}_per_s" in d), None)
+        if unit is None:
+            raise ValueError(f"a throughput record needs one of {[f'{u}_per_s' for u in UNITS]}")
+        return cls(float(d[f"{unit}_per_s"]), float(d["batches_per_s"]), unit)
 
     def __str__(self) -> str:
-        return f"{self.tokens_per_s:,.0f} tokens/s ({self.batches_per_s:.3g} batches/s)"
+        return f"{self.items_per_s:,.0f} {self.unit}/s ({self.batches_per_s:.3g} batches/s)"
 
     def markdown(self) -> str:
-        return f"**{self.tokens_per_s:,.0f} tokens/s** ({self.batches_per_s:.3g} batches/s)"
+        return f"**{self.items_per_s:,.0f} {self.unit}/s** ({self.batches_per_s:.3g} batches/s)"
 
 
 # -- speed at one batch size -------------------------------------------------------------------
+def _shape(shape: Sequence[int]) -> str:
+    return "x".join(str(int(d)) for d in shape)
+
+
 @dataclass(frozen=True)
 class Speed:
-    """Forward latency of ``batch_size`` sequences of ``seq_len`` tokens, and the throughput it gives.
-    Throughput is derived from the latency, so pooling latencies pools throughput too."""
+    """Forward latency of one batch and the throughput it gives: ``batch_size`` sequences of
+    ``seq_len`` tokens (a language model), or ``batch_size`` examples of ``input_shape`` (a
+    classifier: ``seq_len`` is None, build it with ``Speed.of_examples``). Throughput is derived
+    from the latency, so pooling latencies pools throughput too."""
 
     batch_size: int
-    seq_len: int
+    seq_len: int | None
     latency: Latency
+    input_shape: tuple[int, ...] | None = None  # one example's shape (classifier), instead of seq_len
+
+    def __post_init__(self) -> None:
+        if (self.seq_len is None) == (self.input_shape is None):
+            raise ValueError("a speed measurement has either seq_len (tokens) or input_shape (examples)")
+        if self.input_shape is not None:
+            object.__setattr__(self, "input_shape", tuple(int(d) for d in self.input_shape))
+
+    @classmethod
+    def of_examples(cls, batch_size: int, input_shape: Sequence[int], latency: Latency) -> Speed:
+        """A classifier's workload: ``batch_size`` examples shaped ``input_shape`` per forward pass."""
+        return cls(batch_size, None, latency, tuple(input_shape))
+
+    @property
+    def unit(self) -> str:
+        """``tokens`` (a language model's sequences) or ``examples`` (a classifier's inputs)."""
+        return "tokens" if self.seq_len is not None else "examples"
 
     @property
     def throughput(self) -> Throughput:
-        return Throughput.from_latency(self.latency, self.batch_size, self.seq_len)
+        return Throughput.from_latency(self.latency, self.batch_size, self.seq_len or 1, self.unit)
 
     @classmethod
     def aggregate(cls, speeds: Sequence[Speed]) -> Speed:
-        """Pool runs of one workload (same batch size and sequence length)."""
+        """Pool runs of one workload (same batch size and sequence length or input shape)."""
         if not speeds:
             raise ValueError("no speed measurements to aggregate")
-        shapes = {(s.batch_size, s.seq_len) for s in speeds}
+        shapes = {(s.batch_size, s.seq_len, s.input_shape) for s in speeds}
         if len(shapes) > 1:
-            raise ValueError(f"cannot pool speed measurements of different workloads {sorted(shapes)}")
+            raise ValueError(f"cannot pool speed measurements of different workloads {sorted(shapes, key=str)}")
         first = speeds[0]
-        return cls(first.batch_size, first.seq_len, Latency.aggregate([s.latency for s in speeds]))
+        return cls(first.batch_size, first.seq_len, Latency.aggregate([s.latency for s in speeds]), first.input_shape)
 
     def to_metrics(self, prefix: str | None = None) -> dict[str, float]:
-        """``bs<b>_latency_*_ms``, ``bs<b>_tokens_per_s``, ``bs<b>_batches_per_s`` (prefix ``bs<b>_``)."""
+        """``bs<b>_latency_*_ms``, ``bs<b>_tokens_per_s`` (``bs<b>_examples_per_s`` for a classifier),
+        ``bs<b>_batches_per_s`` (prefix ``bs<b>_``)."""
         prefix = f"bs{self.batch_size}_" if prefix is None else prefix
         return {**self.latency.to_metrics(prefix), **self.throughput.to_metrics(prefix)}
 
+    def _workload(self) -> dict[str, Any]:
+        if self.seq_len is not None:
+            return {"batch_size": self.batch_size, "seq_len": self.seq_len}
+        return {"batch_size": self.batch_size, "input_shape": list(self.input_shape or ())}
+
     def row(self) -> dict[str, Any]:
-        """One row of the ``speed`` table: the workload and its statistics, without the samples."""
-        return {"batch_size": self.batch_size, "seq_len": self.seq_len, **self.to_metrics("")}
+        """One row of the ``speed`` table: the workload (``batch_size`` and ``seq_len``, or
+        ``input_shape``) and its statistics, without the samples."""
+        return {**self._workload(), **self.to_metrics("")}
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.row(), "samples_ms": list(self.latency.samples_ms)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Speed:
+        if d.get("seq_len") is None and d.get("input_shape") is not None:
+            return cls.of_examples(int(d["batch_size"]), d["input_shape"], Latency.from_dict(d))
         return cls(int(d["batch_size"]), int(d["seq_len"]), Latency.from_dict(d))
 
+    def _what(self) -> str:
+        if self.seq_len is not None:
+            return f"batch {self.batch_size} x {self.seq_len} tokens"
+        what = "example" if self.batch_size == 1 else "examples"
+        return f"batch of {self.batch_size} {what} shaped {_shape(self.input_shape or ())}"
+
     def __str__(self) -> str:
-        return f"batch {self.batch_size} x {self.seq_len} tokens: {self.latency}; {self.throughput}"
+        return f"{self._what()}: {self.latency}; {self.throughput}"
 
     def markdown(self) -> str:
-        return (
-            f"batch {self.batch_size} x {self.seq_len} tokens: {self.latency.markdown()}; {self.throughput.markdown()}"
-        )
+        return f"{self._what()}: {self.latency.markdown()}; {self.throughput.markdown()}"
 
 
 # -- memory ------------------------------------------------------------------------------------
@@ -321,36 +385,88 @@ class Memory:
 
 # -- quality -----------------------------------------------------------------------------------
 _TOPK = re.compile(r"^top(\d+)_accuracy$")
+Z_95 = 1.959963984540054  # two-sided 95% quantile of the standard normal, scipy.stats.norm.ppf(0.975)
+
+
+def wilson_interval(successes: float, n: float, z: float = Z_95) -> tuple[float, float]:
+    """Wilson score interval of the proportion ``successes / n`` (95% for the default ``z``).
+
+    With p = successes/n: centre (p + z²/2n) / (1 + z²/n), half-width
+    z·sqrt(p(1-p)/n + z²/4n²) / (1 + z²/n). Unlike the normal (Wald) interval it stays inside
+    [0, 1] and has a width at p = 0 or 1 (Wilson 1927; Brown, Cai & DasGupta 2001)."""
+    if not n > 0:
+        raise ValueError("an interval of a proportion needs n > 0")
+    p = successes / n
+    z2 = z * z
+    denom = 1.0 + z2 / n
+    centre = (p + z2 / (2 * n)) / denom
+    half = z * math.sqrt(max(p * (1 - p), 0.0) / n + z2 / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @dataclass(frozen=True)
 class Quality:
     """Mean loss (nats per scored token or example) over ``n_scored`` scored items, top-k accuracy
-    (``accuracy_at[1]`` is ``accuracy``) and bits per byte. Perplexity is ``exp(loss)``, always
-    derived, so a pooled perplexity is that of the pooled mean loss, never a mean of perplexities.
-    ``count_key`` names the count in metrics and JSON (``tokens_scored``; a classifier's ``samples``)."""
+    (``accuracy_at[1]`` is ``accuracy``) and bits per byte. ``count_key`` names the count in metrics
+    and JSON (``tokens_scored``; ``examples_scored`` for a classifier; robustness's ``samples``).
+
+    ``task`` is ``causal_lm`` or ``classification`` (build the latter with ``Quality.of_classifier``).
+    A language model's perplexity is ``exp(loss)``, always derived, so a pooled perplexity is that
+    of the pooled mean loss, never a mean of perplexities. A classifier has no perplexity (none is
+    logged or rendered); its accuracy carries a 95% Wilson score interval (``accuracy_ci95``,
+    metrics ``accuracy_ci_low``/``accuracy_ci_high``), which treats the examples as independent
+    trials: that holds for a test set of examples, not for the correlated tokens of a text."""
 
     loss: float
     n_scored: float | None = None
     accuracy_at: dict[int, float] = field(default_factory=dict)
     bits_per_byte: float | None = None
     count_key: str = field(default="tokens_scored", repr=False)
+    task: str = field(default="causal_lm", repr=False)  # causal_lm | classification
+
+    @classmethod
+    def of_classifier(cls, loss: float, n_scored: float, accuracy_at: dict[int, float]) -> Quality:
+        """A classifier's quality: mean cross-entropy over ``n_scored`` examples and top-k accuracy."""
+        return cls(
+            loss=loss,
+            n_scored=n_scored,
+            accuracy_at=dict(sorted(accuracy_at.items())),
+            count_key="examples_scored",
+            task="classification",
+        )
+
+    @property
+    def is_classifier(self) -> bool:
+        return self.task == "classification"
 
     @property
     def perplexity(self) -> float:
-        """exp of the mean loss (inf when it overflows, NaN when the loss is)."""
+        """exp of the mean loss (inf when it overflows, NaN when the loss is). Defined for a
+        language model; a classifier's quality never reports it."""
         return _safe_exp(self.loss)
 
     @property
     def accuracy(self) -> float | None:
         return self.accuracy_at.get(1)
 
+    @property
+    def accuracy_ci95(self) -> tuple[float, float] | None:
+        """95% Wilson score interval of a classifier's top-1 accuracy over its ``n_scored``
+        examples; None for a language model or when the accuracy or count is missing."""
+        acc, n = self.accuracy, self.n_scored
+        if not self.is_classifier or acc is None or not n or not math.isfinite(acc):
+            return None
+        return wilson_interval(acc * n, n)
+
     @classmethod
     def aggregate(cls, qualities: Sequence[Quality], weights: Sequence[float] | None = None) -> Quality:
         """Pool by ``weights`` (default: the items each scored): the loss and accuracies are weighted
-        means, bits per byte is total nats over total bytes, and the perplexity follows from the loss."""
+        means, bits per byte is total nats over total bytes, and the perplexity follows from the loss
+        (a classifier's accuracy interval from the pooled accuracy and count)."""
         if not qualities:
             raise ValueError("no quality measurements to aggregate")
+        if len({q.task for q in qualities}) > 1:
+            raise ValueError("cannot pool the quality of a language model with that of a classifier")
         if weights is None:
             if any(q.n_scored is None for q in qualities):
                 raise ValueError("pooling by items scored needs every n_scored; pass weights")
@@ -374,15 +490,23 @@ class Quality:
             accuracy_at={k: mean([q.accuracy_at[k] for q in qualities]) for k in sorted(ks)},
             bits_per_byte=bpb,
             count_key=qualities[0].count_key,
+            task=qualities[0].task,
         )
 
     def to_metrics(self, prefix: str = "") -> dict[str, float]:
-        """``loss``, ``perplexity``, ``tokens_scored``, ``accuracy``, ``top<k>_accuracy``, ``bits_per_byte``."""
-        out = {f"{prefix}loss": self.loss, f"{prefix}perplexity": self.perplexity}
+        """A language model: ``loss``, ``perplexity``, ``tokens_scored``, ``accuracy``,
+        ``top<k>_accuracy``, ``bits_per_byte``. A classifier: ``loss``, ``examples_scored``,
+        ``accuracy``, ``accuracy_ci_low``, ``accuracy_ci_high``, ``top<k>_accuracy`` (no perplexity)."""
+        out = {f"{prefix}loss": self.loss}
+        if not self.is_classifier:
+            out[f"{prefix}perplexity"] = self.perplexity
         if self.n_scored is not None:
             out[f"{prefix}{self.count_key}"] = float(self.n_scored)
+        ci = self.accuracy_ci95
         for k in sorted(self.accuracy_at):
             out[f"{prefix}accuracy" if k == 1 else f"{prefix}top{k}_accuracy"] = self.accuracy_at[k]
+            if k == 1 and ci is not None:
+                out[f"{prefix}accuracy_ci_low"], out[f"{prefix}accuracy_ci_high"] = ci
         if self.bits_per_byte is not None:
             out[f"{prefix}bits_per_byte"] = self.bits_per_byte
         return out
@@ -392,9 +516,11 @@ class Quality:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Quality:
-        """From ``to_dict()`` or any record with these keys (others are ignored; ``perplexity`` is
-        recomputed from ``loss``)."""
-        count_key = next((k for k in ("tokens_scored", "samples") if d.get(k) is not None), "tokens_scored")
+        """From ``to_dict()`` or any record with these keys (others are ignored; ``perplexity`` and
+        the accuracy interval are recomputed). An ``examples_scored`` count marks a classifier."""
+        count_key = next(
+            (k for k in ("tokens_scored", "examples_scored", "samples") if d.get(k) is not None), "tokens_scored"
+        )
         acc = {1: float(d["accuracy"])} if d.get("accuracy") is not None else {}
         for key, v in d.items():
             m = _TOPK.match(key)
@@ -407,9 +533,21 @@ class Quality:
             accuracy_at=dict(sorted(acc.items())),
             bits_per_byte=None if bpb is None else float(bpb),
             count_key=count_key,
+            task="classification" if count_key == "examples_scored" else "causal_lm",
         )
 
     def _parts(self) -> tuple[str, list[str]]:
+        if self.is_classifier:
+            acc = self.accuracy
+            head = f"accuracy {acc:.3f}" if acc is not None else f"loss {self.loss:.4f} nats"
+            rest = []
+            ci = self.accuracy_ci95
+            if ci is not None:
+                rest.append(f"95% CI [{ci[0]:.3f}, {ci[1]:.3f}]")
+            if acc is not None:
+                rest.append(f"loss {self.loss:.4f} nats")
+            rest += [f"top-{k} accuracy {v:.3f}" for k, v in sorted(self.accuracy_at.items()) if k != 1]
+            return head, rest
         head = f"perplexity {self.perplexity:.4g}"
         rest = [f"loss {self.loss:.4f} nats"]
         rest += [f"{'top-1' if k == 1 else f'top-{k}'} accuracy {v:.3f}" for k, v in sorted(self.accuracy_at.items())]
@@ -420,13 +558,13 @@ class Quality:
     def _count(self) -> str:
         if self.n_scored is None:
             return ""
-        what = "tokens" if self.count_key == "tokens_scored" else self.count_key
+        what = {"tokens_scored": "tokens", "examples_scored": "examples"}.get(self.count_key, self.count_key)
         return f", {int(self.n_scored):,} {what} scored"
 
     def __str__(self) -> str:
         head, rest = self._parts()
-        return f"{head} ({', '.join(rest)}){self._count()}"
+        return f"{head} ({', '.join(rest)}){self._count()}" if rest else f"{head}{self._count()}"
 
     def markdown(self) -> str:
         head, rest = self._parts()
-        return f"**{head}** ({', '.join(rest)}){self._count()}"
+        return f"**{head}** ({', '.join(rest)}){self._count()}" if rest else f"**{head}**{self._count()}"

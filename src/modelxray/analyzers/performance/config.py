@@ -1,6 +1,7 @@
-"""Performance analyzer config: quality (loss, perplexity, bits per byte, top-k accuracy), speed
-(latency percentiles, throughput per batch size), memory, per-module forward time, and the
-thresholds of its deployment insights."""
+"""Performance analyzer config: quality (a language model: loss, perplexity, bits per byte, top-k
+next-token accuracy; a classifier: loss, top-k accuracy with a confidence interval), speed (latency
+percentiles, throughput per batch size), memory, per-module forward time, and the thresholds of its
+deployment insights."""
 
 from __future__ import annotations
 
@@ -12,20 +13,24 @@ from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 
 PROTOCOLS = ("disjoint", "sliding", "lm_eval_rolling")  # implemented by modelxray.metrics.windows.make_windows
+# keys that only mean something for token windows, with the value that leaves them unused
+LM_ONLY = {"protocol": "disjoint", "stride": None, "prefix_token": "none", "speed_seq_len": None}
 
 
 @dataclass
 class PerformanceAnalyzer(Analyzer):
     name: ClassVar[str] = "performance"
     plots_module: ClassVar[str] = "modelxray.analyzers.performance.plots"
+    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification")
 
-    # quality: loss, perplexity, bits per byte, top-k next-token accuracy
+    # quality. A language model: loss, perplexity, bits per byte, top-k next-token accuracy over
+    # token windows. A classifier: loss, top-k accuracy (95% interval) on the dataset's test split
     protocol: str = "disjoint"  # disjoint | sliding | lm_eval_rolling (lm-evaluation-harness's protocol)
     stride: int | None = None  # sliding: tokens newly scored per window (null = seq_len)
     prefix_token: str = "none"  # none | bos | eos: prepended so the first token is scored too
-    batch_size: int = 4  # windows per forward pass while scoring
-    top_k: list[int] = field(default_factory=lambda: [1, 5, 10])  # next-token accuracy at these k
-    # speed: warm-up, then timed forward passes per batch size
+    batch_size: int = 4  # windows (a classifier: test examples) per forward pass while scoring
+    top_k: list[int] = field(default_factory=lambda: [1, 5, 10])  # accuracy at these k (a classifier: k < n_classes)
+    # speed: warm-up, then timed forward passes per batch size (sequences, or test examples)
     speed_batch_sizes: list[int] = field(default_factory=lambda: [1, 4])  # batch sizes timed
     speed_seq_len: int | None = None  # tokens per timed sequence (null = dataset.seq_len)
     warmup: int = 1  # untimed forward passes before timing
@@ -35,9 +40,10 @@ class PerformanceAnalyzer(Analyzer):
     layer_timing_iters: int = 2  # forward passes averaged for the module times
     top_layers: int = 15  # slowest modules listed in the table and plot
     # thresholds of the deployment insights (insights.md)
-    realtime_latency_ms: float = 100.0  # p95 latency of one sequence at batch 1 below this is "real-time"
+    realtime_latency_ms: float = 100.0  # p95 latency of one sequence (or example) at batch 1 below this is "real-time"
     edge_max_weight_mb: float = 512.0  # weights that fit an "edge" device
-    server_min_tokens_per_s: float = 1000.0  # throughput a "server" deployment needs
+    server_min_tokens_per_s: float = 1000.0  # throughput a "server" deployment of a language model needs
+    server_min_examples_per_s: float = 100.0  # throughput (examples/s) a "server" deployment of a classifier needs
     tail_ratio: float = 1.5  # p99/p50 latency above this is called jittery
 
     def validate(self) -> None:
@@ -46,9 +52,18 @@ class PerformanceAnalyzer(Analyzer):
         self.require_positive("batch_size", "top_k", "speed_batch_sizes", "iters", "layer_timing_iters", "top_layers")
         self.require_positive("stride", "speed_seq_len", allow_none=True)
         self.require_non_negative("warmup")
-        self.require_positive("realtime_latency_ms", "edge_max_weight_mb", "server_min_tokens_per_s", "tail_ratio")
+        self.require_positive(
+            "realtime_latency_ms",
+            "edge_max_weight_mb",
+            "server_min_tokens_per_s",
+            "server_min_examples_per_s",
+            "tail_ratio",
+        )
 
     def preflight(self, subject) -> None:
+        if subject.task == "classification":
+            self._preflight_classifier(subject)
+            return
         data = subject.data
         if data is not None and self.stride is not None and self.stride > data.seq_len:
             raise ConfigError("stride", f"must not exceed dataset.seq_len ({data.seq_len})")
@@ -57,6 +72,30 @@ class PerformanceAnalyzer(Analyzer):
             from modelxray.analyzers.performance.run import prefix_token_id
 
             prefix_token_id(subject.tokenizer, which)
+
+    def _preflight_classifier(self, subject) -> None:
+        data = subject.data
+        if data is None or not all(hasattr(data, k) for k in ("x_test", "y_test", "n_classes")):
+            where = "a DataLoader was given" if subject.batches is not None else "none was loaded"
+            raise ConfigError(
+                "analyzer.performance",
+                f"measures a classifier on the test split of a classification dataset ({where}); "
+                "use e.g. dataset=digits",
+            )
+        n = int(data.y_test.shape[0])
+        if n == 0 or int(data.x_test.shape[0]) != n:
+            raise ConfigError(
+                "analyzer.performance",
+                f"dataset {data.name}: the test split needs examples with one label each "
+                f"(x_test has {int(data.x_test.shape[0])}, y_test {n})",
+            )
+        for key, unused in LM_ONLY.items():
+            if getattr(self, key) != unused:
+                raise ConfigError(
+                    key,
+                    f"applies to language models (token windows) only; {subject.info.name} is a classifier: "
+                    f"leave it at {'null' if unused is None else unused}",
+                )
 
     def run(self, subject, ctx: RunContext) -> Result:
         from modelxray.analyzers.performance.run import run

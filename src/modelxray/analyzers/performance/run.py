@@ -1,5 +1,8 @@
 """Performance analyzer: quality (loss, perplexity, bits per byte, top-k accuracy), speed (latency
-percentiles, throughput per batch size), memory, and per-module forward time."""
+percentiles, throughput per batch size), memory, and per-module forward time.
+
+A language model is measured here on token windows; a classifier's quality and speed come from
+``classifier`` (test split, examples/s); memory and per-module time are shared."""
 
 from __future__ import annotations
 
@@ -30,11 +33,21 @@ def prefix_token_id(tokenizer, which: str) -> int | None:
 def run(cfg, subject, ctx: RunContext) -> Result:
     result = cfg.new_result()
     reset_cuda_peaks(model_device(subject.model))
-    _quality(cfg, subject, ctx, result)
-    _speed(cfg, subject, ctx, result)
+    if subject.task == "classification":
+        from modelxray.analyzers.performance import classifier
+
+        classifier.quality(cfg, subject, ctx, result)
+        classifier.speed(cfg, subject, ctx, result)
+        layer_input = classifier.layer_input
+    elif subject.task == "causal_lm":
+        _quality(cfg, subject, ctx, result)
+        _speed(cfg, subject, ctx, result)
+        layer_input = lambda s: _lm_layer_input(cfg, s)  # noqa: E731
+    else:
+        raise ConfigError("analyzer.performance", f"does not support task {subject.task!r} (causal_lm, classification)")
     _memory(cfg, subject, result)
     if cfg.layer_timing:
-        _layers(cfg, subject, result)
+        _layers(cfg, subject, result, *layer_input(subject))
     return result
 
 
@@ -125,11 +138,15 @@ def _memory(cfg, subject, result: Result) -> None:
     ]
 
 
-def _layers(cfg, subject, result: Result) -> None:
-    device = model_device(subject.model)
+def _lm_layer_input(cfg, subject) -> tuple[torch.Tensor, dict]:
+    """One window of tokens (batch 1) for per-module timing, and its length."""
     seq_len = cfg.speed_seq_len or (subject.data.seq_len if subject.data is not None else 128)
     source = subject.data.ids if subject.data is not None else windows_from_batches(subject.batches)[0].inputs
-    batch = speed_inputs(source, 1, seq_len).to(device)
+    return speed_inputs(source, 1, seq_len).to(model_device(subject.model)), {"seq_len": seq_len}
+
+
+def _layers(cfg, subject, result: Result, batch: torch.Tensor, workload: dict) -> None:
+    """Per-module forward time at batch 1 (``batch``: token ids or one classifier input)."""
     rows = time_modules(subject.model, batch, cfg.layer_timing_iters)
     by_type = time_by_type(rows)
     total = sum(by_type.values()) or 1.0
@@ -139,7 +156,7 @@ def _layers(cfg, subject, result: Result) -> None:
     ]
     result.data["layer_time"] = {
         "batch_size": 1,
-        "seq_len": seq_len,
+        **workload,  # seq_len (tokens) or input_shape (a classifier's input)
         "iters": cfg.layer_timing_iters,
         "total_self_ms": total,
     }

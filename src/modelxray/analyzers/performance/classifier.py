@@ -1,0 +1,116 @@
+"""The performance analyzer on a classifier (``subject.task == "classification"``): quality on the
+dataset's test split and speed per batch of test inputs.
+
+The model is called as ``model(x)`` on a float batch shaped ``(N, *input_shape)`` (digits: (N, 64);
+an image model: (N, C, H, W)) and returns logits ``(N, n_classes)`` (a tensor, or an output with
+``.logits``). Inputs take the dtype of the model's floating-point weights, so a cast model (fp16,
+bf16) gets inputs it can multiply."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+import torch.nn.functional as F
+
+from modelxray.core.errors import ConfigError
+from modelxray.core.progress import bar
+from modelxray.core.result import Result, RunContext
+from modelxray.measure.scoring import logits_of, model_device
+from modelxray.measure.speed import time_forward
+from modelxray.metrics.measurements import Latency, Quality, Speed
+
+
+def input_dtype(model: torch.nn.Module) -> torch.dtype:
+    """The dtype of the model's first floating-point parameter (float32 when it has none)."""
+    for p in model.parameters():
+        if p.is_floating_point():
+            return p.dtype
+    return torch.float32
+
+
+def example_inputs(data, n: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """The first ``n`` test inputs, cycling through the split when it holds fewer."""
+    idx = torch.arange(n) % int(data.x_test.shape[0])
+    return data.x_test[idx].to(device=device, dtype=dtype)
+
+
+def top_ks(cfg, n_classes: int) -> list[int]:
+    """Top-1 always, and every configured k below the number of classes (k >= n_classes is 1.0 by
+    construction, so it is not reported)."""
+    return sorted({1} | {int(k) for k in cfg.top_k if int(k) < n_classes})
+
+
+def _check_logits(logits: torch.Tensor, y: torch.Tensor, data) -> None:
+    if logits.ndim != 2 or logits.shape[0] != y.shape[0]:
+        raise ConfigError(
+            "model",
+            f"a classifier must return logits shaped (batch, classes); got {tuple(logits.shape)} "
+            f"for a batch of {y.shape[0]} inputs shaped {tuple(data.x_test.shape[1:])}",
+        )
+    top = int(y.max())
+    if top >= logits.shape[1]:
+        raise ConfigError(
+            "dataset",
+            f"{data.name} has label {top} but the model gives {logits.shape[1]} logits per input",
+        )
+
+
+def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
+    """Mean cross-entropy, top-k accuracy and its 95% Wilson interval over the whole test split."""
+    data, model = subject.data, subject.model
+    device, dtype = model_device(model), input_dtype(model)
+    n = int(data.y_test.shape[0])
+    ks = top_ks(cfg, data.n_classes)
+    nll, hits = 0.0, dict.fromkeys(ks, 0)
+    start = time.perf_counter()
+    with (
+        torch.inference_mode(),
+        bar(total=n, desc="performance: accuracy", unit="example", enabled=ctx.progress) as pbar,
+    ):
+        for i in range(0, n, cfg.batch_size):
+            x = data.x_test[i : i + cfg.batch_size].to(device=device, dtype=dtype)
+            y = data.y_test[i : i + cfg.batch_size].to(device)
+            logits = logits_of(model(x)).float()
+            _check_logits(logits, y, data)
+            nll += float(F.cross_entropy(logits, y, reduction="sum"))
+            ranked = logits.topk(min(max(ks), logits.shape[1]), dim=-1).indices == y[:, None]  # (B, kmax)
+            for k in ks:
+                hits[k] += int(ranked[:, :k].any(dim=-1).sum())
+            pbar.update(int(y.shape[0]))
+    seconds = time.perf_counter() - start
+    q = Quality.of_classifier(loss=nll / n, n_scored=float(n), accuracy_at={k: hits[k] / n for k in ks})
+    result.record("quality", q)  # loss, examples_scored, accuracy, accuracy_ci_low/high, top<k>_accuracy
+    result.metrics["eval_examples_per_s"] = n / seconds
+    desc = f"the {n:,} examples of the {data.name} test split ({data.n_classes} classes)"
+    result.data["quality"] = {
+        **q.to_dict(),
+        "eval_examples_per_s": n / seconds,
+        "protocol_description": desc,
+        "split": "test",
+        "n_classes": int(data.n_classes),
+        "top_k": ks,
+        "correct": hits[1],
+    }
+
+
+def speed(cfg, subject, ctx: RunContext, result: Result) -> None:
+    """Forward latency of batches of ``speed_batch_sizes`` test inputs; throughput in examples/s."""
+    model = subject.model
+    device, dtype = model_device(model), input_dtype(model)
+    speeds = []
+    for bs in cfg.speed_batch_sizes:
+        batch = example_inputs(subject.data, bs, device, dtype)
+        times = time_forward(model, batch, cfg.warmup, cfg.iters, ctx.progress, desc=f"performance: latency bs={bs}")
+        sp = Speed.of_examples(bs, tuple(batch.shape[1:]), Latency.from_values(times))
+        result.record(f"speed/bs{bs}", sp)  # metrics bs<b>_latency_*_ms, bs<b>_examples_per_s ...
+        speeds.append(sp)
+    result.tables["speed"] = [s.row() for s in speeds]
+    result.data["speed"] = [s.to_dict() for s in speeds]
+
+
+def layer_input(subject) -> tuple[torch.Tensor, dict]:
+    """One test input (batch 1) for per-module timing, and how to describe it."""
+    model = subject.model
+    batch = example_inputs(subject.data, 1, model_device(model), input_dtype(model))
+    return batch, {"input_shape": list(batch.shape[1:])}
