@@ -134,7 +134,7 @@ def test_bad_plans_fail_before_any_work(trained_tiny):
         (["quant=custom", "quant.rules=[{component: mlp, bits: 17}]"], "quant.rules[0].bits: bits must be"),
         (["quant=custom", "quant.rules=[{component: mlpp, bits: 4}]"], "quant.rules[0].component: must be one of"),
         (["quant=custom", "quant.rules=[{layer: 3, bits: 4}]"], "quant.rules[0].layer: unknown rule key"),
-        (["quant=int4", "quant.targets=[conv]"], "quant.targets: unknown kind 'conv'"),
+        (["quant=int4", "quant.targets=[conv2d]"], "quant.targets: unknown kind 'conv2d'"),
     ]:
         with pytest.raises(ConfigError) as info:
             build_components(compose(["model=tiny_gpt2", *overrides]))

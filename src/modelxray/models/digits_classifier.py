@@ -1,7 +1,9 @@
-"""A small MLP or CNN on scikit-learn's digits: the classifier of the robustness analyzer.
+"""A small MLP, CNN or vision transformer on scikit-learn's digits: real, trained classifiers offline.
 
-Given no checkpoint it trains in about a second (Adam, seeded, on the train part of the same split
-the ``digits`` dataset evaluates), so ``model=digits_mlp`` works offline with nothing to download.
+Given no checkpoint it trains (Adam, seeded, on the train part of the same split the ``digits``
+dataset evaluates): the MLP and CNN in about a second, the ViT (a Hugging Face ``ViTForImageClassification``
+on 2x2-pixel patches) in about half a minute on 2 cores. The trained weights are cached on disk,
+keyed by every setting that shapes them, so a second run loads them instantly.
 A checkpoint (a state dict of the same architecture, .pt or .safetensors) is loaded with
 ``weights_only=True``. torch is imported when a model is built, not with the config."""
 
@@ -20,15 +22,40 @@ from modelxray.models.base import ModelSource
 if TYPE_CHECKING:
     from torch import nn
 
-ARCHS = ("mlp", "cnn")
+ARCHS = ("mlp", "cnn", "vit")
+CACHE_FORMAT = 1  # bump when training changes, so stale cached weights are not reused
 
 
-def build_digits_model(arch: str, hidden: list[int], channels: list[int], n_classes: int = 10) -> nn.Sequential:
+def build_digits_model(
+    arch: str, hidden: list[int], channels: list[int], n_classes: int = 10, vit: dict | None = None
+) -> nn.Sequential:
     """``mlp``: 64 pixels -> hidden layers (ReLU) -> classes. ``cnn``: 8x8 image -> 3x3 convs (ReLU),
-    2x2 max-pool -> linear classifier."""
+    2x2 max-pool -> linear classifier. ``vit``: 8x8 image -> patches -> transformer encoder -> classes
+    (``vit``: patch_size, dim, depth, heads). Every one takes the flat 64 pixels in [0, 1]."""
     from torch import nn
 
     layers: list[nn.Module] = []
+    if arch == "vit":
+        from transformers import ViTConfig, ViTForImageClassification
+
+        from modelxray.models.hf_vision import PixelClassifier
+
+        v = vit or {}
+        config = ViTConfig(
+            image_size=8,
+            num_channels=1,
+            patch_size=v.get("patch_size", 2),
+            hidden_size=v.get("dim", 32),
+            num_hidden_layers=v.get("depth", 2),
+            num_attention_heads=v.get("heads", 2),
+            intermediate_size=2 * v.get("dim", 32),
+            num_labels=n_classes,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+        )
+        return nn.Sequential(
+            nn.Unflatten(1, (1, 8, 8)), PixelClassifier(ViTForImageClassification(config), [0.0], [1.0], (1, 8, 8))
+        )
     if arch == "mlp":
         width = 64
         layers.append(nn.Flatten())
@@ -52,6 +79,10 @@ class DigitsClassifierSource(ModelSource):
     arch: str = "mlp"
     hidden: list[int] = field(default_factory=lambda: [64])
     channels: list[int] = field(default_factory=lambda: [8, 16])
+    patch_size: int = 2  # vit: square patches of the 8x8 image
+    dim: int = 32  # vit: width of the token embeddings (the MLP is twice as wide)
+    depth: int = 2  # vit: transformer blocks
+    heads: int = 2  # vit: attention heads
     checkpoint: str | None = None  # state dict of this architecture; null = train now
     save_checkpoint: str | None = None  # write the trained weights here (safetensors)
     epochs: int = 40
@@ -61,17 +92,53 @@ class DigitsClassifierSource(ModelSource):
     seed: int = 0
     test_fraction: float = 0.25  # the split to train on: the digits dataset's, so nothing leaks
     split_seed: int = 0
+    cache_dir: str = "~/.cache/modelxray"  # trained weights are kept here (no checkpoint given)
+    use_disk_cache: bool = True  # reuse weights trained before with the same settings
 
     def validate(self) -> None:
         super().validate()
         self.require_choice("arch", ARCHS)
-        self.require_positive("hidden", "channels", "epochs", "batch_size", "lr")
+        self.require_positive("hidden", "channels", "epochs", "batch_size", "lr", "patch_size", "dim", "depth", "heads")
+        if self.arch == "vit" and (8 % self.patch_size or self.dim % self.heads):
+            raise ConfigError(
+                "patch_size",
+                f"vit needs a patch size dividing 8 and heads dividing dim, got {self.patch_size}, {self.dim}/{self.heads}",
+            )
         self.require_non_negative("weight_decay")
         if self.checkpoint is not None and not Path(self.checkpoint).expanduser().is_file():
             raise ConfigError("checkpoint", f"file not found: {self.checkpoint} (null trains the model now)")
 
+    def _vit(self) -> dict:
+        return {"patch_size": self.patch_size, "dim": self.dim, "depth": self.depth, "heads": self.heads}
+
+    def cache_path(self) -> Path:
+        """Where weights trained with exactly these settings are kept."""
+        import hashlib
+        import json
+
+        keys = (
+            "arch",
+            "hidden",
+            "channels",
+            "epochs",
+            "batch_size",
+            "lr",
+            "weight_decay",
+            "seed",
+            "test_fraction",
+            "split_seed",
+        )
+        settings = {k: getattr(self, k) for k in keys} | ({"vit": self._vit()} if self.arch == "vit" else {})
+        digest = hashlib.sha256(json.dumps([CACHE_FORMAT, settings], sort_keys=True).encode()).hexdigest()[:16]
+        return Path(self.cache_dir).expanduser() / f"digits-{self.arch}-{digest}.safetensors"
+
     def load(self) -> LoadedModel:
-        model = build_digits_model(self.arch, self.hidden, self.channels)
+        import torch
+
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)  # seeded construction (the ViT initialises in its constructor)
+            model = build_digits_model(self.arch, self.hidden, self.channels, vit=self._vit())
+        cached = self.cache_path() if self.checkpoint is None and self.use_disk_cache else None
         if self.checkpoint is not None:
             from modelxray.models.file import detect_format
             from modelxray.models.readers import read_state_dict
@@ -97,6 +164,12 @@ class DigitsClassifierSource(ModelSource):
                 )
             note = f"weights from {path}"
             source = fmt
+        elif cached is not None and cached.is_file():
+            from safetensors.torch import load_file
+
+            model.load_state_dict(load_file(str(cached)))
+            note = f"trained before with these settings ({self.epochs} epochs of Adam, seed {self.seed}), loaded from {cached}"
+            source = "config"
         else:
             seconds, train_acc = self._train(model)
             note = (
@@ -104,6 +177,13 @@ class DigitsClassifierSource(ModelSource):
                 f"{seconds:.1f} s, train accuracy {train_acc:.3f}"
             )
             source = "config"
+            if cached is not None:
+                from safetensors.torch import save_file
+
+                cached.parent.mkdir(parents=True, exist_ok=True)
+                tmp = cached.with_suffix(".tmp")
+                save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp))
+                tmp.replace(cached)  # atomic: parallel jobs never read half a file
         if self.save_checkpoint:
             from safetensors.torch import save_file
 
@@ -126,11 +206,12 @@ class DigitsClassifierSource(ModelSource):
         data = load_digits_split(self.test_fraction, self.split_seed)
         start = time.perf_counter()
         gen = torch.Generator().manual_seed(self.seed)
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
-            for m in model.modules():  # seeded init, independent of the global RNG state
-                if hasattr(m, "reset_parameters"):
-                    m.reset_parameters()
+        if self.arch != "vit":  # the ViT keeps Hugging Face's seeded initialisation from load()
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(self.seed)
+                for m in model.modules():  # seeded init, independent of the global RNG state
+                    if hasattr(m, "reset_parameters"):
+                        m.reset_parameters()
         opt = torch.optim.Adam(model.parameters(), lr=self.lr, weight_decay=self.weight_decay)
         x, y = data.x_train, data.y_train
         model.train()

@@ -29,8 +29,10 @@ class Quantizer(QuantPresentation, Configurable):
     name: ClassVar[str] = "quantizer"
     needs_calibration: ClassVar[bool] = False  # GPTQ, AWQ: calibrated on token ids
 
-    def check(self, model: nn.Module) -> None:
-        """Checks against the model that must fail before any work (a bit plan matching nothing)."""
+    def check(self, model: nn.Module, name: str | None = None) -> None:
+        """Checks against the model that must fail before any work (a bit plan matching nothing, a
+        TorchScript model): one ``ConfigError`` line naming the model (``name``: its file or config
+        name when known, else its class)."""
 
     def quantize(self, model: nn.Module, calibration: Calibration | None = None) -> tuple[nn.Module, Result | None]:
         """A quantized copy of ``model`` and the report (None: nothing was done)."""

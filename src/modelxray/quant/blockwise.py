@@ -8,9 +8,10 @@ the block's outputs to the next, and round-to-nearest the planned modules outsid
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from modelxray.core.errors import ConfigError
 from modelxray.quant.weight import WeightQuantizer
 
 if TYPE_CHECKING:
@@ -24,15 +25,23 @@ if TYPE_CHECKING:
 class BlockwiseQuantizer(WeightQuantizer):
     needs_calibration: ClassVar[bool] = True
 
+    targets: list[str] = field(default_factory=lambda: ["linear"])  # linear | embedding | lm_head (no conv)
     batch_size: int = 8  # calibration windows per forward pass
 
     def validate(self) -> None:
         super().validate()
         self.require_positive("batch_size")
+        if "conv" in self.targets:
+            raise ConfigError(
+                "targets",
+                f"{self.name} calibrates Linear layers of a language model's blocks on token ids; "
+                "convolutions are not supported: drop conv, or use an RTN config (quant=int8)",
+            )
 
     def quantize(self, model: nn.Module, calibration: Calibration | None = None) -> tuple[nn.Module, Result]:
         from modelxray.quant.blockwise_impl import quantize_blockwise
 
+        self.check(model)
         return quantize_blockwise(self, model, calibration)
 
     # -- what a method supplies ---------------------------------------------------------------

@@ -1,15 +1,25 @@
 """Bit plans: which format each module gets, from a default and an ordered list of rules.
 
-A rule matches modules by any of ``name`` (a glob on the dotted module name), ``component``
-(attention / mlp / embedding / lm_head), ``kind`` (linear / embedding / lm_head) and ``blocks``
-(block indices; negative counts from the last block; ``"a-b"`` is an inclusive range), and sets
-any of ``bits``, ``symmetric``, ``granularity``, ``group_size``, or ``skip: true``. Later rules win.
-Mixed precision, progressive and fully custom plans are all rule lists in YAML::
+A rule matches modules by any of ``name`` (a glob on the dotted module name), ``component``,
+``kind`` (linear / conv / embedding / lm_head) and ``blocks`` (block indices; negative counts from
+the last block; ``"a-b"`` is an inclusive range), and sets any of ``bits``, ``symmetric``,
+``granularity``, ``group_size``, or ``skip: true``. Later rules win. Mixed precision, progressive
+and fully custom plans are all rule lists in YAML::
 
     rules:
       - {component: attention, bits: 8}          # mixed_attn8_mlp4
       - {blocks: [0, 1, -2, -1], bits: 8}        # progressive: first and last two blocks
       - {name: "model.layers.3.mlp.*", skip: true}
+
+``component`` is one of the role of a module inside its block (attention / mlp / embedding /
+lm_head / projection / other) or the tower of a dual encoder it belongs to (vision / text; see
+``quant.targets``). A module has one role and at most one tower, and a rule's ``component`` matches
+either, so ``{component: vision, bits: 8}`` covers every module of a CLIP vision tower (its
+attention, MLP, patch embedding and ``visual_projection``) while ``{component: mlp}`` still covers
+the MLPs of both towers (``{name: "vision_model.*", component: mlp}`` for the vision MLPs only).
+Language models and plain classifiers have no tower. In a rule whose ``component`` is a tower,
+negative ``blocks`` count from that tower's last block (the towers of a dual encoder may differ in
+depth); elsewhere from the model's last block.
 
 Rules are checked twice, both before any weight changes: their keys and values when the config is
 instantiated, and that each one matches at least one module once the model is known.
@@ -23,7 +33,7 @@ from typing import Any
 
 from modelxray.core.errors import ConfigError
 from modelxray.quant.rtn import GRANULARITIES, QuantSpec
-from modelxray.quant.targets import COMPONENTS, KINDS, Target, num_blocks
+from modelxray.quant.targets import COMPONENTS, KINDS, TOWERS, Target, num_blocks
 
 MIN_BITS, MAX_BITS = 2, 16
 _MATCH_KEYS = {"name", "component", "kind", "blocks"}
@@ -108,7 +118,7 @@ def _matches(rule: Rule, t: Target, blocks: set[int] | None) -> bool:
     m = rule.match
     if "name" in m and not fnmatch.fnmatchcase(t.name, m["name"]):
         return False
-    if "component" in m and t.component != m["component"]:
+    if "component" in m and m["component"] not in t.groups:
         return False
     if "kind" in m and t.kind != m["kind"]:
         return False
@@ -122,19 +132,19 @@ def resolve_plan(
 ) -> dict[str, QuantSpec | None]:
     """The format of every candidate module (None = left as is). Fails if a rule matches nothing."""
     n_blocks = num_blocks(targets)
+    tower_blocks = {tower: num_blocks([t for t in targets if t.tower == tower]) for tower in TOWERS}
     plan: dict[str, QuantSpec | None] = {}
     for t in targets:
         chosen = t.kind in kinds and not any(fnmatch.fnmatchcase(t.name, p) for p in skip)
         plan[t.name] = default if chosen else None
     for rule in rules:
-        blocks = (
-            _parse_blocks(rule.match["blocks"], n_blocks, f"quant.{rule.key}.blocks")
-            if "blocks" in rule.match
-            else None
-        )
+        blocks = None
+        if "blocks" in rule.match:
+            n = tower_blocks.get(rule.match.get("component")) or n_blocks
+            blocks = _parse_blocks(rule.match["blocks"], n, f"quant.{rule.key}.blocks")
         hit = [t for t in targets if _matches(rule, t, blocks)]
         if not hit:
-            example = next((t.name for t in targets if t.kind == "linear"), "?")
+            example = next((t.name for t in targets if t.kind in ("linear", "conv")), "?")
             raise ConfigError(
                 f"quant.{rule.key}",
                 f"matches no module of this model (e.g. {example!r}); check name, component, kind and blocks",

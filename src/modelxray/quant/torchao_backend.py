@@ -11,6 +11,7 @@ This module is the config; the quantization runs in ``torchao_impl`` (imported w
 
 from __future__ import annotations
 
+import fnmatch
 import importlib.util
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -38,10 +39,25 @@ class TorchaoQuantizer(Quantizer):
         if importlib.util.find_spec("torchao") is None:
             raise ConfigError("method", f"{self.method} needs the torchao package: pip install torchao")
 
+    def check(self, model: nn.Module, name: str | None = None) -> None:
+        """Nothing to quantize (a TorchScript model, no Linear layer, everything skipped) fails here."""
+        from modelxray.quant.targets import find_targets, no_match_message
+
+        targets = find_targets(model)
+        if not chosen_linears(targets, self.skip):
+            what = f"torchao {self.method} (targets linear" + (f"; skip {', '.join(self.skip)})" if self.skip else ")")
+            raise ConfigError("quant", no_match_message(what, model, targets, name))
+
     def quantize(self, model: nn.Module, calibration: Any = None) -> tuple[nn.Module, Result]:
         from modelxray.quant.torchao_impl import quantize_torchao
 
+        self.check(model)
         return quantize_torchao(self, model)
 
     def step(self, result: Result) -> dict[str, Any]:
         return {"method": "torchao", "config": self.method}
+
+
+def chosen_linears(targets: list, skip: list[str]) -> set[str]:
+    """Names of the ``linear`` targets torchao quantizes: every one not matched by a ``skip`` glob."""
+    return {t.name for t in targets if t.kind == "linear" and not any(fnmatch.fnmatchcase(t.name, p) for p in skip)}

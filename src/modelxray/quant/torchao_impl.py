@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import fnmatch
 import time
 from typing import TYPE_CHECKING
 
@@ -13,6 +12,7 @@ from modelxray.metrics.memory import storage_tensors
 from modelxray.quant.rtn import relative_error
 from modelxray.quant.summary import quant_result
 from modelxray.quant.targets import find_targets
+from modelxray.quant.torchao_backend import chosen_linears
 
 if TYPE_CHECKING:
     from torch import nn
@@ -52,11 +52,7 @@ def quantize_torchao(quantizer: TorchaoQuantizer, model: nn.Module) -> tuple[nn.
 
     start = time.perf_counter()
     original, model = model, copy.deepcopy(model)
-    chosen = {
-        t.name
-        for t in find_targets(model)
-        if t.kind == "linear" and not any(fnmatch.fnmatchcase(t.name, p) for p in quantizer.skip)
-    }
+    chosen = chosen_linears(find_targets(model), quantizer.skip)
     _conv1d_to_linear(model, chosen)
     originals = {n: m.weight.detach().clone() for n, m in model.named_modules() if n in chosen}
     quantize_(model, _config(quantizer.method), filter_fn=lambda m, fqn: fqn in chosen)

@@ -28,33 +28,40 @@ if TYPE_CHECKING:
     from modelxray.core.subject import Subject
 
 
-def quantize(model: nn.Module, config: Any, calibration: Any = None) -> tuple[nn.Module, Result | None]:
+def quantize(
+    model: nn.Module, config: Any, calibration: Any = None, *, name: str | None = None
+) -> tuple[nn.Module, Result | None]:
     """A quantized copy of ``model`` (which is never modified) and the ``quant`` report.
 
     ``config``: a quantizer (``WeightQuantizer(bits=4)``), the name of a ``quant`` config option
     (``"int4"``, ``"gptq_int4"``, ``"int8_torchao"``...) or a mapping with ``_target_``.
     ``calibration``: token ids for the methods that calibrate (GPTQ, AWQ): a LongTensor
     [batch, seq], a list of them, or a DataLoader yielding them. ``"none"`` returns ``(model, None)``.
+    ``name``: what error messages call the model (default: its class name).
+
+    A quantizer that would quantize no module of ``model`` (e.g. ``int8`` on a TorchScript model,
+    whose submodules are not nn.Linear) raises ``ConfigError`` (``quant: ...``) before any work.
     """
     quantizer = as_quantizer(config)
-    return _quantize(quantizer, model, lambda: as_calibration(calibration, quantizer.name))
+    return _quantize(quantizer, model, lambda: as_calibration(calibration, quantizer.name), name)
 
 
 def quantize_subject(subject: Subject, quantizer: Quantizer) -> tuple[Subject, Result | None]:
     """The run's quant stage: the subject with a quantized copy of its model, calibrated (if the
     method calibrates) on the windows after its dataset's evaluated span."""
-    model, result = _quantize(quantizer, subject.model, lambda: subject_calibration(subject))
+    model, result = _quantize(quantizer, subject.model, lambda: subject_calibration(subject), subject.info.name)
     if result is None:
         return subject, None
     return subject.with_model(model, quantizer.step(result)), result
 
 
 def _quantize(
-    quantizer: Quantizer, model: nn.Module, calibration: Callable[[], Calibration]
+    quantizer: Quantizer, model: nn.Module, calibration: Callable[[], Calibration], name: str | None = None
 ) -> tuple[nn.Module, Result | None]:
-    """The one code path of the verb and the stage: checks against the model first (a bad bit plan
-    fails before any work), then the calibration data if the method needs it, then the work."""
-    quantizer.check(model)
+    """The one code path of the verb and the stage: checks against the model first (a bad bit plan,
+    or one matching no module, fails before any work), then the calibration data if the method needs
+    it, then the work. ``name``: the model's name in messages (the subject's file or config name)."""
+    quantizer.check(model, name)
     return quantizer.quantize(model, calibration() if quantizer.needs_calibration else None)
 
 

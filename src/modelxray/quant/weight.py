@@ -15,7 +15,7 @@ from modelxray.quant.base import Quantizer
 from modelxray.quant.plan import check_bits, parse_rules, resolve_plan
 from modelxray.quant.rtn import GRANULARITIES, SCALE_BITS, QuantSpec, fake_quantize, packed_bits, relative_error
 from modelxray.quant.summary import quant_result
-from modelxray.quant.targets import KINDS, Target, find_targets
+from modelxray.quant.targets import KINDS, Target, find_targets, no_match_message, torchscript_modules
 
 if TYPE_CHECKING:
     from torch import nn
@@ -26,7 +26,10 @@ if TYPE_CHECKING:
 @dataclass
 class WeightQuantizer(Quantizer):
     """RTN weight quantization: ``bits`` / ``symmetric`` / ``granularity`` / ``group_size`` for every
-    module of the ``targets`` kinds not matched by ``skip``, then ``rules`` (see ``quant.plan``)."""
+    module of the ``targets`` kinds not matched by ``skip``, then ``rules`` (see ``quant.plan``).
+
+    A quantizer that would quantize no module of the model is a ``ConfigError`` (key ``quant``),
+    raised before any work (``check``), never a report of a format that was not applied."""
 
     name: ClassVar[str] = "rtn"
 
@@ -35,8 +38,8 @@ class WeightQuantizer(Quantizer):
     granularity: str = "group"
     group_size: int = 128
     scale_dtype: str = "float16"
-    targets: list[str] = field(default_factory=lambda: ["linear"])
-    skip: list[str] = field(default_factory=list)
+    targets: list[str] = field(default_factory=lambda: ["linear", "conv"])  # linear | conv | embedding | lm_head
+    skip: list[str] = field(default_factory=list)  # globs on module names, e.g. "*patch_embed*"
     rules: list[dict] = field(default_factory=list)
 
     def validate(self) -> None:
@@ -56,14 +59,31 @@ class WeightQuantizer(Quantizer):
         targets = find_targets(model)
         return targets, resolve_plan(targets, self.default_spec(), self.targets, self.skip, self._rules)
 
-    def check(self, model: nn.Module) -> None:
-        self.plan_for(model)  # a bad plan fails here, before the copy and any weight change
+    def selection(self) -> str:
+        """What this quantizer applies and to which modules, for messages: ``rtn int8 sym per-channel
+        (targets linear, conv)``."""
+        how = [f"targets {', '.join(self.targets) or 'none'}"]
+        if self.skip:
+            how.append(f"skip {', '.join(self.skip)}")
+        if self.rules:
+            how.append(f"{len(self.rules)} rule{'s' if len(self.rules) > 1 else ''}")
+        return f"{self.name} {self.default_spec().describe()} ({'; '.join(how)})"
+
+    def check(self, model: nn.Module, name: str | None = None) -> None:
+        """A bad plan, or one that quantizes nothing, fails here: before the copy and any weight change."""
+        targets, plan = self.plan_for(model)
+        if all(spec is None for spec in plan.values()):
+            raise ConfigError("quant", no_match_message(self.selection(), model, targets, name))
 
     def quantize(self, model: nn.Module, calibration: Any = None) -> tuple[nn.Module, Result]:
+        self.check(model)
         start = time.perf_counter()
         model = copy.deepcopy(model)
         targets, plan = self.plan_for(model)
         rows, notes = quantize_model(targets, plan)
+        scripted = torchscript_modules(model)
+        if scripted:
+            notes.append(f"{scripted} TorchScript submodule(s) left as loaded: their layers cannot be quantized.")
         return model, quant_result("rtn", rows, model, time.perf_counter() - start, notes, source=self)
 
     def step(self, result: Result) -> dict[str, Any]:
@@ -75,8 +95,10 @@ class WeightQuantizer(Quantizer):
 
 
 def layer_row(t: Target, spec: QuantSpec, w, q) -> dict:
-    """One row of the per-layer table: what a quantized weight was, became and lost."""
-    return {
+    """One row of the per-layer table: what a quantized weight was, became and lost. ``w`` is the
+    weight as a matrix (``Target.weight_matrix``: a convolution's is flattened), which is what the
+    packed format stores. ``tower`` only for the modules of a dual encoder's towers."""
+    row = {
         "module": t.name,
         "kind": t.kind,
         "component": t.component,
@@ -88,6 +110,9 @@ def layer_row(t: Target, spec: QuantSpec, w, q) -> dict:
         "packed_bytes": packed_bits(tuple(w.shape), spec) / 8,
         "rel_error": relative_error(w, q),
     }
+    if t.tower:
+        row["tower"] = t.tower
+    return row
 
 
 def quantize_model(targets: list[Target], plan: dict) -> tuple[list[dict], list[str]]:

@@ -29,7 +29,7 @@ class BitwidthAnalyzer(Analyzer):
     granularity: str = "group"  # tensor | channel | group
     group_size: int = 128  # a narrower last group when it does not divide in_features
     scale_dtype: str = "float16"
-    targets: list[str] = field(default_factory=lambda: ["linear"])  # linear | embedding | lm_head
+    targets: list[str] = field(default_factory=lambda: ["linear"])  # linear | conv | embedding | lm_head
     high_bits: int = 8  # mixed / progressive / recommendation: the protected modules
     low_bits: int = 4  # ... and everything else
     mixed: bool = True  # attention at high_bits, MLP at low_bits, and the reverse
