@@ -25,7 +25,7 @@ def digits():
 
 @pytest.fixture(scope="module")
 def mlp():
-    return DigitsClassifierSource(epochs=20).load()
+    return DigitsClassifierSource(epochs=20, use_disk_cache=False).load()
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def test_digits_split_is_stratified_disjoint_and_in_range(digits):
 
 
 def test_digits_model_trains_in_seconds_deterministically_and_generalises(mlp, digits):
-    again = DigitsClassifierSource(epochs=20).load()
+    again = DigitsClassifierSource(epochs=20, use_disk_cache=False).load()  # trained again, not cached
     for a, b in zip(mlp.model.parameters(), again.model.parameters()):
         assert torch.equal(a, b)
     with torch.inference_mode():

@@ -93,8 +93,9 @@ def test_cli_robustness_and_inspect_on_a_vit_are_tracked(vit_dir, tracking_uri, 
         f"model.name_or_path={vit_dir}",
         "dataset=digits",
         "dataset.max_test=64",
-        "analyzer=[robustness,inspect]",
+        "analyzer=[robustness,inspect,performance]",
         "analyzer.robustness.pgd_eps=[]",
+        "analyzer.performance.iters=2",
         "analyzer.inspect.energy_seconds=0.5",
         "analyzer.inspect.power_sample_seconds=0.5",
         "analyzer.inspect.profile_iters=2",
@@ -114,6 +115,8 @@ def test_cli_robustness_and_inspect_on_a_vit_are_tracked(vit_dir, tracking_uri, 
     n_params = sum(p.numel() for p in HFSource(name_or_path=str(vit_dir), device="cpu").load().model.parameters())
     assert m["quant/modules_quantized"] >= 1 and m["inspect/parameters"] == n_params
     assert m["inspect/flops_total"] > 0  # the forward ran on (1, 3, 32, 32) images
+    assert m["performance/accuracy"] == m["robustness/clean_accuracy"]  # one model, one test split
+    assert m["performance/bs1_examples_per_s"] > 0
 
 
 def test_cli_an_image_model_on_text_or_too_few_labels_is_a_one_line_error(vit_dir, tmp_path):
@@ -136,3 +139,25 @@ def test_inspect_names_vision_transformers_and_dual_encoders(vit_dir, resnet_dir
     small = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
     clip = CLIPModel(CLIPConfig(text_config=small, vision_config={**small, "image_size": 32, "patch_size": 8}))
     assert classify(clip)[0] == "dual encoder (vision + text)"
+
+
+def test_the_digits_vit_trains_seeded_and_is_cached_by_its_settings(tmp_path):
+    from modelxray.data.digits import load_digits_split
+    from modelxray.inspection.architecture import classify
+    from modelxray.models.digits_classifier import DigitsClassifierSource
+    from modelxray.quant.verb import quantize
+
+    src = DigitsClassifierSource(arch="vit", epochs=2, cache_dir=str(tmp_path), device="cpu")
+    first = src.load()
+    assert first.info.notes[0].startswith("trained now") and src.cache_path().is_file()
+    again = src.load()
+    assert "loaded from" in again.info.notes[0]
+    x = load_digits_split(max_test=16).x_test
+    assert torch.equal(first.model(x), again.model(x))  # the cached weights are the trained ones
+    fresh = DigitsClassifierSource(arch="vit", epochs=2, use_disk_cache=False, device="cpu").load()
+    assert torch.equal(first.model(x), fresh.model(x))  # seeded: training again gives the same model
+    assert DigitsClassifierSource(arch="vit", epochs=3, cache_dir=str(tmp_path)).cache_path() != src.cache_path()
+    assert classify(first.model)[0] == "vision transformer"
+    _, report = quantize(first.model, "int8")
+    kinds = {row["kind"] for row in report.tables["layers"]}
+    assert {"linear", "conv"} <= kinds  # the patch embedding is a convolution

@@ -58,7 +58,7 @@ def summary_report(run: dict, results: dict, plots: list[str]) -> str:
         "",
     ]
     for note in info.get("notes", []):
-        out += [f"> **Note on the baseline.** {note}", ""]
+        out += [f"> **Note on the model.** {note}", ""]
     for name, result in results.items():
         out += [f"## {name}", ""]
         if not result.ok:
