@@ -38,7 +38,20 @@ def _required(group: str, option: str, hf_dir: Path, tmp_path: Path) -> list[str
         f = tmp_path / "a.txt"
         f.write_text("hello world")
         return [f"dataset.paths=[{f}]"]
+    if (group, option) == ("dataset", "image_folder"):
+        return [f"dataset.root={_image_folder(tmp_path / 'images')}"]
     return []
+
+
+def _image_folder(root: Path, size: int = 12, per_class: int = 3) -> Path:
+    """Two classes of small PNGs: dark squares and bright squares."""
+    from PIL import Image
+
+    for name, value in (("dark", 30), ("bright", 220)):
+        (root / name).mkdir(parents=True, exist_ok=True)
+        for i in range(per_class):
+            Image.new("RGB", (size, size + i), (value, value, value)).save(root / name / f"{i}.png")
+    return root
 
 
 @pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in _options(g)])

@@ -161,3 +161,30 @@ def test_the_digits_vit_trains_seeded_and_is_cached_by_its_settings(tmp_path):
     _, report = quantize(first.model, "int8")
     kinds = {row["kind"] for row in report.tables["layers"]}
     assert {"linear", "conv"} <= kinds  # the patch embedding is a convolution
+
+
+def test_image_folder_reads_classes_and_matches_the_models_labels_by_name(tmp_path):
+    from modelxray.data.image_folder import ImageFolder
+    from modelxray.data.images import match_labels
+    from test_configs import _image_folder
+
+    data = ImageFolder(root=str(_image_folder(tmp_path)), image_size=16).load()
+    assert data.meta["class_names"] == ["bright", "dark"] and data.x_test.shape == (6, 3, 16, 16)
+    assert data.y_test.tolist() == [0, 0, 0, 1, 1, 1]
+    assert data.x_test[:3].mean() > 0.8 and data.x_test[3:].mean() < 0.2  # pixels in [0, 1]
+    matched = match_labels(data, {"cat": 0, "dark": 1, "bright": 2}, "m")
+    assert matched.y_test.tolist() == [2, 2, 2, 1, 1, 1] and matched.n_classes == 3
+    assert match_labels(data, {"cat": 0}, "m") is data  # names the model does not know: dataset order stands
+    with pytest.raises(ConfigError, match="^root: .*does not exist"):
+        ImageFolder(root=str(tmp_path / "nope"))
+
+
+def test_cli_a_vit_on_an_image_folder(vit_dir, tmp_path):
+    from test_configs import _image_folder
+
+    root = _image_folder(tmp_path / "imgs", size=20, per_class=4)
+    args = ["model=hf", f"model.name_or_path={vit_dir}", "dataset=image_folder", f"dataset.root={root}"]
+    proc = run_cli([*args, "analyzer=performance", "analyzer.performance.iters=1", "tracker=none"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (report,) = (tmp_path / "outputs").rglob("summary_report.md")
+    assert "8 test samples of shape (3, 32, 32)" in report.read_text()  # read at 224, fit to the ViT's 32

@@ -236,11 +236,13 @@ def _check_dataset_kind(dataset: Any, loaded: LoadedModel) -> None:
 def _fit_images(data: Any, loaded: LoadedModel) -> Any:
     """Images resized to what an image model expects, and a class count its head can score."""
     from modelxray.data.base import ClassificationData
-    from modelxray.data.images import fit_images
+    from modelxray.data.images import fit_images, match_labels
 
     if not isinstance(data, ClassificationData):
         return data  # check_task names the datasets that fit
-    labels = getattr(getattr(loaded.model, "config", None), "num_labels", None)
+    config = getattr(loaded.model, "config", None)
+    data = match_labels(data, getattr(config, "label2id", None), loaded.info.name)
+    labels = getattr(config, "num_labels", None)
     if labels is not None and labels < data.n_classes:
         raise ConfigError(
             "dataset",

@@ -39,6 +39,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "digits_noisy": "modelxray.data.digits_variants.DigitsNoisy",
         "digits_spurious": "modelxray.data.digits_variants.DigitsSpurious",
         "modular_addition": "modelxray.data.modular_addition.ModularArithmetic",
+        "image_folder": "modelxray.data.image_folder.ImageFolder",
     },
     "analyzer": {
         "performance": "modelxray.analyzers.performance.PerformanceAnalyzer",

@@ -43,3 +43,25 @@ def fit_images(data: ClassificationData, shape: tuple[int, int, int], model_name
         input_shape=shape,
         meta={**data.meta, "image_shape": shape, "resized_from": src},
     )
+
+
+def match_labels(data: ClassificationData, label2id: dict[str, int] | None, model_name: str) -> ClassificationData:
+    """Labels as the model's own ids when its config names every class of ``data`` (``label2id``);
+    otherwise the dataset's order stands (the report says which)."""
+    names = data.meta.get("class_names")
+    if not names or not label2id:
+        return data
+    lookup = {str(k).lower(): int(v) for k, v in label2id.items()}
+    if not all(n.lower() in lookup for n in names):
+        return data
+    import torch
+
+    ids = [lookup[n.lower()] for n in names]
+    table = torch.tensor(ids, dtype=torch.int64)  # dataset label -> the model's id
+    return dataclasses.replace(
+        data,
+        y_train=table[data.y_train],
+        y_test=table[data.y_test],
+        n_classes=max(ids) + 1,
+        meta={**data.meta, "labels": f"matched by name to {model_name}'s label ids"},
+    )
