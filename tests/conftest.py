@@ -40,6 +40,19 @@ def tiny(tracking_uri, cache_dir, request) -> list[str]:
     ]
 
 
+# A sweep's job in about a second: one-layer tiny GPT-2, 512 tokens, one timing of batch 1, no dashboard
+TINY_JOB = [
+    "debug=tiny",
+    "model.n_layer=1",
+    "dataset.max_tokens=512",
+    "dataset.seq_len=64",
+    "analyzer.performance.iters=1",
+    "analyzer.performance.layer_timing_iters=1",
+    "analyzer.performance.speed_batch_sizes=[1]",
+    "report.dashboard=false",
+]
+
+
 def run_cli(args: list[str], cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess:
     """``python run.py ARGS`` from ``cwd`` (outputs and mlflow.db land there)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "HYDRA_FULL_ERROR": "0"}

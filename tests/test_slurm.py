@@ -16,21 +16,12 @@ import urllib.request
 
 import pytest
 
-from conftest import REPO, mlflow_runs, run_cli
+from conftest import REPO, TINY_JOB, mlflow_runs, run_cli
 
 pytestmark = pytest.mark.slow  # long end-to-end runs: `pytest -m slow`
 
 SLURM_DIR = "/tmp/modelxray_slurm"
-TINY = [
-    "debug=tiny",
-    "model.n_layer=1",
-    "dataset.max_tokens=512",
-    "dataset.seq_len=64",
-    "analyzer.performance.iters=1",
-    "analyzer.performance.layer_timing_iters=1",
-    "analyzer.performance.speed_batch_sizes=[1]",
-    "report.dashboard=false",
-]
+TINY = TINY_JOB
 
 
 def _free_port() -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import mlflow_runs, run_cli
+from conftest import TINY_JOB, mlflow_runs, run_cli
 from modelxray.tracking.mlflow_tracker import MlflowTracker
 
 
@@ -19,17 +19,7 @@ def test_sqlite_uri_gets_a_busy_timeout_and_prepare_creates_the_experiment(tmp_p
     assert tracker.prepare() == exp_id and db.exists()
 
 
-TINY = [
-    "debug=tiny",
-    "tracker=mlflow",
-    "model.n_layer=1",
-    "dataset.max_tokens=512",
-    "dataset.seq_len=64",
-    "analyzer.performance.iters=1",
-    "analyzer.performance.layer_timing_iters=1",
-    "analyzer.performance.speed_batch_sizes=[1]",
-    "report.dashboard=false",
-]
+TINY = [*TINY_JOB, "tracker=mlflow"]  # debug=tiny turns tracking off
 
 
 @pytest.mark.parametrize("launcher,target", [("slurm", "SlurmLauncher"), ("local_jobs", "LocalLauncher")])
