@@ -1,5 +1,6 @@
 """Robustness of classifiers: the digits model and dataset, input-space attacks checked against a
-few-line reference, feature perturbations at their limits, and the CLI path ``model=digits_mlp``."""
+few-line reference, feature perturbations at their limits, and the CLI path ``model=digits_mlp``
+(image corruptions: tests/test_robustness_images.py)."""
 
 from __future__ import annotations
 
@@ -149,7 +150,23 @@ def test_cli_classifier_run_and_clear_errors(tracking_uri, tmp_path):
     assert run.data.params["dataset"] == "digits" and run.data.params["model/name"] == "digits-mlp"
     assert "robustness/fgsm_0.1_accuracy" in run.data.metrics
     assert "robustness/feature_substitution_0.2_accuracy" in run.data.metrics
+    # the flat 64 pixels are (1, 8, 8) images: the image corruptions run on their default grids
+    for key in (
+        "gaussian_noise_0.1_accuracy",
+        "blur_1_top1_agree",
+        "occlusion_0.5_kl",
+        "gaussian_noise_0.4_accuracy_std",
+    ):
+        assert f"robustness/{key}" in run.data.metrics, key
+    assert run.data.metrics["robustness/blur_2_accuracy"] < run.data.metrics["robustness/clean_accuracy"]
     assert len(list((tmp_path / "outputs").rglob("adversarial_robustness.png"))) == 1
+    assert len(list((tmp_path / "outputs").rglob("image_corruptions.png"))) == 1
+
+    bad = run_cli(  # feature vectors (one-hot pairs) are no images: explicit image levels are one line
+        ["model=mlp", "analyzer=robustness", "analyzer.robustness.blur_sigmas=[1]", *common], cwd=tmp_path
+    )
+    assert bad.returncode == 2
+    assert bad.stderr.strip().splitlines()[-1].startswith("modelxray: error: analyzer.robustness.blur_sigmas: ")
 
     bad = run_cli(["model=digits_mlp", "model.epochs=1", "analyzer=quant_impact", *common], cwd=tmp_path)
     assert bad.returncode == 2

@@ -1,3 +1,4 @@
 """Perturbations of a model or of its inputs, as pure tensor functions: adversarial attacks (FGSM,
-PGD), weight noise (Gaussian, quantization-step), token dropout and substitution. The robustness
-analyzer combines them with an evaluation harness per task (today: causal language models)."""
+PGD), weight noise (Gaussian, quantization-step), token dropout and substitution, and image
+corruptions (Gaussian noise, blur, occlusion). The robustness analyzer combines them with an
+evaluation harness per task (causal language models, classifiers)."""

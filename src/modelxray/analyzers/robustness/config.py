@@ -4,13 +4,16 @@ quantization-step noise and input perturbations.
 Language models are attacked in input-embedding space (eps relative to the embedding std), noised
 in their linear weights, and fed text with dropped or substituted tokens. Classifiers are attacked
 in input space inside the feature range (eps a fraction of it) and fed inputs with blanked or
-randomised features. The perturbation families are task-agnostic; a harness per task
-(``perturb/lm_harness.py``, ``perturb/classifier_harness.py``) evaluates them. One clean pass is computed first and every family is compared against it. Metrics are named
+randomised features; image classifiers (data with ``meta["image_shape"]``) also get Gaussian
+pixel noise, Gaussian blur and occlusion patches (an image levels key set on a model without
+images is a ConfigError; left at null it is skipped with a note). The perturbation families are
+task-agnostic; a harness per task (``perturb/lm_harness.py``, ``perturb/classifier_harness.py``) evaluates them. One clean pass is computed first and every family is compared against it. Metrics are named
 ``<family>_<level>_<metric>`` (``fgsm_0.03_perplexity``, ``quant_noise_4bit_kl``...).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -20,6 +23,21 @@ from modelxray.core.result import Result, RunContext
 
 NOISE_TARGETS = ("linear", "matrices", "all")  # as in modelxray.perturb.weight_noise
 STEP_GRANULARITY = ("channel", "tensor")
+OCCLUSION_FILLS = ("mid", "low")  # as in modelxray.perturb.classifier_harness
+# image corruption family -> its levels key; a key left at null takes its levels from IMAGE_GRIDS
+IMAGE_KEYS = {"gaussian_noise": "gaussian_noise_sigmas", "blur": "blur_sigmas", "occlusion": "occlusion_sides"}
+IMAGE_GRIDS = {
+    "default": {
+        "gaussian_noise_sigmas": [0.1, 0.2, 0.4],
+        "blur_sigmas": [0.5, 1.0, 2.0],
+        "occlusion_sides": [0.25, 0.5, 0.75],
+    },
+    "full": {
+        "gaussian_noise_sigmas": [0.02, 0.05, 0.1, 0.2, 0.3, 0.5],
+        "blur_sigmas": [0.25, 0.5, 1.0, 1.5, 2.0, 3.0],
+        "occlusion_sides": [0.1, 0.25, 0.4, 0.5, 0.75],
+    },
+}
 
 
 @dataclass
@@ -48,6 +66,11 @@ class RobustnessAnalyzer(Analyzer):
     quant_noise_granularity: str = "channel"  # channel | tensor
     dropout_rates: list[float] = field(default_factory=lambda: [0.05, 0.1, 0.2])
     substitution_rates: list[float] = field(default_factory=lambda: [0.05, 0.1, 0.2])
+    gaussian_noise_sigmas: list[float] | None = None  # images: pixel noise std; null = [0.1, 0.2, 0.4]; [] = off
+    blur_sigmas: list[float] | None = None  # images: Gaussian blur std in pixels; null = [0.5, 1, 2]; [] = off
+    occlusion_sides: list[float] | None = None  # images: patch side / image side in [0, 1]; null = [0.25, 0.5, 0.75]
+    occlusion_fill: str = "mid"  # mid (grey: the middle of the feature range) | low (its bottom: blank digits)
+    image_grid: str = "default"  # default | full (wider): the levels of the image keys left at null
 
     def validate(self) -> None:
         self.require_positive("eval_windows", "batch_size", "seeds", "pgd_windows", "quant_noise_bits")
@@ -62,6 +85,14 @@ class RobustnessAnalyzer(Analyzer):
             bad = [r for r in getattr(self, key) if not 0.0 <= r <= 1.0]
             if bad:
                 raise ConfigError(key, f"rates must lie in [0, 1]; got {bad}")
+        self.require_non_negative("gaussian_noise_sigmas", "blur_sigmas")
+        self.require_choice("occlusion_fill", OCCLUSION_FILLS)
+        self.require_choice("image_grid", IMAGE_GRIDS)
+        bad = [r for r in self.occlusion_sides or [] if not 0.0 <= r <= 1.0]
+        if bad:
+            raise ConfigError(
+                "occlusion_sides", f"patch sides (fractions of the image side) must lie in [0, 1]; got {bad}"
+            )
         if any(b > 16 for b in self.quant_noise_bits):
             raise ConfigError("quant_noise_bits", f"bits must be in 1..16; got {self.quant_noise_bits}")
 
@@ -70,8 +101,39 @@ class RobustnessAnalyzer(Analyzer):
             raise ConfigError("analyzer.robustness", "needs a dataset of token windows (not a user DataLoader)")
         if subject.task == "classification" and not hasattr(subject.data, "feature_range"):
             raise ConfigError("dataset", "a classifier needs a classification dataset, e.g. dataset=digits")
+        self.image_levels(subject)  # levels set explicitly for a model without images: one line
+
+    def image_levels(self, subject) -> tuple[dict[str, list[float]], str | None]:
+        """Levels of each image corruption family that runs on ``subject``, and why none run when
+        the data are not images (language models, feature vectors): a note, not an error, unless
+        a levels key was set explicitly (not null and not []), which is a ConfigError naming it."""
+        shape = image_shape_of(subject)
+        if shape is not None:
+            grid = IMAGE_GRIDS[self.image_grid]
+            levels = {f: grid[k] if getattr(self, k) is None else getattr(self, k) for f, k in IMAGE_KEYS.items()}
+            return {f: v for f, v in levels.items() if v}, None
+        if subject.task == "causal_lm":
+            why = "a language model's inputs are tokens, not images"
+        else:
+            name = getattr(subject.data, "name", "the dataset")
+            why = f"{name} holds feature vectors, not images (no meta['image_shape'])"
+        for key in IMAGE_KEYS.values():
+            if getattr(self, key):
+                raise ConfigError(key, f"image corruptions need image data and {why}; drop the key or set []")
+        return {}, f"image corruptions ({', '.join(IMAGE_KEYS)}) skipped: {why}"
 
     def run(self, subject, ctx: RunContext) -> Result:
         from modelxray.analyzers.robustness.run import run
 
         return run(self, subject, ctx)
+
+
+def image_shape_of(subject) -> tuple[int, int, int] | None:
+    """(C, H, W) of a classifier's test inputs when its data are images (``meta["image_shape"]``
+    holding each sample's features: (1, 8, 8) for the flat 64 digits pixels), else None."""
+    data = subject.data
+    shape = getattr(data, "meta", {}).get("image_shape") if subject.task == "classification" else None
+    if shape is None or len(shape) != 3 or getattr(data, "x_test", None) is None or data.x_test.shape[0] == 0:
+        return None
+    shape = tuple(int(s) for s in shape)
+    return shape if math.prod(shape) == data.x_test[0].numel() else None

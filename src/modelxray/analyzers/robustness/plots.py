@@ -1,5 +1,6 @@
 """Robustness plots: quality and agreement vs attack radius (FGSM vs PGD), vs weight and
-quantization-step noise, and vs input perturbation rate; error bars are the spread over seeds."""
+quantization-step noise, vs input perturbation rate, and vs the level of each image corruption
+(Gaussian noise, blur, occlusion); error bars are the spread over seeds."""
 
 from __future__ import annotations
 
@@ -17,6 +18,13 @@ _FAMILIES = {
         ("token_dropout", "token_substitution", "feature_dropout", "feature_substitution"),
         "perturbation rate",
     ),
+    "image_corruptions.png": (("gaussian_noise", "blur", "occlusion"), None),
+}
+# the x axis of each image corruption family (one panel each)
+_IMAGE_LEVELS = {
+    "gaussian_noise": "noise std (pixel units, clipped to the range)",
+    "blur": "Gaussian blur std (pixels)",
+    "occlusion": "patch side (fraction of the image side)",
 }
 
 
@@ -39,6 +47,8 @@ def _quality(result) -> str:
 def _figure(result, rows, families, xlabel):
     quality = _quality(result)
     present = [f for f in families if any(r["family"] == f for r in rows)]
+    if families[0] == "gaussian_noise":
+        return _image_figure(result, rows, present, quality)
     fig, axes = new_figure(ncols=len(present) if families[0] == "weight_noise" else 2, width=6.0, height=4.4)
     if families[0] == "weight_noise":
         for ax, fam in zip(axes[0], present):
@@ -63,6 +73,20 @@ def _figure(result, rows, families, xlabel):
             "agreement with the clean predictions" if quality == "perplexity" else "accuracy lost",
         )
     fig.suptitle(f"Robustness: {', '.join(present)} (clean {quality} {result.data['clean'][quality]:.3g})")
+    return fig
+
+
+def _image_figure(result, rows, present, quality):
+    """One column per image corruption (each has its own unit): quality on top, agreement with the
+    clean predictions below."""
+    fig, axes = new_figure(ncols=len(present), nrows=2, width=5.0, height=3.8)
+    for col, fam in enumerate(present):
+        fam_rows = [r for r in rows if r["family"] == fam]
+        _lines(axes[0][col], result, fam_rows, quality, _IMAGE_LEVELS[fam], fam)
+        _lines(axes[1][col], result, fam_rows, "top1_agree", _IMAGE_LEVELS[fam], f"{fam}: agreement with clean")
+    shape = (result.data.get("image_corruptions") or {}).get("image_shape")
+    on = f" on {'x'.join(map(str, shape))} images" if shape else ""
+    fig.suptitle(f"Robustness to image corruptions{on} (clean {quality} {result.data['clean'][quality]:.3g})")
     return fig
 
 

@@ -9,6 +9,7 @@ import zlib
 import numpy as np
 import torch
 
+from modelxray.analyzers.robustness.config import IMAGE_KEYS, image_shape_of
 from modelxray.core.errors import ConfigError
 from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
@@ -116,6 +117,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
             continue
         for rate in rates:
             rows.append(_seeded(cfg, family, rate, clean, harness, ctx, gen, None, None))
+    rows.extend(_image_corruptions(cfg, subject, harness, result, clean, ctx, gen))
 
     result.tables["robustness"] = rows
     for r in rows:
@@ -124,6 +126,9 @@ def run(cfg, subject, ctx: RunContext) -> Result:
             if k in r and r[k] is not None and not (isinstance(r[k], float) and math.isnan(r[k])):
                 result.metrics[f"{prefix}_{k}"] = r[k]
     result.insights.extend(_insights(rows, clean, harness.quality))
+    skipped = result.data["image_corruptions"].get("skipped")
+    if skipped and subject.task == "classification" and any(getattr(cfg, k) is None for k in IMAGE_KEYS.values()):
+        result.insights.append(skipped + ".")  # a classifier whose data are feature vectors
     return result
 
 
@@ -151,6 +156,8 @@ def _harness(cfg, subject, ctx: RunContext):
             data.feature_range,
             cfg.sample_batch_size,
             ctx.progress,
+            image_shape=image_shape_of(subject),
+            occlusion_fill=cfg.occlusion_fill,
         )
     raise ConfigError("analyzer.robustness", f"does not support task {subject.task!r} (causal_lm, classification)")
 
@@ -170,10 +177,29 @@ def _row(cfg, family: str, level: float, m: dict, clean: dict, n: int, **extra) 
     return row
 
 
-def _seeded(cfg, family, level, clean, harness, ctx, gen, perturb, snapshot) -> dict:
-    """Mean over ``seeds`` draws (the spread as ``*_std``) of a random perturbation."""
+def _image_corruptions(cfg, subject, harness, result, clean, ctx, gen) -> list[dict]:
+    """Gaussian noise, blur and occlusion at each level on image data (blur is deterministic: one
+    pass); elsewhere a note in ``result.data`` says why they were skipped."""
+    levels, note = cfg.image_levels(subject)
+    if note is not None:
+        result.data["image_corruptions"] = {"skipped": note}
+        return []
+    result.data["image_corruptions"] = {
+        "image_shape": list(harness.image_shape),
+        "levels": levels,
+        "occlusion_value": harness.occlusion_value,
+    }
+    pairs = [(family, level) for family, lv in levels.items() for level in lv]
+    return [
+        _seeded(cfg, family, level, clean, harness, ctx, gen, None, None, seeds=1 if family == "blur" else None)
+        for family, level in bar(pairs, desc="robustness: image corruptions", enabled=ctx.progress)
+    ]
+
+
+def _seeded(cfg, family, level, clean, harness, ctx, gen, perturb, snapshot, seeds: int | None = None) -> dict:
+    """Mean over ``seeds`` draws (default: ``cfg.seeds``; the spread as ``*_std``) of a random perturbation."""
     runs = []
-    for seed in range(cfg.seeds):
+    for seed in range(cfg.seeds if seeds is None else seeds):
         g = gen(zlib.crc32(f"{family}:{level}".encode()) * 100 + seed + 10)
         desc = f"robustness: {family} {level_name(family, level)} (seed {seed})"
         if perturb is not None:
@@ -210,6 +236,9 @@ def _grid(cfg) -> dict:
         "quant_noise_bits": cfg.quant_noise_bits,
         "dropout_rates": cfg.dropout_rates,
         "substitution_rates": cfg.substitution_rates,
+        **{key: getattr(cfg, key) for key in IMAGE_KEYS.values()},
+        "occlusion_fill": cfg.occlusion_fill,
+        "image_grid": cfg.image_grid,
         "seeds": cfg.seeds,
     }
 
@@ -217,6 +246,14 @@ def _grid(cfg) -> dict:
 def _std(values: list[float]) -> float:
     """Sample std over seeds (0 for one seed; NaN when a value is, e.g. nothing was left to score)."""
     return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+
+
+# what the level of an image corruption means, said in the insights
+_UNITS = {
+    "gaussian_noise": "noise std, pixel units",
+    "blur": "blur std, pixels",
+    "occlusion": "patch side / image side",
+}
 
 
 def _insights(rows: list[dict], clean: dict, quality: str) -> list[str]:
@@ -229,16 +266,19 @@ def _insights(rows: list[dict], clean: dict, quality: str) -> list[str]:
         fam = [r for r in rows if r["family"] == family and quality in r and not math.isnan(r[quality])]
         if family == "quant_noise":
             fam = sorted(fam, key=lambda r: -r["level"])
+        elif family in _UNITS:
+            fam = sorted(fam, key=lambda r: r["level"])
+        unit = f" ({_UNITS[family]})" if family in _UNITS else ""
         first = next((r for r in fam if worse(r[quality])), None)
         if first is None and fam:
             out.append(
                 f"{family}: {quality} stays within 10% of clean ({base:.3g}) up to level "
-                f"{level_name(family, fam[-1]['level'])}."
+                f"{level_name(family, fam[-1]['level'])}{unit}."
             )
         elif first is not None:
             out.append(
                 f"{family}: {quality} {first[quality]:.3g} vs clean {base:.3g} from level "
-                f"{level_name(family, first['level'])}."
+                f"{level_name(family, first['level'])}{unit}."
             )
     for r in rows:
         if r["family"] == "pgd" and quality == "perplexity" and "fgsm_perplexity" in r:
