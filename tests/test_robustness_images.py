@@ -256,3 +256,18 @@ def test_language_models_skip_image_families_and_reject_explicit_levels(tmp_path
     assert not any("image" in s for s in r.insights)
     with pytest.raises(ConfigError, match=r"^gaussian_noise_sigmas: .*tokens, not images"):
         RobustnessAnalyzer(gaussian_noise_sigmas=[0.1]).preflight(subject)
+
+
+def test_integer_inputs_skip_input_space_attacks_with_a_note(tmp_path):
+    """Modular arithmetic feeds (a, b) integer pairs: FGSM has nothing to step in, weight noise still runs."""
+    import modelxray
+
+    out = modelxray.analyze(
+        ["model=mlp", "dataset.p=11", "analyzer=robustness", "tracker=none", "progress=false"],
+        output_dir=tmp_path / "run",
+    )
+    result = out.results["robustness"]
+    assert result.ok, result.error
+    assert "inputs are integers" in result.data["input_attacks"]["skipped"]
+    families = {r["family"] for r in result.tables["robustness"]}
+    assert "fgsm" not in families and {"weight_noise", "quant_noise"} <= families

@@ -39,20 +39,27 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     gen = lambda k: torch.Generator().manual_seed(ctx.seed * 1_000_003 + k)  # noqa: E731
 
     rows: list[dict] = []
-    eps_union = sorted(set(cfg.fgsm_eps) | set(cfg.pgd_eps))
-    if cfg.fgsm_eps:
+    fgsm_eps, pgd_eps = cfg.fgsm_eps, cfg.pgd_eps
+    if harness.task == "classification" and not torch.is_floating_point(subject.data.x_test):
+        # integer inputs (modular arithmetic's (a, b) pairs): there is no input space to step in
+        note = "inputs are integers, not features: input-space attacks and feature corruption do not apply"
+        result.data["input_attacks"] = {"skipped": note}
+        result.insights.append(note[0].upper() + note[1:] + "; weight and quantization noise still do.")
+        fgsm_eps, pgd_eps = [], []
+    eps_union = sorted(set(fgsm_eps) | set(pgd_eps))
+    if fgsm_eps:
         scale = harness.eps_scale
         result.data["eps_scale"] = scale
-        attacks = harness.attack(cfg.fgsm_eps, 0, None, False, gen(1), harness.size, "robustness: FGSM")
+        attacks = harness.attack(fgsm_eps, 0, None, False, gen(1), harness.size, "robustness: FGSM")
         for eps, m in attacks.items():
             rows.append(_row(cfg, "fgsm", eps, m["fgsm"], clean, harness.size, eps_abs=eps * scale))
-    if cfg.pgd_eps:
+    if pgd_eps:
         scale = harness.eps_scale
         result.data["eps_scale"] = scale
         n = min(cfg.pgd_windows if harness.task == "causal_lm" else (cfg.pgd_samples or harness.size), harness.size)
         sub_clean = harness.clean_of(n)
         attacks = harness.attack(
-            cfg.pgd_eps,
+            pgd_eps,
             cfg.pgd_steps,
             cfg.pgd_step_size,
             cfg.pgd_random_start,
@@ -113,7 +120,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         (harness.dropout_family, cfg.dropout_rates),
         (harness.substitution_family, cfg.substitution_rates),
     ):
-        if family is None:
+        if family is None or "input_attacks" in result.data:
             continue
         for rate in rates:
             rows.append(_seeded(cfg, family, rate, clean, harness, ctx, gen, None, None))
