@@ -177,6 +177,7 @@ def run(
         data = components.dataset.load(loaded.tokenizer) if needs_data else None
         if data is not None and loaded.image_shape is not None:
             data = _fit_images(data, loaded)
+            loaded = _bind_class_prompts(data, loaded)
         subject = Subject(loaded.model, loaded.tokenizer, data, loaded.info, task=loaded.task, batches=batches)
         check_task(subject, components.analyzers, components.quant)
         preflight(subject, components.analyzers)
@@ -240,6 +241,8 @@ def _fit_images(data: Any, loaded: LoadedModel) -> Any:
 
     if not isinstance(data, ClassificationData):
         return data  # check_task names the datasets that fit
+    if _is_zero_shot(loaded):  # no head: it scores whatever classes the dataset names
+        return fit_images(data, loaded.image_shape, loaded.info.name)
     config = getattr(loaded.model, "config", None)
     data = match_labels(data, getattr(config, "label2id", None), loaded.info.name)
     labels = getattr(config, "num_labels", None)
@@ -250,6 +253,34 @@ def _fit_images(data: Any, loaded: LoadedModel) -> Any:
             "use a model with at least as many labels",
         )
     return fit_images(data, loaded.image_shape, loaded.info.name)
+
+
+def _is_zero_shot(loaded: LoadedModel) -> bool:
+    from modelxray.models.vision_language import ZeroShotClassifier
+
+    return isinstance(loaded.model, ZeroShotClassifier)
+
+
+def _bind_class_prompts(data: Any, loaded: LoadedModel) -> LoadedModel:
+    """A dual encoder (CLIP, SigLIP) as the zero-shot classifier of the dataset's classes: one prompt
+    per class name (``model.prompt_template``, else the dataset's). A copy: the cached model stays unbound."""
+    import dataclasses
+
+    from modelxray.data.base import ClassificationData
+    from modelxray.models.vision_language import zero_shot_notes
+
+    if not _is_zero_shot(loaded) or not isinstance(data, ClassificationData):
+        return loaded
+    names = data.meta.get("class_names")
+    if not names or len(names) != data.n_classes:
+        raise ConfigError(
+            "dataset",
+            f"{data.name} names no classes (meta class_names); {loaded.info.name} is a vision-language model "
+            "that classifies by class-name prompts: use dataset=digits or dataset=image_folder",
+        )
+    model = loaded.model.for_classes(list(names), loaded.tokenizer, data.meta.get("prompt_template"))
+    info = dataclasses.replace(loaded.info, notes=[*loaded.info.notes, *zero_shot_notes(model)])
+    return dataclasses.replace(loaded, model=model, info=info)
 
 
 def check_task(subject: Subject, analyzers: dict, quant=None) -> None:

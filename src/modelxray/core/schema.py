@@ -28,6 +28,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "file": "modelxray.models.file.FileSource",
         "tiny_gpt2": "modelxray.models.tiny_gpt2.TinyGPT2Source",
         "digits_mlp": "modelxray.models.digits_classifier.DigitsClassifierSource",
+        "digits_clip": "modelxray.models.digits_clip.DigitsCLIPSource",
         "mlp": "modelxray.models.grokking.MLPSource",
         "grokking_transformer": "modelxray.models.grokking.GrokkingTransformerSource",
     },

@@ -55,5 +55,9 @@ def load_digits_split(
         n_classes=10,
         feature_range=(0.0, 1.0),
         input_shape=(64,),
-        meta={"image_shape": (1, 8, 8)},  # image models get the pixels resized to their input
+        meta={
+            "image_shape": (1, 8, 8),  # image models get the pixels resized to their input
+            "class_names": [str(i) for i in range(10)],  # label i is the digit i
+            "prompt_template": "a photo of the digit {label}",  # vision-language models score these prompts
+        },
     )

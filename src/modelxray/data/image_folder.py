@@ -78,7 +78,12 @@ class ImageFolder(Configurable):
             n_classes=len(classes),
             feature_range=(0.0, 1.0),
             input_shape=shape,
-            meta={"image_shape": shape, "class_names": classes, "root": str(root)},
+            meta={
+                "image_shape": shape,
+                "class_names": classes,
+                "prompt_template": "a photo of a {label}.",  # vision-language models score these prompts
+                "root": str(root),
+            },
         )
 
 

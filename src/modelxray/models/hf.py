@@ -1,5 +1,7 @@
-"""Any Hugging Face causal LM or image classifier: a hub id (needs the network or a filled cache) or a
-local directory. The kind comes from the directory's config (``models/kinds.py``)."""
+"""Any Hugging Face causal LM, image classifier or CLIP-style dual encoder: a hub id (needs the network
+or a filled cache) or a local directory. The kind comes from the directory's config (``models/kinds.py``).
+A dual encoder (CLIP, SigLIP) loads as a zero-shot classifier bound to the dataset's class names when
+the run knows them (``models/vision_language.py``)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,18 @@ from modelxray.models.base import ModelSource
 from modelxray.models.kinds import KINDS, TASK_OF_KIND, kind_of_config
 from modelxray.models.tokenizers import load_tokenizer
 
+# any of these in a model directory means it ships a tokenizer (transformers 5 otherwise builds an empty one)
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "vocab.json",
+    "vocab.txt",
+    "merges.txt",
+    "spiece.model",
+    "tokenizer.model",
+    "sentencepiece.bpe.model",
+)
+
 
 def _dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.glob("*") if p.suffix in (".safetensors", ".bin", ".pt"))
@@ -25,14 +39,19 @@ class HFSource(ModelSource):
     revision: str | None = None
     trust_remote_code: bool = False  # off unless the user opts in: remote code runs on this machine
     local_files_only: bool = False
-    tokenizer: str | None = None  # defaults to name_or_path (language models)
-    kind: str = "auto"  # auto (from the config's architectures) | causal_lm | image_classification
+    tokenizer: str | None = None  # defaults to name_or_path (language models, dual encoders); byte = built-in
+    kind: str = "auto"  # auto (from the config's architectures) | causal_lm | image_classification | vision_language
     image_size: int | None = None  # image models: input size when neither config nor image processor names it
+    prompt_template: str | None = None  # dual encoders: class prompt with {label}; null = the dataset's
 
     def validate(self) -> None:
         super().validate()
         self.require_choice("kind", KINDS)
         self.require_positive("image_size", allow_none=True)
+        if self.prompt_template is not None and "{label}" not in self.prompt_template:
+            raise ConfigError(
+                "prompt_template", f"must contain {{label}} where the class name goes, got {self.prompt_template!r}"
+            )
         if not self.name_or_path:
             raise ConfigError("name_or_path", "is required: a hub id (org/name) or a local model directory")
         looks_local = self.name_or_path.startswith((".", "/", "~"))
@@ -51,6 +70,8 @@ class HFSource(ModelSource):
             kind = kind_of_config(config, self.name_or_path) if self.kind == "auto" else self.kind
             if kind == "image_classification":
                 loaded = self._load_image_classifier(path, kwargs)
+            elif kind == "vision_language":
+                loaded = self._load_vision_language(path, kwargs, config)
             else:
                 loaded = self._load_causal_lm(path, kwargs)
         except OSError as exc:
@@ -91,3 +112,61 @@ class HFSource(ModelSource):
         model, notes = wrap_image_classifier(net, path, self.image_size, self.name_or_path)
         info = ModelInfo(self.name_or_path, "hf", "", notes=notes)
         return LoadedModel(model, None, info, task="classification", image_shape=model.image_shape)
+
+    def _load_vision_language(self, path: str, kwargs: dict, config) -> LoadedModel:
+        from transformers import AutoModel
+
+        from modelxray.models.hf_vision import image_shape_of, processor_settings
+        from modelxray.models.vision_language import ZeroShotClassifier, family_of
+
+        family = family_of(config, self.name_or_path)
+        net = AutoModel.from_pretrained(path, dtype=self.torch_dtype(), **kwargs)
+        tokenizer, notes = self._dual_encoder_tokenizer(path, kwargs, config)
+        processor = processor_settings(path)
+        shape = image_shape_of(config.vision_config, processor, self.image_size, self.name_or_path)
+        if "image_mean" in processor:
+            mean, std = list(processor["image_mean"]), list(processor["image_std"])
+        else:
+            mean, std = [0.0] * shape[0], [1.0] * shape[0]
+            notes.append("No image processor found: pixels are fed in [0, 1] without normalisation.")
+        if len(mean) != shape[0]:
+            mean, std = [mean[0]] * shape[0], [std[0]] * shape[0]
+        model = ZeroShotClassifier(net, mean, std, shape, family, self.prompt_template)
+        info = ModelInfo(self.name_or_path, "hf", "", notes=notes)
+        return LoadedModel(model, tokenizer, info, task="classification", image_shape=shape)
+
+    def _dual_encoder_tokenizer(self, path: str, kwargs: dict, config) -> tuple[object, list[str]]:
+        """The directory's tokenizer (or ``model.tokenizer``); a directory without one (saved from
+        random weights) falls back to the byte tokenizer when its text vocabulary holds 257 ids."""
+        from modelxray.models.vision_language import BYTE_VOCAB
+
+        if self.tokenizer == "byte":
+            return load_tokenizer("byte"), []
+        if self.tokenizer is not None:
+            return load_tokenizer(os.path.expanduser(self.tokenizer), "model.tokenizer", self.trust_remote_code), []
+        from transformers import AutoTokenizer
+
+        local = Path(path)
+        if local.is_dir() and not any((local / f).is_file() for f in TOKENIZER_FILES):
+            why = "no tokenizer files in the directory"
+        else:
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
+            except Exception as exc:  # noqa: BLE001 - no tokenizer files: OSError, ValueError, TypeError...
+                why = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:120]}"
+            else:
+                if len(tokenizer) >= 16:
+                    return tokenizer, []
+                why = f"its tokenizer has {len(tokenizer)} tokens"  # built from the config alone: no vocabulary
+        vocab = int(getattr(config.text_config, "vocab_size", 0) or 0)
+        if vocab < BYTE_VOCAB:
+            raise ConfigError(
+                "model.tokenizer",
+                f"{self.name_or_path} has no tokenizer ({why}) and its text vocabulary ({vocab}) is smaller than "
+                f"the byte tokenizer's {BYTE_VOCAB} ids; set model.tokenizer to its tokenizer directory",
+            )
+        note = (
+            f"No tokenizer in {self.name_or_path}: class prompts are encoded with modelxray's byte tokenizer "
+            "(right for models trained with it, e.g. digits_clip; a random-weight test model otherwise)."
+        )
+        return load_tokenizer("byte"), [note]

@@ -4,7 +4,8 @@ A kind decides how inputs are built, which datasets fit and what quality means:
 
 - ``causal_lm``: next-token prediction on token windows (task ``causal_lm``);
 - ``image_classification``: pixels in, class logits out (task ``classification``);
-- ``vision_language``: CLIP-style dual encoders (recognised, not analyzable yet: a clear error).
+- ``vision_language``: CLIP-style dual encoders (``CLIPModel``, ``SiglipModel``): zero-shot image
+  classification by class-name prompts (task ``classification``, ``models/vision_language.py``).
 
 transformers' own auto-class tables decide, so every architecture they know is classified the way
 ``AutoModelFor...`` would load it.
@@ -16,8 +17,8 @@ from typing import Any
 
 from modelxray.core.errors import ConfigError
 
-KINDS = ("auto", "causal_lm", "image_classification")
-TASK_OF_KIND = {"causal_lm": "causal_lm", "image_classification": "classification"}
+KINDS = ("auto", "causal_lm", "image_classification", "vision_language")
+TASK_OF_KIND = {"causal_lm": "causal_lm", "image_classification": "classification", "vision_language": "classification"}
 
 
 def kind_of_config(config: Any, name: str) -> str:
@@ -33,17 +34,14 @@ def kind_of_config(config: Any, name: str) -> str:
         return "image_classification"
     zero_shot = auto.MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION_MAPPING_NAMES
     if model_type in zero_shot or any(a.endswith(("CLIPModel", "SiglipModel")) for a in archs):
-        raise ConfigError(
-            "model",
-            f"{name} is a vision-language dual encoder ({arch}); modelxray analyzes causal language models "
-            "and image classifiers so far",
-        )
+        return "vision_language"
     if not archs and model_type in auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
         return "causal_lm"
     if not archs and model_type in auto.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES:
         return "image_classification"
     raise ConfigError(
         "model",
-        f"{name} ({arch}) fits no model kind modelxray analyzes: causal language models (...ForCausalLM) "
-        "and image classifiers (...ForImageClassification); set model.kind if the config is mislabelled",
+        f"{name} ({arch}) fits no model kind modelxray analyzes: causal language models (...ForCausalLM), "
+        "image classifiers (...ForImageClassification) and CLIP-style dual encoders (CLIPModel, SiglipModel); "
+        "set model.kind if the config is mislabelled",
     )
