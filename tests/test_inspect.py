@@ -61,6 +61,8 @@ def test_input_inference(gpt2):
     assert infer_input(nn.Sequential(nn.Conv2d(3, 4, 3)), batch_size=1, seq_len=None, input_shape=[3, 16, 16])[
         "shape"
     ] == [1, 3, 16, 16]
+    guess = infer_input(nn.Sequential(nn.Conv2d(3, 4, 3)), batch_size=1, seq_len=None, input_shape=None)
+    assert guess["shape"] is None and guess["key"] == "analyzer.inspect.input_shape"  # never a guessed image size
 
 
 @pytest.mark.parametrize("suffix", ["safetensors", "pt"])

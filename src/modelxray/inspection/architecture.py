@@ -1,4 +1,5 @@
-"""What kind of model this is, and what input it takes, from its modules (or tensor names alone).
+"""What kind of model this is, from its modules (or tensor names alone); the input it takes is
+``inspection/inputs.py``.
 
 The classification is a rule over module types and names, documented so users can predict it:
 attention modules plus a token embedding make a transformer (decoder-only when the model has a
@@ -35,7 +36,7 @@ class Architecture:
     module_counts: dict[str, int]  # leaf module type -> count
     param_share: dict[str, float]  # owning module type -> share of all parameters
     total_parameters: int
-    input: dict = field(default_factory=dict)  # what the compute analysis feeds it (see infer_input)
+    input: dict = field(default_factory=dict)  # what the compute analysis feeds it (inspection/inputs.py)
 
 
 def module_counts(model: nn.Module) -> dict[str, int]:
@@ -124,62 +125,18 @@ def classify_names(names: list[str], shapes: dict[str, tuple[int, ...]]) -> tupl
     return "unknown", "no weight matrices"
 
 
-def infer_input(
-    model: nn.Module,
-    *,
-    batch_size: int,
-    seq_len: int | None,
-    input_shape: list[int] | None,
-    data_shape: tuple[int, ...] | None = None,
-) -> dict:
-    """The input the compute analysis runs: token ids (vocab size and context length from the
-    config or the embedding), or features/images of ``input_shape`` (config), the dataset's shape,
-    or the first layer's expected width."""
-    config = getattr(model, "config", None)
-    emb = next((m for m in model.modules() if type_name(m) == "Embedding"), None)
-    if input_shape:
-        return {"kind": "features", "shape": [batch_size, *input_shape], "source": "config (input_shape)"}
-    if data_shape is not None:
-        return {"kind": "features", "shape": [batch_size, *data_shape], "source": "dataset"}
-    if emb is not None:
-        vocab = getattr(config, "vocab_size", None) or int(emb.weight.shape[0])
-        ctx = next(
-            (
-                getattr(config, k)
-                for k in ("max_position_embeddings", "n_positions", "n_ctx")
-                if getattr(config, k, None)
-            ),
-            None,
-        )
-        t = seq_len or min(ctx or 256, 256)
-        if ctx:
-            t = min(t, ctx)
-        return {
-            "kind": "token_ids",
-            "shape": [batch_size, t],
-            "vocab_size": int(vocab),
-            "context_length": int(ctx) if ctx else None,
-            "source": "config" if config is not None else "embedding",
-        }
-    first = next((m for m in model.modules() if type_name(m) in _CONV | {"Linear"}), None)
-    if first is not None and type_name(first) in _CONV:
-        dims = {"Conv1d": 1, "Conv3d": 3}.get(type_name(first), 2)
-        return {
-            "kind": "image",
-            "shape": [batch_size, int(first.weight.shape[1]), *([32] * dims)],
-            "source": "first convolution (spatial size 32 assumed; set input_shape)",
-        }
-    if first is not None:
-        return {"kind": "features", "shape": [batch_size, int(first.weight.shape[1])], "source": "first linear layer"}
-    return {"kind": "unknown", "shape": None, "source": "set analyzer.inspect.input_shape"}
+def infer_input(model: nn.Module, **kwargs) -> dict:
+    """The input the compute analysis runs (``inspection/inputs.py``, which documents the order)."""
+    from modelxray.inspection.inputs import infer_input as infer
+
+    return infer(model, **kwargs)
 
 
-def make_input(spec: dict, device: torch.device, seed: int = 0) -> torch.Tensor:
-    """A seeded tensor matching ``spec`` (token ids uniform over the vocabulary, features in [0, 1))."""
-    g = torch.Generator().manual_seed(seed)
-    if spec["kind"] == "token_ids":
-        return torch.randint(0, spec["vocab_size"], tuple(spec["shape"]), generator=g).to(device)
-    return torch.rand(tuple(spec["shape"]), generator=g).to(device)
+def make_input(spec: dict, device: torch.device, seed: int = 0, dtype: torch.dtype | None = None):
+    """Seeded tensors matching ``spec`` (``inspection/inputs.py``)."""
+    from modelxray.inspection.inputs import make_input as make
+
+    return make(spec, device, seed, dtype)
 
 
 def describe(model: nn.Module) -> Architecture:

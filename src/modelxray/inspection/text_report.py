@@ -7,6 +7,7 @@ import math
 from datetime import datetime, timezone
 
 from modelxray.core.formatting import human_bytes
+from modelxray.inspection.inputs import describe_input
 
 WIDTH = 100
 
@@ -65,7 +66,7 @@ def render(subject, result, cfg) -> str:
         f"{human_bytes(int(m['weight_bytes']))}",
     ]
     if arch.get("input"):
-        out.append(f"  analysed input   {arch['input']}")
+        out.append(f"  analysed input   {describe_input(arch['input'])}")
     if arch.get("module_counts"):
         out += ["", "  module types (leaf modules)"]
         out += _table(
@@ -116,16 +117,32 @@ def render(subject, result, cfg) -> str:
         f"{_num(m.get('spectral_rel_error_max'))} at most); stable_rank = ||W||_F^2 / ||W||_2^2.",
     ]
 
+    err = data.get("compute_error")
+    if err:
+        out += _section("compute: FAILED")
+        out += [
+            f"  failed at step   {err['step']} (steps: input, FLOPs, bytes per op, profile, peak, roofline, energy)",
+            f"  error            {err['error']}",
+            f"  input            {describe_input(data.get('input') or arch.get('input') or {})}",
+            f"  traceback        {err['traceback']}",
+            "  The parameter statistics above are complete; the compute figures below (if any) are those of the",
+            "  steps that finished before the failure. If the input is wrong, set analyzer.inspect.input_shape",
+            "  (one tensor) or analyzer.inspect.inputs (named tensors).",
+        ]
     if "flops_total" in m:
         out += _section("compute")
-        out += [
-            f"  FLOPs per forward   {_num(int(m['flops_total']))} (attention counted for any implementation)",
-            f"  forward time        {m['forward_ms']:.2f} ms (median of {cfg.profile_iters} after "
-            f"{cfg.profile_warmup} warm-up)",
-            f"  achieved            {m['achieved_gflops_per_s']:.2f} GFLOP/s = {m['utilization_of_peak']:.1%} of the "
-            f"measured matmul peak {m['peak_matmul_gflops_per_s']:.1f} GFLOP/s; memory "
-            f"{m['peak_memory_gb_per_s']:.1f} GB/s",
-        ]
+        out.append(f"  FLOPs per forward   {_num(int(m['flops_total']))} (attention counted for any implementation)")
+        if "forward_ms" in m:
+            out.append(
+                f"  forward time        {m['forward_ms']:.2f} ms (median of {cfg.profile_iters} after "
+                f"{cfg.profile_warmup} warm-up)"
+            )
+        if "utilization_of_peak" in m:
+            out.append(
+                f"  achieved            {m['achieved_gflops_per_s']:.2f} GFLOP/s = {m['utilization_of_peak']:.1%} of "
+                f"the measured matmul peak {m['peak_matmul_gflops_per_s']:.1f} GFLOP/s; memory "
+                f"{m['peak_memory_gb_per_s']:.1f} GB/s"
+            )
         out += ["", "  FLOPs by op type"] + _table(result.tables.get("flops_by_op", []), ["op", "flops", "share"])
         out += ["", "  FLOPs by module (inclusive)"] + _table(
             result.tables.get("flops_by_module", []), ["module", "flops", "share"]

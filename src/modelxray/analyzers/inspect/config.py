@@ -14,13 +14,54 @@ numbers behind them (``inspection/advice.py``). The full text report is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 
 SPECTRAL = ("power", "exact", "none")
+INPUT_DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "bool")
+_INPUT_KEYS = ("shape", "dtype", "high")
+_INPUTS_EXAMPLE = "e.g. {pixel_values: [1, 3, 224, 224], input_ids: {shape: [1, 16], dtype: int64}}"
+
+
+def normalize_inputs(value: Any) -> dict[str, dict[str, Any]]:
+    """``inputs`` as name -> {shape, dtype, high}: a value is a shape (batch dimension included) or a
+    mapping with ``shape`` and optional ``dtype`` (INPUT_DTYPES; default int64 for ids and masks,
+    the model's floating dtype otherwise) and ``high`` (integer values are drawn below it; default
+    the smallest embedding table). Raises ConfigError naming the bad entry."""
+    if not isinstance(value, dict) or not value:
+        raise ConfigError("inputs", f"must map each forward argument to its shape, {_INPUTS_EXAMPLE}; got {value!r}")
+    out = {}
+    for name, v in value.items():
+        key = f"inputs.{name}"
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ConfigError("inputs", f"{name!r} is not an argument name, {_INPUTS_EXAMPLE}")
+        if isinstance(v, (list, tuple)):
+            v = {"shape": v}
+        if not isinstance(v, dict) or "shape" not in v:
+            raise ConfigError(key, f"must be a shape such as [1, 16] or a mapping with shape and dtype; got {v!r}")
+        unknown = sorted(set(v) - set(_INPUT_KEYS))
+        if unknown:
+            raise ConfigError(f"{key}.{unknown[0]}", f"unknown key; valid keys: {', '.join(_INPUT_KEYS)}")
+        shape = v["shape"]
+        if (
+            not isinstance(shape, (list, tuple))
+            or not shape
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape)
+        ):
+            raise ConfigError(
+                f"{key}.shape", f"must be a list of positive sizes, batch first, e.g. [1, 16]; got {shape!r}"
+            )
+        dtype = v.get("dtype")
+        if dtype is not None and dtype not in INPUT_DTYPES:
+            raise ConfigError(f"{key}.dtype", f"must be one of {', '.join(INPUT_DTYPES)}; got {dtype!r}")
+        high = v.get("high")
+        if high is not None and not (isinstance(high, int) and not isinstance(high, bool) and high > 0):
+            raise ConfigError(f"{key}.high", f"must be a positive integer (values are drawn below it); got {high!r}")
+        out[name] = {"shape": [int(d) for d in shape], "dtype": dtype, "high": high}
+    return out
 
 
 @dataclass
@@ -38,7 +79,9 @@ class InspectAnalyzer(Analyzer):
     compute: bool = True  # false: parameters only (weights-only files never run)
     batch_size: int = 1
     seq_len: int | None = 256  # language models: tokens per sequence (null = dataset.seq_len)
-    input_shape: list[int] | None = None  # other models: input shape without the batch dim, e.g. [3, 224, 224]
+    input_shape: list[int] | None = None  # one input, without the batch dim, e.g. [3, 224, 224]; null = inferred
+    # named inputs, shapes with the batch dim (ids int64): name -> shape or {shape, dtype, high}
+    inputs: dict[str, Any] | None = None  # e.g. {pixel_values: [1, 3, 224, 224], input_ids: [1, 16]}
     profile_warmup: int = 2
     profile_iters: int = 5
     peak_matmul_size: int = 2048  # square matmul that measures the peak FLOP/s of the roofline
@@ -80,11 +123,16 @@ class InspectAnalyzer(Analyzer):
                 "country_iso_code",
                 f"must be a 3-letter ISO 3166 code such as USA, FRA or DEU; got {self.country_iso_code!r}",
             )
+        if self.inputs is not None:
+            if self.input_shape is not None:
+                raise ConfigError("inputs", "set input_shape (one tensor) or inputs (named tensors), not both")
+            normalize_inputs(self.inputs)
         if self.sensitivity_bits > 16:
             raise ConfigError("sensitivity_bits", f"must be in 1..16, got {self.sensitivity_bits}")
 
     def preflight(self, subject) -> None:
-        """A model that runs needs an input shape before compute, energy and profiling start."""
+        """A model that runs needs an input before compute, energy and profiling start: inferred
+        (``inspection/inputs.py``) or configured, else one ConfigError line naming the key to set."""
         from modelxray.analyzers.inspect.run import input_spec
 
         input_spec(self, subject)

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import re
 import statistics
+import traceback
 
 import torch
 
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 from modelxray.inspection import advice
-from modelxray.inspection.architecture import classify_names, describe, infer_input, make_input
+from modelxray.inspection.architecture import classify_names, describe
+from modelxray.inspection.inputs import batch_of, describe_input, infer_input, make_input
 from modelxray.inspection.weights import analyze_weights
 from modelxray.metrics.tensor_stats import StatsConfig, aggregate
 from modelxray.models.weights_file import WeightsFile
 
-SPECTRAL = ("power", "exact", "none")
 _TABLE_STATS = (
     "shape",
     "numel",
@@ -45,21 +47,30 @@ def stats_config(cfg, seed: int = 0) -> StatsConfig:
 
 
 def input_spec(cfg, subject):
-    """The model's architecture with the input it takes; ``None`` for a weights-only file. Raises
-    ``ConfigError`` naming ``input_shape`` when compute is on and no input can be inferred."""
+    """The model's architecture with the input it takes (``inspection/inputs.py``: config, dataset,
+    model, in that order); ``None`` for a weights-only file. Raises ``ConfigError`` naming
+    ``analyzer.inspect.input_shape`` (or ``inputs`` for a model that takes several tensors) when
+    compute is on and no input can be inferred."""
+    from modelxray.analyzers.inspect.config import normalize_inputs
+
     if isinstance(subject.model, WeightsFile):
         return None
     arch = describe(subject.model)
-    data_shape = getattr(subject.data, "input_shape", None)
-    seq_len = cfg.seq_len or getattr(subject.data, "seq_len", None)
+    data = subject.data
+    data_shape = getattr(data, "input_shape", None)
+    seq_len = cfg.seq_len or getattr(data, "seq_len", None)
     arch.input = infer_input(
-        subject.model, batch_size=cfg.batch_size, seq_len=seq_len, input_shape=cfg.input_shape, data_shape=data_shape
+        subject.model,
+        batch_size=cfg.batch_size,
+        seq_len=seq_len,
+        input_shape=cfg.input_shape,
+        data_shape=tuple(data_shape) if data_shape is not None else None,
+        data_name=getattr(data, "name", None),
+        inputs=normalize_inputs(cfg.inputs) if cfg.inputs else None,
+        kind=arch.kind,
     )
     if cfg.compute and arch.input.get("shape") is None:
-        raise ConfigError(
-            "analyzer.inspect.input_shape",
-            "cannot infer this model's input; set it, e.g. analyzer.inspect.input_shape=[3,224,224]",
-        )
+        raise ConfigError(arch.input.get("key", "analyzer.inspect.input_shape"), arch.input["message"])
     return arch
 
 
@@ -82,9 +93,14 @@ def run(cfg, subject, ctx: RunContext) -> Result:
             f"{subject.info.name} holds weights only: compute, energy and profiling need model.architecture."
         )
     else:
-        arch = input_spec(cfg, subject)
+        try:
+            arch = input_spec(cfg, subject)
+        except ConfigError as exc:  # preflight raises it before any work; run alone, the parameters stay
+            arch = describe(model)
+            arch.input = {"kind": "unknown", "shape": None, "source": str(exc)}
+            _compute_failed(result, "input", exc, traceback.format_exc())
         result.data["architecture"] = {**arch.__dict__, "runnable": True}
-        if cfg.compute:
+        if cfg.compute and arch.input.get("shape") is not None:
             recs += _compute(cfg, model, arch.input, result, ctx)
     result.tables["top_tensors"] = _top_tensors(rows, cfg.top)
     result.tables["recommendations"] = recs
@@ -96,7 +112,27 @@ def run(cfg, subject, ctx: RunContext) -> Result:
 
 
 # -- compute, energy, system -----------------------------------------------------------------
+COMPUTE_TRACEBACK = "errors/inspect_compute_traceback.txt"
+
+
+def _compute_failed(result: Result, step: str, exc: BaseException, tb: str) -> None:
+    """Record a failed compute part beside the parameter results: ``data["compute_error"]``, the
+    traceback as a text file, and the metric ``compute_failed`` = 1. Nothing is raised."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
+    last = lines[-1] if lines else ""  # TorchScript puts the Python error on the last line
+    if re.match(r"^[\w.]+(Error|Exception): ", last):  # TorchScript re-raises as torch.jit.Error naming it
+        message = last.removeprefix("builtins.")[:500]
+    else:
+        message = f"{type(exc).__name__}: {last}"[:500]
+    result.data["compute_error"] = {"step": step, "error": message, "traceback": COMPUTE_TRACEBACK}
+    result.texts[COMPUTE_TRACEBACK] = tb
+    result.metrics["compute_failed"] = 1.0
+
+
 def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext) -> list[dict]:
+    """FLOPs, bytes per op, profile, peak and roofline, energy: each step's results are kept as soon
+    as it ends, so a failing step (a forward that raises, a profiler or energy error) loses only the
+    steps from it on; the failure is recorded by ``_compute_failed``."""
     from modelxray.core.progress import bar
     from modelxray.measure.energy import measure_energy
     from modelxray.measure.flops import count_flops, fusion_candidates, op_traffic, run_model, trace_ops
@@ -104,90 +140,91 @@ def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext) -> list[di
     from modelxray.measure.peak import measure_peak, roofline
     from modelxray.measure.utilization import UtilizationSampler
 
-    device = next(model.parameters()).device
-    dtype = next(model.parameters()).dtype
-    x = make_input(spec, device, ctx.seed)
-    if spec["kind"] != "token_ids":
-        x = x.to(dtype)
-
-    def forward():
-        with torch.inference_mode():
-            run_model(model, x)
-
+    first = next(iter(model.parameters()), None)
+    device = first.device if first is not None else torch.device("cpu")
+    floating = next((p for p in model.parameters() if p.is_floating_point()), None)
+    dtype = floating.dtype if floating is not None else torch.float32
+    m, recs = result.metrics, []
+    result.data["input"] = spec
+    step = "input"
     steps = ["FLOPs", "bytes per op", "profile", "peak", "energy"]
     with (
         UtilizationSampler(cfg.utilization_interval_s) as sampler,
         bar(total=len(steps), desc="inspect: compute", enabled=ctx.progress) as pbar,
     ):
-        flops = count_flops(model, x)
-        pbar.update(1)
-        records = trace_ops(model, x)  # one traced forward feeds bytes per op and fusion candidates
-        traffic = op_traffic(model, x, records)
-        fusion = fusion_candidates(model, x, records)
-        pbar.update(1)
-        times, forward_s = profile_ops(model, x, warmup=cfg.profile_warmup, iters=cfg.profile_iters)
-        pbar.update(1)
-        peak = measure_peak(device=str(device), dtype=dtype, size=cfg.peak_matmul_size)
-        pbar.update(1)
-        energy = (
-            measure_energy(
-                forward,
-                min_seconds=cfg.energy_seconds,
-                country_iso_code=cfg.country_iso_code,
-                sample_seconds=cfg.power_sample_seconds,
-            )
-            if cfg.energy
-            else None
-        )
-        pbar.update(1)
-    roof = roofline(traffic, times, peak)
-    system = sampler.summary()
+        try:
+            x = make_input(spec, device, ctx.seed, dtype)
 
-    tokens = spec["shape"][0] * spec["shape"][1] if spec["kind"] == "token_ids" else spec["shape"][0]
-    m = result.metrics
-    m.update(
-        {
-            "flops_total": float(flops.total),
-            "forward_ms": forward_s * 1e3,
-            "achieved_gflops_per_s": flops.total / forward_s / 1e9 if forward_s > 0 else float("nan"),
-            "peak_matmul_gflops_per_s": peak.matmul_flops_per_s / 1e9,
-            "peak_memory_gb_per_s": peak.memory_bytes_per_s / 1e9,
-            "utilization_of_peak": (flops.total / forward_s) / peak.matmul_flops_per_s
-            if forward_s > 0
-            else float("nan"),
-            "cores_busy": system["cores_busy"],
-            "rss_peak_bytes": float(system["rss_peak_bytes"]),
-        }
-    )
-    m["flops_per_token" if spec["kind"] == "token_ids" else "flops_per_sample"] = flops.total / tokens
-    if energy is not None:
-        e_fwd = energy.energy_j / energy.iterations
-        m.update(
-            {
-                "energy_j_per_forward": e_fwd,
-                "mean_power_w": energy.mean_power_w,
-                "co2_g_per_forward": energy.co2_g / energy.iterations,
-                "flops_per_joule": flops.total / e_fwd if e_fwd > 0 else float("nan"),
-                "energy_measured": 1.0 if energy.measured else 0.0,
-            }
-        )
-        result.data["energy"] = energy.as_dict()
-    result.data.update(
-        {
-            "input": spec,
-            "flops_by_module": flops.by_module,
-            "peak": peak.__dict__,
-            "system": system,
-            "utilization_samples": sampler.samples,
-            "op_traffic": [{**o.__dict__, "intensity": o.intensity} for o in traffic],
-            "op_times": [t.__dict__ for t in times],
-        }
-    )
-    result.tables["flops_by_op"] = _flops_table(flops.by_op, flops.total)
-    result.tables["flops_by_module"] = _module_table(flops.by_module, flops.total, cfg.top)
-    result.tables["roofline"] = roof
-    result.tables["fusion_candidates"] = fusion[: cfg.top]
-    return advice.fusion_advice(fusion, min(cfg.top, 5)) + advice.memory_bound_advice(roof, min(cfg.top, 5))
+            def forward():
+                with torch.inference_mode():
+                    run_model(model, x)
+
+            step = "FLOPs"
+            flops = count_flops(model, x)
+            m["flops_total"] = float(flops.total)
+            per = spec["shape"][0] * spec["shape"][1] if spec["kind"] == "token_ids" else batch_of(spec)
+            m["flops_per_token" if spec["kind"] == "token_ids" else "flops_per_sample"] = flops.total / per
+            result.data["flops_by_module"] = flops.by_module
+            result.tables["flops_by_op"] = _flops_table(flops.by_op, flops.total)
+            result.tables["flops_by_module"] = _module_table(flops.by_module, flops.total, cfg.top)
+            pbar.update(1)
+
+            step = "bytes per op"
+            records = trace_ops(model, x)  # one traced forward feeds bytes per op and fusion candidates
+            traffic = op_traffic(model, x, records)
+            fusion = fusion_candidates(model, x, records)
+            result.data["op_traffic"] = [{**o.__dict__, "intensity": o.intensity} for o in traffic]
+            result.tables["fusion_candidates"] = fusion[: cfg.top]
+            recs += advice.fusion_advice(fusion, min(cfg.top, 5))
+            pbar.update(1)
+
+            step = "profile"
+            times, forward_s = profile_ops(model, x, warmup=cfg.profile_warmup, iters=cfg.profile_iters)
+            m["forward_ms"] = forward_s * 1e3
+            m["achieved_gflops_per_s"] = flops.total / forward_s / 1e9 if forward_s > 0 else float("nan")
+            result.data["op_times"] = [t.__dict__ for t in times]
+            pbar.update(1)
+
+            step = "peak"
+            peak = measure_peak(device=str(device), dtype=dtype, size=cfg.peak_matmul_size)
+            m["peak_matmul_gflops_per_s"] = peak.matmul_flops_per_s / 1e9
+            m["peak_memory_gb_per_s"] = peak.memory_bytes_per_s / 1e9
+            m["utilization_of_peak"] = (
+                (flops.total / forward_s) / peak.matmul_flops_per_s if forward_s > 0 else float("nan")
+            )
+            result.data["peak"] = peak.__dict__
+            step = "roofline"
+            roof = roofline(traffic, times, peak)
+            result.tables["roofline"] = roof
+            recs += advice.memory_bound_advice(roof, min(cfg.top, 5))
+            pbar.update(1)
+
+            if cfg.energy:
+                step = "energy"
+                energy = measure_energy(
+                    forward,
+                    min_seconds=cfg.energy_seconds,
+                    country_iso_code=cfg.country_iso_code,
+                    sample_seconds=cfg.power_sample_seconds,
+                )
+                e_fwd = energy.energy_j / energy.iterations
+                m.update(
+                    {
+                        "energy_j_per_forward": e_fwd,
+                        "mean_power_w": energy.mean_power_w,
+                        "co2_g_per_forward": energy.co2_g / energy.iterations,
+                        "flops_per_joule": flops.total / e_fwd if e_fwd > 0 else float("nan"),
+                        "energy_measured": 1.0 if energy.measured else 0.0,
+                    }
+                )
+                result.data["energy"] = energy.as_dict()
+            pbar.update(1)
+        except Exception as exc:  # noqa: BLE001 - the parameter results and the steps before it are kept
+            _compute_failed(result, step, exc, traceback.format_exc())
+    system = sampler.summary()
+    m.update({"cores_busy": system["cores_busy"], "rss_peak_bytes": float(system["rss_peak_bytes"])})
+    result.data.update({"system": system, "utilization_samples": sampler.samples})
+    return recs
 
 
 def _parameter_metrics(rows: list[dict]) -> dict[str, float]:
@@ -246,12 +283,22 @@ def _insights(result: Result, rows: list[dict]) -> list[str]:
         f"{arch.get('kind', 'unknown')} ({arch.get('reason', '')}), {m['parameters']:,.0f} parameters in "
         f"{m['tensors']:.0f} tensors."
     )
-    if "flops_total" in m:
+    err = result.data.get("compute_error")
+    if err:
+        spec = result.data.get("input") or arch.get("input") or {}
         out.append(
-            f"One forward of {result.data['input']['shape']} costs {m['flops_total'] / 1e9:.2f} GFLOPs in "
-            f"{m['forward_ms']:.1f} ms: {m['achieved_gflops_per_s']:.1f} GFLOP/s, "
-            f"{m['utilization_of_peak']:.0%} of the measured matmul peak."
+            f"Compute analysis FAILED at step {err['step']} ({err['error']}) on input {describe_input(spec)}; "
+            f"the parameter statistics are complete, traceback in {err['traceback']}. If the input is wrong, "
+            "set analyzer.inspect.input_shape (one tensor) or analyzer.inspect.inputs (named tensors)."
         )
+    if "flops_total" in m:
+        spec = result.data["input"]
+        line = f"One forward of {describe_input(spec).split('; from ')[0]} costs {m['flops_total'] / 1e9:.4g} GFLOPs"
+        if "forward_ms" in m:
+            line += f" in {m['forward_ms']:.1f} ms: {m['achieved_gflops_per_s']:.1f} GFLOP/s"
+        if "utilization_of_peak" in m:
+            line += f", {m['utilization_of_peak']:.0%} of the measured matmul peak"
+        out.append(line + ".")
     if "energy_j_per_forward" in m:
         e = result.data["energy"]
         out.append(
