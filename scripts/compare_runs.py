@@ -28,10 +28,12 @@ from pathlib import Path
 
 
 def fmt(key: str, value) -> str:
+    from modelxray.core.formatting import human_bytes
+
     if value is None or (isinstance(value, float) and value != value):
         return "-"
     if key.endswith("_bytes") or key.endswith("bytes_after") or key.endswith("bytes_before"):
-        return f"{value / 2**20:,.1f} MiB"
+        return human_bytes(value)  # KiB for a small model, MiB or GiB for a large one
     if isinstance(value, float):
         return f"{value:,.4g}" if abs(value) < 1e5 else f"{value:,.0f}"
     return str(value)
