@@ -17,7 +17,7 @@ def table(rows: list[dict], columns: list[str] | None = None) -> str:
 
 def fmt_metric(key: str, value) -> str:
     """A metric for a person: sizes in MiB/GiB, counts as integers, the rest to 4 decimals."""
-    if isinstance(value, (int, float)) and key.endswith("_bytes"):
+    if isinstance(value, (int, float)) and key.endswith(("_bytes", "_rss")):
         return human_bytes(value)
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         return f"{int(value):,}"

@@ -6,6 +6,11 @@ the unquantized model, latency and throughput, and derives savings, quality per 
 efficiency score weighted by the configured priority. Simulated strategies (RTN, GPTQ, AWQ) give
 exact quality but float32 memory and speed; real kernels (casts, torchao int8) give all three.
 The report says which is which.
+
+On a classifier (``task: classification``) quality is measured on the first ``eval_examples`` test
+examples (accuracy, loss, top-1 agreement and KL against the unquantized model's predictions) and
+speed in examples/s; calibration-based strategies (GPTQ, AWQ need token windows) are listed as
+unsupported for the model instead of failing the analyzer.
 """
 
 from __future__ import annotations
@@ -25,10 +30,26 @@ PRIORITIES = {  # weights of (quality, speed, memory) in the efficiency score
 }
 
 
+def strategy_name(name: str) -> str:
+    """The ``conf/quant`` option a strategy names: ``gptq-int4`` is ``gptq_int4`` unless a config is
+    named with the hyphen itself."""
+    from modelxray.core.instantiate import compose_option
+
+    name = str(name)
+    if "-" not in name:
+        return name
+    try:
+        compose_option("quant", name)
+        return name
+    except ConfigError:
+        return name.replace("-", "_")
+
+
 def load_strategy(name: str):
     """The quantizer of ``quant=<name>``, composed as the command line would compose it."""
     from modelxray.core.instantiate import build_component, compose_option
 
+    name = strategy_name(name)
     try:
         node = compose_option("quant", name)
     except ConfigError as exc:
@@ -40,12 +61,15 @@ def load_strategy(name: str):
 class QuantImpactAnalyzer(Analyzer):
     name: ClassVar[str] = "quant_impact"
     plots_module: ClassVar[str] = "modelxray.analyzers.quant_impact.plots"
+    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification")
     strategies: list[str] = field(default_factory=lambda: ["none", "int8", "int4", "gptq_int4", "awq_int4"])
     priority: str = "balanced"  # accuracy | speed | memory | balanced: weights of the efficiency score
     eval_windows: int = 8  # windows of the dataset for quality per strategy
     kl_windows: int = 4  # windows whose reference distribution is kept for exact KL
     batch_size: int = 4  # windows per forward pass while evaluating
-    speed_batch_size: int = 1  # sequences per timed forward pass
+    speed_batch_size: int = 1  # sequences (classifier: test examples) per timed forward pass
+    eval_examples: int = 512  # classifier: test examples for quality per strategy
+    eval_batch_size: int = 64  # classifier: test examples per forward pass while evaluating
     warmup: int = 1
     iters: int = 3
     memory_interval_ms: float = 50.0  # memory sampling period of the timeline
@@ -53,7 +77,14 @@ class QuantImpactAnalyzer(Analyzer):
     def validate(self) -> None:
         self.require_choice("priority", PRIORITIES)
         self.require_positive(
-            "eval_windows", "kl_windows", "batch_size", "speed_batch_size", "iters", "memory_interval_ms"
+            "eval_windows",
+            "kl_windows",
+            "batch_size",
+            "speed_batch_size",
+            "eval_examples",
+            "eval_batch_size",
+            "iters",
+            "memory_interval_ms",
         )
         self.require_non_negative("warmup")
         if not self.strategies:
@@ -62,6 +93,14 @@ class QuantImpactAnalyzer(Analyzer):
             load_strategy(s)  # unknown names and bad configs fail before any model loads
 
     def preflight(self, subject) -> None:
+        if subject.task == "classification":
+            from modelxray.data.base import ClassificationData
+
+            if not isinstance(subject.data, ClassificationData) or subject.data.n_samples == 0:
+                raise ConfigError(
+                    "analyzer.quant_impact", "needs the test split of a classification dataset for a classifier"
+                )
+            return
         if subject.data is None:
             raise ConfigError("analyzer.quant_impact", "needs a dataset of token windows (not a user DataLoader)")
 

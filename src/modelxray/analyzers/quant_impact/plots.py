@@ -32,9 +32,19 @@ def figures(result) -> dict:
         return {}
     return {
         "quant_impact_memory_timeline.png": _timeline(result),
-        "quant_impact_radar.png": _radar(rows),
-        "quant_impact_speed_vs_quality.png": _tradeoff(rows),
+        "quant_impact_radar.png": _radar(rows, classifier=_is_classifier(result)),
+        "quant_impact_speed_vs_quality.png": _tradeoff(rows, classifier=_is_classifier(result)),
     }
+
+
+def _is_classifier(result) -> bool:
+    return result.data.get("task") == "classification"
+
+
+CLASSIFIER_LABELS = {
+    "quality_ratio": "quality\n(accuracy / base)",
+    "speed_ratio": "speed\n(examples/s vs base)",
+}
 
 
 def _timeline(result):
@@ -53,9 +63,9 @@ def _timeline(result):
     return fig
 
 
-def _radar(rows):
+def _radar(rows, classifier: bool = False):
     values = radar_values(rows)
-    labels = [label for _, label in AXES]
+    labels = [(CLASSIFIER_LABELS.get(k, label) if classifier else label) for k, label in AXES]
     angles = np.linspace(0, 2 * np.pi, len(labels), endpoint=False).tolist()
     import matplotlib.pyplot as plt
 
@@ -74,14 +84,15 @@ def _radar(rows):
     return fig
 
 
-def _tradeoff(rows):
+def _tradeoff(rows, classifier: bool = False):
     df = pd.DataFrame(rows)
+    x, y = ("examples_per_s", "accuracy") if classifier else ("tokens_per_s", "perplexity")
     fig, axes = new_figure(width=7, height=5)
     ax = axes[0][0]
     sns.scatterplot(
         data=df,
-        x="tokens_per_s",
-        y="perplexity",
+        x=x,
+        y=y,
         size="weight_bytes",
         hue="simulated",
         ax=ax,
@@ -89,10 +100,8 @@ def _tradeoff(rows):
         legend="brief",
     )
     for r in rows:
-        ax.annotate(
-            r["strategy"], (r["tokens_per_s"], r["perplexity"]), fontsize=8, xytext=(5, 4), textcoords="offset points"
-        )
-    ax.set_xlabel("throughput (tokens/s, batch of the speed test)")
+        ax.annotate(r["strategy"], (r[x], r[y]), fontsize=8, xytext=(5, 4), textcoords="offset points")
+    ax.set_xlabel(f"throughput ({'examples' if classifier else 'tokens'}/s, batch of the speed test)")
     ax.set_title("Speed vs quality (marker size: weight bytes)")
     return fig
 

@@ -8,7 +8,7 @@ import time
 
 import torch
 
-from modelxray.analyzers.quant_impact.config import PRIORITIES, load_strategy
+from modelxray.analyzers.quant_impact.config import PRIORITIES, load_strategy, strategy_name
 from modelxray.core.errors import ConfigError
 from modelxray.core.formatting import human_bytes
 from modelxray.core.progress import bar
@@ -32,45 +32,69 @@ def efficiency_scores(rows: list[dict], priority: str) -> list[float]:
     return [math.exp(sum(w * math.log(max(a[i] / best[i], 1e-9)) for i, w in enumerate((wq, ws, wm)))) for a in axes]
 
 
-def run(cfg, subject, ctx: RunContext) -> Result:
-    if subject.data is None:
-        raise ConfigError("analyzer.quant_impact", "needs a dataset of token windows (not a user DataLoader)")
-    profile = hardware_profile()
-    windows = make_windows(subject.data.ids, subject.data.seq_len, "disjoint")[: cfg.eval_windows]
-    ref = Reference(subject.model, windows, cfg.batch_size, cfg.kl_windows, ctx.progress, "quant_impact: reference")
-    device = model_device(subject.model)
-    batch = speed_inputs(subject.data.ids, cfg.speed_batch_size, subject.data.seq_len).to(device)
-    rows, timelines, unsupported = [], [], []
-    for name in bar(cfg.strategies, desc="quant_impact: strategies", enabled=ctx.progress):
-        quantizer = load_strategy(name)
-        ok, why = strategy_support(quantizer, profile)
-        if not ok:
-            unsupported.append({"strategy": name, "reason": why})
-            continue
-        rows.append(_measure(cfg, name, quantizer, why, subject, ref, batch, device, timelines, ctx))
-        gc.collect()
-    base = next((r for r in rows if r["strategy"] == "none"), rows[0] if rows else None)
-    result = cfg.new_result()
-    result.data.update(
-        {"hardware": profile, "unsupported": unsupported, "priority": cfg.priority, "reference": ref.metrics}
-    )
-    if not rows:
-        return result
-    for r in rows:
-        r["quality_ratio"] = base["perplexity"] / r["perplexity"]
-        r["speed_ratio"] = r["tokens_per_s"] / base["tokens_per_s"]
-        r["memory_ratio"] = base["weight_bytes"] / r["weight_bytes"]
-        r["memory_saved_bytes"] = base["weight_bytes"] - r["weight_bytes"]
-        r["quality_per_gb"] = r["quality_ratio"] / (r["weight_bytes"] / 2**30)
-        r["inference_overhead_bytes"] = r["peak_inference_rss"] - r["rss_after_quantize"]
-    for priority in PRIORITIES:
-        for r, score in zip(rows, efficiency_scores(rows, priority)):
-            r[f"score_{priority}"] = score
-    result.tables["strategies"] = rows
-    result.tables["memory_timeline"] = timelines
-    result.tables["unsupported"] = unsupported
-    for r in rows:
-        for k in (
+class _Mode:
+    """What differs between a language model and a classifier: the reference, the speed batch, the
+    quality columns and axis, the throughput unit and the metrics logged per strategy."""
+
+    def __init__(self, cfg, subject, ctx: RunContext):
+        self.classifier = subject.task == "classification"
+        device = model_device(subject.model)
+        if self.classifier:
+            from modelxray.analyzers.quant_impact.classifier import QUALITY_KEYS, ClassifierReference, is_zero_shot
+
+            self.ref = ClassifierReference(
+                subject.model, subject.data, cfg.eval_examples, cfg.eval_batch_size, ctx.progress
+            )
+            self.quality_keys = QUALITY_KEYS
+            self.throughput = "examples_per_s"
+            self.unit = "examples/s"
+            self.zero_shot = is_zero_shot(subject.model)
+            self.quality = "zero-shot accuracy" if self.zero_shot else "accuracy"
+        else:
+            windows = make_windows(subject.data.ids, subject.data.seq_len, "disjoint")[: cfg.eval_windows]
+            self.ref = Reference(
+                subject.model, windows, cfg.batch_size, cfg.kl_windows, ctx.progress, "quant_impact: reference"
+            )
+            self.lm_batch = speed_inputs(subject.data.ids, cfg.speed_batch_size, subject.data.seq_len).to(device)
+            self.quality_keys = ("loss", "perplexity", "kl", "top1_agree")
+            self.throughput = "tokens_per_s"
+            self.unit = "tokens/s"
+            self.zero_shot = False
+            self.quality = "perplexity"
+
+    def evaluate(self, model, progress: bool, desc: str) -> dict:
+        return self.ref.evaluate(model, progress=progress, desc=desc)
+
+    def speed_batch(self, model, batch_size: int):
+        return self.ref.speed_batch(model, batch_size) if self.classifier else self.lm_batch
+
+    def quality_ratio(self, base: dict, row: dict) -> float:
+        """Quality relative to the baseline, higher is better: accuracy / baseline accuracy for a
+        classifier, baseline perplexity / perplexity for a language model."""
+        if self.classifier:
+            return row["accuracy"] / base["accuracy"] if base["accuracy"] > 0 else float(row["accuracy"] > 0)
+        return base["perplexity"] / row["perplexity"]
+
+    def metric_keys(self, priority: str) -> tuple[str, ...]:
+        if self.classifier:
+            return (
+                "accuracy",
+                "loss",
+                "kl",
+                "top1_agree",
+                "latency_p50_ms",
+                "examples_per_s",
+                "inference_time",
+                "memory_used_gb",
+                "weight_bytes",
+                "stored_bytes",
+                "peak_quantize_rss",
+                "peak_inference_rss",
+                "quantize_seconds",
+                "quality_per_gb",
+                f"score_{priority}",
+            )
+        return (
             "perplexity",
             "kl",
             "top1_agree",
@@ -82,16 +106,81 @@ def run(cfg, subject, ctx: RunContext) -> Result:
             "peak_inference_rss",
             "quantize_seconds",
             "quality_per_gb",
-            f"score_{cfg.priority}",
-        ):
+            f"score_{priority}",
+        )
+
+
+def unsupported_for_model(quantizer, subject) -> str | None:
+    """Why a strategy cannot quantize this model (None when it can): calibration-based methods (GPTQ,
+    AWQ) calibrate on token windows, which only a language model has."""
+    if getattr(quantizer, "needs_calibration", False) and subject.task != "causal_lm":
+        return (
+            f"{type(quantizer).__name__} calibrates on token windows; a {subject.task} model has none "
+            "(use an RTN strategy such as int4)"
+        )
+    return None
+
+
+def run(cfg, subject, ctx: RunContext) -> Result:
+    if subject.data is None:
+        raise ConfigError("analyzer.quant_impact", "needs a dataset of token windows (not a user DataLoader)")
+    profile = hardware_profile()
+    mode = _Mode(cfg, subject, ctx)
+    device = model_device(subject.model)
+    rows, timelines, unsupported = [], [], []
+    for requested in bar(cfg.strategies, desc="quant_impact: strategies", enabled=ctx.progress):
+        name = strategy_name(requested)
+        quantizer = load_strategy(name)
+        ok, why = strategy_support(quantizer, profile)
+        reason = None if ok else why
+        reason = reason or unsupported_for_model(quantizer, subject)
+        if reason is None:
+            try:
+                rows.append(_measure(cfg, name, quantizer, why, subject, mode, device, timelines, ctx))
+            except ConfigError as exc:  # the quantizer refuses this model (one line): list it, go on
+                reason = str(exc)
+        if reason is not None:
+            unsupported.append({"strategy": name, "reason": reason})
+        gc.collect()
+    base = next((r for r in rows if r["strategy"] == "none"), rows[0] if rows else None)
+    result = cfg.new_result()
+    result.data.update(
+        {
+            "hardware": profile,
+            "unsupported": unsupported,
+            "priority": cfg.priority,
+            "reference": mode.ref.metrics,
+            "task": subject.task,
+            "quality_metric": mode.quality,
+        }
+    )
+    result.tables["unsupported"] = unsupported
+    if not rows:
+        return result
+    for r in rows:
+        r["quality_ratio"] = mode.quality_ratio(base, r)
+        r["speed_ratio"] = r[mode.throughput] / base[mode.throughput]
+        r["memory_ratio"] = base["weight_bytes"] / r["weight_bytes"]
+        r["memory_saved_bytes"] = base["weight_bytes"] - r["weight_bytes"]
+        r["quality_per_gb"] = r["quality_ratio"] / (r["weight_bytes"] / 2**30)
+        r["inference_overhead_bytes"] = r["peak_inference_rss"] - r["rss_after_quantize"]
+    for priority in PRIORITIES:
+        for r, score in zip(rows, efficiency_scores(rows, priority)):
+            r[f"score_{priority}"] = score
+    for r in rows:
+        r["efficiency_score"] = r[f"score_{cfg.priority}"]  # summary field: the score of the run's priority
+    result.tables["strategies"] = rows
+    result.tables["memory_timeline"] = timelines
+    for r in rows:
+        for k in mode.metric_keys(cfg.priority):
             result.metrics[f"{r['strategy']}_{k}"] = r[k]
-    result.data["recommendations"] = _recommend(cfg, rows, profile)
-    result.insights.extend(_insights(cfg, rows, unsupported, profile))
+    result.data["recommendations"] = _recommend(cfg, rows, profile, mode)
+    result.insights.extend(_insights(cfg, rows, unsupported, profile, mode))
     result.texts.update(_export(rows, timelines))
     return result
 
 
-def _measure(cfg, name, quantizer, support, subject, ref, batch, device, timelines, ctx) -> dict:
+def _measure(cfg, name, quantizer, support, subject, mode, device, timelines, ctx) -> dict:
     with MemoryTimeline(cfg.memory_interval_ms / 1000, device) as tl:
         with tl.phase("load"):
             pass  # the model is already loaded: this marks the baseline level
@@ -101,7 +190,8 @@ def _measure(cfg, name, quantizer, support, subject, ref, batch, device, timelin
         quantize_s = time.perf_counter() - start
         after_quantize = tl.samples[-1].rss
         with tl.phase("inference"):
-            m = ref.evaluate(qsubject.model, progress=ctx.progress, desc=f"quant_impact: {name}")
+            m = mode.evaluate(qsubject.model, progress=ctx.progress, desc=f"quant_impact: {name}")
+            batch = mode.speed_batch(qsubject.model, cfg.speed_batch_size)
             times = time_forward(qsubject.model, batch, cfg.warmup, cfg.iters, progress=False)
     stored = sum(sum(d.values()) for d in tensor_bytes_by_dtype(qsubject.model).values())
     weight_bytes = report.metrics["model_bytes_after"] if report is not None else stored
@@ -113,10 +203,10 @@ def _measure(cfg, name, quantizer, support, subject, ref, batch, device, timelin
         "method": (report.data.get("method") if report else "none"),
         "support": support,
         "simulated": "simulated" in support,
-        **{k: m[k] for k in ("loss", "perplexity", "kl", "top1_agree")},
+        **{k: m[k] for k in mode.quality_keys},
         "latency_p50_ms": lat.p50_ms,
         "latency_p95_ms": lat.p95_ms,
-        "tokens_per_s": batch.numel() / lat.mean_s,
+        mode.throughput: (batch.shape[0] if mode.classifier else batch.numel()) / lat.mean_s,
         "weight_bytes": weight_bytes,
         "stored_bytes": stored,
         "effective_bits": report.metrics["effective_bits"] if report is not None else 32.0,
@@ -125,6 +215,11 @@ def _measure(cfg, name, quantizer, support, subject, ref, batch, device, timelin
         "rss_after_quantize": after_quantize,
         "peak_inference_rss": tl.peak("inference"),
         "quantize_seconds": quantize_s,
+        # the summary fields: weights' memory in GiB (weight_bytes / 2**30, as quality_per_gb), quality,
+        # seconds per timed batch of speed_batch_size
+        "memory_used_gb": weight_bytes / 2**30,
+        "accuracy": m["accuracy"],
+        "inference_time": lat.mean_s,
     }
     if device.type == "cuda":
         stats = torch.cuda.memory_stats(device)
@@ -140,20 +235,20 @@ def _measure(cfg, name, quantizer, support, subject, ref, batch, device, timelin
     return row
 
 
-def _recommend(cfg, rows: list[dict], profile: dict) -> dict:
+def _recommend(cfg, rows: list[dict], profile: dict, mode: _Mode) -> dict:
     out = {}
     for priority in PRIORITIES:
         best = max(rows, key=lambda r: r[f"score_{priority}"])
         out[priority] = {
             "strategy": best["strategy"],
             "score": best[f"score_{priority}"],
-            "perplexity": best["perplexity"],
+            **({"accuracy": best["accuracy"]} if mode.classifier else {"perplexity": best["perplexity"]}),
             "weight_mb": best["weight_bytes"] / 2**20,
         }
     return out
 
 
-def _insights(cfg, rows, unsupported, profile) -> list[str]:
+def _insights(cfg, rows, unsupported, profile, mode: _Mode) -> list[str]:
     gpu = ", ".join(g["name"] for g in profile["gpus"]) or "no GPU"
     out = [
         f"Hardware: {profile['cpu_model']} ({profile['physical_cores']} cores, "
@@ -161,11 +256,16 @@ def _insights(cfg, rows, unsupported, profile) -> list[str]:
     ]
     base = next((r for r in rows if r["strategy"] == "none"), rows[0])
     best = max(rows, key=lambda r: r[f"score_{cfg.priority}"])
+    if mode.classifier:
+        quality = (
+            f"{mode.quality} {best['accuracy']:.3f} (baseline {base['accuracy']:.3f}, {mode.ref.n:,} test examples)"
+        )
+    else:
+        quality = f"perplexity {best['perplexity']:.3f} (baseline {base['perplexity']:.3f})"
     out.append(
-        f"For priority '{cfg.priority}', use {best['strategy']}: perplexity {best['perplexity']:.3f} "
-        f"(baseline {base['perplexity']:.3f}), weights {human_bytes(best['weight_bytes'])} "
-        f"(baseline {human_bytes(base['weight_bytes'])}), {best['tokens_per_s']:,.0f} tokens/s "
-        f"(baseline {base['tokens_per_s']:,.0f})."
+        f"For priority '{cfg.priority}', use {best['strategy']}: {quality}, weights {human_bytes(best['weight_bytes'])} "
+        f"(baseline {human_bytes(base['weight_bytes'])}), {best[mode.throughput]:,.0f} {mode.unit} "
+        f"(baseline {base[mode.throughput]:,.0f})."
     )
     sim = [r["strategy"] for r in rows if r["simulated"]]
     if sim:
@@ -174,7 +274,14 @@ def _insights(cfg, rows, unsupported, profile) -> list[str]:
             "memory are those of the float model; their weight size is the packed format's."
         )
     for r in rows:
-        if r["strategy"] != base["strategy"] and r["quality_ratio"] < 0.8:
+        if r["strategy"] == base["strategy"]:
+            continue
+        if mode.classifier and base["accuracy"] - r["accuracy"] > 0.02:
+            out.append(
+                f"{r['strategy']} loses {mode.quality}: {r['accuracy']:.3f} vs {base['accuracy']:.3f} "
+                f"(agrees with the unquantized model on {r['top1_agree']:.1%} of examples)."
+            )
+        elif not mode.classifier and r["quality_ratio"] < 0.8:
             out.append(
                 f"{r['strategy']} loses much quality: perplexity {r['perplexity']:.2f} vs {base['perplexity']:.2f}."
             )

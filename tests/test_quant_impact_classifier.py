@@ -1,0 +1,114 @@
+"""quant_impact on classifiers (the quantization-impact workflow on a CLIP model): accuracy, loss, top-1 agreement and KL
+against the unquantized model per strategy, hyphenated strategy names, calibration-based strategies
+listed as unsupported for the model, the summary fields, and metrics logged under quant_impact/."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+import modelxray
+from modelxray.analyzers.quant_impact import QuantImpactAnalyzer
+from modelxray.analyzers.quant_impact.config import strategy_name
+
+SUMMARY_FIELDS = ("memory_used_gb", "accuracy", "inference_time", "efficiency_score")
+STRATEGIES = "analyzer.quant_impact.strategies=[none,int8,int4,gptq-int4]"
+FAST = ["analyzer.quant_impact.iters=2", "tracker=none", "threads=1", "progress=false"]
+
+
+@pytest.fixture
+def keep_threads():
+    """``threads=1`` sets torch's threads for the whole process: give the other tests theirs back."""
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+def test_hyphenated_strategy_names_are_the_underscored_options():
+    assert strategy_name("gptq-int4") == "gptq_int4" and strategy_name("int8") == "int8"
+    QuantImpactAnalyzer(strategies=["none", "awq-int4", "gptq-int4"])  # validates without error
+
+
+def _check(out, overrides, tmp_path, zero_shot: bool = False):
+    from modelxray.api import compose
+    from modelxray.config.components import build_components
+
+    assert not out.failed
+    result = out.results["quant_impact"]
+    rows = {r["strategy"]: r for r in result.tables["strategies"]}
+    assert list(rows) == ["none", "int8", "int4"]
+    (gptq,) = result.tables["unsupported"]
+    assert gptq["strategy"] == "gptq_int4" and "token windows" in gptq["reason"]
+    assert any(line.startswith("gptq_int4 cannot run here") for line in result.insights)
+
+    # the unquantized model on the evaluated test examples, scored by hand
+    components = build_components(compose(overrides))
+    loaded = components.model.load()
+    data = components.dataset.load(None)
+    model = loaded.model
+    if zero_shot:
+        model = model.for_classes(data.meta["class_names"], loaded.tokenizer, data.meta["prompt_template"])
+    n = min(512, int(data.y_test.numel()))
+    with torch.inference_mode():
+        logits = model(data.x_test[:n])
+    correct = int((logits.argmax(-1) == data.y_test[:n]).sum())
+    none = rows["none"]
+    assert none["accuracy"] == correct / n and none["examples_scored"] == n
+    assert none["loss"] == pytest.approx(float(F.cross_entropy(logits, data.y_test[:n])), rel=1e-5)
+    assert none["top1_agree"] == 1.0 and none["kl"] == pytest.approx(0.0, abs=1e-7)
+    assert none["accuracy_ci_low"] < none["accuracy"] < none["accuracy_ci_high"]
+    assert rows["int8"]["top1_agree"] >= 0.98 and rows["int8"]["kl"] < rows["int4"]["kl"]
+    for r in rows.values():
+        for k in SUMMARY_FIELDS:
+            assert k in r, k
+        assert r["memory_used_gb"] == r["weight_bytes"] / 2**30
+        assert r["inference_time"] > 0 and r["examples_per_s"] == pytest.approx(1 / r["inference_time"])
+        assert r["efficiency_score"] == r["score_balanced"] and 0 < r["efficiency_score"] <= 1
+        assert "perplexity" not in r and "tokens_per_s" not in r
+    # quality is accuracy: higher is better, the baseline's quality ratio is 1
+    assert none["quality_ratio"] == 1.0
+    assert rows["int4"]["quality_ratio"] == pytest.approx(rows["int4"]["accuracy"] / none["accuracy"])
+    assert rows["int4"]["memory_ratio"] > rows["int8"]["memory_ratio"] > 1
+    recs = result.data["recommendations"]
+    assert {"accuracy", "strategy"} <= set(recs["accuracy"]) and "perplexity" not in recs["accuracy"]
+
+    m = out.metrics
+    assert m["quant_impact/none_accuracy"] == correct / n and m["quant_impact/none_top1_agree"] == 1.0
+    for s in rows:
+        for k in ("accuracy", "loss", "kl", "top1_agree", "examples_per_s", "memory_used_gb", "inference_time"):
+            assert f"quant_impact/{s}_{k}" in m, (s, k)
+    assert not any(k.startswith("quant_impact/") and "perplexity" in k for k in m)
+
+    run = tmp_path / "run"
+    csv = (run / "quant_impact_strategies.csv") if (run / "quant_impact_strategies.csv").exists() else None
+    csv = csv or next(run.rglob("quant_impact_strategies.csv"))
+    table = pd.read_csv(io.StringIO(csv.read_text()))
+    assert set(SUMMARY_FIELDS) <= set(table.columns) and len(table) == 3
+    assert (run / "plots" / "quant_impact_speed_vs_quality.png").is_file()
+    return result
+
+
+def test_digits_mlp_quant_impact(tmp_path, keep_threads):
+    overrides = ["model=digits_mlp", "model.epochs=5", "analyzer=quant_impact", STRATEGIES, *FAST]
+    out = modelxray.analyze(overrides, output_dir=tmp_path / "run")
+    result = _check(out, overrides, tmp_path)
+    assert result.data["quality_metric"] == "accuracy"
+
+
+def test_digits_clip_quant_impact_is_zero_shot(tmp_path, keep_threads):
+    overrides = [
+        "model=digits_clip",
+        f"model.cache_dir={tmp_path / 'cache'}",
+        "model.epochs=2",
+        "analyzer=quant_impact",
+        STRATEGIES,
+        *FAST,
+    ]
+    out = modelxray.analyze(overrides, output_dir=tmp_path / "run")
+    result = _check(out, overrides, tmp_path, zero_shot=True)
+    assert result.data["quality_metric"] == "zero-shot accuracy"
+    assert any("zero-shot accuracy" in line for line in result.insights)
