@@ -113,8 +113,7 @@ class DigitsClassifierSource(ModelSource):
 
     def cache_path(self) -> Path:
         """Where weights trained with exactly these settings are kept."""
-        import hashlib
-        import json
+        from modelxray.models.trained_cache import cache_file
 
         keys = (
             "arch",
@@ -129,8 +128,7 @@ class DigitsClassifierSource(ModelSource):
             "split_seed",
         )
         settings = {k: getattr(self, k) for k in keys} | ({"vit": self._vit()} if self.arch == "vit" else {})
-        digest = hashlib.sha256(json.dumps([CACHE_FORMAT, settings], sort_keys=True).encode()).hexdigest()[:16]
-        return Path(self.cache_dir).expanduser() / f"digits-{self.arch}-{digest}.safetensors"
+        return cache_file(self.cache_dir, f"digits-{self.arch}", settings, CACHE_FORMAT)
 
     def load(self) -> LoadedModel:
         import torch
@@ -178,18 +176,13 @@ class DigitsClassifierSource(ModelSource):
             )
             source = "config"
             if cached is not None:
-                from safetensors.torch import save_file
+                from modelxray.models.trained_cache import save_weights
 
-                cached.parent.mkdir(parents=True, exist_ok=True)
-                tmp = cached.with_suffix(".tmp")
-                save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(tmp))
-                tmp.replace(cached)  # atomic: parallel jobs never read half a file
+                save_weights(model.state_dict(), cached)
         if self.save_checkpoint:
-            from safetensors.torch import save_file
+            from modelxray.models.trained_cache import save_weights
 
-            out = Path(self.save_checkpoint).expanduser()
-            out.parent.mkdir(parents=True, exist_ok=True)
-            save_file({k: v.contiguous() for k, v in model.state_dict().items()}, str(out))
+            save_weights(model.state_dict(), Path(self.save_checkpoint).expanduser())
         info = ModelInfo(
             name=f"digits-{self.arch}",
             source_format=source,

@@ -104,13 +104,11 @@ class DigitsCLIPSource(ModelSource):
 
     def cache_path(self) -> Path:
         """Where weights trained with exactly these settings are kept."""
-        import hashlib
-        import json
+        from modelxray.models.trained_cache import cache_file
 
         keys = ("train_templates", "epochs", "batch_size", "lr", "weight_decay", "seed", "test_fraction", "split_seed")
         settings = {k: getattr(self, k) for k in keys} | self._arch()
-        digest = hashlib.sha256(json.dumps([CACHE_FORMAT, settings], sort_keys=True).encode()).hexdigest()[:16]
-        return Path(self.cache_dir).expanduser() / f"digits-clip-{digest}.safetensors"
+        return cache_file(self.cache_dir, "digits-clip", settings, CACHE_FORMAT)
 
     def load(self) -> LoadedModel:
         import torch
@@ -137,12 +135,9 @@ class DigitsCLIPSource(ModelSource):
                 f"zero-shot train accuracy {train_acc:.3f}"
             )
             if cached is not None:
-                from safetensors.torch import save_file
+                from modelxray.models.trained_cache import save_weights
 
-                cached.parent.mkdir(parents=True, exist_ok=True)
-                tmp = cached.with_suffix(".tmp")
-                save_file({k: v.contiguous() for k, v in net.state_dict().items()}, str(tmp))
-                tmp.replace(cached)  # atomic: parallel jobs never read half a file
+                save_weights(net.state_dict(), cached)
         if self.save_pretrained:
             self._save_pretrained(net)
         info = ModelInfo(name="digits-clip", source_format="config", source_dtype="float32", notes=[note])
