@@ -168,9 +168,9 @@ def test_cli_classifier_run_and_clear_errors(tracking_uri, tmp_path):
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1].startswith("modelxray: error: analyzer.robustness.blur_sigmas: ")
 
-    bad = run_cli(["model=digits_mlp", "model.epochs=1", "analyzer=quant_impact", *common], cwd=tmp_path)
+    bad = run_cli(["model=digits_mlp", "model.epochs=1", "analyzer=bitwidth", *common], cwd=tmp_path)
     assert bad.returncode == 2
-    assert "analyzer.quant_impact: analyzes causal_lm models" in bad.stderr and "analyzer=robustness" in bad.stderr
+    assert "analyzer.bitwidth: analyzes causal_lm models" in bad.stderr and "quant_impact or inspect" in bad.stderr
     bad = run_cli(
         ["model=digits_mlp", "analyzer=robustness", "quant=gptq_int4", "model.epochs=1", *common], cwd=tmp_path
     )

@@ -296,7 +296,7 @@ def check_task(subject: Subject, analyzers: dict, quant=None) -> None:
             f"{type(subject.data).__name__} does not fit a {subject.task} model ({subject.info.name}); use {hint}",
         )
     hints = {
-        "classification": "analyzer=performance, analyzer=robustness or analyzer=inspect",
+        "classification": "analyzer=performance, robustness, quant_impact or inspect",
         "weights": "analyzer=inspect, or set model.architecture so the model can run",
     }
     for name, analyzer in analyzers.items():
