@@ -316,6 +316,7 @@ def test_a_failing_step_keeps_the_parameters_and_the_steps_before_it(tmp_path, m
     assert "COMPUTE: FAILED" in text and "FLOPs per forward" in text  # the steps before it are reported
 
 
+@pytest.mark.slow  # several end-to-end runs: `pytest -m slow`
 def test_cli_a_model_whose_forward_raises_keeps_its_parameter_report(tmp_path, tracking_uri, cache_dir):
     path = tmp_path / "broken.pt"
     torch.jit.script(Broken()).save(str(path))

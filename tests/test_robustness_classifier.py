@@ -141,6 +141,7 @@ def test_analyzer_on_a_classifier_logs_accuracy_families(mlp, digits, tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(before, mlp.model.parameters()))  # noise undone
 
 
+@pytest.mark.slow  # several end-to-end runs: `pytest -m slow`
 def test_cli_classifier_run_and_clear_errors(tracking_uri, tmp_path):
     common = ["progress=false", f"tracker.uri={tracking_uri}", "tracker.experiment=digits_cli"]
     proc = run_cli(["model=digits_mlp", "analyzer=robustness", "model.epochs=5", *common], cwd=tmp_path)

@@ -105,6 +105,7 @@ def test_templates_and_tokenizers_fail_in_one_line(tmp_path):
         loaded.model.for_classes(["a", "b"], loaded.tokenizer)
 
 
+@pytest.mark.slow  # several end-to-end runs: `pytest -m slow`
 def test_cli_zero_shot_clip_is_analyzed_and_quantized_in_both_towers(clip_dir, tracking_uri, tmp_path):
     args = [
         "model=hf",

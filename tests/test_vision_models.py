@@ -82,6 +82,7 @@ def test_digits_are_resized_and_channel_expanded_inside_the_pixel_range():
         fit_images(load_digits_split(max_test=2).__class__(**{**data.__dict__, "meta": {}}), (3, 32, 32), "m")
 
 
+@pytest.mark.slow  # several end-to-end runs: `pytest -m slow`
 def test_cli_robustness_and_inspect_on_a_vit_are_tracked(vit_dir, tracking_uri, tmp_path):
     args = [
         "model=hf",
