@@ -71,6 +71,22 @@ def mlflow_runs(uri: str, experiment: str):
 
 
 @pytest.fixture(scope="session")
+def digits():
+    """The digits split every classifier test evaluates (seeded, 25% test)."""
+    from modelxray.data.digits import load_digits_split
+
+    return load_digits_split(0.25, 0)
+
+
+@pytest.fixture(scope="session")
+def mlp():
+    """The digits MLP trained for 20 epochs now (not from the disk cache, so training is what is tested)."""
+    from modelxray.models.digits_classifier import DigitsClassifierSource
+
+    return DigitsClassifierSource(epochs=20, use_disk_cache=False).load()
+
+
+@pytest.fixture(scope="session")
 def trained_tiny(tmp_path_factory):
     """The tiny GPT-2 trained for a few seconds on the docs text, so quantization and noise have
     something to destroy. Returns (LoadedModel, TokenData) with 128-token windows."""

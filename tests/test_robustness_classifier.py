@@ -13,20 +13,10 @@ from modelxray.analyzers.robustness import RobustnessAnalyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import RunContext
 from modelxray.core.subject import Subject
-from modelxray.data.digits import Digits, load_digits_split
+from modelxray.data.digits import Digits
 from modelxray.models.digits_classifier import DigitsClassifierSource
 from modelxray.perturb.classifier_harness import ClassifierHarness
 from modelxray.perturb.weight_noise import noise_targets
-
-
-@pytest.fixture(scope="module")
-def digits():
-    return load_digits_split(0.25, 0)
-
-
-@pytest.fixture(scope="module")
-def mlp():
-    return DigitsClassifierSource(epochs=20, use_disk_cache=False).load()
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,6 @@ from modelxray.analyzers.robustness import RobustnessAnalyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import RunContext
 from modelxray.core.subject import ModelInfo, Subject
-from modelxray.data.digits import load_digits_split
-from modelxray.models.digits_classifier import DigitsClassifierSource
 from modelxray.perturb.classifier_harness import IMAGE_FAMILIES, ClassifierHarness
 from modelxray.perturb.images import gaussian_blur, gaussian_noise, occlude, patch_positions, patch_size
 
@@ -23,16 +21,6 @@ OFF = dict(
     fgsm_eps=[], pgd_eps=[], weight_noise_levels=[], quant_noise_bits=[], dropout_rates=[], substitution_rates=[]
 )
 LARGEST = {"gaussian_noise": 0.5, "blur": 2.0, "occlusion": 0.75}
-
-
-@pytest.fixture(scope="module")
-def digits():
-    return load_digits_split(0.25, 0)
-
-
-@pytest.fixture(scope="module")
-def mlp():
-    return DigitsClassifierSource(epochs=20, use_disk_cache=False).load()
 
 
 @pytest.fixture(scope="module")
