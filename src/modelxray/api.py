@@ -6,6 +6,13 @@ out.metrics["performance/perplexity"]
 
 # or your own in-memory model, with its tokenizer or a DataLoader of token batches
 out = modelxray.analyze(["analyzer=[performance]", "tracker=none"], model=my_model, tokenizer=tok)
+
+# an image classifier of your own (pixels in [0, 1] -> logits), on a configured image dataset
+out = modelxray.analyze(["dataset=digits", "quant=int8"], model=my_cnn, image_shape=(1, 28, 28))
+
+# any module, on named example inputs (tensors, or shapes to draw them from)
+out = modelxray.analyze(["analyzer=[performance,inspect]", "quant=int8"], model=net,
+                        example_inputs={"x": torch.randn(4, 16), "mask": torch.ones(4, 16)})
 """
 
 from __future__ import annotations
@@ -42,11 +49,16 @@ def analyze(
     tokenizer: Any = None,
     dataloader: Any = None,
     output_dir: str | Path | None = None,
+    image_shape: tuple[int, int, int] | None = None,
+    example_inputs: Any = None,
 ) -> RunOutcome:
     """Run the analyzers chosen by ``overrides`` and return their results (also written and tracked).
 
     ``model`` (an ``nn.Module``) replaces the configured model; give its ``tokenizer`` to use the
-    configured dataset, or a ``dataloader`` of token-id batches to evaluate on your own data.
+    configured dataset, or a ``dataloader`` of token-id batches to evaluate on your own data. An image
+    classifier instead gives ``image_shape`` (C, H, W): the configured image dataset is fit to it. Any
+    other module gives ``example_inputs``: name -> tensor, or name -> shape (batch first) as in
+    ``model.inputs``; it is analyzed as a generic model (speed, memory, inspect, quantization agreement).
     """
     from modelxray.app import JobInfo, choices_of, run
 
@@ -58,4 +70,12 @@ def analyze(
 
     with open_dict(cfg):
         del cfg["hydra"]
-    return run(cfg, job, model=model, tokenizer=tokenizer, batches=dataloader)
+    return run(
+        cfg,
+        job,
+        model=model,
+        tokenizer=tokenizer,
+        batches=dataloader,
+        image_shape=image_shape,
+        example_inputs=example_inputs,
+    )

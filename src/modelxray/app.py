@@ -6,6 +6,7 @@ all call it), following lightning-hydra-template's ``train(cfg)``.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
@@ -118,18 +119,47 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def _in_memory(model: torch.nn.Module, tokenizer: Any) -> LoadedModel:
+def _in_memory(
+    model: torch.nn.Module, tokenizer: Any, image_shape: tuple | None = None, example_inputs: Any = None
+) -> LoadedModel:
+    """A user's module: a language model (with a tokenizer or token batches), an image classifier
+    (``image_shape``) or a generic module (``example_inputs``: name -> tensor or shape)."""
     dtypes = {str(p.dtype).replace("torch.", "") for p in model.parameters()}
     info = ModelInfo(name=type(model).__name__, source_format="in-memory", source_dtype=",".join(sorted(dtypes)))
+    if image_shape is not None:
+        return LoadedModel(model.eval(), None, info, task="classification", image_shape=tuple(image_shape))
+    if example_inputs is not None:
+        from modelxray.data.example_inputs import ExampleInputs
+        from modelxray.models.generic import example_inputs_for
+
+        if all(isinstance(v, torch.Tensor) for v in example_inputs.values()):
+            device = next((p.device for p in model.parameters()), torch.device("cpu"))
+            tensors = {k: v.to(device) for k, v in example_inputs.items()}
+            desc = ", ".join(f"{n} {list(t.shape)} {str(t.dtype).replace('torch.', '')}" for n, t in tensors.items())
+            given = ExampleInputs(tensors, "the example_inputs given", desc)
+        else:
+            given = example_inputs_for(model, example_inputs, key="example_inputs")
+        return LoadedModel(model.eval(), None, info, task="generic", example_inputs=given)
     return LoadedModel(model.eval(), tokenizer, info)
 
 
 def run(
-    cfg: DictConfig, job: JobInfo, *, model: torch.nn.Module | None = None, tokenizer: Any = None, batches: Any = None
+    cfg: DictConfig,
+    job: JobInfo,
+    *,
+    model: torch.nn.Module | None = None,
+    tokenizer: Any = None,
+    batches: Any = None,
+    image_shape: tuple[int, int, int] | None = None,
+    example_inputs: Any = None,
 ) -> RunOutcome:
     """Run the configured analyzers on the configured (or given) model and record everything."""
-    if model is not None and tokenizer is None and batches is None:
-        raise ConfigError("tokenizer", "an in-memory model needs a tokenizer or a dataloader of token batches")
+    if model is not None and tokenizer is None and batches is None and image_shape is None and example_inputs is None:
+        raise ConfigError(
+            "tokenizer",
+            "an in-memory model needs a tokenizer or a dataloader of token batches (a language model), "
+            "image_shape (an image classifier) or example_inputs (any other module)",
+        )
     components = build_components(cfg, skip_model=model is not None, skip_dataset=batches is not None)
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
@@ -170,14 +200,16 @@ def run(
             loaded, hit = process_cache.lookup(components.model, cfg.model_cache_size)
             tracker_run.set_tags({"modelxray.model_cache": "hit" if hit else "miss"})
         else:
-            loaded = _in_memory(model, tokenizer)
-        needs_data = batches is None and components.dataset is not None and loaded.task != "weights"
+            loaded = _in_memory(model, tokenizer, image_shape, example_inputs)
+        needs_data = batches is None and components.dataset is not None and loaded.task not in ("weights", "generic")
         if needs_data:
             _check_dataset_kind(components.dataset, loaded)
         data = components.dataset.load(loaded.tokenizer) if needs_data else None
         if data is not None and loaded.image_shape is not None:
             data = _fit_images(data, loaded)
             loaded = _bind_class_prompts(data, loaded)
+        if loaded.task == "generic":
+            data = _keyed_inputs(loaded)
         subject = Subject(loaded.model, loaded.tokenizer, data, loaded.info, task=loaded.task, batches=batches)
         check_task(subject, components.analyzers, components.quant)
         preflight(subject, components.analyzers)
@@ -190,6 +222,10 @@ def run(
             subject, results["train"] = train_subject(
                 subject, components.train, tracker_run, out_dir, progress=cfg.progress
             )
+        if _keeps_reference(subject, components):
+            from modelxray.measure.reference_outputs import capture
+
+            subject = dataclasses.replace(subject, reference=capture(subject))
         subject, quant_report = components.quant.apply(subject)
         if quant_report is not None:
             quant_report.seconds = quant_report.metrics.get("seconds", 0.0)
@@ -221,6 +257,28 @@ def run(
             tracker_run.finish("KILLED" if isinstance(exc, (KeyboardInterrupt, JobKilled)) else "FAILED")
         raise
     return RunOutcome(metrics, results, out_dir, tracker_run.run_id, tracker_run.describe())
+
+
+def _keyed_inputs(loaded: LoadedModel) -> Any:
+    """A generic model's example inputs keyed by the names its ``forward`` takes (declared names
+    that are not its parameter names go onto its positional arguments, in order)."""
+    from modelxray.data.example_inputs import ExampleInputs
+    from modelxray.inspection.inputs import infer_input
+
+    given = loaded.example_inputs
+    spec = infer_input(
+        loaded.model, batch_size=1, seq_len=None, input_shape=None, inputs=given.spec, key="model.inputs"
+    )
+    tensors = dict(zip(spec["arguments"], given.tensors.values()))
+    how = "by keyword" if spec["call"] == "keyword" else f"onto forward({', '.join(spec['arguments'])}) in order"
+    return ExampleInputs(tensors, given.source, f"{given.description}, passed {how}", meta={"call": spec["call"]})
+
+
+def _keeps_reference(subject: Subject, components) -> bool:
+    """Keep the unquantized outputs when a quantizer runs and an analyzer scores agreement with them
+    (performance on a classifier or a generic model; quant_impact and bitwidth keep their own)."""
+    quantizes = getattr(components.quant, "name", "none") != "none"
+    return quantizes and subject.task in ("classification", "generic") and "performance" in components.analyzers
 
 
 def _check_dataset_kind(dataset: Any, loaded: LoadedModel) -> None:
@@ -298,6 +356,7 @@ def check_task(subject: Subject, analyzers: dict, quant=None) -> None:
     hints = {
         "classification": "analyzer=performance, robustness, quant_impact or inspect",
         "weights": "analyzer=inspect, or set model.architecture so the model can run",
+        "generic": "analyzer=performance or inspect (a generic model has example inputs, no labels or tokens)",
     }
     for name, analyzer in analyzers.items():
         if subject.task not in analyzer.tasks:
@@ -341,6 +400,8 @@ def _run_info(config: dict, job: JobInfo, subject: Subject, tracking: str) -> di
     data = subject.data
     if data is None:
         dataset = "user-supplied batches"
+    elif subject.task == "generic":
+        dataset = f"{data.name}: {data.description}; from {data.source}"
     elif hasattr(data, "n_tokens"):
         dataset = f"{data.name}: {data.n_tokens:,} of {data.available_tokens:,} tokens, windows of {data.seq_len}"
     else:

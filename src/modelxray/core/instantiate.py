@@ -52,7 +52,9 @@ def build_component(node: DictConfig, key: str) -> Any:
         if OmegaConf.is_missing(node, name):
             raise ConfigError(f"{key}.{name}", f"is required: set it on the command line, e.g. {key}.{name}=...")
     try:
-        return instantiate(node, _convert_="all")
+        # not recursive: a nested ``_target_`` is data for the component (model.architecture of a
+        # user's nn.Module, built when the model loads), never built while the config is read
+        return instantiate(node, _convert_="all", _recursive_=False)
     except ConfigError as exc:
         raise exc.under(key) from None
     except InstantiationException as exc:

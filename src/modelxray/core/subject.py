@@ -9,6 +9,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from modelxray.data.base import ClassificationData, TokenData
+    from modelxray.data.example_inputs import ExampleInputs
 
 
 @dataclass
@@ -40,19 +41,23 @@ class LoadedModel:
     model: nn.Module
     tokenizer: Any
     info: ModelInfo
-    task: str = "causal_lm"  # causal_lm | classification: which analyzers and datasets apply
+    task: str = "causal_lm"  # causal_lm | classification | generic | weights: which analyzers and datasets apply
     image_shape: tuple[int, int, int] | None = None  # (C, H, W) an image model expects; images are fit to it
+    example_inputs: Any = None  # a generic model's named example inputs (data.example_inputs.ExampleInputs)
 
 
 @dataclass
 class Subject:
     model: nn.Module
     tokenizer: Any
-    data: TokenData | ClassificationData | None
+    data: TokenData | ClassificationData | ExampleInputs | None
     info: ModelInfo
-    task: str = "causal_lm"  # causal_lm | classification
+    task: str = "causal_lm"  # causal_lm | classification | generic | weights
     batches: Any = None  # a user's DataLoader (Python API); used instead of windows over ``data``
     applied: list[dict[str, Any]] = field(default_factory=list)  # transformations (quantization...) so far
+    # the model's outputs before the run transformed it (quantization), to score agreement against:
+    # a classifier's test-split logits, a generic model's outputs on its example inputs
+    reference: Any = None
 
     def with_model(self, model: nn.Module, step: dict[str, Any]) -> Subject:
         """A copy of this subject holding a transformed model, recording the step that made it."""

@@ -34,20 +34,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from modelxray.data.example_inputs import make_tensors
 from modelxray.inspection.architecture import _CONV, type_name
 
 _IDS = re.compile(r"(^|_)ids$")
 _MASK = re.compile(r"mask")
 _POS = re.compile(r"(^|[._])pos", re.IGNORECASE)  # pos_embed, embeddings.position_embedding(s)
-_DTYPES = {
-    "float32": torch.float32,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "float64": torch.float64,
-    "int64": torch.int64,
-    "int32": torch.int32,
-    "bool": torch.bool,
-}
 _EXAMPLE_SHAPE = {1: [256], 2: [224, 224], 3: [16, 112, 112]}  # spatial part of an example input_shape
 
 
@@ -90,14 +82,15 @@ def infer_input(
     inputs: dict | None = None,
     data_name: str | None = None,
     kind: str | None = None,
+    key: str = "analyzer.inspect.inputs",
 ) -> dict:
     """The input spec: ``kind`` (token_ids, features, image, named, unknown), ``shape`` (the first
     tensor's, batch included; ``None`` when unknown), ``source`` (where it came from); ``named``
     adds ``inputs`` (name -> shape, dtype, high), ``call`` and ``arguments``; ``unknown`` adds
     ``key`` and ``message`` (the ConfigError to raise). ``inputs`` is normalised by
-    ``analyzers.inspect.config.normalize_inputs``; ``kind`` is the architecture's classification."""
+    ``data.example_inputs.normalize_inputs``; ``kind`` is the architecture's classification."""
     if inputs:
-        return _named(model, inputs)
+        return _named(model, inputs, key)
     read = forward_arguments(model)
     required = [a.name for a in read[0] if a.required] if read else []
     # a dual encoder whose forward takes everything optionally (HF CLIPModel) needs both towers' inputs;
@@ -296,13 +289,12 @@ def default_dtype(name: str) -> str | None:
     return "int64" if _IDS.search(name) or _MASK.search(name) else None
 
 
-def _named(model: nn.Module, inputs: dict) -> dict:
+def _named(model: nn.Module, inputs: dict, key: str = "analyzer.inspect.inputs") -> dict:
     from modelxray.core.errors import ConfigError
 
     names = list(inputs)
     read = forward_arguments(model)
     scripted = isinstance(model, torch.jit.ScriptModule)
-    key = "analyzer.inspect.inputs"
     if read is None:
         call, arguments = "keyword", names
     else:
@@ -346,7 +338,7 @@ def _named(model: nn.Module, inputs: dict) -> dict:
         "inputs": spec,
         "call": call,
         "arguments": arguments,
-        "source": "config (analyzer.inspect.inputs)",
+        "source": f"config ({key})",
     }
 
 
@@ -371,20 +363,8 @@ def make_input(spec: dict, device: torch.device, seed: int = 0, dtype: torch.dty
     if spec["kind"] != "named":
         x = torch.rand(tuple(spec["shape"]), generator=g)
         return x.to(device=device, dtype=dtype or x.dtype)
-    out = {}
-    for arg, (name, entry) in zip(spec["arguments"], spec["inputs"].items()):
-        shape = tuple(entry["shape"])
-        want = _DTYPES.get(entry["dtype"])
-        if want is None or want.is_floating_point:
-            x = torch.rand(shape, generator=g).to(want or dtype or torch.float32)
-        elif entry.get("values") == "ones":
-            x = torch.ones(shape, dtype=want)
-        elif want is torch.bool:
-            x = torch.randint(0, 2, shape, generator=g).bool()
-        else:
-            x = torch.randint(0, entry.get("high", 2), shape, generator=g).to(want)
-        out[arg] = x.to(device)
-    return out
+    tensors = make_tensors(spec["inputs"], seed, dtype)
+    return {arg: t.to(device) for arg, t in zip(spec["arguments"], tensors.values())}
 
 
 def batch_of(spec: dict) -> int:

@@ -15,16 +15,20 @@ from collections import defaultdict
 import torch
 from torch import nn
 
-from modelxray.measure.scoring import forward_logits
+from modelxray.measure.scoring import device_of, forward_logits
 
 
-def time_modules(model: nn.Module, input_ids: torch.Tensor, iters: int = 1) -> list[dict]:
+def time_modules(model: nn.Module, input_ids: torch.Tensor | dict, iters: int = 1) -> list[dict]:
     """Mean inclusive and self time per module over ``iters`` forward passes, slowest first."""
     named = [(name, m) for name, m in model.named_modules() if name]
     leaf = {name: not any(True for _ in m.children()) for name, m in named}
     totals: dict[str, float] = defaultdict(float)
     starts: dict[str, list[float]] = defaultdict(list)
-    sync = (lambda: torch.cuda.synchronize(input_ids.device)) if input_ids.device.type == "cuda" else (lambda: None)
+    sync = (
+        (lambda: torch.cuda.synchronize(device_of(input_ids)))
+        if device_of(input_ids).type == "cuda"
+        else (lambda: None)
+    )
     handles = []
 
     def pre(name):

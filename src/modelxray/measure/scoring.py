@@ -35,10 +35,19 @@ def is_hf_model(model: nn.Module) -> bool:
     return hasattr(model, "config") and hasattr(model, "generate")
 
 
-def forward_logits(model: nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
+def forward_logits(model: nn.Module, input_ids: torch.Tensor | dict[str, torch.Tensor]) -> Any:
+    """One forward pass: token ids (no KV cache for a Hugging Face LM), one input tensor, or named
+    tensors passed by keyword (a generic model), whose whole output is returned."""
+    if isinstance(input_ids, dict):
+        return model(**input_ids)
     if is_hf_model(model):
         return logits_of(model(input_ids=input_ids, use_cache=False))
     return logits_of(model(input_ids))
+
+
+def device_of(inputs: torch.Tensor | dict[str, torch.Tensor]) -> torch.device:
+    """Where an input (a tensor, or the first of named tensors) lives."""
+    return next(iter(inputs.values())).device if isinstance(inputs, dict) else inputs.device
 
 
 def model_device(model: nn.Module) -> torch.device:

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from modelxray.core.progress import bar
-from modelxray.measure.scoring import forward_logits
+from modelxray.measure.scoring import device_of, forward_logits
 
 
 def _sync(device: torch.device) -> None:
@@ -17,10 +17,15 @@ def _sync(device: torch.device) -> None:
 
 
 def time_forward(
-    model: nn.Module, input_ids: torch.Tensor, warmup: int, iters: int, progress: bool = True, desc: str = "timing"
+    model: nn.Module,
+    input_ids: torch.Tensor | dict,
+    warmup: int,
+    iters: int,
+    progress: bool = True,
+    desc: str = "timing",
 ) -> list[float]:
     """Seconds per forward pass of ``input_ids`` over ``iters`` timed runs after ``warmup`` untimed ones."""
-    device = input_ids.device
+    device = device_of(input_ids)
     times = []
     with torch.inference_mode():
         for _ in range(warmup):

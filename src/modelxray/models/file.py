@@ -1,10 +1,17 @@
 """A user's own model file: safetensors, a ``torch.save``d state dict, TorchScript, or an HF directory.
 
 A state dict or safetensors file holds weights only, so ``architecture`` says what to build: a
-path to a ``config.json`` (or a directory holding one) or an inline mapping such as
-``{model_type: gpt2, n_layer: 2, n_embd: 64, n_head: 4, vocab_size: 257}``. Without one, the file
+path to a ``config.json`` (or a directory holding one), an inline mapping such as
+``{model_type: gpt2, n_layer: 2, n_embd: 64, n_head: 4, vocab_size: 257}``, or any ``nn.Module``
+by ``_target_`` (``{_target_: mypkg.nets.CNN, channels: 16}``, built as Hydra instantiates it). Without one, the file
 opens as weights only (``models/weights_file.py``): ``analyzer=inspect`` reads it tensor by tensor,
 and analyzers that must run the model say that ``architecture`` is needed.
+What the model is (``kind``): from the config of an HF directory or of ``architecture``; for
+TorchScript, ``generic`` when ``inputs`` names its example inputs, ``image_classification`` when
+``input_shape`` gives one image's shape, else a causal language model taking token ids. A
+``generic`` model is any module run on named example inputs (shapes, or a file of saved tensors):
+inspect, performance and quantization apply, and agreement with the unquantized outputs is its
+quality.
 Pickled checkpoints load with ``torch.load(weights_only=True)``: a file that would run code is
 refused unless ``allow_unsafe_pickle=true``.
 
@@ -22,10 +29,12 @@ from typing import Any
 from modelxray.core.errors import ConfigError
 from modelxray.core.schema import REQUIRED
 from modelxray.core.subject import LoadedModel
+from modelxray.data.example_inputs import check_inputs_value
 from modelxray.models.base import ModelSource
 from modelxray.models.tokenizers import validate_tokenizer_spec
 
 FORMATS = ("auto", "safetensors", "state_dict", "torchscript", "hf_dir")
+FILE_KINDS = ("auto", "causal_lm", "image_classification", "vision_language", "generic")
 
 
 def detect_format(path: Path) -> str:
@@ -44,14 +53,21 @@ def detect_format(path: Path) -> str:
 class FileSource(ModelSource):
     path: str = field(default="", metadata=REQUIRED)  # the model file or directory
     format: str = "auto"
-    architecture: Any = None  # config.json path or directory, or an inline mapping (state dicts)
+    architecture: Any = None  # state dicts: config.json path or directory, {model_type: ...}, or {_target_: ...}
     tokenizer: str = "byte"
     allow_unsafe_pickle: bool = False
     trust_remote_code: bool = False
+    kind: str = "auto"  # auto | causal_lm | image_classification | vision_language (HF directory) | generic
+    input_shape: list[int] | None = None  # image_classification: one image, (C, H, W), e.g. [1, 28, 28]
+    # generic: named example inputs, batch first: name -> shape or {shape, dtype, high}, or a tensors
+    # file (.safetensors or a torch.save'd dict), e.g. {x: [2, 16], ids: {shape: [2, 8], dtype: int64}}
+    inputs: Any = None
+    inputs_seed: int = 0  # seed of example inputs drawn from shapes
 
     def validate(self) -> None:
         super().validate()
         self.require_choice("format", FORMATS)
+        self.require_choice("kind", FILE_KINDS)
         if not self.path:
             raise ConfigError("path", "is required: the model file or directory to analyse")
         p = Path(os.path.expanduser(self.path))
@@ -61,6 +77,65 @@ class FileSource(ModelSource):
         if isinstance(self.architecture, str) and not Path(os.path.expanduser(self.architecture)).exists():
             raise ConfigError("architecture", f"architecture config {self.architecture!r} does not exist")
         validate_tokenizer_spec(self.tokenizer, "tokenizer")
+        self._validate_kind()
+
+    def _validate_kind(self) -> None:
+        """The keys each kind needs, and no key another kind owns: one line naming the key."""
+        if self.inputs is not None:
+            check_inputs_value(self.inputs, "inputs")
+        if self.input_shape is not None:
+            shape = list(self.input_shape)
+            if len(shape) != 3 or not all(isinstance(d, int) and d > 0 for d in shape):
+                raise ConfigError(
+                    "input_shape", f"must be one image's [channels, height, width], e.g. [1, 28, 28]; got {shape}"
+                )
+        kind = self.resolved_kind()
+        if kind != "generic" and self.inputs is not None:
+            raise ConfigError(
+                "inputs",
+                f"declares a generic model's example inputs; model.kind is {kind}: set kind=generic or drop inputs",
+            )
+        if kind != "image_classification" and self.input_shape is not None and self.resolved_format() != "hf_dir":
+            raise ConfigError(
+                "input_shape",
+                f"is an image classifier's input; model.kind is {kind}: set kind=image_classification or drop input_shape",
+            )
+        if (
+            isinstance(self.architecture, dict)
+            and "_target_" in self.architecture
+            and kind in ("auto", "vision_language")
+        ):
+            raise ConfigError(
+                "kind",
+                "a module built from _target_ has no config to say what it is: set model.kind=image_classification "
+                "(with model.input_shape), generic (with model.inputs) or causal_lm",
+            )
+        if kind == "generic" and self.inputs is None:
+            raise ConfigError(
+                "inputs",
+                "a generic model runs on named example inputs: set e.g. model.inputs='{x: [1, 16]}' or a tensors file",
+            )
+        fmt = self.resolved_format()
+        if kind == "vision_language" and fmt != "hf_dir":
+            raise ConfigError(
+                "kind", f"vision_language models load from a Hugging Face directory; {self.path} is {fmt}"
+            )
+        if kind == "image_classification" and fmt == "torchscript" and self.input_shape is None:
+            raise ConfigError(
+                "input_shape",
+                "a TorchScript image classifier needs one image's shape, e.g. model.input_shape=[3, 224, 224]",
+            )
+
+    def resolved_kind(self) -> str:
+        """``kind``, or what ``auto`` means for this file: the config decides for an HF directory and an
+        architecture (``auto`` here, resolved on load); TorchScript follows ``inputs`` / ``input_shape``."""
+        if self.kind != "auto":
+            return self.kind
+        if self.inputs is not None:
+            return "generic"
+        if self.input_shape is not None and self.resolved_format() != "hf_dir":
+            return "image_classification"
+        return "auto"
 
     def resolved_format(self) -> str:
         return detect_format(Path(os.path.expanduser(self.path))) if self.format == "auto" else self.format

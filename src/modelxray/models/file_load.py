@@ -21,6 +21,9 @@ def load_file(source: FileSource) -> LoadedModel:
     """The model of ``source``: an HF directory, a runnable model, or a weights-only view."""
     path = Path(os.path.expanduser(source.path))
     fmt = source.resolved_format()
+    kind = source.resolved_kind()
+    if fmt == "hf_dir" and kind == "generic":
+        return _generic(source, _hf_module(source, path), path, fmt, "hf")
     if fmt == "hf_dir":
         from modelxray.models.hf import HFSource
 
@@ -32,22 +35,99 @@ def load_file(source: FileSource) -> LoadedModel:
             local_files_only=True,
             trust_remote_code=source.trust_remote_code,
             tokenizer=None if source.tokenizer == "byte" and has_own else source.tokenizer,
+            kind=kind,
+            image_size=source.input_shape[-1] if source.input_shape else None,
         ).load()
     if fmt in ("safetensors", "state_dict") and source.architecture is None:
+        if kind not in ("auto", "causal_lm"):
+            raise ConfigError(
+                "model.architecture",
+                f"{path.name} holds weights only; a {kind} model needs model.architecture to be built",
+            )
         return _weights_only(path, fmt)
-    tokenizer = load_tokenizer(source.tokenizer, "model.tokenizer")
     if fmt == "torchscript":
         model = _load_torchscript(path)
         stored = _dominant_dtype(model.state_dict())
+        if kind in ("generic", "image_classification"):
+            return _runnable(source, model, path, fmt, stored, kind)
+        return _loaded_lm(source, model, path, fmt, stored)
+    state = read_state_dict(path, fmt, source.allow_unsafe_pickle)
+    stored = _dominant_dtype(state)
+    if isinstance(source.architecture, dict) and "_target_" in source.architecture:
+        net, kind = _build_target(source), source.resolved_kind()
     else:
-        state = read_state_dict(path, fmt, source.allow_unsafe_pickle)
-        stored = _dominant_dtype(state)
-        model = _build_architecture(source)
-        _load_into(model, state, path)
-    info = ModelInfo(
-        name=path.name, source_format=fmt, source_dtype=stored, file_path=str(path), file_bytes=path.stat().st_size
+        config, kind = _architecture_config(source)
+        net = _build(config, kind, source)
+    _load_into(net, state, path)
+    if kind == "causal_lm":
+        return _loaded_lm(source, net, path, fmt, stored)
+    return _runnable(source, net, path, fmt, stored, kind)
+
+
+def _info(path: Path, fmt: str, stored: str, notes: list[str] | None = None) -> ModelInfo:
+    return ModelInfo(
+        name=path.name,
+        source_format=fmt,
+        source_dtype=stored,
+        file_path=str(path),
+        file_bytes=path.stat().st_size if path.is_file() else None,
+        notes=notes or [],
     )
-    return LoadedModel(source.place(model), tokenizer, info)
+
+
+def _loaded_lm(source: FileSource, model: torch.nn.Module, path: Path, fmt: str, stored: str) -> LoadedModel:
+    tokenizer = load_tokenizer(source.tokenizer, "model.tokenizer")
+    return LoadedModel(source.place(model), tokenizer, _info(path, fmt, stored))
+
+
+def _runnable(source: FileSource, model: torch.nn.Module, path: Path, fmt: str, stored: str, kind: str) -> LoadedModel:
+    """An image classifier (pixels in [0, 1] -> logits) or a generic module on example inputs."""
+    if kind == "generic":
+        return _generic(source, model, path, fmt, stored)
+    shape = _image_shape(source, model)
+    if shape is None:
+        raise ConfigError(
+            "model.input_shape", f"{path.name}: set one image's shape, e.g. model.input_shape=[3, 224, 224]"
+        )
+    if hasattr(model, "config") and not hasattr(model, "image_shape"):  # an HF image classifier built from config
+        from modelxray.models.hf_vision import PixelClassifier
+
+        c = shape[0]
+        model = PixelClassifier(model, [0.0] * c, [1.0] * c, shape)
+    note = "Pixels are fed in [0, 1] as the dataset stores them; normalisation, if any, is the model's own."
+    return LoadedModel(
+        source.place(model), None, _info(path, fmt, stored, [note]), task="classification", image_shape=shape
+    )
+
+
+def _image_shape(source: FileSource, model: torch.nn.Module) -> tuple[int, int, int] | None:
+    if source.input_shape is not None:
+        return tuple(int(d) for d in source.input_shape)
+    config = getattr(model, "config", None)
+    size = getattr(config, "image_size", None)
+    if isinstance(size, (list, tuple)):
+        size = size[0]
+    if size:
+        return int(getattr(config, "num_channels", 3)), int(size), int(size)
+    return None
+
+
+def _generic(source: FileSource, model: torch.nn.Module, path: Path, fmt: str, stored: str) -> LoadedModel:
+    from modelxray.models.generic import example_inputs_for
+
+    model = source.place(model)
+    inputs = example_inputs_for(model, source.inputs, source.inputs_seed, source.allow_unsafe_pickle)
+    note = f"A generic model: run on its example inputs ({inputs.source}); quality is agreement with its own unquantized outputs."
+    return LoadedModel(model, None, _info(path, fmt, stored, [note]), task="generic", example_inputs=inputs)
+
+
+def _hf_module(source: FileSource, path: Path) -> torch.nn.Module:
+    """An HF directory as a bare ``AutoModel`` (an encoder, a detector...): the generic kind."""
+    from transformers import AutoModel
+
+    return AutoModel.from_pretrained(
+        str(path), dtype=source.torch_dtype(), local_files_only=True, trust_remote_code=source.trust_remote_code
+    )
 
 
 def _weights_only(path: Path, fmt: str) -> LoadedModel:
@@ -70,8 +150,11 @@ def _weights_only(path: Path, fmt: str) -> LoadedModel:
     return LoadedModel(weights, None, info, task="weights")
 
 
-def _build_architecture(source: FileSource) -> torch.nn.Module:
-    from transformers import AutoConfig, AutoModelForCausalLM
+def _architecture_config(source: FileSource) -> tuple[object, str]:
+    """The transformers config ``model.architecture`` describes, and the kind of model to build."""
+    from transformers import AutoConfig
+
+    from modelxray.models.kinds import kind_of_config
 
     arch = source.architecture
     try:
@@ -84,7 +167,41 @@ def _build_architecture(source: FileSource) -> torch.nn.Module:
         raise ConfigError(
             "model.architecture", f"cannot build an architecture from {source.architecture!r}: {exc}"
         ) from None
-    return AutoModelForCausalLM.from_config(config, trust_remote_code=source.trust_remote_code)
+    kind = source.resolved_kind()
+    if kind == "auto":
+        kind = kind_of_config(config, f"model.architecture {source.architecture!r}")
+    if kind == "vision_language":
+        raise ConfigError(
+            "model.architecture",
+            "a vision_language model loads from a Hugging Face directory (model=hf), not a state dict",
+        )
+    return config, kind
+
+
+def _build_target(source: FileSource) -> torch.nn.Module:
+    """Any ``nn.Module`` named by ``_target_`` (a class or a function returning one), called with the
+    mapping's other keys, the way Hydra instantiates it."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    arch = dict(source.architecture)
+    try:
+        module = instantiate(arch)
+    except InstantiationException as exc:
+        first = (str(exc).strip().splitlines() or [""])[0][:200]
+        raise ConfigError("model.architecture._target_", f"cannot build {arch['_target_']!r}: {first}") from None
+    if not isinstance(module, torch.nn.Module):
+        raise ConfigError(
+            "model.architecture._target_", f"{arch['_target_']!r} built a {type(module).__name__}, not an nn.Module"
+        )
+    return module
+
+
+def _build(config: object, kind: str, source: FileSource) -> torch.nn.Module:
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForImageClassification
+
+    auto = {"causal_lm": AutoModelForCausalLM, "image_classification": AutoModelForImageClassification}
+    return auto.get(kind, AutoModel).from_config(config, trust_remote_code=source.trust_remote_code)
 
 
 def _dominant_dtype(state: dict[str, torch.Tensor]) -> str:

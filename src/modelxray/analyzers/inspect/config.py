@@ -19,56 +19,16 @@ from typing import Any, ClassVar
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
+from modelxray.data.example_inputs import normalize_inputs
 
 SPECTRAL = ("power", "exact", "none")
-INPUT_DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "bool")
-_INPUT_KEYS = ("shape", "dtype", "high")
-_INPUTS_EXAMPLE = "e.g. {pixel_values: [1, 3, 224, 224], input_ids: {shape: [1, 16], dtype: int64}}"
-
-
-def normalize_inputs(value: Any) -> dict[str, dict[str, Any]]:
-    """``inputs`` as name -> {shape, dtype, high}: a value is a shape (batch dimension included) or a
-    mapping with ``shape`` and optional ``dtype`` (INPUT_DTYPES; default int64 for ids and masks,
-    the model's floating dtype otherwise) and ``high`` (integer values are drawn below it; default
-    the smallest embedding table). Raises ConfigError naming the bad entry."""
-    if not isinstance(value, dict) or not value:
-        raise ConfigError("inputs", f"must map each forward argument to its shape, {_INPUTS_EXAMPLE}; got {value!r}")
-    out = {}
-    for name, v in value.items():
-        key = f"inputs.{name}"
-        if not isinstance(name, str) or not name.isidentifier():
-            raise ConfigError("inputs", f"{name!r} is not an argument name, {_INPUTS_EXAMPLE}")
-        if isinstance(v, (list, tuple)):
-            v = {"shape": v}
-        if not isinstance(v, dict) or "shape" not in v:
-            raise ConfigError(key, f"must be a shape such as [1, 16] or a mapping with shape and dtype; got {v!r}")
-        unknown = sorted(set(v) - set(_INPUT_KEYS))
-        if unknown:
-            raise ConfigError(f"{key}.{unknown[0]}", f"unknown key; valid keys: {', '.join(_INPUT_KEYS)}")
-        shape = v["shape"]
-        if (
-            not isinstance(shape, (list, tuple))
-            or not shape
-            or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape)
-        ):
-            raise ConfigError(
-                f"{key}.shape", f"must be a list of positive sizes, batch first, e.g. [1, 16]; got {shape!r}"
-            )
-        dtype = v.get("dtype")
-        if dtype is not None and dtype not in INPUT_DTYPES:
-            raise ConfigError(f"{key}.dtype", f"must be one of {', '.join(INPUT_DTYPES)}; got {dtype!r}")
-        high = v.get("high")
-        if high is not None and not (isinstance(high, int) and not isinstance(high, bool) and high > 0):
-            raise ConfigError(f"{key}.high", f"must be a positive integer (values are drawn below it); got {high!r}")
-        out[name] = {"shape": [int(d) for d in shape], "dtype": dtype, "high": high}
-    return out
 
 
 @dataclass
 class InspectAnalyzer(Analyzer):
     name: ClassVar[str] = "inspect"
     plots_module: ClassVar[str] = "modelxray.analyzers.inspect.plots"
-    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", "weights")
+    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", "generic", "weights")
     bins: int = 256  # histogram bins per tensor (entropy is of this histogram)
     outlier_k: float = 3.0  # outlier: |x - mean| > k std
     small_threshold: float = 1e-3  # "near zero": |x| < small_threshold x max|x|

@@ -56,6 +56,7 @@ def input_spec(cfg, subject):
     if isinstance(subject.model, WeightsFile):
         return None
     arch = describe(subject.model)
+    given = _given_inputs(cfg, subject)
     data = subject.data
     data_shape = getattr(data, "input_shape", None)
     seq_len = cfg.seq_len or getattr(data, "seq_len", None)
@@ -66,12 +67,23 @@ def input_spec(cfg, subject):
         input_shape=cfg.input_shape,
         data_shape=tuple(data_shape) if data_shape is not None else None,
         data_name=getattr(data, "name", None),
-        inputs=normalize_inputs(cfg.inputs) if cfg.inputs else None,
+        inputs=normalize_inputs(cfg.inputs) if cfg.inputs else (given.spec if given is not None else None),
         kind=arch.kind,
+        key="analyzer.inspect.inputs" if given is None else "model.inputs",
     )
+    if given is not None:
+        arch.input["source"] = given.source
     if cfg.compute and arch.input.get("shape") is None:
         raise ConfigError(arch.input.get("key", "analyzer.inspect.input_shape"), arch.input["message"])
     return arch
+
+
+def _given_inputs(cfg, subject):
+    """A generic model's example inputs (``model.inputs``), unless ``analyzer.inspect`` sets its own."""
+    from modelxray.data.example_inputs import ExampleInputs
+
+    own = cfg.inputs or cfg.input_shape
+    return subject.data if isinstance(subject.data, ExampleInputs) and not own else None
 
 
 def run(cfg, subject, ctx: RunContext) -> Result:
@@ -101,7 +113,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
             _compute_failed(result, "input", exc, traceback.format_exc())
         result.data["architecture"] = {**arch.__dict__, "runnable": True}
         if cfg.compute and arch.input.get("shape") is not None:
-            recs += _compute(cfg, model, arch.input, result, ctx)
+            recs += _compute(cfg, model, arch.input, result, ctx, _given_inputs(cfg, subject))
     result.tables["top_tensors"] = _top_tensors(rows, cfg.top)
     result.tables["recommendations"] = recs
     result.insights.extend(_insights(result, rows))
@@ -129,7 +141,7 @@ def _compute_failed(result: Result, step: str, exc: BaseException, tb: str) -> N
     result.metrics["compute_failed"] = 1.0
 
 
-def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext) -> list[dict]:
+def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, given=None) -> list[dict]:
     """FLOPs, bytes per op, profile, peak and roofline, energy: each step's results are kept as soon
     as it ends, so a failing step (a forward that raises, a profiler or energy error) loses only the
     steps from it on; the failure is recorded by ``_compute_failed``."""
@@ -153,7 +165,11 @@ def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext) -> list[di
         bar(total=len(steps), desc="inspect: compute", enabled=ctx.progress) as pbar,
     ):
         try:
-            x = make_input(spec, device, ctx.seed, dtype)
+            x = (
+                dict(given.batch(batch_of(spec), device))
+                if given is not None
+                else make_input(spec, device, ctx.seed, dtype)
+            )
 
             def forward():
                 with torch.inference_mode():

@@ -18,7 +18,7 @@ from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
 from modelxray.measure.scoring import logits_of, model_device
 from modelxray.measure.speed import time_forward
-from modelxray.metrics.measurements import Latency, Quality, Speed
+from modelxray.metrics.measurements import Latency, Quality, Speed, wilson_interval
 
 
 def input_dtype(model: torch.nn.Module) -> torch.dtype:
@@ -62,7 +62,7 @@ def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
     device, dtype = model_device(model), input_dtype(model)
     n = int(data.y_test.shape[0])
     ks = top_ks(cfg, data.n_classes)
-    nll, hits = 0.0, dict.fromkeys(ks, 0)
+    nll, hits, kept = 0.0, dict.fromkeys(ks, 0), []
     start = time.perf_counter()
     with (
         torch.inference_mode(),
@@ -77,6 +77,8 @@ def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
             ranked = logits.topk(min(max(ks), logits.shape[1]), dim=-1).indices == y[:, None]  # (B, kmax)
             for k in ks:
                 hits[k] += int(ranked[:, :k].any(dim=-1).sum())
+            if subject.reference is not None:
+                kept.append(logits.cpu())
             pbar.update(int(y.shape[0]))
     seconds = time.perf_counter() - start
     q = Quality.of_classifier(loss=nll / n, n_scored=float(n), accuracy_at={k: hits[k] / n for k in ks})
@@ -91,6 +93,29 @@ def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
         "n_classes": int(data.n_classes),
         "top_k": ks,
         "correct": hits[1],
+    }
+    if subject.reference is not None:
+        vs = against_reference(subject.reference, torch.cat(kept))
+        result.metrics.update(vs)
+        result.data["quality"]["vs_unquantized"] = vs
+
+
+def against_reference(reference: torch.Tensor, logits: torch.Tensor) -> dict[str, float]:
+    """Top-1 agreement with the unquantized model's predictions (with its 95% Wilson interval) and
+    KL(unquantized || quantized) of the class distributions: mean over examples, its standard error,
+    and the largest."""
+    agree = int((logits.argmax(-1) == reference.argmax(-1)).sum())
+    n = int(reference.shape[0])
+    low, high = wilson_interval(agree, n)
+    ref_lp, lp = torch.log_softmax(reference.double(), -1), torch.log_softmax(logits.double(), -1)
+    kl = (ref_lp.exp() * (ref_lp - lp)).sum(-1).clamp_min(0.0)
+    return {
+        "top1_agree": agree / n,
+        "top1_agree_ci_low": low,
+        "top1_agree_ci_high": high,
+        "kl": float(kl.mean()),
+        "kl_se": float(kl.std(unbiased=True) / n**0.5) if n > 1 else float("nan"),
+        "kl_max": float(kl.max()),
     }
 
 

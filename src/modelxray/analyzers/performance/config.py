@@ -1,6 +1,6 @@
 """Performance analyzer config: quality (a language model: loss, perplexity, bits per byte, top-k
-next-token accuracy; a classifier: loss, top-k accuracy with a confidence interval), speed (latency
-percentiles, throughput per batch size), memory, per-module forward time, and the thresholds of its
+next-token accuracy; a classifier: loss, top-k accuracy with a confidence interval; a generic model:
+agreement with its unquantized outputs), speed (latency percentiles, throughput per batch size), memory, per-module forward time, and the thresholds of its
 deployment insights."""
 
 from __future__ import annotations
@@ -21,10 +21,12 @@ LM_ONLY = {"protocol": "disjoint", "stride": None, "prefix_token": "none", "spee
 class PerformanceAnalyzer(Analyzer):
     name: ClassVar[str] = "performance"
     plots_module: ClassVar[str] = "modelxray.analyzers.performance.plots"
-    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification")
+    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", "generic")
 
     # quality. A language model: loss, perplexity, bits per byte, top-k next-token accuracy over
-    # token windows. A classifier: loss, top-k accuracy (95% interval) on the dataset's test split
+    # token windows. A classifier: loss, top-k accuracy (95% interval) on the dataset's test split, and
+    # after quantization top-1 agreement and KL against the unquantized model. A generic model:
+    # agreement of its outputs with the unquantized ones on its example inputs
     protocol: str = "disjoint"  # disjoint | sliding | lm_eval_rolling (lm-evaluation-harness's protocol)
     stride: int | None = None  # sliding: tokens newly scored per window (null = seq_len)
     prefix_token: str = "none"  # none | bos | eos: prepended so the first token is scored too
@@ -64,6 +66,9 @@ class PerformanceAnalyzer(Analyzer):
         if subject.task == "classification":
             self._preflight_classifier(subject)
             return
+        if subject.task == "generic":
+            self._refuse_lm_keys(subject, "a generic model (named example inputs)")
+            return
         data = subject.data
         if data is not None and self.stride is not None and self.stride > data.seq_len:
             raise ConfigError("stride", f"must not exceed dataset.seq_len ({data.seq_len})")
@@ -89,11 +94,14 @@ class PerformanceAnalyzer(Analyzer):
                 f"dataset {data.name}: the test split needs examples with one label each "
                 f"(x_test has {int(data.x_test.shape[0])}, y_test {n})",
             )
+        self._refuse_lm_keys(subject, "a classifier")
+
+    def _refuse_lm_keys(self, subject, what: str) -> None:
         for key, unused in LM_ONLY.items():
             if getattr(self, key) != unused:
                 raise ConfigError(
                     key,
-                    f"applies to language models (token windows) only; {subject.info.name} is a classifier: "
+                    f"applies to language models (token windows) only; {subject.info.name} is {what}: "
                     f"leave it at {'null' if unused is None else unused}",
                 )
 

@@ -2,7 +2,8 @@
 percentiles, throughput per batch size), memory, and per-module forward time.
 
 A language model is measured here on token windows; a classifier's quality and speed come from
-``classifier`` (test split, examples/s); memory and per-module time are shared."""
+``classifier`` (test split, examples/s), a generic model's from ``generic`` (its example inputs;
+agreement with its unquantized outputs); memory and per-module time are shared."""
 
 from __future__ import annotations
 
@@ -39,14 +40,26 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         classifier.quality(cfg, subject, ctx, result)
         classifier.speed(cfg, subject, ctx, result)
         layer_input = classifier.layer_input
+    elif subject.task == "generic":
+        from modelxray.analyzers.performance import generic
+
+        generic.quality(cfg, subject, ctx, result)
+        generic.speed(cfg, subject, ctx, result)
+        layer_input = generic.layer_input
     elif subject.task == "causal_lm":
         _quality(cfg, subject, ctx, result)
         _speed(cfg, subject, ctx, result)
         layer_input = lambda s: _lm_layer_input(cfg, s)  # noqa: E731
     else:
-        raise ConfigError("analyzer.performance", f"does not support task {subject.task!r} (causal_lm, classification)")
+        raise ConfigError(
+            "analyzer.performance", f"does not support task {subject.task!r} (causal_lm, classification, generic)"
+        )
     _memory(cfg, subject, result)
-    if cfg.layer_timing:
+    if cfg.layer_timing and isinstance(subject.model, torch.jit.ScriptModule):
+        why = "TorchScript modules take no forward hooks; per-op time is in analyzer=inspect's profile"
+        result.data["layer_time"] = {"skipped": why}
+        result.insights.append(f"Per-module time skipped: {why}.")
+    elif cfg.layer_timing:
         _layers(cfg, subject, result, *layer_input(subject))
     return result
 
@@ -145,9 +158,13 @@ def _lm_layer_input(cfg, subject) -> tuple[torch.Tensor, dict]:
     return speed_inputs(source, 1, seq_len).to(model_device(subject.model)), {"seq_len": seq_len}
 
 
-def _layers(cfg, subject, result: Result, batch: torch.Tensor, workload: dict) -> None:
-    """Per-module forward time at batch 1 (``batch``: token ids or one classifier input)."""
+def _layers(cfg, subject, result: Result, batch: torch.Tensor | dict, workload: dict) -> None:
+    """Per-module forward time at batch 1 (``batch``: token ids, one classifier input, or a generic
+    model's named inputs)."""
     rows = time_modules(subject.model, batch, cfg.layer_timing_iters)
+    if not rows:
+        result.data["layer_time"] = {"skipped": f"{subject.info.name} has no submodules to time separately"}
+        return
     by_type = time_by_type(rows)
     total = sum(by_type.values()) or 1.0
     result.tables["layer_time"] = rows[: cfg.top_layers]
@@ -156,7 +173,7 @@ def _layers(cfg, subject, result: Result, batch: torch.Tensor, workload: dict) -
     ]
     result.data["layer_time"] = {
         "batch_size": 1,
-        **workload,  # seq_len (tokens) or input_shape (a classifier's input)
+        **workload,  # seq_len (tokens), input_shape (a classifier's input) or inputs (a generic model's)
         "iters": cfg.layer_timing_iters,
         "total_self_ms": total,
     }

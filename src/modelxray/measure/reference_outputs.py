@@ -1,0 +1,56 @@
+"""The unquantized model's outputs, kept before a run quantizes it, so the analyzers can say how far
+quantization moved them: a classifier's logits on the whole test split, a generic model's outputs
+on its example inputs. Both are small (examples x classes, or one batch of outputs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from modelxray.measure.scoring import logits_of, model_device
+
+# test examples per forward pass while capturing a classifier's logits: memory only, the logits are
+# the same at any batch size
+CAPTURE_BATCH = 256
+
+
+def floating_dtype(model: nn.Module) -> torch.dtype:
+    return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+
+
+def classifier_logits(model: nn.Module, x: torch.Tensor, batch_size: int = CAPTURE_BATCH) -> torch.Tensor:
+    """(N, classes) float32 logits on the CPU for inputs ``x`` (N, ...), batch by batch."""
+    device, dtype = model_device(model), floating_dtype(model)
+    out = []
+    with torch.inference_mode():
+        for i in range(0, int(x.shape[0]), batch_size):
+            out.append(logits_of(model(x[i : i + batch_size].to(device=device, dtype=dtype))).float().cpu())
+    return torch.cat(out)
+
+
+def detached(output: Any) -> Any:
+    """A model output with every tensor detached and on the CPU (dicts, tuples and ModelOutputs kept)."""
+    if isinstance(output, torch.Tensor):
+        return output.detach().cpu()
+    if isinstance(output, dict) or hasattr(output, "items"):
+        return {k: detached(v) for k, v in output.items()}
+    if isinstance(output, (tuple, list)):
+        return tuple(detached(v) for v in output)
+    return output
+
+
+def generic_outputs(model: nn.Module, inputs: dict[str, torch.Tensor]) -> Any:
+    """The model's outputs on named example inputs (passed by keyword), detached on the CPU."""
+    with torch.inference_mode():
+        return detached(model(**inputs))
+
+
+def capture(subject) -> Any:
+    """What ``subject.reference`` holds for its task, or ``None`` for tasks that keep none here."""
+    if subject.task == "classification" and hasattr(subject.data, "x_test"):
+        return classifier_logits(subject.model, subject.data.x_test)
+    if subject.task == "generic" and subject.data is not None:
+        return generic_outputs(subject.model, subject.data.tensors)
+    return None

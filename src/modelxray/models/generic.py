@@ -1,0 +1,42 @@
+"""The ``generic`` kind: any module, run on named example inputs the user declares.
+
+No labels and no tokenizer: what can be measured is the module itself (inspect), its speed, memory
+and per-module time (performance), and how far quantization moves its outputs (agreement with the
+unquantized outputs on the same inputs).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from modelxray.data.example_inputs import ExampleInputs, load_tensors, make_tensors, normalize_inputs
+
+
+def smallest_embedding(model: nn.Module) -> int | None:
+    """Rows of the smallest embedding table: integer inputs drawn below it index every table."""
+    rows = [int(m.weight.shape[0]) for m in model.modules() if isinstance(m, nn.Embedding)]
+    return min(rows) if rows else None
+
+
+def floating_dtype(model: nn.Module) -> torch.dtype:
+    return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+
+
+def example_inputs_for(
+    model: nn.Module, value: Any, seed: int = 0, allow_unsafe_pickle: bool = False, key: str = "model.inputs"
+) -> ExampleInputs:
+    """``value`` (a spec mapping or a tensors file) as the tensors the model runs on, on its device."""
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    if isinstance(value, str):
+        tensors = load_tensors(value, allow_unsafe_pickle, key)
+        source = f"tensors file {value}"
+    else:
+        spec = normalize_inputs(dict(value), key)
+        tensors = make_tensors(spec, seed, floating_dtype(model), smallest_embedding(model))
+        source = f"config ({key}, seed {seed})"
+    tensors = {n: t.to(device) for n, t in tensors.items()}
+    desc = ", ".join(f"{n} {list(t.shape)} {str(t.dtype).replace('torch.', '')}" for n, t in tensors.items())
+    return ExampleInputs(tensors=tensors, source=source, description=desc)
