@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import modelxray
+from conftest import mlflow_runs, run_cli
 from modelxray.analyzers.quant_impact import QuantImpactAnalyzer
 from modelxray.analyzers.quant_impact.config import strategy_name
 
@@ -112,3 +113,47 @@ def test_digits_clip_quant_impact_is_zero_shot(tmp_path, keep_threads):
     result = _check(out, overrides, tmp_path, zero_shot=True)
     assert result.data["quality_metric"] == "zero-shot accuracy"
     assert any("zero-shot accuracy" in line for line in result.insights)
+
+
+@pytest.mark.slow  # a CLI process with a fresh MLflow store: about 18 s on 2 cores
+def test_cli_digits_mlp_quant_impact_is_logged_to_mlflow(tmp_path):
+    """The command line on a classifier: per-strategy metrics, the strategy params and the run's files
+    in MLflow, with the metrics equal to the strategies CSV it uploaded."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    args = [
+        "model=digits_mlp",
+        "model.epochs=5",
+        "dataset=digits",
+        "analyzer=quant_impact",
+        "analyzer.quant_impact.strategies=[none,int8,int4]",
+        "analyzer.quant_impact.eval_examples=128",
+        "analyzer.quant_impact.iters=2",
+        "tracker=mlflow",
+        f"tracker.uri={uri}",
+        "tracker.experiment=quant_impact_cli",
+        "threads=1",
+        "progress=false",
+        "report.dashboard=false",
+    ]
+    proc = run_cli(args, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    client, (run,) = mlflow_runs(uri, "quant_impact_cli")
+    assert run.info.status == "FINISHED"
+    assert run.data.params["analyzer.quant_impact.strategies"] == "['none', 'int8', 'int4']"
+    assert run.data.params["analyzer.quant_impact.priority"] == "balanced" and run.data.params["model"] == "digits_mlp"
+    files = {a.path for a in client.list_artifacts(run.info.run_id)}
+    files |= {a.path for a in client.list_artifacts(run.info.run_id, "plots")}
+    assert {"quant_impact_strategies.csv", "quant_impact_memory_timeline.csv", "summary_report.md"} <= files
+    assert {f"plots/quant_impact_{p}.png" for p in ("memory_timeline", "radar", "speed_vs_quality")} <= files
+    csv = client.download_artifacts(run.info.run_id, "quant_impact_strategies.csv", str(tmp_path / "dl"))
+    table = pd.read_csv(csv).set_index("strategy")
+    assert list(table.index) == ["none", "int8", "int4"]
+    m = run.data.metrics
+    for s, row in table.iterrows():
+        for k in (*SUMMARY_FIELDS[:3], "loss", "kl", "top1_agree", "examples_per_s"):
+            assert m[f"quant_impact/{s}_{k}"] == pytest.approx(row[k], rel=1e-9), (s, k)
+        assert m[f"quant_impact/{s}_score_balanced"] == pytest.approx(row["efficiency_score"], rel=1e-9)
+    assert (
+        m["quant_impact/none_top1_agree"] == 1.0
+        and m["quant_impact/int4_memory_used_gb"] < m["quant_impact/none_memory_used_gb"]
+    )
