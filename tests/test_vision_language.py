@@ -129,6 +129,11 @@ def test_cli_zero_shot_clip_is_analyzed_and_quantized_in_both_towers(clip_dir, t
     assert run.info.status == "FINISHED"
     assert 0.0 <= m["performance/accuracy"] <= 1.0 and m["performance/accuracy"] == m["robustness/clean_accuracy"]
     assert m["quant/modules_quantized"] >= 2 and "robustness/fgsm_0.03_top1_agree" in m
+    # retrieval both ways, and how far int8 moved each tower's embeddings and the predictions
+    assert m["performance/image_to_text_recall_at_1"] == pytest.approx(m["performance/accuracy"])
+    assert 0 <= m["performance/text_to_image_recall_at_1"] <= 1
+    assert 0.9 < m["performance/image_embedding_cosine"] <= 1 and 0.9 < m["performance/text_embedding_cosine"] <= 1
+    assert 0 <= m["performance/kl"] and 0 <= m["performance/top1_agree"] <= 1
     (results,) = (tmp_path / "outputs").rglob("analysis_results.json")
     payload = json.loads(results.read_text())
     towers = {row.get("tower") for row in payload["results"]["quant"]["tables"]["layers"]}

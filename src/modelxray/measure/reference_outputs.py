@@ -1,6 +1,7 @@
 """The unquantized model's outputs, kept before a run quantizes it, so the analyzers can say how far
-quantization moved them: a classifier's logits on the whole test split, a generic model's outputs
-on its example inputs. Both are small (examples x classes, or one batch of outputs)."""
+quantization moved them: a classifier's logits on the whole test split (and a dual encoder's image
+and text embeddings), a generic model's outputs on its example inputs. All are small (examples x
+classes or embedding width, or one batch of outputs)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,24 @@ def classifier_logits(model: nn.Module, x: torch.Tensor, batch_size: int = CAPTU
     return torch.cat(out)
 
 
+def is_dual_encoder(model: nn.Module) -> bool:
+    """A CLIP-style classifier that exposes both towers' embeddings (``ZeroShotClassifier``)."""
+    return callable(getattr(model, "image_embeddings", None)) and callable(getattr(model, "text_embeddings", None))
+
+
+def dual_encoder_embeddings(model: nn.Module, x: torch.Tensor, batch_size: int = CAPTURE_BATCH) -> dict:
+    """L2-normalised ``image_embeddings`` of inputs ``x`` (N, D) and the class prompts'
+    ``text_embeddings`` (C, D), float32 on the CPU."""
+    device, dtype = model_device(model), floating_dtype(model)
+    with torch.inference_mode():
+        images = [
+            model.image_embeddings(x[i : i + batch_size].to(device=device, dtype=dtype)).float().cpu()
+            for i in range(0, int(x.shape[0]), batch_size)
+        ]
+        text = model.text_embeddings().float().cpu()
+    return {"image_embeddings": torch.cat(images), "text_embeddings": text}
+
+
 def detached(output: Any) -> Any:
     """A model output with every tensor detached and on the CPU (dicts, tuples and ModelOutputs kept)."""
     if isinstance(output, torch.Tensor):
@@ -50,7 +69,10 @@ def generic_outputs(model: nn.Module, inputs: dict[str, torch.Tensor]) -> Any:
 def capture(subject) -> Any:
     """What ``subject.reference`` holds for its task, or ``None`` for tasks that keep none here."""
     if subject.task == "classification" and hasattr(subject.data, "x_test"):
-        return classifier_logits(subject.model, subject.data.x_test)
+        ref = {"logits": classifier_logits(subject.model, subject.data.x_test)}
+        if is_dual_encoder(subject.model):
+            ref.update(dual_encoder_embeddings(subject.model, subject.data.x_test))
+        return ref
     if subject.task == "generic" and subject.data is not None:
         return generic_outputs(subject.model, subject.data.tensors)
     return None

@@ -95,7 +95,7 @@ def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
         "correct": hits[1],
     }
     if subject.reference is not None:
-        vs = against_reference(subject.reference, torch.cat(kept))
+        vs = against_reference(subject.reference["logits"], torch.cat(kept))
         result.metrics.update(vs)
         result.data["quality"]["vs_unquantized"] = vs
 

@@ -13,6 +13,7 @@ from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 from modelxray.measure.layer_time import time_by_type, time_modules
 from modelxray.measure.memory import cuda_peaks, peak_rss_bytes, reset_cuda_peaks, rss_bytes
+from modelxray.measure.reference_outputs import is_dual_encoder
 from modelxray.measure.scoring import model_device, score_windows
 from modelxray.measure.speed import time_forward
 from modelxray.metrics.measurements import Latency, Memory, Quality, Speed
@@ -38,6 +39,10 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         from modelxray.analyzers.performance import classifier
 
         classifier.quality(cfg, subject, ctx, result)
+        if is_dual_encoder(subject.model):
+            from modelxray.analyzers.performance.vision_language import retrieval
+
+            retrieval(cfg, subject, ctx, result)
         classifier.speed(cfg, subject, ctx, result)
         layer_input = classifier.layer_input
     elif subject.task == "generic":
