@@ -222,3 +222,18 @@ def test_cli_generic_run_is_logged_to_mlflow(files, tmp_path):
     assert {"performance/output_cosine", "performance/output_rel_error", "inspect/flops_total"} <= set(run.data.metrics)
     assert run.data.metrics["inspect/flops_total"] == 8 * 2 * 16 * 4
     assert run.data.params["model.kind"] == "generic"
+
+
+def test_an_hf_encoder_directory_is_a_generic_model_with_every_output_compared(tmp_path):
+    from transformers import BertConfig, BertModel
+
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+    BertModel(cfg).save_pretrained(tmp_path / "bert")
+    inputs = "{input_ids: {shape: [2, 12], high: 64}, attention_mask: [2, 12]}"
+    out = modelxray.analyze([*FAST, "model=file", f"model.path={tmp_path / 'bert'}", "model.kind=generic",
+                             f"model.inputs={inputs}", "quant=int8", "analyzer=[performance]"])  # fmt: skip
+    perf = out.results["performance"]
+    names = [row["output"] for row in perf.tables["output_agreement"]]
+    assert names[:2] == ["last_hidden_state", "pooler_output"]
+    assert 0.99 < perf.metrics["output_cosine"] <= 1.0 + 1e-9 and perf.data["layer_time"]["total_self_ms"] > 0

@@ -5,7 +5,9 @@ A kind decides how inputs are built, which datasets fit and what quality means:
 - ``causal_lm``: next-token prediction on token windows (task ``causal_lm``);
 - ``image_classification``: pixels in, class logits out (task ``classification``);
 - ``vision_language``: CLIP-style dual encoders (``CLIPModel``, ``SiglipModel``): zero-shot image
-  classification by class-name prompts (task ``classification``, ``models/vision_language.py``).
+  classification by class-name prompts (task ``classification``, ``models/vision_language.py``);
+- ``generic``: any other module, on named example inputs the user declares (task ``generic``,
+  ``models/generic.py``); chosen by ``model.kind``, never guessed from a config.
 
 transformers' own auto-class tables decide, so every architecture they know is classified the way
 ``AutoModelFor...`` would load it.
@@ -17,7 +19,7 @@ from typing import Any
 
 from modelxray.core.errors import ConfigError
 
-KINDS = ("auto", "causal_lm", "image_classification", "vision_language")
+KINDS = ("auto", "causal_lm", "image_classification", "vision_language")  # what model=hf loads (generic: model=file)
 TASK_OF_KIND = {"causal_lm": "causal_lm", "image_classification": "classification", "vision_language": "classification"}
 
 
@@ -43,5 +45,6 @@ def kind_of_config(config: Any, name: str) -> str:
         "model",
         f"{name} ({arch}) fits no model kind modelxray analyzes: causal language models (...ForCausalLM), "
         "image classifiers (...ForImageClassification) and CLIP-style dual encoders (CLIPModel, SiglipModel); "
-        "set model.kind if the config is mislabelled",
+        "set model.kind if the config is mislabelled, or analyze it as any module on example inputs: "
+        "model=file model.path=DIR model.kind=generic model.inputs='{input_ids: [1, 16]}'",
     )
