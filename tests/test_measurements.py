@@ -336,3 +336,14 @@ def test_performance_analyzer_logs_the_same_names_and_draws_from_measurements(tm
 
     for fig in figs.values():
         plt.close(fig)
+
+
+def test_memory_timeline_samples_stay_in_time_order_with_phase_edges():
+    from modelxray.measure.memory_timeline import MemoryTimeline
+
+    with MemoryTimeline(interval_s=0.0005) as timeline:
+        for i in range(200):
+            with timeline.phase(f"p{i % 3}"):
+                pass
+    times = [s.t for s in timeline.samples]
+    assert times == sorted(times) and len(times) > 400

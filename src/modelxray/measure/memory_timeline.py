@@ -31,21 +31,25 @@ class MemoryTimeline:
     def __post_init__(self):
         self._phase = "idle"
         self._stop = threading.Event()
+        self._lock = threading.Lock()
         self._t0 = time.perf_counter()
         self._proc = psutil.Process()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _sample(self) -> None:
+        """One sample; the background thread and the phase edges both take them, so the clock is read
+        and the sample appended under one lock: the samples stay in time order."""
         cuda = self.device.type == "cuda"
-        self.samples.append(
-            Sample(
-                time.perf_counter() - self._t0,
-                self._phase,
-                self._proc.memory_info().rss,
-                torch.cuda.memory_allocated(self.device) if cuda else 0,
-                torch.cuda.memory_reserved(self.device) if cuda else 0,
+        with self._lock:
+            self.samples.append(
+                Sample(
+                    time.perf_counter() - self._t0,
+                    self._phase,
+                    self._proc.memory_info().rss,
+                    torch.cuda.memory_allocated(self.device) if cuda else 0,
+                    torch.cuda.memory_reserved(self.device) if cuda else 0,
+                )
             )
-        )
 
     def _run(self) -> None:
         while not self._stop.is_set():
