@@ -8,7 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import mlflow_runs, run_cli
+from conftest import REPO, mlflow_runs, run_cli
 from modelxray.analyzers.robustness import RobustnessAnalyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import RunContext
@@ -132,7 +132,7 @@ def test_analyzer_on_a_classifier_logs_accuracy_families(mlp, digits, tmp_path):
 
 
 @pytest.mark.slow  # several end-to-end runs: `pytest -m slow`
-def test_cli_classifier_run_and_clear_errors(tracking_uri, tmp_path):
+def test_cli_classifier_run_and_clear_errors(tracking_uri, tmp_path, monkeypatch):
     common = ["progress=false", f"tracker.uri={tracking_uri}", "tracker.experiment=digits_cli"]
     proc = run_cli(["model=digits_mlp", "analyzer=robustness", "model.epochs=5", *common], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -159,9 +159,15 @@ def test_cli_classifier_run_and_clear_errors(tracking_uri, tmp_path):
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines()[-1].startswith("modelxray: error: analyzer.robustness.blur_sigmas: ")
 
-    bad = run_cli(["model=digits_mlp", "model.epochs=1", "analyzer=bitwidth", *common], cwd=tmp_path)
+    # every built-in analyzer fits a classifier: the tests' language-model-only analyzer is one that does not
+    monkeypatch.setenv("PYTHONPATH", str(REPO / "tests"))
+    boom = "+analyzer.boom._target_=failing_analyzer.BoomAnalyzer"
+    bad = run_cli(["model=digits_mlp", "model.epochs=1", "analyzer=performance", boom, *common], cwd=tmp_path)
     assert bad.returncode == 2
-    assert "analyzer.bitwidth: analyzes causal_lm models" in bad.stderr and "quant_impact or inspect" in bad.stderr
+    assert (
+        "analyzer.boom: analyzes causal_lm models" in bad.stderr
+        and "use analyzer=performance, robustness" in bad.stderr
+    )
     bad = run_cli(
         ["model=digits_mlp", "analyzer=robustness", "quant=gptq_int4", "model.epochs=1", *common], cwd=tmp_path
     )

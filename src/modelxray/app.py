@@ -354,7 +354,8 @@ def check_task(subject: Subject, analyzers: dict, quant=None) -> None:
             f"{type(subject.data).__name__} does not fit a {subject.task} model ({subject.info.name}); use {hint}",
         )
     hints = {
-        "classification": "analyzer=performance, robustness, quant_impact or inspect",
+        "causal_lm": "analyzer=performance, robustness, quant_impact, bitwidth or inspect",
+        "classification": "analyzer=performance, robustness, quant_impact, bitwidth or inspect",
         "weights": "analyzer=inspect, or set model.architecture so the model can run",
         "generic": "analyzer=performance or inspect (a generic model has example inputs, no labels or tokens)",
     }
@@ -364,7 +365,7 @@ def check_task(subject: Subject, analyzers: dict, quant=None) -> None:
                 f"analyzer.{name}",
                 f"analyzes {' and '.join(analyzer.tasks)} models, and "
                 f"{subject.info.name} is a {subject.task} model; use "
-                f"{hints.get(subject.task, 'a language model')}",
+                f"{hints.get(subject.task, 'another analyzer')}",
             )
     if subject.task == "weights" and quant is not None and getattr(quant, "name", "none") != "none":
         raise ConfigError(

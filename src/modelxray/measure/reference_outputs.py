@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from modelxray.measure.classifier_reference import input_dtype
 from modelxray.measure.scoring import logits_of, model_device
 
 # test examples per forward pass while capturing a classifier's logits: memory only, the logits are
@@ -17,13 +18,9 @@ from modelxray.measure.scoring import logits_of, model_device
 CAPTURE_BATCH = 256
 
 
-def floating_dtype(model: nn.Module) -> torch.dtype:
-    return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
-
-
 def classifier_logits(model: nn.Module, x: torch.Tensor, batch_size: int = CAPTURE_BATCH) -> torch.Tensor:
     """(N, classes) float32 logits on the CPU for inputs ``x`` (N, ...), batch by batch."""
-    device, dtype = model_device(model), floating_dtype(model)
+    device, dtype = model_device(model), input_dtype(model)
     out = []
     with torch.inference_mode():
         for i in range(0, int(x.shape[0]), batch_size):
@@ -39,7 +36,7 @@ def is_dual_encoder(model: nn.Module) -> bool:
 def dual_encoder_embeddings(model: nn.Module, x: torch.Tensor, batch_size: int = CAPTURE_BATCH) -> dict:
     """L2-normalised ``image_embeddings`` of inputs ``x`` (N, D) and the class prompts'
     ``text_embeddings`` (C, D), float32 on the CPU."""
-    device, dtype = model_device(model), floating_dtype(model)
+    device, dtype = model_device(model), input_dtype(model)
     with torch.inference_mode():
         images = [
             model.image_embeddings(x[i : i + batch_size].to(device=device, dtype=dtype)).float().cpu()

@@ -13,16 +13,13 @@ import torch
 from torch import nn
 
 from modelxray.data.example_inputs import ExampleInputs, load_tensors, make_tensors, normalize_inputs
+from modelxray.measure.classifier_reference import input_dtype
 
 
 def smallest_embedding(model: nn.Module) -> int | None:
     """Rows of the smallest embedding table: integer inputs drawn below it index every table."""
     rows = [int(m.weight.shape[0]) for m in model.modules() if isinstance(m, nn.Embedding)]
     return min(rows) if rows else None
-
-
-def floating_dtype(model: nn.Module) -> torch.dtype:
-    return next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
 
 
 def example_inputs_for(
@@ -35,7 +32,7 @@ def example_inputs_for(
         source = f"tensors file {value}"
     else:
         spec = normalize_inputs(dict(value), key)
-        tensors = make_tensors(spec, seed, floating_dtype(model), smallest_embedding(model))
+        tensors = make_tensors(spec, seed, input_dtype(model), smallest_embedding(model))
         source = f"config ({key}, seed {seed})"
     tensors = {n: t.to(device) for n, t in tensors.items()}
     desc = ", ".join(f"{n} {list(t.shape)} {str(t.dtype).replace('torch.', '')}" for n, t in tensors.items())

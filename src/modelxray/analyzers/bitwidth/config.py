@@ -1,10 +1,16 @@
 """Bit-width analyzer: how quality trades against size across quantization configurations.
 
 Evaluates uniform, attention-vs-MLP mixed, progressive and custom RTN plans against the model's
-own outputs (loss, perplexity, top-1 agreement, KL), measures per-layer sensitivity (one block's
-attention or MLP at low bits at a time), finds the Pareto frontier of quality vs effective bits,
-and recommends the smallest plan within a perplexity budget, built greedily from the sensitivity
+own outputs, measures per-layer sensitivity, finds the Pareto frontier of quality vs effective bits,
+and recommends the smallest plan within a quality budget, built greedily from the sensitivity
 ranking and confirmed by a full evaluation.
+
+A language model is scored on token windows (loss, perplexity, top-1 agreement, KL); sensitivity
+is one block's attention or MLP at low bits at a time; the budget is a perplexity increase. A
+classifier (``task: classification``) is scored on the first ``eval_examples`` test examples (loss,
+accuracy with its 95% interval, zero-shot accuracy for a CLIP-style dual encoder, top-1 agreement
+and KL against the unquantized model); sensitivity is one block of each tower at a time (``modes``,
+``blocks``); the budget is an accuracy drop.
 
 Cost: the reference outputs are computed once; every configuration quantizes one working copy
 restored from the original weights in memory (no reloads, no per-configuration copies).
@@ -12,24 +18,28 @@ restored from the original weights in memory (no reloads, no per-configuration c
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import ClassVar
 
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 
+# keys that only mean something for token windows: a classifier run must leave them at their defaults
+LM_ONLY = ("max_windows", "kl_windows", "sensitivity_windows", "batch_size", "budget_ppl_increase")
+
 
 @dataclass
 class BitwidthAnalyzer(Analyzer):
     name: ClassVar[str] = "bitwidth"
     plots_module: ClassVar[str] = "modelxray.analyzers.bitwidth.plots"
+    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification")
     uniform_bits: list[int] = field(default_factory=lambda: [8, 6, 4, 3, 2])
     symmetric: bool = True
     granularity: str = "group"  # tensor | channel | group
     group_size: int = 128  # a narrower last group when it does not divide in_features
     scale_dtype: str = "float16"
-    targets: list[str] = field(default_factory=lambda: ["linear"])  # linear | conv | embedding | lm_head
+    targets: list[str] = field(default_factory=lambda: ["linear", "conv"])  # linear | conv | embedding | lm_head
     high_bits: int = 8  # mixed / progressive / recommendation: the protected modules
     low_bits: int = 4  # ... and everything else
     mixed: bool = True  # attention at high_bits, MLP at low_bits, and the reverse
@@ -39,11 +49,15 @@ class BitwidthAnalyzer(Analyzer):
     sensitivity: bool = True
     sensitivity_bits: int = 3
     sensitivity_windows: int = 4  # windows evaluated per sensitivity probe
+    sensitivity_examples: int = 256  # classifier: test examples per sensitivity probe and recommendation step
     budget_ppl_increase: float = 0.05  # +5% perplexity over the unquantized model
+    budget_accuracy_drop: float = 0.01  # classifier: accuracy the recommendation may lose (0.01 = 1 point)
     recommend: bool = True
     max_windows: int | None = None  # evaluate configurations on at most this many windows (null: all)
     kl_windows: int = 8  # windows whose full reference distribution is kept for exact KL
-    batch_size: int = 4
+    batch_size: int = 4  # windows per forward pass
+    eval_examples: int = 512  # classifier: test examples scored per configuration
+    eval_batch_size: int = 64  # classifier: test examples per forward pass
 
     def validate(self) -> None:
         from modelxray.analyzers.bitwidth.run import _fmt
@@ -58,10 +72,23 @@ class BitwidthAnalyzer(Analyzer):
         if self.low_bits >= self.high_bits:
             raise ConfigError("low_bits", f"must be below high_bits ({self.high_bits}), got {self.low_bits}")
         self.require_choice("granularity", GRANULARITIES)
-        self.require_positive("group_size", "progressive_edge", "sensitivity_windows", "batch_size", "kl_windows")
+        self.require_positive(
+            "group_size",
+            "progressive_edge",
+            "sensitivity_windows",
+            "batch_size",
+            "kl_windows",
+            "sensitivity_examples",
+            "eval_examples",
+            "eval_batch_size",
+        )
         self.require_positive("max_windows", allow_none=True)
-        if self.budget_ppl_increase < 0:
-            raise ConfigError("budget_ppl_increase", f"must be >= 0, got {self.budget_ppl_increase}")
+        self.require_non_negative("budget_ppl_increase", "budget_accuracy_drop")
+        if self.budget_accuracy_drop > 1:
+            raise ConfigError(
+                "budget_accuracy_drop",
+                f"must be a fraction from 0 to 1 (0.01 = 1 point), got {self.budget_accuracy_drop}",
+            )
         for name, rules in self.custom.items():
             try:
                 parse_rules(rules)
@@ -70,8 +97,49 @@ class BitwidthAnalyzer(Analyzer):
         WeightQuantizer(**_fmt(self, self.low_bits))  # validates the format
 
     def preflight(self, subject) -> None:
-        if subject.data is None:
+        if subject.task == "classification":
+            self._preflight_classifier(subject)
+        elif subject.data is None:
             raise ConfigError("analyzer.bitwidth", "needs a dataset of token windows (not a user DataLoader)")
+        self._preflight_model(subject)
+
+    def _preflight_classifier(self, subject) -> None:
+        from modelxray.data.base import ClassificationData
+
+        if not isinstance(subject.data, ClassificationData) or subject.data.n_samples == 0:
+            raise ConfigError(
+                "analyzer.bitwidth",
+                "needs the test split of a classification dataset for a classifier, e.g. dataset=digits",
+            )
+        defaults = {f.name: f.default for f in fields(self)}
+        for key in LM_ONLY:
+            unused = defaults[key]
+            if getattr(self, key) != unused:
+                raise ConfigError(
+                    key,
+                    f"applies to language models (token windows) only; {subject.info.name} is a classifier: "
+                    f"leave it at {'null' if unused is None else unused}",
+                )
+
+    def _preflight_model(self, subject) -> None:
+        """``targets`` must reach a module of the model, and every custom rule must match one."""
+        from modelxray.analyzers.bitwidth.run import _fmt
+        from modelxray.quant.targets import find_targets
+        from modelxray.quant.weight import WeightQuantizer
+
+        found = find_targets(subject.model)
+        if not any(t.kind in self.targets for t in found):
+            kinds = sorted({t.kind for t in found}) or ["none"]
+            raise ConfigError(
+                "targets",
+                f"{self.targets} matches no module of {subject.info.name} (its kinds: {', '.join(kinds)}); "
+                "e.g. targets=[linear, conv]",
+            )
+        for name, rules in self.custom.items():
+            try:
+                WeightQuantizer(**_fmt(self, self.low_bits, rules)).plan_for(subject.model)
+            except ConfigError as exc:
+                raise ConfigError(f"custom.{name}{exc.key.removeprefix('quant.rules')}", exc.message) from None
 
     def run(self, subject, ctx: RunContext) -> Result:
         from modelxray.analyzers.bitwidth.run import run

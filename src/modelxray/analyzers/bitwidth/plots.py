@@ -1,12 +1,16 @@
 """Bit-width plots: quality vs effective bits with the Pareto front, per-configuration bars, and the
-layer-sensitivity heat map."""
+layer sensitivity (a language model: a heat map of block x component; a classifier: a bar per block,
+coloured by tower). Quality is perplexity for a language model, (zero-shot) accuracy for a classifier."""
 
 from __future__ import annotations
 
 import pandas as pd
 import seaborn as sns
 
+from modelxray.analyzers.bitwidth.blocks import OTHER
 from modelxray.plotting import new_figure
+
+LOG_SPAN = 3  # a quality axis spanning more than this factor is drawn on a log scale
 
 
 def figures(result) -> dict:
@@ -17,16 +21,44 @@ def figures(result) -> dict:
         out["bit_width_configurations.png"] = _configurations(result, rows)
     sens = result.tables.get("layer_sensitivity") or []
     if sens:
-        out["layer_sensitivity.png"] = _sensitivity(sens)
+        out["layer_sensitivity.png"] = _sensitivity(sens) if not _is_classifier(result) else _block_sensitivity(sens)
     return out
 
 
+def _is_classifier(result) -> bool:
+    return result.data.get("task") == "classification"
+
+
+def _quality(result) -> tuple[str, str]:
+    """The row key of the quality metric and how to call it (``accuracy`` / ``zero-shot accuracy``)."""
+    key = result.data.get("quality_key", "perplexity")
+    return key, result.data.get("quality_metric", key)
+
+
+def _log_axis(axis) -> None:
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    axis.set_major_formatter(ScalarFormatter())
+    axis.set_minor_formatter(NullFormatter())
+
+
 def _scatter(ax, result, rows, annotate=True):
+    key, label = _quality(result)
     df = pd.DataFrame(rows)
+    if _is_classifier(result):  # the 95% Wilson interval of each accuracy
+        ax.errorbar(
+            df["effective_bits"],
+            df[key],
+            yerr=[df[key] - df["accuracy_ci_low"], df["accuracy_ci_high"] - df[key]],
+            fmt="none",
+            ecolor="#bdc3c7",
+            lw=1,
+            zorder=1,
+        )
     sns.scatterplot(
         data=df,
         x="effective_bits",
-        y="perplexity",
+        y=key,
         hue="pareto",
         palette={True: "#c0392b", False: "#7f8c8d"},
         s=70,
@@ -34,14 +66,15 @@ def _scatter(ax, result, rows, annotate=True):
         legend=False,
     )
     front = df[df["pareto"]].sort_values("effective_bits")
-    ax.plot(front["effective_bits"], front["perplexity"], color="#c0392b", lw=1.5, label="Pareto front")
-    ref = result.data["reference"]["perplexity"]
-    ax.axhline(ref, color="#2c3e50", ls="--", lw=1, label=f"unquantized ({ref:.2f})")
+    ax.plot(front["effective_bits"], front[key], color="#c0392b", lw=1.5, label="Pareto front")
+    ref = result.data["reference"][key]
+    ref_text = f"{ref:.3f}" if _is_classifier(result) else f"{ref:.2f}"
+    ax.axhline(ref, color="#2c3e50", ls="--", lw=1, label=f"unquantized ({ref_text})")
     rec = result.data.get("recommendation")
     if rec:
         ax.scatter(
             [rec["effective_bits"]],
-            [rec["perplexity"]],
+            [rec[key]],
             marker="*",
             s=250,
             color="#f1c40f",
@@ -53,21 +86,18 @@ def _scatter(ax, result, rows, annotate=True):
         for r in rows:
             ax.annotate(
                 r["config"],
-                (r["effective_bits"], r["perplexity"]),
+                (r["effective_bits"], r[key]),
                 fontsize=7,
                 xytext=(4, 3),
                 textcoords="offset points",
             )
-    values = [r["perplexity"] for r in rows] + [ref]
-    log = max(values) / min(values) > 3
+    values = [r[key] for r in rows] + [ref]
+    log = not _is_classifier(result) and max(values) / min(values) > LOG_SPAN
     if log:
-        from matplotlib.ticker import NullFormatter, ScalarFormatter
-
         ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(ScalarFormatter())
-        ax.yaxis.set_minor_formatter(NullFormatter())
+        _log_axis(ax.yaxis)
     ax.set_xlabel("effective bits per quantized weight (incl. scales)")
-    ax.set_ylabel("perplexity" + (" (log scale)" if log else ""))
+    ax.set_ylabel(label + (" (log scale)" if log else ""))
     ax.legend(fontsize=8)
 
 
@@ -79,27 +109,28 @@ def _accuracy_vs_bits(result, rows):
 
 
 def _configurations(result, rows):
+    key, label = _quality(result)
     df = pd.DataFrame(rows).sort_values("effective_bits", ascending=False)
     fig, axes = new_figure(ncols=3, width=5.2, height=max(3.5, 0.35 * len(df) + 1.5))
-    for ax, col, label in zip(
+    for ax, col, xlabel in zip(
         axes[0],
-        ["perplexity", "kl", "model_mb"],
-        ["perplexity", "KL(unquantized || quantized)", "model size (MiB, packed)"],
+        [key, "kl", "model_mb"],
+        [label, "KL(unquantized || quantized)", "model size (MiB, packed)"],
     ):
         sns.barplot(data=df, y="config", x=col, ax=ax, color="#5d8aa8")
-        ax.set_xlabel(label)
+        ax.set_xlabel(xlabel)
         ax.set_ylabel("")
-    ppl = list(df["perplexity"]) + [result.data["reference"]["perplexity"]]
-    if max(ppl) / min(ppl) > 3:
-        from matplotlib.ticker import NullFormatter, ScalarFormatter
-
+    ref = result.data["reference"][key]
+    values = list(df[key]) + [ref]
+    if not _is_classifier(result) and max(values) / min(values) > LOG_SPAN:
         axes[0][0].set_xscale("log")
-        axes[0][0].xaxis.set_major_formatter(ScalarFormatter())
-        axes[0][0].xaxis.set_minor_formatter(NullFormatter())
-        axes[0][0].set_xlabel("perplexity (log scale)")
+        _log_axis(axes[0][0].xaxis)
+        axes[0][0].set_xlabel(f"{label} (log scale)")
+    elif _is_classifier(result):
+        axes[0][0].set_xlim(0, 1)
     else:
-        axes[0][0].set_xlim(min(ppl) * 0.98, max(ppl) * 1.01)
-    axes[0][0].axvline(result.data["reference"]["perplexity"], color="#2c3e50", ls="--", lw=1)
+        axes[0][0].set_xlim(min(values) * 0.98, max(values) * 1.01)
+    axes[0][0].axvline(ref, color="#2c3e50", ls="--", lw=1)
     fig.suptitle("Bit-width configurations")
     return fig
 
@@ -115,8 +146,25 @@ def _sensitivity(sens):
     return fig
 
 
+def _block_sensitivity(sens):
+    """A classifier's blocks in model order, one bar each: KL(unquantized || quantized) with only that
+    block at ``sensitivity_bits``; the tower (vision / text) as the colour, the rank in the label."""
+    df = pd.DataFrame(sens)
+    df["unit"] = [f"{r['block']} ({'' if r['type'] == OTHER else r['type'] + ', '}rank {r['rank']})" for r in sens]
+    fig, axes = new_figure(width=7.5, height=max(3.0, 0.32 * len(df) + 1.5))
+    ax = axes[0][0]
+    hue = None
+    if "tower" in df:
+        hue, df["tower"] = "tower", df["tower"].fillna("none")
+    sns.barplot(data=df, y="unit", x="kl", hue=hue, dodge=False, ax=ax, color=None if hue else "#5d8aa8")
+    ax.set_xlabel("KL(unquantized || quantized), nats")
+    ax.set_ylabel("")
+    ax.set_title(f"Layer sensitivity: one block at {sens[0]['bits']} bits at a time")
+    return fig
+
+
 def panel(ax, result) -> None:
     rows = result.tables.get("configurations") or []
     if rows:
         _scatter(ax, result, rows, annotate=False)
-    ax.set_title("bitwidth: perplexity vs effective bits", fontsize=10)
+    ax.set_title(f"bitwidth: {_quality(result)[1]} vs effective bits", fontsize=10)

@@ -1,18 +1,22 @@
-"""The work of the bitwidth analyzer (its keys, checks and description: ``config.py``)."""
+"""The work of the bitwidth analyzer (its keys, checks and description: ``config.py``; what differs
+between a language model and a classifier: ``modes.py``)."""
 
 from __future__ import annotations
 
 import copy
+import re
 import time
 
+from modelxray.analyzers.bitwidth.insights import insights
+from modelxray.analyzers.bitwidth.modes import mode_for
 from modelxray.core.errors import ConfigError
 from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
-from modelxray.measure.reference import Reference
 from modelxray.metrics.pareto import pareto_front
-from modelxray.metrics.windows import make_windows
-from modelxray.quant.targets import find_targets, num_blocks
+from modelxray.quant.targets import find_targets
 from modelxray.quant.weight import WeightQuantizer, quantize_model
+
+SIZE_KEYS = ("effective_bits", "model_mb", "compression_ratio")
 
 
 def _fmt(cfg, bits: int, rules: list | None = None, targets: list | None = None) -> dict:
@@ -27,174 +31,171 @@ def _fmt(cfg, bits: int, rules: list | None = None, targets: list | None = None)
     )
 
 
-def configurations(cfg, n_blocks: int) -> dict[str, WeightQuantizer]:
+def configurations(cfg, mode, targets) -> tuple[dict[str, WeightQuantizer], list[dict]]:
+    """The configurations to evaluate, and those left out with the reason (e.g. a model without
+    attention has no attention-vs-MLP plan)."""
     hi, lo = cfg.high_bits, cfg.low_bits
     out = {f"uniform_int{b}": WeightQuantizer(**_fmt(cfg, b)) for b in cfg.uniform_bits}
+    skipped = []
     if cfg.mixed:
-        out[f"mixed_attn{hi}_mlp{lo}"] = WeightQuantizer(**_fmt(cfg, lo, [{"component": "attention", "bits": hi}]))
-        out[f"mixed_attn{lo}_mlp{hi}"] = WeightQuantizer(**_fmt(cfg, lo, [{"component": "mlp", "bits": hi}]))
-    if cfg.progressive and n_blocks > 2 * cfg.progressive_edge:
-        edge = list(range(cfg.progressive_edge)) + [-(i + 1) for i in range(cfg.progressive_edge)]
-        out[f"progressive_{lo}_edges{hi}"] = WeightQuantizer(**_fmt(cfg, lo, [{"blocks": edge, "bits": hi}]))
+        names = [f"mixed_attn{hi}_mlp{lo}", f"mixed_attn{lo}_mlp{hi}"]
+        missing = [
+            c for c in ("attention", "mlp") if not any(t.component == c for t in targets if t.kind in cfg.targets)
+        ]
+        if missing:
+            what = " or ".join("MLP" if c == "mlp" else c for c in missing)
+            skipped += [{"config": n, "reason": f"the model has no {what} modules"} for n in names]
+        else:
+            out[names[0]] = WeightQuantizer(**_fmt(cfg, lo, [{"component": "attention", "bits": hi}]))
+            out[names[1]] = WeightQuantizer(**_fmt(cfg, lo, [{"component": "mlp", "bits": hi}]))
+    if cfg.progressive:
+        name = f"progressive_{lo}_edges{hi}"
+        rules, why = mode.progressive_rules()
+        if rules is None:
+            skipped.append({"config": name, "reason": why})
+        else:
+            out[name] = WeightQuantizer(**_fmt(cfg, lo, rules))
     for name, rules in cfg.custom.items():
         out[f"custom_{name}"] = WeightQuantizer(**_fmt(cfg, lo, rules))
-    return out
+    return out, skipped
 
 
 def run(cfg, subject, ctx: RunContext) -> Result:
     if subject.data is None:
-        raise ConfigError("analyzer.bitwidth", "needs a dataset of token windows (not a user DataLoader)")
-    windows = make_windows(subject.data.ids, subject.data.seq_len, "disjoint")
-    if cfg.max_windows:
-        windows = windows[: cfg.max_windows]
+        raise ConfigError(
+            "analyzer.bitwidth", "needs a dataset (token windows, or a classifier's test split), not a user DataLoader"
+        )
     work = copy.deepcopy(subject.model)
     targets = find_targets(work)
     originals = {t.name: t.weight_matrix().detach().clone() for t in targets}
     restore = lambda: [t.set_weight_matrix(originals[t.name]) for t in targets]  # noqa: E731
-    ref = Reference(work, windows, cfg.batch_size, cfg.kl_windows, ctx.progress, "bitwidth: reference")
+    mode = mode_for(cfg, subject, work, targets, ctx.progress)
     result = cfg.new_result()
-    result.data["reference"] = ref.metrics
-    result.metrics.update({f"reference_{k}": v for k, v in ref.metrics.items() if k in ("loss", "perplexity")})
+    result.data.update(
+        {"reference": mode.metrics, "task": mode.task, "quality_metric": mode.quality, "quality_key": mode.key}
+    )
+    result.metrics.update({f"reference_{k}": v for k, v in mode.metrics.items() if k in mode.reference_keys})
 
-    def evaluate(quantizer: WeightQuantizer, max_batches=None, desc="") -> tuple[dict, dict]:
+    def evaluate(quantizer: WeightQuantizer, probe: bool = False, desc: str = "") -> tuple[dict, dict]:
         restore()
         t0 = time.perf_counter()
         _, plan = quantizer.plan_for(work)
         rows, _ = quantize_model(targets, plan)
         stats = _size_stats(rows, work)
         stats["quantize_seconds"] = time.perf_counter() - t0
-        return ref.evaluate(work, max_batches, ctx.progress, desc), stats
+        return mode.evaluate(work, probe, ctx.progress, desc), stats
 
-    configs = configurations(cfg, num_blocks(targets))
+    configs, skipped = configurations(cfg, mode, targets)
+    result.data["skipped_configurations"] = skipped
     rows = []
     for name, q in bar(configs.items(), desc="bitwidth: configurations", enabled=ctx.progress):
         m, stats = evaluate(q, desc=name)
-        rows.append({"config": name, **_pick(m), **stats})
-    for i in pareto_front([(r["effective_bits"], r["perplexity"]) for r in rows]):
+        rows.append({"config": name, **{k: m[k] for k in mode.row_keys}, **stats})
+    for i in pareto_front([(r["effective_bits"], mode.pareto_value(r)) for r in rows]):
         rows[i]["pareto"] = True
     for r in rows:
         r.setdefault("pareto", False)
-        for k in ("perplexity", "loss", "top1_agree", "kl", "effective_bits", "model_mb", "compression_ratio"):
+        for k in (*mode.row_keys, *SIZE_KEYS):
             result.metrics[f"{r['config']}_{k}"] = r[k]
     result.tables["configurations"] = rows
 
     if cfg.sensitivity:
-        sens = _sensitivity(cfg, targets, ref, evaluate, ctx)
-        result.tables["layer_sensitivity"] = sens
-        if cfg.recommend and sens:
-            rec = _recommend(cfg, sens, ref, evaluate, ctx)
-            quantizer = WeightQuantizer(**_fmt(cfg, cfg.low_bits, rec["rules"]))
-            # an evaluated configuration within budget and smaller than the greedy plan wins
-            within = [r for r in rows if r["perplexity"] / ref.metrics["perplexity"] - 1 <= cfg.budget_ppl_increase]
-            smaller = min(within, key=lambda r: r["effective_bits"], default=None)
-            if smaller is not None and smaller["effective_bits"] < rec["effective_bits"]:
-                rec = {
-                    **rec,
-                    "source": smaller["config"],
-                    "greedy_effective_bits": rec["effective_bits"],
-                    "greedy_perplexity": rec["perplexity"],
-                    "perplexity": smaller["perplexity"],
-                    "ppl_increase": smaller["perplexity"] / ref.metrics["perplexity"] - 1,
-                    "within_budget": True,
-                    "effective_bits": smaller["effective_bits"],
-                    "model_mb": smaller["model_mb"],
-                    "kl": smaller["kl"],
-                    "top1_agree": smaller["top1_agree"],
-                }
-                quantizer = configs[smaller["config"]]
-            result.data["recommendation"] = rec
-            result.metrics.update(
-                {
-                    f"recommended_{k}": v
-                    for k, v in rec.items()
-                    if isinstance(v, (int, float)) and not isinstance(v, bool)
-                }
-            )
-            plan_file = "bitwidth_recommended_plan.yaml"
-            result.texts[plan_file] = _plan_yaml(quantizer, rec)
-            result.data["recommended_plan_file"] = plan_file
+        probes = _sensitivity(cfg, mode, evaluate, ctx)
+        result.tables["layer_sensitivity"] = [row for _, row in probes]
+        if cfg.recommend and probes:
+            ranked = sorted(probes, key=lambda p: p[1]["rank"])
+            _recommend_into(result, cfg, mode, ranked, rows, configs, evaluate)
     restore()
-    result.insights.extend(_insights(result, ref.metrics, cfg))
+    result.insights.extend(insights(result, mode, cfg))
     return result
 
 
-def _sensitivity(cfg, targets, ref: Reference, evaluate, ctx) -> list[dict]:
-    """Loss increase when only one block's attention or MLP is at ``sensitivity_bits``."""
-    n_batches = max(1, -(-cfg.sensitivity_windows // cfg.batch_size))
-    base = ref.metrics_of(n_batches)["loss"]
-    units = sorted(
-        {
-            (t.block, t.component)
-            for t in targets
-            if t.kind in cfg.targets and t.block is not None and t.component in ("attention", "mlp")
-        }
-    )
+def _sensitivity(cfg, mode, evaluate, ctx) -> list[tuple]:
+    """Each unit (a language model: one block's attention or MLP; a classifier: one block of a
+    tower) alone at ``sensitivity_bits``, everything else unquantized: (unit, row) pairs in model
+    order, each row with its ``rank`` (1 = most sensitive)."""
+    base = mode.probe_reference()
     out = []
-    for block, comp in bar(units, desc="bitwidth: layer sensitivity", enabled=ctx.progress):
-        q = WeightQuantizer(
-            **_fmt(
-                cfg,
-                cfg.sensitivity_bits,
-                [{"blocks": [block], "component": comp, "bits": cfg.sensitivity_bits}],
-                targets=[],
-            )
-        )
-        m, stats = evaluate(q, n_batches)
-        out.append(
-            {
-                "block": block,
-                "component": comp,
-                "bits": cfg.sensitivity_bits,
-                "loss_increase": m["loss"] - base,
-                "kl": m["kl"],
-                "params": stats["params_quantized"],
-            }
-        )
-    ranked = sorted(out, key=lambda r: r["loss_increase"], reverse=True)
-    for rank, r in enumerate(ranked):
-        r["rank"] = rank + 1
+    for unit in bar(mode.units(), desc="bitwidth: layer sensitivity", enabled=ctx.progress):
+        q = WeightQuantizer(**_fmt(cfg, cfg.sensitivity_bits, unit.rules(cfg.sensitivity_bits), targets=[]))
+        m, stats = evaluate(q, probe=True)
+        out.append((unit, mode.sensitivity_row(unit, m, base, stats["params_quantized"])))
+    ranked = sorted(out, key=lambda p: tuple(p[1][k] for k in mode.rank_by), reverse=True)
+    for rank, (_, row) in enumerate(ranked):
+        row["rank"] = rank + 1
     return out
 
 
-def _recommend(cfg, sens: list[dict], ref: Reference, evaluate, ctx) -> dict:
-    """Promote the most sensitive units to ``high_bits`` until the perplexity budget holds."""
-    ranked = sorted(sens, key=lambda r: r["rank"])
-    n_batches = max(1, -(-cfg.sensitivity_windows // cfg.batch_size))
-    limit = ref.metrics_of(n_batches)["perplexity"] * (1 + cfg.budget_ppl_increase)
+def _recommend(cfg, mode, ranked: list[tuple], evaluate) -> dict:
+    """Promote the most sensitive units to ``high_bits`` until the budget holds (a binary search, on
+    the probe for a language model, on every evaluated example for a classifier), then confirm on
+    the whole evaluation."""
 
     def plan(k):
-        rules = [{"blocks": [r["block"]], "component": r["component"], "bits": cfg.high_bits} for r in ranked[:k]]
-        return WeightQuantizer(**_fmt(cfg, cfg.low_bits, rules))
+        rules = [r for unit, _ in ranked[:k] for r in unit.rules(cfg.high_bits)]
+        return WeightQuantizer(**_fmt(cfg, cfg.low_bits, rules)), rules
+
+    probe = mode.search_on_probe
+    base = mode.probe_reference() if probe else mode.metrics
+
+    def within(k) -> bool:
+        return mode.change(evaluate(plan(k)[0], probe=probe)[0], base) <= mode.budget
 
     lo, hi = 0, len(ranked)  # binary search: the smallest k whose estimate is within budget
-    if evaluate(plan(hi), n_batches)[0]["perplexity"] > limit:
+    if not within(hi):
         lo = hi
     while lo < hi:
         mid = (lo + hi) // 2
-        if evaluate(plan(mid), n_batches)[0]["perplexity"] <= limit:
+        if within(mid):
             hi = mid
         else:
             lo = mid + 1
-    m, stats = evaluate(plan(lo), desc="bitwidth: confirm recommendation")
-    increase = m["perplexity"] / ref.metrics["perplexity"] - 1
+    quantizer, rules = plan(lo)
+    m, stats = evaluate(quantizer, desc="bitwidth: confirm recommendation")
+    change = mode.change(m, mode.metrics)
     return {
         "source": "greedy",
         "units_high": lo,
         "units_total": len(ranked),
-        "perplexity": m["perplexity"],
-        "ppl_increase": increase,
-        "within_budget": increase <= cfg.budget_ppl_increase,
+        mode.key: m[mode.key],
+        mode.change_key: change,
+        "within_budget": change <= mode.budget,
         "effective_bits": stats["effective_bits"],
         "model_mb": stats["model_mb"],
-        "kl": m["kl"],
-        "top1_agree": m["top1_agree"],
-        "high_units": [f"{r['block']}.{r['component']}" for r in ranked[:lo]],
-        "rules": [{"blocks": [r["block"]], "component": r["component"], "bits": cfg.high_bits} for r in ranked[:lo]],
+        **{k: m[k] for k in mode.rec_keys if k != mode.key},
+        "high_units": [unit.label for unit, _ in ranked[:lo]],
+        "rules": rules,
     }
 
 
-def _pick(m: dict) -> dict:
-    return {k: m[k] for k in ("loss", "perplexity", "top1_agree", "kl")}
+def _recommend_into(result: Result, cfg, mode, ranked, rows, configs, evaluate) -> None:
+    """The greedy plan, or an evaluated configuration within budget when it is smaller; its metrics
+    (``recommended_*``) and its quant config file."""
+    rec = _recommend(cfg, mode, ranked, evaluate)
+    quantizer = WeightQuantizer(**_fmt(cfg, cfg.low_bits, rec["rules"]))
+    within = [r for r in rows if mode.change(r, mode.metrics) <= mode.budget]
+    smaller = min(within, key=lambda r: r["effective_bits"], default=None)
+    if smaller is not None and smaller["effective_bits"] < rec["effective_bits"]:
+        rec = {
+            **rec,
+            "source": smaller["config"],
+            "greedy_effective_bits": rec["effective_bits"],
+            f"greedy_{mode.key}": rec[mode.key],
+            mode.key: smaller[mode.key],
+            mode.change_key: mode.change(smaller, mode.metrics),
+            "within_budget": True,
+            "effective_bits": smaller["effective_bits"],
+            "model_mb": smaller["model_mb"],
+            **{k: smaller[k] for k in mode.rec_keys},
+        }
+        quantizer = configs[smaller["config"]]
+    result.data["recommendation"] = rec
+    result.metrics.update(
+        {f"recommended_{k}": v for k, v in rec.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    )
+    plan_file = "bitwidth_recommended_plan.yaml"
+    result.texts[plan_file] = _plan_yaml(quantizer, rec, mode)
+    result.data["recommended_plan_file"] = plan_file
 
 
 def _size_stats(rows: list[dict], model) -> dict:
@@ -210,11 +211,14 @@ def _size_stats(rows: list[dict], model) -> dict:
     }
 
 
-def _plan_yaml(q: WeightQuantizer, rec: dict) -> str:
+def _plan_yaml(q: WeightQuantizer, rec: dict, mode) -> str:
+    if mode.key == "perplexity":
+        quality = f"perplexity {rec['perplexity']:.4f} ({rec['ppl_increase']:+.1%})"
+    else:
+        quality = f"{mode.quality} {rec['accuracy']:.4f} ({0.0 - 100 * rec['accuracy_drop']:+.1f} points)"
     lines = [
         "# Recommended by the bit-width analyzer: copy into conf/quant/<name>.yaml and run quant=<name>",
-        f"# ({rec['source']}) perplexity {rec['perplexity']:.4f} ({rec['ppl_increase']:+.1%}), "
-        f"{rec['effective_bits']:.3f} effective bits",
+        f"# ({rec['source']}) {quality}, {rec['effective_bits']:.3f} effective bits",
         "_target_: modelxray.quant.weight.WeightQuantizer",
         f"bits: {q.bits}",
         f"symmetric: {str(q.symmetric).lower()}",
@@ -226,55 +230,17 @@ def _plan_yaml(q: WeightQuantizer, rec: dict) -> str:
         "rules:" + ("" if q.rules else " []"),
     ]
     for r in q.rules:
-        lines.append("  - {" + ", ".join(f"{k}: {v}" for k, v in r.items()) + "}")
+        lines.append("  - {" + ", ".join(f"{k}: {_yaml_value(v)}" for k, v in r.items()) + "}")
     return "\n".join(lines) + "\n"
 
 
-def _insights(result: Result, ref: dict, a) -> list[str]:
-    rows = result.tables.get("configurations") or []
-    out = []
-    front = [r for r in rows if r["pareto"]]
-    if front:
-        out.append(
-            "Pareto-optimal configurations (effective bits -> perplexity): "
-            + ", ".join(f"{r['config']} {r['effective_bits']:.2f} -> {r['perplexity']:.4g}" for r in front)
-            + f"; unquantized {ref['perplexity']:.2f}."
-        )
-    sens = result.tables.get("layer_sensitivity") or []
-    if sens:
-        top = sorted(sens, key=lambda r: r["rank"])[:3]
-        out.append(
-            f"Most sensitive to {a.sensitivity_bits}-bit weights: "
-            + ", ".join(f"block {r['block']} {r['component']} ({r['loss_increase']:+.4f} loss)" for r in top)
-            + "."
-        )
-        by_comp: dict[str, float] = {}
-        for r in sens:
-            by_comp[r["component"]] = by_comp.get(r["component"], 0.0) + r["loss_increase"]
-        if len(by_comp) == 2:
-            worse = max(by_comp, key=by_comp.get)
-            out.append(
-                f"Summed over blocks, {worse} is the more sensitive component "
-                f"({by_comp['attention']:.4f} attention vs {by_comp['mlp']:.4f} MLP loss increase)."
-            )
-    rec = result.data.get("recommendation")
-    if rec:
-        verdict = "within" if rec["within_budget"] else "NOT within"
-        if rec["source"] != "greedy":
-            where = (
-                f"{rec['source']} (smaller than the best int{a.low_bits}/int{a.high_bits} mix within budget, "
-                f"{rec['greedy_effective_bits']:.2f} bits at perplexity {rec['greedy_perplexity']:.3f})"
-            )
-        elif rec["units_high"]:
-            where = (
-                f"int{a.low_bits} everywhere except {rec['units_high']} of {rec['units_total']} block components "
-                f"at int{a.high_bits} ({', '.join(rec['high_units'][:8])}{', ...' if len(rec['high_units']) > 8 else ''})"
-            )
-        else:
-            where = f"int{a.low_bits} everywhere"
-        out.append(
-            f"Recommendation: {where}: {rec['effective_bits']:.2f} effective bits, "
-            f"perplexity {rec['perplexity']:.3f} (+{rec['ppl_increase']:.1%}), {verdict} the "
-            f"+{a.budget_ppl_increase:.0%} budget; plan written to {result.data.get('recommended_plan_file')}."
-        )
-    return out
+def _yaml_value(v) -> str:
+    """A value as YAML reads it back: words bare (``mlp``), other strings quoted (a module name
+    ``1`` would read as a number, a glob's ``*`` as an alias), lists as flow sequences."""
+    import json
+
+    import yaml
+
+    if isinstance(v, str) and not (re.fullmatch(r"[A-Za-z_]\w*", v) and yaml.safe_load(v) == v):
+        return json.dumps(v)
+    return str(v)

@@ -13,47 +13,18 @@ import time
 import torch
 import torch.nn.functional as F
 
-from modelxray.core.errors import ConfigError
 from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
+from modelxray.measure.classifier_reference import check_logits, example_inputs, input_dtype
 from modelxray.measure.scoring import logits_of, model_device
 from modelxray.measure.speed import time_forward
 from modelxray.metrics.measurements import Latency, Quality, Speed, wilson_interval
-
-
-def input_dtype(model: torch.nn.Module) -> torch.dtype:
-    """The dtype of the model's first floating-point parameter (float32 when it has none)."""
-    for p in model.parameters():
-        if p.is_floating_point():
-            return p.dtype
-    return torch.float32
-
-
-def example_inputs(data, n: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
-    """The first ``n`` test inputs, cycling through the split when it holds fewer."""
-    idx = torch.arange(n) % int(data.x_test.shape[0])
-    return data.x_test[idx].to(device=device, dtype=dtype)
 
 
 def top_ks(cfg, n_classes: int) -> list[int]:
     """Top-1 always, and every configured k below the number of classes (k >= n_classes is 1.0 by
     construction, so it is not reported)."""
     return sorted({1} | {int(k) for k in cfg.top_k if int(k) < n_classes})
-
-
-def _check_logits(logits: torch.Tensor, y: torch.Tensor, data) -> None:
-    if logits.ndim != 2 or logits.shape[0] != y.shape[0]:
-        raise ConfigError(
-            "model",
-            f"a classifier must return logits shaped (batch, classes); got {tuple(logits.shape)} "
-            f"for a batch of {y.shape[0]} inputs shaped {tuple(data.x_test.shape[1:])}",
-        )
-    top = int(y.max())
-    if top >= logits.shape[1]:
-        raise ConfigError(
-            "dataset",
-            f"{data.name} has label {top} but the model gives {logits.shape[1]} logits per input",
-        )
 
 
 def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
@@ -72,7 +43,7 @@ def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
             x = data.x_test[i : i + cfg.batch_size].to(device=device, dtype=dtype)
             y = data.y_test[i : i + cfg.batch_size].to(device)
             logits = logits_of(model(x)).float()
-            _check_logits(logits, y, data)
+            check_logits(logits, y, data)
             nll += float(F.cross_entropy(logits, y, reduction="sum"))
             ranked = logits.topk(min(max(ks), logits.shape[1]), dim=-1).indices == y[:, None]  # (B, kmax)
             for k in ks:

@@ -5,7 +5,8 @@ its named example inputs. Without labels its quality is agreement with its own u
 from __future__ import annotations
 
 from modelxray.core.result import Result, RunContext
-from modelxray.measure.reference_outputs import floating_dtype, generic_outputs
+from modelxray.measure.classifier_reference import input_dtype
+from modelxray.measure.reference_outputs import generic_outputs
 from modelxray.measure.scoring import model_device
 from modelxray.measure.speed import time_forward
 from modelxray.metrics.agreement import output_agreement
@@ -40,7 +41,7 @@ def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
 def speed(cfg, subject, ctx: RunContext, result: Result) -> None:
     """Forward latency at each of ``speed_batch_sizes`` examples; throughput in examples/s."""
     model, data = subject.model, subject.data
-    device, dtype = model_device(model), floating_dtype(model)
+    device, dtype = model_device(model), input_dtype(model)
     speeds = []
     for bs in cfg.speed_batch_sizes:
         batch = data.batch(bs, device, dtype)
@@ -56,5 +57,5 @@ def speed(cfg, subject, ctx: RunContext, result: Result) -> None:
 def layer_input(subject) -> tuple[dict, dict]:
     """One example (batch 1) for per-module timing, and how to describe it."""
     model, data = subject.model, subject.data
-    batch = data.batch(1, model_device(model), floating_dtype(model))
+    batch = data.batch(1, model_device(model), input_dtype(model))
     return batch, {"inputs": {n: list(t.shape) for n, t in batch.items()}}

@@ -40,10 +40,15 @@ class _Mode:
         self.classifier = subject.task == "classification"
         device = model_device(subject.model)
         if self.classifier:
-            from modelxray.analyzers.quant_impact.classifier import QUALITY_KEYS, ClassifierReference, is_zero_shot
+            from modelxray.measure.classifier_reference import QUALITY_KEYS, ClassifierReference, is_zero_shot
 
             self.ref = ClassifierReference(
-                subject.model, subject.data, cfg.eval_examples, cfg.eval_batch_size, ctx.progress
+                subject.model,
+                subject.data,
+                cfg.eval_examples,
+                cfg.eval_batch_size,
+                ctx.progress,
+                "quant_impact: reference",
             )
             self.quality_keys = QUALITY_KEYS
             self.throughput = "examples_per_s"

@@ -1,0 +1,108 @@
+"""The bitwidth analyzer's observations (insights.md): the Pareto-optimal configurations, the most
+sensitive units and which component (a language model) or tower (a dual encoder) matters more, the
+recommendation against its budget, and the configurations a model has no use for."""
+
+from __future__ import annotations
+
+from modelxray.analyzers.bitwidth.blocks import OTHER
+from modelxray.core.result import Result
+
+
+def insights(result: Result, mode, cfg) -> list[str]:
+    out = _pareto(result, mode)
+    sens = result.tables.get("layer_sensitivity") or []
+    if sens:
+        out += _sensitivity_lm(sens, cfg) if mode.task == "causal_lm" else _sensitivity_classifier(sens, cfg)
+    rec = result.data.get("recommendation")
+    if rec:
+        out.append(_recommendation(result, rec, mode, cfg))
+    by_reason: dict[str, list[str]] = {}
+    for s in result.data.get("skipped_configurations") or []:
+        by_reason.setdefault(s["reason"], []).append(s["config"])
+    out += [f"{' and '.join(names)} not evaluated: {reason}." for reason, names in by_reason.items()]
+    return out
+
+
+def _pareto(result: Result, mode) -> list[str]:
+    front = sorted(
+        (r for r in result.tables.get("configurations") or [] if r["pareto"]), key=lambda r: r["effective_bits"]
+    )
+    if not front:
+        return []
+    ref = mode.metrics[mode.key]
+    if mode.task == "causal_lm":
+        tail = f"unquantized {ref:.2f}"
+        points = ", ".join(f"{r['config']} {r['effective_bits']:.2f} -> {r['perplexity']:.4g}" for r in front)
+    else:
+        tail = f"unquantized {ref:.3f} on {mode.ref.n:,} test examples"
+        points = ", ".join(f"{r['config']} {r['effective_bits']:.2f} -> {r['accuracy']:.3f}" for r in front)
+    return [f"Pareto-optimal configurations (effective bits -> {mode.quality}): {points}; {tail}."]
+
+
+def _sensitivity_lm(sens: list[dict], cfg) -> list[str]:
+    top = sorted(sens, key=lambda r: r["rank"])[:3]
+    out = [
+        f"Most sensitive to {cfg.sensitivity_bits}-bit weights: "
+        + ", ".join(f"block {r['block']} {r['component']} ({r['loss_increase']:+.4f} loss)" for r in top)
+        + "."
+    ]
+    by_comp = _sums(sens, "component", "loss_increase")
+    if len(by_comp) == 2:
+        worse = max(by_comp, key=by_comp.get)
+        out.append(
+            f"Summed over blocks, {worse} is the more sensitive component "
+            f"({by_comp['attention']:.4f} attention vs {by_comp['mlp']:.4f} MLP loss increase)."
+        )
+    return out
+
+
+def _sensitivity_classifier(sens: list[dict], cfg) -> list[str]:
+    top = sorted(sens, key=lambda r: r["rank"])[:3]
+    out = [
+        f"Most sensitive to {cfg.sensitivity_bits}-bit weights, one block at a time: "
+        + ", ".join(f"{r['block']} ({_kind(r)}KL {r['kl']:.3g}, {_points(r)})" for r in top)
+        + "."
+    ]
+    by_tower = _sums([r for r in sens if "tower" in r and r["type"] != OTHER], "tower", "kl")
+    if len(by_tower) == 2:
+        worse = max(by_tower, key=by_tower.get)
+        sums = " vs ".join(f"{v:.3g} {k}" for k, v in by_tower.items())
+        out.append(f"Summed over blocks, the {worse} tower is the more sensitive ({sums}, KL in nats).")
+    return out
+
+
+def _kind(row: dict) -> str:
+    return "" if row["type"] == OTHER else f"{row['type']}; "
+
+
+def _points(row: dict) -> str:
+    return f"accuracy {0.0 - 100 * row['accuracy_drop']:+.1f} points"
+
+
+def _sums(rows: list[dict], by: str, value: str) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for r in rows:
+        out[r[by]] = out.get(r[by], 0.0) + r[value]
+    return out
+
+
+def _recommendation(result: Result, rec: dict, mode, cfg) -> str:
+    verdict = "within" if rec["within_budget"] else "NOT within"
+    if rec["source"] != "greedy":
+        where = (
+            f"{rec['source']} (smaller than the best int{cfg.low_bits}/int{cfg.high_bits} mix within budget, "
+            f"{rec['greedy_effective_bits']:.2f} bits at {mode.quality} {rec[f'greedy_{mode.key}']:.3f})"
+        )
+    elif rec["units_high"]:
+        names = rec["high_units"]
+        where = (
+            f"int{cfg.low_bits} everywhere except {rec['units_high']} of {rec['units_total']} {mode.unit_noun} "
+            f"at int{cfg.high_bits} ({', '.join(names[:8])}{', ...' if len(names) > 8 else ''})"
+        )
+    else:
+        where = f"int{cfg.low_bits} everywhere"
+    return (
+        f"Recommendation: {where}: {rec['effective_bits']:.2f} effective bits, "
+        f"{mode.describe(rec, rec[mode.change_key])}, {verdict} the {mode.budget_text()}; "
+        f"plan written to {result.data.get('recommended_plan_file')}."
+    )

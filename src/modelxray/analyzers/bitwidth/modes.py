@@ -1,0 +1,201 @@
+"""What differs between a language model and a classifier in the bitwidth analyzer: the reference
+and its quality metric (perplexity, or accuracy), the budget of the recommendation, the units of
+layer sensitivity and the blocks of the progressive plan. ``run`` is written once against these."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from modelxray.analyzers.bitwidth.blocks import OTHER, Block, find_blocks, module_rules
+from modelxray.measure.classifier_reference import ClassifierReference, is_zero_shot
+from modelxray.measure.reference import Reference
+from modelxray.metrics.windows import make_windows
+from modelxray.quant.targets import Target, num_blocks
+
+
+@dataclass
+class Unit:
+    """What one sensitivity probe quantizes: its label, its table columns and its plan rules."""
+
+    label: str
+    fields: dict
+    rules: Callable[[int], list[dict]]  # bits -> plan rules quantizing exactly this unit
+
+
+class LanguageModelMode:
+    """Token windows: perplexity (lower is better), a budget of relative perplexity increase, units
+    of one block's attention or MLP ranked by loss increase."""
+
+    task = "causal_lm"
+    key = "perplexity"
+    change_key = "ppl_increase"
+    quality = "perplexity"
+    higher_is_better = False
+    row_keys = ("perplexity", "loss", "top1_agree", "kl")
+    reference_keys = ("loss", "perplexity")
+    rec_keys = ("perplexity", "kl", "top1_agree")
+    rank_by = ("loss_increase",)
+    unit_noun = "block components"
+    search_on_probe = True  # the recommendation's search: windows are costly, a few estimate the budget
+
+    def __init__(self, cfg, subject, work, targets: list[Target], progress: bool):
+        windows = make_windows(subject.data.ids, subject.data.seq_len, "disjoint")
+        if cfg.max_windows:
+            windows = windows[: cfg.max_windows]
+        self.cfg, self.targets = cfg, targets
+        self.ref = Reference(work, windows, cfg.batch_size, cfg.kl_windows, progress, "bitwidth: reference")
+        self.metrics = self.ref.metrics
+        self.probe = max(1, -(-cfg.sensitivity_windows // cfg.batch_size))  # batches per probe
+        self.budget = cfg.budget_ppl_increase
+
+    def evaluate(self, model, probe: bool, progress: bool, desc: str) -> dict:
+        return self.ref.evaluate(model, self.probe if probe else None, progress, desc)
+
+    def probe_reference(self) -> dict:
+        return self.ref.metrics_of(self.probe)
+
+    def change(self, m: dict, ref: dict) -> float:
+        """Relative perplexity increase over the reference (the budgeted quantity)."""
+        return m["perplexity"] / ref["perplexity"] - 1
+
+    def describe(self, m: dict, change: float) -> str:
+        return f"perplexity {m['perplexity']:.3f} (+{change:.1%})"
+
+    def budget_text(self) -> str:
+        return f"+{self.budget:.0%} budget"
+
+    def pareto_value(self, row: dict) -> float:
+        return row["perplexity"]
+
+    def units(self) -> list[Unit]:
+        kinds = self.cfg.targets
+        pairs = sorted(
+            {
+                (t.block, t.component)
+                for t in self.targets
+                if t.kind in kinds and t.block is not None and t.component in ("attention", "mlp")
+            }
+        )
+        return [
+            Unit(
+                f"{b}.{c}",
+                {"block": b, "component": c},
+                lambda bits, b=b, c=c: [{"blocks": [b], "component": c, "bits": bits}],
+            )
+            for b, c in pairs
+        ]
+
+    def sensitivity_row(self, unit: Unit, m: dict, base: dict, params: int) -> dict:
+        return {
+            **unit.fields,
+            "bits": self.cfg.sensitivity_bits,
+            "loss_increase": m["loss"] - base["loss"],
+            "kl": m["kl"],
+            "params": params,
+        }
+
+    def progressive_rules(self) -> tuple[list[dict] | None, str]:
+        """Rules of the progressive plan, or None and why it does not apply."""
+        cfg, n = self.cfg, num_blocks(self.targets)
+        if n <= 2 * cfg.progressive_edge:
+            return (
+                None,
+                f"{n} blocks, progressive_edge {cfg.progressive_edge} needs more than {2 * cfg.progressive_edge}",
+            )
+        edge = list(range(cfg.progressive_edge)) + [-(i + 1) for i in range(cfg.progressive_edge)]
+        return [{"blocks": edge, "bits": cfg.high_bits}], ""
+
+
+class ClassifierMode:
+    """The test split: accuracy (higher is better; zero-shot accuracy for a dual encoder), a budget of
+    absolute accuracy drop, units of one block of a tower ranked by KL(unquantized || quantized)."""
+
+    task = "classification"
+    key = "accuracy"
+    change_key = "accuracy_drop"
+    higher_is_better = True
+    row_keys = ("accuracy", "accuracy_ci_low", "accuracy_ci_high", "loss", "top1_agree", "kl")
+    reference_keys = ("loss", "accuracy", "accuracy_ci_low", "accuracy_ci_high", "examples_scored")
+    rec_keys = ("accuracy", "accuracy_ci_low", "accuracy_ci_high", "kl", "top1_agree")
+    rank_by = ("kl", "loss_increase")
+    unit_noun = "blocks"
+    search_on_probe = False  # accuracy moves in steps of 1/examples: search on the examples it is confirmed on
+
+    def __init__(self, cfg, subject, work, targets: list[Target], progress: bool):
+        self.cfg = cfg
+        self.ref = ClassifierReference(
+            work, subject.data, cfg.eval_examples, cfg.eval_batch_size, progress, "bitwidth: reference"
+        )
+        self.metrics = self.ref.metrics
+        self.quality = "zero-shot accuracy" if is_zero_shot(work) else "accuracy"
+        self.probe = cfg.sensitivity_examples
+        self.budget = cfg.budget_accuracy_drop
+        self.blocks: list[Block] = find_blocks(work, [t for t in targets if t.kind in cfg.targets])
+
+    def evaluate(self, model, probe: bool, progress: bool, desc: str) -> dict:
+        return self.ref.evaluate(model, progress, desc, self.probe if probe else None)
+
+    def probe_reference(self) -> dict:
+        return self.ref.metrics_of(self.probe)
+
+    def change(self, m: dict, ref: dict) -> float:
+        """Accuracy lost against the reference, absolute (0.01 = one point; the budgeted quantity)."""
+        return ref["accuracy"] - m["accuracy"]
+
+    def describe(self, m: dict, change: float) -> str:
+        return f"{self.quality} {m['accuracy']:.3f} ({0.0 - 100 * change:+.1f} points)"
+
+    def budget_text(self) -> str:
+        return f"{100 * self.budget:g}-point {self.quality} budget"
+
+    def pareto_value(self, row: dict) -> float:
+        return -row["accuracy"]
+
+    def units(self) -> list[Unit]:
+        return [
+            Unit(
+                b.label,
+                {
+                    "block": b.label,
+                    **({"tower": b.tower} if b.tower else {}),
+                    "type": b.type,
+                    "modules": len(b.modules),
+                },
+                lambda bits, b=b: module_rules(b, bits),
+            )
+            for b in self.blocks
+        ]
+
+    def sensitivity_row(self, unit: Unit, m: dict, base: dict, params: int) -> dict:
+        return {
+            **unit.fields,
+            "bits": self.cfg.sensitivity_bits,
+            "kl": m["kl"],
+            "top1_agree": m["top1_agree"],
+            "accuracy_drop": base["accuracy"] - m["accuracy"],
+            "loss_increase": m["loss"] - base["loss"],
+            "params": params,
+        }
+
+    def progressive_rules(self) -> tuple[list[dict] | None, str]:
+        """``high_bits`` in the first and last ``progressive_edge`` blocks of every block list deep
+        enough (each tower of a dual encoder counts its own), or None and why it does not apply."""
+        edge, lists = self.cfg.progressive_edge, {}
+        for b in self.blocks:
+            if b.type != OTHER:
+                lists.setdefault(b.prefix.rsplit(".", 1)[0] if "." in b.prefix else "", []).append(b)
+        rules = []
+        for blocks in lists.values():
+            if len(blocks) > 2 * edge:
+                for b in blocks[:edge] + blocks[-edge:]:
+                    rules.extend(module_rules(b, self.cfg.high_bits))
+        if not rules:
+            depth = max((len(v) for v in lists.values()), default=0)
+            return None, f"{depth} blocks, progressive_edge {edge} needs more than {2 * edge}"
+        return rules, ""
+
+
+def mode_for(cfg, subject, work, targets: list[Target], progress: bool):
+    cls = ClassifierMode if subject.task == "classification" else LanguageModelMode
+    return cls(cfg, subject, work, targets, progress)
