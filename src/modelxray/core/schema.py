@@ -41,6 +41,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "digits_spurious": "modelxray.data.digits_variants.DigitsSpurious",
         "modular_addition": "modelxray.data.modular_addition.ModularArithmetic",
         "image_folder": "modelxray.data.image_folder.ImageFolder",
+        "sample_images": "modelxray.data.sample_images.SampleImages",
     },
     "analyzer": {
         "performance": "modelxray.analyzers.performance.PerformanceAnalyzer",

@@ -1,4 +1,4 @@
-"""Image datasets fit to an image model's input: resized and channel-expanded to (C, H, W).
+"""Image datasets fit to an image model's input: resized, and grey repeated or colour turned grey, to (C, H, W).
 
 A model's image size comes from its config or image processor (``LoadedModel.image_shape``); the
 dataset records the shape of its own images (``meta["image_shape"]``). Pixels stay in the dataset's
@@ -12,9 +12,13 @@ import dataclasses
 from modelxray.core.errors import ConfigError
 from modelxray.data.base import ClassificationData
 
+LUMA = (0.299, 0.587, 0.114)  # ITU-R BT.601 weights of R, G, B: colour images to grey for a one-channel model
+
 
 def fit_images(data: ClassificationData, shape: tuple[int, int, int], model_name: str) -> ClassificationData:
-    """``data`` with every image resized (bilinear, antialiased) and its channels repeated to ``shape``."""
+    """``data`` with every image resized (bilinear, antialiased) and its channels fit to ``shape``:
+    grey repeated over a colour model's channels, colour turned grey (``LUMA``) for a grey model."""
+    import torch
     import torch.nn.functional as F
 
     src = data.meta.get("image_shape")
@@ -26,23 +30,23 @@ def fit_images(data: ClassificationData, shape: tuple[int, int, int], model_name
     src, shape = tuple(src), tuple(shape)
     if src == shape:
         return data
-    if src[0] not in (1, shape[0]):
+    to_grey = src[0] == len(LUMA) and shape[0] == 1
+    if src[0] not in (1, shape[0]) and not to_grey:
         raise ConfigError("dataset", f"{data.name} has {src[0]}-channel images; {model_name} expects {shape[0]}")
     lo, hi = data.feature_range
 
     def fit(x):
         x = x.reshape(-1, *src)
+        if to_grey:
+            x = (x * torch.tensor(LUMA, dtype=x.dtype).view(1, -1, 1, 1)).sum(1, keepdim=True)
         if src[1:] != shape[1:]:
             x = F.interpolate(x, size=shape[1:], mode="bilinear", align_corners=False, antialias=True)
         return x.expand(-1, shape[0], -1, -1).clamp(lo, hi).contiguous()
 
-    return dataclasses.replace(
-        data,
-        x_train=fit(data.x_train),
-        x_test=fit(data.x_test),
-        input_shape=shape,
-        meta={**data.meta, "image_shape": shape, "resized_from": src},
-    )
+    meta = {**data.meta, "image_shape": shape, "resized_from": src}
+    if to_grey:
+        meta["colour"] = "turned grey (ITU-R BT.601 luma)"
+    return dataclasses.replace(data, x_train=fit(data.x_train), x_test=fit(data.x_test), input_shape=shape, meta=meta)
 
 
 def match_labels(data: ClassificationData, label2id: dict[str, int] | None, model_name: str) -> ClassificationData:

@@ -134,6 +134,13 @@ def _from_model(model: nn.Module, batch_size: int, seq_len: int | None) -> dict:
             "source": "model (image_shape of the wrapped image model)",
         }
     first_child = next(iter(model.children()), None) if type_name(model) == "Sequential" else None
+    lead = getattr(first_child, "image_shape", None)
+    if isinstance(lead, (tuple, list)) and len(lead) == 3:  # a leading module that takes flat pixels or images
+        return {
+            "kind": "image",
+            "shape": [batch_size, *(int(s) for s in lead)],
+            "source": f"model (image_shape of its first module, {type_name(first_child)})",
+        }
     if first_child is not None and type_name(first_child) == "Unflatten":
         size = getattr(first_child, "unflattened_size", None)
         if size and getattr(first_child, "dim", None) in (1, -len(size)):

@@ -26,13 +26,19 @@ ARCHS = ("mlp", "cnn", "vit")
 CACHE_FORMAT = 1  # bump when training changes, so stale cached weights are not reused
 
 
+DIGIT_SHAPE = (1, 8, 8)  # scikit-learn's digits: one grey channel, 8x8 pixels
+
+
 def build_digits_model(
     arch: str, hidden: list[int], channels: list[int], n_classes: int = 10, vit: dict | None = None
 ) -> nn.Sequential:
     """``mlp``: 64 pixels -> hidden layers (ReLU) -> classes. ``cnn``: 8x8 image -> 3x3 convs (ReLU),
     2x2 max-pool -> linear classifier. ``vit``: 8x8 image -> patches -> transformer encoder -> classes
-    (``vit``: patch_size, dim, depth, heads). Every one takes the flat 64 pixels in [0, 1]."""
+    (``vit``: patch_size, dim, depth, heads). Every one takes the flat 64 pixels in [0, 1], or 1x8x8
+    images (another image dataset fit to the digits' size)."""
     from torch import nn
+
+    from modelxray.models.hf_vision import ToImage
 
     layers: list[nn.Module] = []
     if arch == "vit":
@@ -54,7 +60,7 @@ def build_digits_model(
             attention_probs_dropout_prob=0.0,
         )
         return nn.Sequential(
-            nn.Unflatten(1, (1, 8, 8)), PixelClassifier(ViTForImageClassification(config), [0.0], [1.0], (1, 8, 8))
+            ToImage(DIGIT_SHAPE), PixelClassifier(ViTForImageClassification(config), [0.0], [1.0], DIGIT_SHAPE)
         )
     if arch == "mlp":
         width = 64
@@ -63,7 +69,7 @@ def build_digits_model(
             layers += [nn.Linear(width, h), nn.ReLU()]
             width = h
     else:
-        layers.append(nn.Unflatten(1, (1, 8, 8)))
+        layers.append(ToImage(DIGIT_SHAPE))
         width = 1
         for c in channels:
             layers += [nn.Conv2d(width, c, 3, padding=1), nn.ReLU()]
@@ -190,7 +196,7 @@ class DigitsClassifierSource(ModelSource):
             notes=[note],
             file_path=self.checkpoint,
         )
-        return LoadedModel(self.place(model), None, info, task="classification")
+        return LoadedModel(self.place(model), None, info, task="classification", image_shape=DIGIT_SHAPE)
 
     def _train(self, model: nn.Module) -> tuple[float, float]:
         import torch

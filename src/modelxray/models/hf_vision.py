@@ -36,6 +36,22 @@ class PixelClassifier(nn.Module):
         return self.net(pixel_values=x).logits
 
 
+class ToImage(nn.Module):
+    """Flat pixels (N, C*H*W), as the digits dataset stores them, or images (N, C, H, W) (another image
+    dataset fit to this model's input) as the images the layers after it take. No weights: a
+    checkpoint saved with ``nn.Unflatten`` in its place loads unchanged."""
+
+    def __init__(self, image_shape: tuple[int, int, int]):
+        super().__init__()
+        self.image_shape = tuple(image_shape)
+
+    def forward(self, x):
+        return x.reshape(x.shape[0], *self.image_shape)
+
+    def extra_repr(self) -> str:
+        return f"image_shape={self.image_shape}"
+
+
 def processor_settings(path: str) -> dict[str, Any]:
     """``image_mean``, ``image_std`` and ``size`` from a local ``preprocessor_config.json`` (or {})."""
     f = Path(path) / "preprocessor_config.json"

@@ -37,7 +37,6 @@ class AWQQuantizer(BlockwiseQuantizer):
     clip_min: float = 0.5
     sample_tokens: int = 4096
     clip_tokens: int = 1024
-    seed: int = 0
 
     def validate(self) -> None:
         super().validate()

@@ -7,31 +7,33 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from modelxray.quant.calibration import BlockInputs
 from modelxray.quant.rtn import QuantSpec, fake_quantize, group_bounds
 from modelxray.quant.weight import layer_row
 
 if TYPE_CHECKING:
     from modelxray.quant.awq import AWQQuantizer
+    from modelxray.quant.calibration import BlockInputs, ModelInputs
 
 
-def _collect(block, layer_targets, inputs: BlockInputs, sample_tokens: int, seed: int):
+def _collect(block, layer_targets, inputs: BlockInputs | ModelInputs, sample_tokens: int, seed: int):
     """Per layer: mean |x| per input channel over all calibration tokens, a random sample of input
-    rows, and which layers read the same input tensor."""
-    sums, counts, samples, ptrs = {}, {}, {}, {}
+    rows, and which layers read the same input tensor (layers that received no input are left out)."""
+    sums, counts, samples, firsts = {}, {}, {}, {}
     gen = torch.Generator().manual_seed(seed)
-    per_batch = max(1, sample_tokens // max(len(inputs.hidden), 1))
+    per_batch = max(1, sample_tokens // max(inputs.n_batches, 1))
 
     def add(name, x, raw):
         sums[name] = sums.get(name, 0) + x.abs().sum(0)
         counts[name] = counts.get(name, 0) + x.shape[0]
         samples.setdefault(name, []).append(x[torch.randperm(x.shape[0], generator=gen)[:per_batch]])
-        ptrs.setdefault(name, raw.data_ptr())
+        firsts.setdefault(name, raw)  # kept alive, so no later tensor reuses its address
 
     inputs.observe(block, layer_targets, add)
-    groups: dict[int, list] = {}
+    groups: dict[tuple, list] = {}
     for t in layer_targets:
-        groups.setdefault(ptrs[t.name], []).append(t)
+        if t.name in firsts:
+            raw = firsts[t.name]
+            groups.setdefault((raw.data_ptr(), tuple(raw.shape), raw.stride()), []).append(t)
     return (
         {n: sums[n] / counts[n] for n in sums},
         {n: torch.cat(v) for n, v in samples.items()},
@@ -90,7 +92,7 @@ def search_clip(x: torch.Tensor, w: torch.Tensor, spec: QuantSpec, grid: int, cl
 
 
 def quantize_block(
-    cfg: AWQQuantizer, block, layer_targets, plan, inputs: BlockInputs
+    cfg: AWQQuantizer, block, layer_targets, plan, inputs: BlockInputs | ModelInputs
 ) -> tuple[list[dict], list[float]]:
     """AWQ on each group of target layers of ``block`` that read the same input: one ``layer_row``
     per layer, and the scale exponent chosen for each group."""

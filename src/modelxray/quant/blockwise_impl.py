@@ -1,5 +1,7 @@
 """The frame of calibration-based quantizers (``BlockwiseQuantizer``): quantize a copy of the model
-block by block on calibration batches, then RTN for the planned modules outside the blocks."""
+block by block through each stack of blocks on calibration batches, then the Linear layers outside
+the stacks from a forward of the whole model, then RTN for the other planned modules. The report
+lists every quantizable module left as it was, and why."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from modelxray.core.errors import ConfigError
 from modelxray.core.progress import bar
-from modelxray.quant.calibration import BlockInputs, Calibration, decoder_blocks
+from modelxray.quant.calibration import BlockInputs, Calibration, ModelInputs, block_stacks
 from modelxray.quant.summary import quant_result
 from modelxray.quant.weight import quantize_model
 
@@ -18,6 +20,9 @@ if TYPE_CHECKING:
 
     from modelxray.core.result import Result
     from modelxray.quant.blockwise import BlockwiseQuantizer
+    from modelxray.quant.targets import Target
+
+NO_INPUT = "received no calibration input (not run by the model's forward on the calibration batches)"
 
 
 def quantize_blockwise(
@@ -29,27 +34,95 @@ def quantize_blockwise(
     start = time.perf_counter()
     model = copy.deepcopy(model)
     targets, plan = quantizer.plan_for(model)
-    _, blocks = decoder_blocks(model)
-    inputs = BlockInputs(model, blocks, calibration.batches(quantizer.batch_size))
-    by_module = {t.module: t for t in targets if plan.get(t.name) is not None}
+    planned = {t.module: t for t in targets if plan.get(t.name) is not None}
     quantizer.begin()
-    rows, done = [], set()
-    for block in bar(blocks, desc=f"{quantizer.name}: blocks"):
-        layer_targets = [by_module[m] for m in block.modules() if m in by_module]
-        if layer_targets:
-            rows += quantizer.quantize_block(block, layer_targets, plan, inputs)
-            done.update(t.name for t in layer_targets)
-        inputs.run(block, update=True)
-    rest = {t.name: plan[t.name] for t in targets if t.name not in done}
+    rows, seen = [], []
+    stacks = block_stacks(model)
+    for stack_name, blocks in stacks:
+        inputs = BlockInputs(model, blocks, calibration, quantizer.batch_size)
+        if inputs.n_batches:
+            seen.append((stack_name, inputs.n_tokens, inputs.repeated))
+        rows += _quantize_stack(quantizer, stack_name, blocks, planned, plan, inputs)
+    in_stacks = {m for _, blocks in stacks for m in blocks.modules()}
+    outside = [t for m, t in planned.items() if m not in in_stacks and t.kind == "linear"]
+    if outside:
+        rows += quantizer.quantize_block(model, outside, plan, ModelInputs(model, calibration, quantizer.batch_size))
+    done = {r["module"] for r in rows}
+    rest = {t.name: plan[t.name] for t in planned.values() if t.kind != "linear" and t.name not in done}
     rtn_rows, notes = quantize_model([t for t in targets if t.name in rest], rest)
     for r in rtn_rows:
         r["format"] += " (RTN: outside the blocks)"
+    rows += rtn_rows
+    if not rows:
+        raise ConfigError(
+            "quant",
+            f"{quantizer.name}: none of the planned layers received calibration input (the model's forward on "
+            "the calibration batches ran none of them); use an RTN config such as quant=int4",
+        )
+    skipped = not_quantized(quantizer, targets, plan, {r["module"] for r in rows})
     how, extra = quantizer.summary()
-    notes.insert(
-        0,
-        f"{quantizer.name.upper()} calibrated on {inputs.n_tokens:,} tokens ({calibration.n_windows} "
-        f"{calibration.origin}); {how}",
-    )
-    result = quant_result(quantizer.name, rows + rtn_rows, model, time.perf_counter() - start, notes, source=quantizer)
+    notes[:0] = _notes(quantizer.name, how, calibration, seen, [t.name for t in outside if t.name in done], skipped)
+    result = quant_result(quantizer.name, rows, model, time.perf_counter() - start, notes, source=quantizer)
+    result.tables["not_quantized"] = skipped
+    result.metrics["modules_not_quantized"] = float(len(skipped))
     result.metrics.update(extra)
     return model, result
+
+
+def _quantize_stack(quantizer, stack_name: str, blocks, planned: dict, plan: dict, inputs: BlockInputs) -> list[dict]:
+    """Each block's planned layers from the inputs that block sees; its outputs then feed the next."""
+    rows = []
+    if not inputs.n_batches:
+        return rows
+    for block in bar(blocks, desc=f"{quantizer.name}: {stack_name}"):
+        layer_targets = [planned[m] for m in block.modules() if m in planned]
+        if layer_targets:
+            rows += quantizer.quantize_block(block, layer_targets, plan, inputs)
+        inputs.run(block, update=True)
+    return rows
+
+
+def not_quantized(quantizer, targets: list[Target], plan: dict, done: set[str]) -> list[dict]:
+    """Every quantizable module left as loaded, with the reason: its kind is not among the targets (a
+    convolution: GPTQ and AWQ calibrate Linear layers only), ``skip`` or a rule left it out, or it
+    received no calibration input. A module whose weight is tied to a quantized one is not listed."""
+    tied = {t.module.weight.data_ptr() for t in targets if t.name in done}  # a tied LM head is quantized too
+    out = []
+    for t in targets:
+        if t.name in done or t.module.weight.data_ptr() in tied:
+            continue
+        if plan.get(t.name) is not None:
+            why = NO_INPUT
+        elif t.kind == "conv":
+            why = f"convolution: {quantizer.name.upper()} calibrates Linear layers only; RTN (quant=int4) rounds convolutions"
+        elif t.kind not in quantizer.targets:
+            why = f"{t.kind} not in quant.targets"
+        else:
+            why = "left out by quant.skip or a rule"
+        row = {"module": t.name, "kind": t.kind, "reason": why}
+        if t.tower:
+            row["tower"] = t.tower
+        out.append(row)
+    return out
+
+
+def _notes(
+    method: str, how: str, calibration: Calibration, seen: list, outside: list[str], skipped: list[dict]
+) -> list[str]:
+    """What the report says first: what was calibrated on what, and what stayed as loaded."""
+    name = method.upper()
+    if len(seen) == 1:
+        line = f"{name} calibrated on {seen[0][1]:,} tokens ({calibration.n_rows} {calibration.origin}); {how}"
+    else:
+        stacks = ", ".join(
+            f"{stack} on {tokens:,} tokens" + (" (the same in every forward, kept once)" if repeated else "")
+            for stack, tokens, repeated in seen
+        )
+        line = f"{name} calibrated on {calibration.n_rows} {calibration.origin}: {stacks}; {how}"
+    notes = [line]
+    if outside:
+        notes.append(f"Calibrated on their inputs in a forward of the whole quantized model: {', '.join(outside)}.")
+    if skipped:
+        listed = "; ".join(f"{r['module']} ({r['reason']})" for r in skipped)
+        notes.append(f"Not quantized, left as loaded: {listed}.")
+    return notes

@@ -1,18 +1,28 @@
-"""Drive a transformer block by block on calibration data (what GPTQ and AWQ need).
+"""Drive a model's stacks of transformer blocks on calibration data (what GPTQ and AWQ need).
 
-The inputs of the first block are caught with a forward pre-hook that stops the forward pass (the
-"catcher" trick of the GPTQ reference code), keeping the keyword arguments the model passes to its
-blocks (attention mask, rotary position embeddings, ...). Each block then runs on those inputs,
-and its outputs feed the next block, so a block is calibrated on what the already-quantized
-blocks before it produce.
+The inputs of a stack's first block are caught with a forward pre-hook that stops the forward pass
+(the "catcher" trick of the GPTQ reference code), keeping the other arguments the model passes to
+its blocks (attention mask, rotary position embeddings, ...). Each block then runs on those
+inputs, and its outputs feed the next block, so a block is calibrated on what the
+already-quantized blocks before it produce.
 
-Calibration data comes from the run's dataset (``subject_calibration``: the windows after the
-evaluated span) or from the caller of ``modelxray.quantize`` (``as_calibration``: token-id batches).
+A model may hold several stacks: a language model's decoder layers or a ViT's encoder layers are
+one; a CLIP-style dual encoder has two, its text tower and its vision tower, and the zero-shot
+classifier runs both in every forward (the text tower on the class prompts). Each stack is driven
+in turn. Block inputs that repeat exactly from one batch to the next (the class prompts' hidden
+states) are kept once. Linear layers outside every stack (a classifier head, a dual encoder's
+projections) see the calibration batches through a forward of the whole model (``ModelInputs``).
+
+Calibration data comes from the run (``subject_calibration``): a language model's windows after the
+evaluated span, or a classifier's training examples (a seeded draw from the train split, fed as
+the performance analyzer feeds test examples: in the dtype of the model's weights); or from the
+caller of ``modelxray.quantize`` (``as_calibration``: token ids or float inputs).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +30,7 @@ import torch
 from torch import nn
 
 from modelxray.core.errors import ConfigError
+from modelxray.measure.classifier_reference import input_dtype
 from modelxray.measure.scoring import forward_logits, model_device
 from modelxray.quant.targets import _is_conv1d
 
@@ -28,96 +39,161 @@ class _Caught(Exception):
     pass
 
 
-def decoder_blocks(model: nn.Module) -> tuple[str, nn.ModuleList]:
-    """The longest ModuleList whose entries hold linear layers: ``model.layers``, ``transformer.h``..."""
-    best: tuple[str, nn.ModuleList] | None = None
+def _holds_linear(module: nn.Module) -> bool:
+    return any(isinstance(m, nn.Linear) or _is_conv1d(m) for m in module.modules())
+
+
+def _is_block(module: nn.Module) -> bool:
+    """A block of layers (not a bare Linear) holding at least one Linear layer."""
+    return not (isinstance(module, nn.Linear) or _is_conv1d(module)) and _holds_linear(module)
+
+
+def block_stacks(model: nn.Module) -> list[tuple[str, nn.ModuleList]]:
+    """Every outermost ModuleList of blocks holding Linear layers, in model order: a language model's
+    decoder layers (``model.layers``, ``transformer.h``), a ViT's encoder layers, both towers of a
+    dual encoder. Lists nested in a block (a mixture of experts) belong to that block."""
+    found: list[tuple[str, nn.ModuleList]] = []
     for name, module in model.named_modules():
-        if isinstance(module, nn.ModuleList) and len(module) > 0:
-            has_linear = any(isinstance(m, nn.Linear) or _is_conv1d(m) for m in module[0].modules())
-            if has_linear and (best is None or len(module) > len(best[1])):
-                best = (name, module)
-    if best is None:
+        if not (isinstance(module, nn.ModuleList) and len(module) > 0 and _is_block(module[0])):
+            continue
+        if not any(name.startswith(f"{outer}.") for outer, _ in found):
+            found.append((name, module))
+    if not found:
         raise ConfigError(
             "quant",
             "calibration-based quantization needs a model made of repeated blocks "
             "(a ModuleList of layers); use an RTN config (quant=int4) for this model",
         )
-    return best
+    return found
 
 
 @dataclass
 class Calibration:
-    """Token ids to calibrate on, in chunks of equal-length rows, and what they are (for the report)."""
+    """What to calibrate on, in chunks, and what it is (for the report): token ids (rows, seq_len)
+    of a language model, or float inputs (rows, *input_shape) of a classifier."""
 
-    chunks: list[torch.Tensor]  # (rows, seq_len) int64 each
+    chunks: list[torch.Tensor]
     origin: str  # e.g. "windows after the evaluated span"
 
     @property
-    def n_windows(self) -> int:
+    def kind(self) -> str:
+        return "examples" if self.chunks[0].is_floating_point() else "tokens"
+
+    @property
+    def n_rows(self) -> int:
         return sum(c.shape[0] for c in self.chunks)
 
     def batches(self, batch_size: int) -> Iterator[torch.Tensor]:
         for chunk in self.chunks:
             yield from chunk.split(batch_size)
 
+    def n_batches(self, batch_size: int) -> int:
+        return sum(-(-c.shape[0] // batch_size) for c in self.chunks)
+
+    def forward(self, model: nn.Module, batch: torch.Tensor) -> Any:
+        """One forward of ``model`` on a batch: token ids as a language model takes them (no KV
+        cache), float inputs as a classifier takes them (on its device, in its weights' dtype)."""
+        if self.kind == "tokens":
+            return forward_logits(model, batch.to(model_device(model)))
+        return model(batch.to(device=model_device(model), dtype=input_dtype(model)))
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
+
 
 class BlockInputs:
-    """Per calibration batch: the hidden states entering the current block and the block kwargs."""
+    """Per calibration batch: the hidden states entering the current block of one stack and the other
+    arguments the model passes to its blocks. A batch whose inputs repeat the first batch's exactly
+    (a dual encoder's class prompts, the same in every forward) is kept once (``repeated`` counts them)."""
 
-    def __init__(self, model: nn.Module, blocks: nn.ModuleList, batches: Iterable[torch.Tensor]):
+    def __init__(self, model: nn.Module, blocks: nn.ModuleList, calibration: Calibration, batch_size: int):
         self.hidden: list[torch.Tensor] = []
+        self.args: list[tuple] = []
         self.kwargs: list[dict[str, Any]] = []
-        device = model_device(model)
+        self.repeated = 0
 
         def catch(_module, args, kwargs):
-            hidden = args[0] if args else kwargs.pop("hidden_states")
-            self.hidden.append(hidden.detach())
-            self.kwargs.append(dict(kwargs))
+            kwargs = dict(kwargs)
+            hidden = (args[0] if args else kwargs.pop("hidden_states")).detach()
+            if self.hidden and _same(hidden, self.hidden[0]):
+                self.repeated += 1
+            else:
+                self.hidden.append(hidden)
+                self.args.append(tuple(args[1:]))
+                self.kwargs.append(kwargs)
             raise _Caught
 
         handle = blocks[0].register_forward_pre_hook(catch, with_kwargs=True)
         try:
             with torch.inference_mode():
-                for batch in batches:
+                for batch in calibration.batches(batch_size):
                     try:
-                        forward_logits(model, batch.to(device))
+                        calibration.forward(model, batch)
                     except _Caught:
                         pass
         finally:
             handle.remove()
 
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, dict[str, Any]]]:
-        return iter(zip(self.hidden, self.kwargs))
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, tuple, dict[str, Any]]]:
+        return iter(zip(self.hidden, self.args, self.kwargs))
+
+    @property
+    def n_batches(self) -> int:
+        return len(self.hidden)
 
     @property
     def n_tokens(self) -> int:
-        return sum(h.shape[0] * h.shape[1] for h in self.hidden)
+        """Rows of hidden states (tokens, or patches and class tokens of an image) per pass over the batches."""
+        return sum(h.numel() // h.shape[-1] for h in self.hidden)
 
     def observe(self, block: nn.Module, layer_targets, fn) -> None:
         """Run ``block`` on every batch and call ``fn(name, x, raw)`` with each target layer's input
         (``x`` flattened to (tokens, features) in float32, ``raw`` as the layer received it)."""
-        handles = []
-        for t in layer_targets:
-
-            def hook(_m, args, _out, name=t.name):
-                raw = args[0].detach()
-                fn(name, raw.reshape(-1, raw.shape[-1]).float(), raw)
-
-            handles.append(t.module.register_forward_hook(hook))
-        try:
+        with _observing(layer_targets, fn):
             self.run(block, update=False)
-        finally:
-            for h in handles:
-                h.remove()
 
     def run(self, block: nn.Module, update: bool) -> None:
         """Run ``block`` on every batch; with ``update`` its outputs become the next block's inputs."""
         with torch.inference_mode():
-            for i, (hidden, kwargs) in enumerate(self):
-                out = block(hidden, **kwargs)
+            for i, (hidden, args, kwargs) in enumerate(self):
+                out = block(hidden, *args, **kwargs)
                 out = out[0] if isinstance(out, (tuple, list)) else out
                 if update:
                     self.hidden[i] = out.detach()
+
+
+class ModelInputs:
+    """The calibration batches through a forward of the whole model: the inputs of Linear layers
+    outside every stack of blocks (a classifier head, a dual encoder's projections), as the model
+    quantized so far produces them. Same ``observe`` as ``BlockInputs``; the block is the model."""
+
+    def __init__(self, model: nn.Module, calibration: Calibration, batch_size: int):
+        self.model, self.calibration, self.batch_size = model, calibration, batch_size
+        self.n_batches = calibration.n_batches(batch_size)
+
+    def observe(self, _block: nn.Module, layer_targets, fn) -> None:
+        with _observing(layer_targets, fn), torch.inference_mode():
+            for batch in self.calibration.batches(self.batch_size):
+                self.calibration.forward(self.model, batch)
+
+
+@contextmanager
+def _observing(layer_targets, fn) -> Iterator[None]:
+    """Forward hooks calling ``fn(name, x, raw)`` with each target layer's input, for the ``with`` body."""
+    handles = []
+    for t in layer_targets:
+
+        def hook(_m, args, _out, name=t.name):
+            raw = args[0].detach()
+            fn(name, raw.reshape(-1, raw.shape[-1]).float(), raw)
+
+        handles.append(t.module.register_forward_hook(hook))
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
 
 
 def calibration_windows(subject) -> torch.Tensor:
@@ -125,8 +201,8 @@ def calibration_windows(subject) -> torch.Tensor:
     if getattr(subject, "task", "causal_lm") != "causal_lm":
         raise ConfigError(
             "quant",
-            f"calibration-based quantization (GPTQ, AWQ) needs a language model and its "
-            f"token windows; {subject.info.name} is a {subject.task} model: use RTN, e.g. quant=int4",
+            f"calibration-based quantization (GPTQ, AWQ) calibrates on a language model's token windows or a "
+            f"classifier's training examples; {subject.info.name} is a {subject.task} model: use RTN, e.g. quant=int4",
         )
     if data is None or data.calibration is None or data.calibration.shape[0] == 0:
         raise ConfigError(
@@ -137,35 +213,71 @@ def calibration_windows(subject) -> torch.Tensor:
     return data.calibration
 
 
-def subject_calibration(subject) -> Calibration:
-    """The run's calibration data: the dataset's windows after the evaluated span."""
+def example_calibration(data, n: int, seed: int, method: str) -> Calibration:
+    """``n`` training examples drawn without replacement (seeded; all when the split holds fewer):
+    the examples a classifier is calibrated on, never its evaluated test split."""
+    x = getattr(data, "x_train", None)
+    if x is None:
+        raise ConfigError(
+            "quant",
+            f"{method} calibrates a classifier on its dataset's training examples, and this run has no dataset "
+            "(a user DataLoader); quantize with modelxray.quantize(model, ..., calibration=inputs), or use quant=int4",
+        )
+    if x.shape[0] == 0:
+        raise ConfigError(
+            "quant",
+            f"{method} calibrates a classifier on its training examples, and {data.name} has no training split "
+            "(every example is evaluated); use an RTN config such as quant=int4",
+        )
+    idx = torch.randperm(x.shape[0], generator=torch.Generator().manual_seed(seed))[: min(n, x.shape[0])]
+    what = "images" if data.meta.get("image_shape") else "examples"
+    return Calibration([x[idx]], f"{what} drawn from the {data.name} training split of {x.shape[0]:,}, seed {seed}")
+
+
+def subject_calibration(subject, quantizer) -> Calibration:
+    """The run's calibration data: a classifier's training examples (``quant.calibration_examples``,
+    seeded by ``quant.seed``), else the dataset's token windows after the evaluated span."""
+    if getattr(subject, "task", "causal_lm") == "classification":
+        return example_calibration(subject.data, quantizer.calibration_examples, quantizer.seed, quantizer.name)
     return Calibration([calibration_windows(subject)], "windows after the evaluated span")
 
 
 def as_calibration(data: Any, method: str) -> Calibration:
-    """The ``calibration=`` of ``modelxray.quantize``: a LongTensor (batch, seq), a list of them, or a
-    DataLoader yielding them (or mappings with ``input_ids``)."""
+    """The ``calibration=`` of ``modelxray.quantize``: token ids (a LongTensor [batch, seq]) for a language
+    model or float inputs [batch, *input_shape] for a classifier; a tensor, a list of them, or a
+    DataLoader yielding them (or mappings with ``input_ids`` / ``pixel_values``, or (inputs, labels) pairs)."""
     if data is None:
         raise ConfigError(
             "calibration",
-            f"{method} calibrates on token ids: pass calibration= a LongTensor [batch, seq], "
-            "a list of them or a DataLoader yielding them",
+            f"{method} calibrates on token ids (a language model) or float inputs (a classifier): pass "
+            "calibration= a LongTensor [batch, seq] or a float tensor [batch, *input_shape], a list of them "
+            "or a DataLoader yielding them",
         )
     items = [data] if isinstance(data, (torch.Tensor, Mapping)) else list(data)
-    chunks = [_token_batch(item, i) for i, item in enumerate(items)]
+    chunks = [_calibration_batch(item, i) for i, item in enumerate(items)]
     if not chunks or sum(c.shape[0] for c in chunks) == 0:
-        raise ConfigError("calibration", f"is empty: {method} needs at least one sequence of token ids")
-    return Calibration(chunks, "calibration sequences")
+        raise ConfigError("calibration", f"is empty: {method} needs at least one sequence of token ids or input")
+    if len({c.is_floating_point() for c in chunks}) > 1:
+        raise ConfigError("calibration", "mixes token ids and float inputs; give one kind")
+    return Calibration(chunks, "calibration sequences" if not chunks[0].is_floating_point() else "calibration inputs")
 
 
-def _token_batch(item: Any, index: int) -> torch.Tensor:
-    ids = item["input_ids"] if isinstance(item, Mapping) else item
-    ids = torch.as_tensor(ids)
-    if ids.dim() == 1:
-        ids = ids.unsqueeze(0)
-    if ids.dim() != 2 or ids.dtype.is_floating_point or ids.dtype == torch.bool:
+def _calibration_batch(item: Any, index: int) -> torch.Tensor:
+    if isinstance(item, Mapping):
+        item = item["input_ids"] if "input_ids" in item else item.get("pixel_values")
+        if item is None:
+            raise ConfigError("calibration", f"batch {index}: a mapping needs input_ids or pixel_values")
+    elif isinstance(item, (tuple, list)) and item and isinstance(item[0], torch.Tensor):
+        item = item[0]  # (inputs, labels) from a classifier's DataLoader
+    t = torch.as_tensor(item)
+    if t.is_floating_point() and t.dim() >= 2:
+        return t
+    if t.dim() == 1:
+        t = t.unsqueeze(0)
+    if t.dim() != 2 or t.is_floating_point() or t.dtype == torch.bool:
         raise ConfigError(
             "calibration",
-            f"batch {index}: expected integer token ids of shape [batch, seq], got {ids.dtype} {tuple(ids.shape)}",
+            f"batch {index}: expected integer token ids of shape [batch, seq] or float inputs [batch, ...], "
+            f"got {t.dtype} {tuple(t.shape)}",
         )
-    return ids.long()
+    return t.long()

@@ -6,11 +6,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from modelxray.quant.calibration import BlockInputs
 from modelxray.quant.rtn import QuantSpec, group_bounds, group_params, quantize_with
 from modelxray.quant.weight import layer_row
 
 if TYPE_CHECKING:
+    from modelxray.quant.calibration import BlockInputs, ModelInputs
     from modelxray.quant.gptq import GPTQQuantizer
 
 
@@ -109,11 +109,14 @@ def gptq_quantize(
     return Q.to(weight.dtype)
 
 
-def quantize_block(cfg: GPTQQuantizer, block, layer_targets, plan, inputs: BlockInputs) -> list[dict]:
-    """GPTQ on each target layer of ``block`` from the Hessian of its calibration inputs."""
+def quantize_block(cfg: GPTQQuantizer, block, layer_targets, plan, inputs: BlockInputs | ModelInputs) -> list[dict]:
+    """GPTQ on each target layer of ``block`` from the Hessian of its calibration inputs; a layer that
+    received no input is left as it is (the frame reports it)."""
     hessians = _collect_hessians(block, layer_targets, inputs)
     rows = []
     for t in layer_targets:
+        if t.name not in hessians:
+            continue
         spec = plan[t.name]
         w = t.weight_matrix()
         q = gptq_quantize(
@@ -124,7 +127,7 @@ def quantize_block(cfg: GPTQQuantizer, block, layer_targets, plan, inputs: Block
     return rows
 
 
-def _collect_hessians(block, layer_targets, inputs: BlockInputs) -> dict[str, torch.Tensor]:
+def _collect_hessians(block, layer_targets, inputs: BlockInputs | ModelInputs) -> dict[str, torch.Tensor]:
     """H = 2/n * sum x x^T over every calibration token entering each target layer."""
     sums: dict[str, torch.Tensor] = {}
     counts: dict[str, int] = {}

@@ -35,8 +35,9 @@ def quantize(
 
     ``config``: a quantizer (``WeightQuantizer(bits=4)``), the name of a ``quant`` config option
     (``"int4"``, ``"gptq_int4"``, ``"int8_torchao"``...) or a mapping with ``_target_``.
-    ``calibration``: token ids for the methods that calibrate (GPTQ, AWQ): a LongTensor
-    [batch, seq], a list of them, or a DataLoader yielding them. ``"none"`` returns ``(model, None)``.
+    ``calibration``: for the methods that calibrate (GPTQ, AWQ), token ids (a LongTensor [batch, seq])
+    or a classifier's float inputs ([batch, *input_shape]), a list of them, or a DataLoader yielding
+    them. ``"none"`` returns ``(model, None)``.
     ``name``: what error messages call the model (default: its class name).
 
     A quantizer that would quantize no module of ``model`` (e.g. ``int8`` on a TorchScript model,
@@ -48,8 +49,11 @@ def quantize(
 
 def quantize_subject(subject: Subject, quantizer: Quantizer) -> tuple[Subject, Result | None]:
     """The run's quant stage: the subject with a quantized copy of its model, calibrated (if the
-    method calibrates) on the windows after its dataset's evaluated span."""
-    model, result = _quantize(quantizer, subject.model, lambda: subject_calibration(subject), subject.info.name)
+    method calibrates) on the windows after its dataset's evaluated span, or a classifier's
+    training examples."""
+    model, result = _quantize(
+        quantizer, subject.model, lambda: subject_calibration(subject, quantizer), subject.info.name
+    )
     if result is None:
         return subject, None
     return subject.with_model(model, quantizer.step(result)), result

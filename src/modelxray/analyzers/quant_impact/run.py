@@ -115,17 +115,6 @@ class _Mode:
         )
 
 
-def unsupported_for_model(quantizer, subject) -> str | None:
-    """Why a strategy cannot quantize this model (None when it can): calibration-based methods (GPTQ,
-    AWQ) calibrate on token windows, which only a language model has."""
-    if getattr(quantizer, "needs_calibration", False) and subject.task != "causal_lm":
-        return (
-            f"{type(quantizer).__name__} calibrates on token windows; a {subject.task} model has none "
-            "(use an RTN strategy such as int4)"
-        )
-    return None
-
-
 def run(cfg, subject, ctx: RunContext) -> Result:
     if subject.data is None:
         raise ConfigError("analyzer.quant_impact", "needs a dataset of token windows (not a user DataLoader)")
@@ -138,7 +127,6 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         quantizer = load_strategy(name)
         ok, why = strategy_support(quantizer, profile)
         reason = None if ok else why
-        reason = reason or unsupported_for_model(quantizer, subject)
         if reason is None:
             try:
                 rows.append(_measure(cfg, name, quantizer, why, subject, mode, device, timelines, ctx))
