@@ -59,9 +59,8 @@ class FileSource(ModelSource):
     trust_remote_code: bool = False
     kind: str = "auto"  # auto | causal_lm | image_classification | vision_language (HF directory) | generic
     input_shape: list[int] | None = None  # image_classification: one image, (C, H, W), e.g. [1, 28, 28]
-    # generic: named example inputs, batch first: name -> shape or {shape, dtype, high}, or a tensors
-    # file (.safetensors or a torch.save'd dict), e.g. {x: [2, 16], ids: {shape: [2, 8], dtype: int64}}
-    inputs: Any = None
+    # e.g. {x: [2, 16], ids: {shape: [2, 8], dtype: int64}}, or a .safetensors / torch.save'd dict file
+    inputs: Any = None  # generic: named example inputs, batch first: name -> shape or {shape, dtype, high}
     inputs_seed: int = 0  # seed of example inputs drawn from shapes
 
     def validate(self) -> None:
