@@ -117,3 +117,12 @@ def test_calibrated_quantizers_leave_the_shared_model_untouched(trained_tiny):
     GPTQQuantizer(bits=3, batch_size=16).apply(subject)
     AWQQuantizer(bits=3, batch_size=16, grid=4, clip_grid=4).apply(subject)
     assert all(torch.equal(v, subject.model.state_dict()[k]) for k, v in before.items())
+
+
+def test_progress_false_hides_the_quantizers_bar(trained_tiny, capsys):
+    subject = _subject(trained_tiny)
+    q = GPTQQuantizer(bits=4, group_size=32)
+    q.apply(subject, progress=False)
+    assert "gptq" not in capsys.readouterr().err
+    q.apply(subject, progress=True)
+    assert "gptq" in capsys.readouterr().err

@@ -226,7 +226,7 @@ def run(
             from modelxray.measure.reference_outputs import capture
 
             subject = dataclasses.replace(subject, reference=capture(subject))
-        subject, quant_report = components.quant.apply(subject)
+        subject, quant_report = components.quant.apply(subject, progress=cfg.progress)
         if quant_report is not None:
             quant_report.seconds = quant_report.metrics.get("seconds", 0.0)
             results["quant"] = quant_report
@@ -405,6 +405,8 @@ def _run_info(config: dict, job: JobInfo, subject: Subject, tracking: str) -> di
         dataset = f"{data.name}: {data.description}; from {data.source}"
     elif hasattr(data, "n_tokens"):
         dataset = f"{data.name}: {data.n_tokens:,} of {data.available_tokens:,} tokens, windows of {data.seq_len}"
+        if getattr(data, "note", None):  # e.g. a text shorter than one window
+            dataset += f" ({data.note})"
     else:
         dataset = (
             f"{data.name}: {data.n_samples:,} test samples of shape {tuple(data.input_shape)}, "

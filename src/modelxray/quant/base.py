@@ -42,8 +42,9 @@ class Quantizer(QuantPresentation, Configurable):
         """What ``Subject.applied`` records of this quantization."""
         return {"method": self.name}
 
-    def apply(self, subject: Subject) -> tuple[Subject, Result | None]:
-        """The run's quant stage: the subject with its model quantized (calibrated on its dataset)."""
+    def apply(self, subject: Subject, progress: bool = True) -> tuple[Subject, Result | None]:
+        """The run's quant stage: the subject with its model quantized (calibrated on its dataset);
+        ``progress``: the run's progress key (a calibrating quantizer's bar)."""
         from modelxray.quant.verb import quantize_subject
 
-        return quantize_subject(subject, self)
+        return quantize_subject(subject, self, progress)

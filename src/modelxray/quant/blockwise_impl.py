@@ -42,7 +42,7 @@ def quantize_blockwise(
         inputs = BlockInputs(model, blocks, calibration, quantizer.batch_size)
         if inputs.n_batches:
             seen.append((stack_name, inputs.n_tokens, inputs.repeated))
-        rows += _quantize_stack(quantizer, stack_name, blocks, planned, plan, inputs)
+        rows += _quantize_stack(quantizer, stack_name, blocks, planned, plan, inputs, calibration.progress)
     in_stacks = {m for _, blocks in stacks for m in blocks.modules()}
     outside = [t for m, t in planned.items() if m not in in_stacks and t.kind == "linear"]
     if outside:
@@ -69,12 +69,14 @@ def quantize_blockwise(
     return model, result
 
 
-def _quantize_stack(quantizer, stack_name: str, blocks, planned: dict, plan: dict, inputs: BlockInputs) -> list[dict]:
+def _quantize_stack(
+    quantizer, stack_name: str, blocks, planned: dict, plan: dict, inputs: BlockInputs, progress: bool = True
+) -> list[dict]:
     """Each block's planned layers from the inputs that block sees; its outputs then feed the next."""
     rows = []
     if not inputs.n_batches:
         return rows
-    for block in bar(blocks, desc=f"{quantizer.name}: {stack_name}"):
+    for block in bar(blocks, desc=f"{quantizer.name}: {stack_name}", enabled=progress):
         layer_targets = [planned[m] for m in block.modules() if m in planned]
         if layer_targets:
             rows += quantizer.quantize_block(block, layer_targets, plan, inputs)

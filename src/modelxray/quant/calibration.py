@@ -74,6 +74,7 @@ class Calibration:
 
     chunks: list[torch.Tensor]
     origin: str  # e.g. "windows after the evaluated span"
+    progress: bool = True  # show the quantizer's progress bar (the run's ``progress`` key)
 
     @property
     def kind(self) -> str:

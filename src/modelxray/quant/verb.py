@@ -14,6 +14,7 @@ model and the calibration windows of its dataset, so both give the same weights 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -47,12 +48,15 @@ def quantize(
     return _quantize(quantizer, model, lambda: as_calibration(calibration, quantizer.name), name)
 
 
-def quantize_subject(subject: Subject, quantizer: Quantizer) -> tuple[Subject, Result | None]:
+def quantize_subject(subject: Subject, quantizer: Quantizer, progress: bool = True) -> tuple[Subject, Result | None]:
     """The run's quant stage: the subject with a quantized copy of its model, calibrated (if the
     method calibrates) on the windows after its dataset's evaluated span, or a classifier's
     training examples."""
     model, result = _quantize(
-        quantizer, subject.model, lambda: subject_calibration(subject, quantizer), subject.info.name
+        quantizer,
+        subject.model,
+        lambda: dataclasses.replace(subject_calibration(subject, quantizer), progress=progress),
+        subject.info.name,
     )
     if result is None:
         return subject, None

@@ -9,8 +9,9 @@ The report says which is which.
 
 On a classifier (``task: classification``) quality is measured on the first ``eval_examples`` test
 examples (accuracy, loss, top-1 agreement and KL against the unquantized model's predictions) and
-speed in examples/s; calibration-based strategies (GPTQ, AWQ need token windows) are listed as
-unsupported for the model instead of failing the analyzer.
+speed in examples/s; calibration-based strategies (GPTQ, AWQ) calibrate on training images and
+need repeated blocks (a ViT, a CLIP tower): on a model without them they are listed as unable to
+run, with the reason, instead of failing the analyzer.
 """
 
 from __future__ import annotations

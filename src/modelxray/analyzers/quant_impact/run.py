@@ -179,7 +179,7 @@ def _measure(cfg, name, quantizer, support, subject, mode, device, timelines, ct
             pass  # the model is already loaded: this marks the baseline level
         start = time.perf_counter()
         with tl.phase("quantize"):
-            qsubject, report = quantizer.apply(subject)
+            qsubject, report = quantizer.apply(subject, progress=ctx.progress)
         quantize_s = time.perf_counter() - start
         after_quantize = tl.samples[-1].rss
         with tl.phase("inference"):
