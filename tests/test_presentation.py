@@ -58,3 +58,21 @@ def test_summary_shows_sizes_in_mib_counts_as_integers_and_measurements_once():
     text = summary_report(run, {"performance": result}, [])
     assert "| param_bytes | 2.0 MiB |" in text
     assert "| perplexity |" not in text and "perplexity 7.389" in text  # rendered once, by the measurement
+
+
+def test_quant_impact_summary_shows_a_compact_strategies_table_with_readable_sizes():
+    from modelxray.analyzers.quant_impact import QuantImpactAnalyzer
+    from modelxray.core.result import Result
+    from modelxray.report.markdown import summary_tables, table
+
+    analyzer = QuantImpactAnalyzer()
+    result = Result("quant_impact", source=analyzer)
+    row = {"strategy": "int4", "method": "rtn", "support": "simulated ...", "accuracy": 0.9, "kl": 0.01,
+           "weight_bytes": 69252.0, "rss_at_load": 681037824, "score_speed": 0.5, "efficiency_score": 0.96}  # fmt: skip
+    result.tables = {"strategies": [row], "memory_timeline": [{"t_s": 0.0}], "unsupported": []}
+    result.metrics = {"int4_accuracy": 0.9, "int4_kl": 0.01}
+    shown = summary_tables(result)
+    assert list(shown) == ["strategies"]  # no raw timeline, no empty table
+    assert list(shown["strategies"][0]) == ["strategy", "method", "accuracy", "kl", "weight_bytes", "efficiency_score"]
+    assert analyzer.headline(result) == {}  # per-strategy metrics are the table's columns, not repeated
+    assert "67.6 KiB" in table(shown["strategies"])

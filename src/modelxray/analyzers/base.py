@@ -44,3 +44,7 @@ class Analyzer(PlotsFromModule, Configurable):
     def headline(self, result: Result) -> dict[str, float]:
         """Metrics for the summary table; grouped ones (``a/b``) stay in MLflow and the JSON."""
         return {k: v for k, v in result.metrics.items() if "/" not in k}
+
+    def summary_tables(self, result: Result) -> dict[str, list[dict]]:
+        """Tables for ``summary_report.md`` (default: all); every table stays in the JSON and MLflow."""
+        return result.tables

@@ -11,8 +11,15 @@ def table(rows: list[dict], columns: list[str] | None = None) -> str:
     columns = columns or list(rows[0].keys())
     lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
     for r in rows:
-        lines.append("| " + " | ".join(fmt_number(r.get(c, "")) for c in columns) + " |")
+        lines.append("| " + " | ".join(_cell(c, r.get(c, "")) for c in columns) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _cell(column: str, value) -> str:
+    """Sizes in a ``*_bytes`` / ``*_rss`` column in KiB/MiB/GiB; everything else as a number."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and column.endswith(("_bytes", "_rss", "bytes")):
+        return human_bytes(value)
+    return fmt_number(value)
 
 
 def fmt_metric(key: str, value) -> str:
@@ -22,6 +29,15 @@ def fmt_metric(key: str, value) -> str:
     if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
         return f"{int(value):,}"
     return fmt_number(value)
+
+
+def summary_tables(result) -> dict[str, list[dict]]:
+    """The tables a stage shows in the summary (its own choice; default: all of them). Every table
+    is in ``analysis_results.json`` and the MLflow run whatever is shown here."""
+    source = result.source
+    if source is not None and hasattr(source, "summary_tables"):
+        return source.summary_tables(result)
+    return result.tables
 
 
 def headline_metrics(result) -> dict:
@@ -78,7 +94,7 @@ def summary_report(run: dict, results: dict, plots: list[str]) -> str:
         if rest:
             out += ["| metric | value |", "|---|---|", *(f"| {k} | {fmt_metric(k, v)} |" for k, v in rest.items()), ""]
         out += measurement_lines(result)
-        for tname, rows in result.tables.items():
+        for tname, rows in summary_tables(result).items():
             out += [f"### {tname.replace('_', ' ')}", "", table(rows)]
     if plots:
         out += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]

@@ -23,6 +23,25 @@ from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 
+# the strategies table of summary_report.md: quality, agreement, speed, size and the score
+SUMMARY_COLUMNS = (
+    "strategy",
+    "method",
+    "simulated",
+    "perplexity",
+    "accuracy",
+    "accuracy_ci_low",
+    "accuracy_ci_high",
+    "top1_agree",
+    "kl",
+    "latency_p50_ms",
+    "tokens_per_s",
+    "examples_per_s",
+    "effective_bits",
+    "weight_bytes",
+    "peak_inference_rss",
+    "efficiency_score",
+)
 PRIORITIES = {  # weights of (quality, speed, memory) in the efficiency score
     "accuracy": (0.6, 0.2, 0.2),
     "speed": (0.2, 0.6, 0.2),
@@ -109,3 +128,17 @@ class QuantImpactAnalyzer(Analyzer):
         from modelxray.analyzers.quant_impact.run import run
 
         return run(self, subject, ctx)
+
+    def headline(self, result: Result) -> dict[str, float]:
+        """Nothing beside the strategies table: every per-strategy metric is a column of it."""
+        return {}
+
+    def summary_tables(self, result: Result) -> dict[str, list[dict]]:
+        """The strategies side by side in the columns a reader compares, and the strategies that could
+        not run; the full table (every column), the memory timeline and the CSVs are in the JSON and
+        MLflow."""
+        rows = result.tables.get("strategies", [])
+        shown = {"strategies": [{k: r[k] for k in SUMMARY_COLUMNS if k in r} for r in rows]}
+        if result.tables.get("unsupported"):
+            shown["could not run"] = result.tables["unsupported"]
+        return shown
