@@ -54,6 +54,10 @@ def test_quant_impact_end_to_end(trained_tiny, tmp_path):
         "memory_ratio"
     ] == pytest.approx(2.0)
     assert rows["int8"]["simulated"] and not rows["bf16"]["simulated"]
+    # simulated strategies run the float model: one shared timing, never ranked by timing noise
+    assert rows["int8"]["latency_p50_ms"] == rows["none"]["latency_p50_ms"] == rows["int2"]["latency_p50_ms"]
+    assert rows["int8"]["speed_ratio"] == 1.0 and rows["int8"]["speed_measured"] == "float model, shared"
+    assert rows["bf16"]["speed_measured"] == "own"
     if "int8_torchao" in rows:
         assert not rows["int8_torchao"]["simulated"]
         assert rows["int8_torchao"]["stored_bytes"] < rows["none"]["stored_bytes"]  # real int8 in memory

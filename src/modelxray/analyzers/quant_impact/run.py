@@ -122,6 +122,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     mode = _Mode(cfg, subject, ctx)
     device = model_device(subject.model)
     rows, timelines, unsupported = [], [], []
+    float_speed = FloatSpeed(cfg, subject, mode)
     for requested in bar(cfg.strategies, desc="quant_impact: strategies", enabled=ctx.progress):
         name = strategy_name(requested)
         quantizer = load_strategy(name)
@@ -129,7 +130,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         reason = None if ok else why
         if reason is None:
             try:
-                rows.append(_measure(cfg, name, quantizer, why, subject, mode, device, timelines, ctx))
+                rows.append(_measure(cfg, name, quantizer, why, subject, mode, device, timelines, ctx, float_speed))
             except ConfigError as exc:  # the quantizer refuses this model (one line): list it, go on
                 reason = str(exc)
         if reason is not None:
@@ -173,7 +174,26 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     return result
 
 
-def _measure(cfg, name, quantizer, support, subject, mode, device, timelines, ctx) -> dict:
+class FloatSpeed:
+    """One timing of the unquantized float model, taken on first use and shared by every strategy
+    that runs it: ``none`` and the simulated ones (fake-quantized weights in the same float layers).
+    Timing each of them apart would only rank them by timing noise."""
+
+    def __init__(self, cfg, subject, mode: _Mode):
+        self.cfg, self.subject, self.mode = cfg, subject, mode
+        self._value: tuple[list[float], int] | None = None
+
+    def get(self) -> tuple[list[float], int]:
+        """Seconds per timed forward pass, and the examples (or tokens) in one pass."""
+        if self._value is None:
+            model = self.subject.model
+            batch = self.mode.speed_batch(model, self.cfg.speed_batch_size)
+            times = time_forward(model, batch, self.cfg.warmup, self.cfg.iters, progress=False)
+            self._value = (times, batch.shape[0] if self.mode.classifier else batch.numel())
+        return self._value
+
+
+def _measure(cfg, name, quantizer, support, subject, mode, device, timelines, ctx, float_speed: FloatSpeed) -> dict:
     with MemoryTimeline(cfg.memory_interval_ms / 1000, device) as tl:
         with tl.phase("load"):
             pass  # the model is already loaded: this marks the baseline level
@@ -184,8 +204,13 @@ def _measure(cfg, name, quantizer, support, subject, mode, device, timelines, ct
         after_quantize = tl.samples[-1].rss
         with tl.phase("inference"):
             m = mode.evaluate(qsubject.model, progress=ctx.progress, desc=f"quant_impact: {name}")
-            batch = mode.speed_batch(qsubject.model, cfg.speed_batch_size)
-            times = time_forward(qsubject.model, batch, cfg.warmup, cfg.iters, progress=False)
+            shares_float = name == "none" or "simulated" in support
+            if shares_float:
+                times, per_pass = float_speed.get()
+            else:
+                batch = mode.speed_batch(qsubject.model, cfg.speed_batch_size)
+                times = time_forward(qsubject.model, batch, cfg.warmup, cfg.iters, progress=False)
+                per_pass = batch.shape[0] if mode.classifier else batch.numel()
     stored = sum(sum(d.values()) for d in tensor_bytes_by_dtype(qsubject.model).values())
     weight_bytes = report.metrics["model_bytes_after"] if report is not None else stored
     lat = Latency.from_values(times)
@@ -196,10 +221,11 @@ def _measure(cfg, name, quantizer, support, subject, mode, device, timelines, ct
         "method": (report.data.get("method") if report else "none"),
         "support": support,
         "simulated": "simulated" in support,
+        "speed_measured": "float model, shared" if shares_float else "own",
         **{k: m[k] for k in mode.quality_keys},
         "latency_p50_ms": lat.p50_ms,
         "latency_p95_ms": lat.p95_ms,
-        mode.throughput: (batch.shape[0] if mode.classifier else batch.numel()) / lat.mean_s,
+        mode.throughput: per_pass / lat.mean_s,
         "weight_bytes": weight_bytes,
         "stored_bytes": stored,
         "effective_bits": report.metrics["effective_bits"] if report is not None else 32.0,
@@ -264,7 +290,9 @@ def _insights(cfg, rows, unsupported, profile, mode: _Mode) -> list[str]:
     if sim:
         out.append(
             f"{', '.join(sim)} are simulated here: their quality is exact, but their speed and process "
-            "memory are those of the float model; their weight size is the packed format's."
+            "memory are those of the float model; their weight size is the packed format's. They share "
+            "one timing of the float model with the baseline, so the speed axis does not rank them by "
+            "timing noise."
         )
     for r in rows:
         if r["strategy"] == base["strategy"]:
