@@ -61,6 +61,17 @@ def run_cli(args: list[str], cwd: Path, timeout: int = 300) -> subprocess.Comple
     )
 
 
+def cli_results(args: list[str], cwd: Path, timeout: int = 300) -> dict:
+    """``python run.py ARGS`` from ``cwd``, which must succeed; the ``results`` of the run's
+    ``analysis_results.json`` (one run: the only one under ``cwd/outputs``)."""
+    import json
+
+    proc = run_cli(args, cwd, timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (results,) = (cwd / "outputs").rglob("analysis_results.json")
+    return json.loads(results.read_text())["results"]
+
+
 def mlflow_runs(uri: str, experiment: str):
     from mlflow.tracking import MlflowClient
 

@@ -3,12 +3,11 @@
 left as loaded and reported, and GPTQ reconstructing better than RTN on the calibration inputs."""
 
 import dataclasses
-import json
 
 import pytest
 import torch
 
-from conftest import run_cli
+from conftest import cli_results
 from modelxray.core.errors import ConfigError
 from modelxray.core.subject import ModelInfo, Subject
 from modelxray.data.images import fit_images
@@ -180,10 +179,7 @@ def test_cli_gptq_on_a_random_vit_and_the_sample_images(tmp_path):
         "threads=1",
         "progress=false",
     ]
-    proc = run_cli(args, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (results,) = (tmp_path / "outputs").rglob("analysis_results.json")
-    out = json.loads(results.read_text())["results"]
+    out = cli_results(args, tmp_path)
     assert out["quant"]["metrics"]["modules_quantized"] == 13 and out["quant"]["metrics"]["modules_not_quantized"] == 1
     assert out["quant"]["insights"][0].startswith("GPTQ calibrated on 544 tokens (32 images")
     assert out["performance"]["ok"] and 0.0 <= out["performance"]["metrics"]["accuracy"] <= 1.0

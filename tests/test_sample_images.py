@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from conftest import run_cli
+from conftest import cli_results
 from modelxray.core.errors import ConfigError
 from modelxray.data.images import LUMA, fit_images
 from modelxray.data.sample_images import SampleImages
@@ -94,10 +94,7 @@ def test_cli_a_random_vit_on_the_sample_images(tmp_path):
         "threads=1",
         "progress=false",
     ]
-    proc = run_cli(args, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    (results,) = (tmp_path / "outputs").rglob("analysis_results.json")
-    out = json.loads(results.read_text())["results"]
+    out = cli_results(args, tmp_path)
     quality = out["performance"]["data"]["quality"]
     assert quality["n_classes"] == 2 and quality["examples_scored"] == 20  # 10 test crops per photo
     assert 0.0 <= out["performance"]["metrics"]["accuracy"] <= 1.0
