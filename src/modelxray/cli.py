@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextvars
 import os
+import re
 import signal
 import sys
 import threading
@@ -26,6 +27,9 @@ MULTIRUN_FLAGS = ("-m", "--multirun")
 HELP_FLAGS = ("--help", "-h")
 # conf/ folders that are no group to choose from: site files (conf/local) and generated nodes
 UNLISTED_GROUPS = ("local", "schema")
+# ``key=value`` with a dotted key and no prefix (+, ++, ~): a plain override, or a group choice
+PLAIN_OVERRIDE = re.compile(r"^(?P<key>[A-Za-z_][\w-]*(?:\.[\w-]+)*)=")
+FORCE_PREFIX = "++"  # Hydra's "set, adding the key if missing"
 
 HELP_HEADER = """\
 modelxray: put a PyTorch / Hugging Face model under analysis. One run = one model, one dataset,
@@ -73,7 +77,7 @@ def job_info():
     return JobInfo(
         output_dir=hc.runtime.output_dir,
         choices=choices_of(hc),
-        overrides=list(hc.overrides.task),
+        overrides=[o.removeprefix(FORCE_PREFIX) for o in hc.overrides.task],  # as typed: see forced_overrides
         sweep_dir=hc.sweep.dir if multirun else None,
         job_num=hc.job.num if multirun else None,
     )
@@ -91,7 +95,8 @@ def task(cfg: DictConfig) -> dict[str, float]:
     from modelxray.config.components import validate_config
 
     try:
-        validate_config(cfg)  # every check that needs no model, before the heavy imports
+        components = validate_config(cfg)  # every check that needs no model, before the heavy imports
+        components.tracker.check()  # the store, once: a dead server fails now, not after minutes of retries
         from modelxray import app
 
         if threading.current_thread() is threading.main_thread():
@@ -118,6 +123,22 @@ def normalize_argv(argv: list[str]) -> list[str]:
     """Hydra's parser wants ``-m`` before the overrides; accept it anywhere on the line."""
     flags = [a for a in argv if a in MULTIRUN_FLAGS]
     return flags[:1] + [a for a in argv if a not in MULTIRUN_FLAGS]
+
+
+def forced_overrides(args: list[str], conf: Path) -> list[str]:
+    """Plain ``key=value`` overrides go to Hydra as ``++key=value``, so a key that does not exist
+    (``foo=1``, or ``quant.bits=1`` under ``quant=none``) is added and the config check names it in one
+    line with the valid keys, exit 2, as it does for ``+foo=1``; Hydra would print a multi-line "Could
+    not override" and exit 1. Costs nothing at start-up (no config is composed to look the key up).
+    Group choices (``quant=int4``), Hydra's own keys and flags go as written."""
+    groups = {p.name for p in conf.iterdir() if p.is_dir()}
+    out = []
+    for arg in args:
+        match = PLAIN_OVERRIDE.match(arg)
+        key = match["key"] if match else ""
+        plain = match is not None and key not in groups and key.split(".")[0] != "hydra"
+        out.append(FORCE_PREFIX + arg if plain else arg)
+    return out
 
 
 def config_groups(conf: Path) -> dict[str, list[str]]:
@@ -159,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     from modelxray.core.schema import register_schema
 
     register_schema()
-    args = normalize_argv(sys.argv[1:] if argv is None else list(argv))
+    args = forced_overrides(normalize_argv(sys.argv[1:] if argv is None else list(argv)), conf_dir())
     show_help = any(a in HELP_FLAGS for a in args)
     if show_help:  # Hydra's --help composes in run mode too, so -m goes (--cfg refuses it)
         print(help_text(conf_dir()))

@@ -20,7 +20,9 @@ def _target_class(node: DictConfig, key: str) -> type:
 
     target = node.get("_target_")
     if not target:
-        raise ConfigError(key, "has no _target_: pick a config from its group (e.g. model=tiny_gpt2)")
+        group, _, option = key.partition(".")
+        example = f"{group}={option}" if option else f"{group}=<one of conf/{group}/>"
+        raise ConfigError(key, f"is not a chosen option (no _target_): choose it first, e.g. {example}")
     try:
         return get_class(target)
     except Exception as exc:  # noqa: BLE001 - report any import failure as a config error
@@ -46,7 +48,7 @@ def build_component(node: DictConfig, key: str) -> Any:
         if unknown:
             raise ConfigError(
                 f"{key}.{unknown[0]}",
-                f"unknown key for {cls.__name__}; valid keys: {', '.join(sorted(allowed))}",
+                f"unknown key for {cls.__name__}; valid keys: {', '.join(sorted(allowed)) or 'none (this option takes no keys)'}",
             )
     for name in node.keys():
         if OmegaConf.is_missing(node, name):

@@ -6,6 +6,7 @@ tokenised, so importing a dataset config stays cheap."""
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,8 @@ from modelxray.core.configurable import Configurable
 
 if TYPE_CHECKING:
     import torch
+
+MIN_TOKENS = 2  # one input and one target: the least a language model can be scored on
 
 
 @dataclass
@@ -28,6 +31,7 @@ class TokenData:
     available_tokens: int  # before the max_tokens cap
     calibration: torch.Tensor | None = None  # (N, seq_len) windows after the evaluated span, for GPTQ/AWQ
     train_ids: torch.Tensor | None = None  # 1-D: every token after the evaluated span (training, train=)
+    note: str | None = None  # e.g. a text shorter than one window, scored as one shorter window
 
     @property
     def n_tokens(self) -> int:
@@ -47,10 +51,12 @@ class TextDataset(Configurable):
         self.require_positive("seq_len")
         self.require_non_negative("calibration_windows")
         self.require_positive("max_tokens", allow_none=True)
-        if self.max_tokens is not None and self.max_tokens < 2:
+        if self.max_tokens is not None and self.max_tokens < MIN_TOKENS:
             from modelxray.core.errors import ConfigError
 
-            raise ConfigError("max_tokens", f"must be at least 2 (one input and one target), got {self.max_tokens}")
+            raise ConfigError(
+                "max_tokens", f"must be at least {MIN_TOKENS} (one input and one target), got {self.max_tokens}"
+            )
 
     @property
     def name(self) -> str:
@@ -68,7 +74,14 @@ class TextDataset(Configurable):
         rest = all_ids[ids.numel() :]
         n_cal = min(self.calibration_windows, rest.numel() // self.seq_len)
         calibration = rest[: n_cal * self.seq_len].view(n_cal, self.seq_len) if n_cal else None
-        return TokenData(self.name, ids, n_bytes, self.seq_len, available, calibration, train_ids=rest)
+        seq_len, note = self.seq_len, None
+        if MIN_TOKENS <= available < self.seq_len:  # the whole text fits one window: score that shorter window
+            seq_len = int(ids.numel())
+            note = (
+                f"the text is {available} tokens, shorter than dataset.seq_len={self.seq_len}: one window of {seq_len}"
+            )
+            logging.getLogger(__name__).warning("%s: %s", self.name, note)
+        return TokenData(self.name, ids, n_bytes, seq_len, available, calibration, train_ids=rest, note=note)
 
 
 def _decoded_bytes(tokenizer: Any, ids: torch.Tensor) -> int:

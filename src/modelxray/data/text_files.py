@@ -5,10 +5,13 @@ from __future__ import annotations
 import glob
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 from modelxray.core.errors import ConfigError
 from modelxray.core.schema import REQUIRED
-from modelxray.data.base import TextDataset
+from modelxray.data.base import MIN_TOKENS, TextDataset, TokenData
+
+MIN_TEXT = f"a text dataset needs at least {MIN_TOKENS} tokens (one input and one target): give more text"
 
 
 @dataclass
@@ -24,12 +27,33 @@ class TextFiles(TextDataset):
                 "paths", "is empty: give one or more files or glob patterns, e.g. dataset.paths=[docs/*.txt]"
             )
         for pattern in self.paths:
-            if not glob.glob(os.path.expanduser(pattern), recursive=True):
+            found = glob.glob(os.path.expanduser(pattern), recursive=True)
+            if not found:
                 raise ConfigError("paths", f"no file matches {pattern!r}")
+            if not any(os.path.isfile(p) for p in found):
+                raise ConfigError(
+                    "paths",
+                    f"{pattern!r} matches only directories ({', '.join(sorted(found)[:3])}); "
+                    "match the text files in them, e.g. 'notes/**/*.md'",
+                )
+        if all(os.path.getsize(p) == 0 for p in self.files()):
+            raise ConfigError("paths", f"the text of {self._shown()} is empty (0 bytes); {MIN_TEXT}")
 
     @property
     def name(self) -> str:
         return "text_files"
+
+    def _shown(self) -> str:
+        return ", ".join(repr(p) for p in self.paths)
+
+    def load(self, tokenizer: Any) -> TokenData:
+        """The token stream, refused in one line when it is too short to score a single token."""
+        data = super().load(tokenizer)
+        if data.available_tokens < MIN_TOKENS:
+            raise ConfigError(
+                "dataset.paths", f"the text of {self._shown()} is {data.available_tokens} token(s) long; {MIN_TEXT}"
+            )
+        return data
 
     def files(self) -> list[str]:
         found = {p for pat in self.paths for p in glob.glob(os.path.expanduser(pat), recursive=True)}

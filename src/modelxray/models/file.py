@@ -49,6 +49,27 @@ def detect_format(path: Path) -> str:
     return "state_dict"
 
 
+def _check_not_empty(path: Path) -> None:
+    """An empty file (an interrupted save or copy) fails here, not as a reader's traceback."""
+    if path.is_file() and path.stat().st_size == 0:
+        raise ConfigError(
+            "path",
+            f"model file {str(path)!r} is empty (0 bytes): save or copy the checkpoint again and point model.path at it",
+        )
+
+
+def _check_hf_dir(path: Path) -> None:
+    """A directory loads as a Hugging Face model, which needs the ``config.json`` saying what to build."""
+    if not path.is_dir():
+        raise ConfigError("path", f"{str(path)!r} is a file; model.format=hf_dir wants a Hugging Face model directory")
+    if not (path / "config.json").is_file():
+        raise ConfigError(
+            "path",
+            f"directory {str(path)!r} has no config.json, so it is no Hugging Face model directory: point model.path "
+            "at a folder saved with save_pretrained (config.json and weights) or at a weights file (.safetensors, .pt)",
+        )
+
+
 @dataclass
 class FileSource(ModelSource):
     path: str = field(default="", metadata=REQUIRED)  # the model file or directory
@@ -72,7 +93,9 @@ class FileSource(ModelSource):
         p = Path(os.path.expanduser(self.path))
         if not p.exists():
             raise ConfigError("path", f"model file {self.path!r} does not exist")
-        self.resolved_format()  # raises on an unknown format
+        _check_not_empty(p)
+        if self.resolved_format() == "hf_dir":
+            _check_hf_dir(p)
         if isinstance(self.architecture, str) and not Path(os.path.expanduser(self.architecture)).exists():
             raise ConfigError("architecture", f"architecture config {self.architecture!r} does not exist")
         validate_tokenizer_spec(self.tokenizer, "tokenizer")

@@ -214,6 +214,7 @@ def _dominant_dtype(state: dict[str, torch.Tensor]) -> str:
 
 
 def _load_into(model: torch.nn.Module, state: dict[str, torch.Tensor], path: Path) -> None:
+    _check_shapes(model, state, path)
     result = model.load_state_dict(state, strict=False)
     tied = set(getattr(model, "_tied_weights_keys", None) or [])
     missing = [k for k in result.missing_keys if k not in tied and not k.endswith("lm_head.weight")]
@@ -226,6 +227,21 @@ def _load_into(model: torch.nn.Module, state: dict[str, torch.Tensor], path: Pat
         )
     if hasattr(model, "tie_weights"):
         model.tie_weights()
+
+
+def _check_shapes(model: torch.nn.Module, state: dict[str, torch.Tensor], path: Path) -> None:
+    """Tensors whose shape differs from the built model's: one line naming the first, not torch's
+    multi-line ``size mismatch`` traceback (weights saved from another configuration)."""
+    expected = model.state_dict()
+    bad = [k for k, v in state.items() if k in expected and tuple(v.shape) != tuple(expected[k].shape)]
+    if bad:
+        first = bad[0]
+        raise ConfigError(
+            str(path),
+            f"does not fit model.architecture: {first} is {list(state[first].shape)} in the file and "
+            f"{list(expected[first].shape)} in the model ({len(bad)} of {len(state)} tensors differ); "
+            "set model.architecture to the configuration the weights were saved with",
+        )
 
 
 def _load_torchscript(path: Path) -> torch.nn.Module:

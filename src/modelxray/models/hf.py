@@ -29,8 +29,76 @@ TOKENIZER_FILES = (
 )
 
 
+# seconds the hub endpoint gets to answer before a model that is not cached is called unreachable
+# (transformers would retry for about half a minute before failing)
+HUB_PROBE_TIMEOUT_S = 2.0
+_HUB_PROBES: dict[str, str | None] = {}  # endpoint -> why it cannot be reached (None: it answers)
+
+
 def _dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.glob("*") if p.suffix in (".safetensors", ".bin", ".pt"))
+
+
+def _check_model_dir(path: Path) -> None:
+    """A Hugging Face model directory holds a ``config.json``: without one nothing says what to build."""
+    if not (path / "config.json").is_file():
+        raise ConfigError(
+            "name_or_path",
+            f"directory {str(path)!r} has no config.json, so it is no Hugging Face model directory: point "
+            "model.name_or_path at a folder saved with save_pretrained (config.json and weights) or at a hub id",
+        )
+
+
+def _hub_cached(repo_id: str, revision: str | None) -> bool:
+    """Whether the hub cache holds this model's config (then transformers can load it offline)."""
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(repo_id, "config.json", revision=revision), str)
+    except Exception:  # noqa: BLE001 - not a valid repo id: transformers says so when it loads
+        return False
+
+
+def _offline_reason(local_files_only: bool) -> str | None:
+    """Why the hub cannot be used now, or None: offline mode, ``local_files_only``, or an endpoint
+    that does not answer within ``HUB_PROBE_TIMEOUT_S``."""
+    from huggingface_hub import constants, is_offline_mode
+
+    if is_offline_mode():
+        return "the machine is offline (HF_HUB_OFFLINE is set)"
+    if local_files_only:
+        return "model.local_files_only=true"
+    problem = _hub_problem(constants.ENDPOINT)
+    return None if problem is None else f"the machine is offline ({constants.ENDPOINT}: {problem})"
+
+
+def _hub_problem(endpoint: str) -> str | None:
+    """Why ``endpoint`` cannot be reached, or None if it answers at all (any HTTP status) within
+    ``HUB_PROBE_TIMEOUT_S``; in a thread, so a name lookup that hangs is bounded too. Once per process."""
+    import threading
+
+    if endpoint not in _HUB_PROBES:
+        outcome: list[str | None] = []
+        thread = threading.Thread(target=lambda: outcome.append(_head(endpoint)), daemon=True)
+        thread.start()
+        thread.join(HUB_PROBE_TIMEOUT_S)
+        _HUB_PROBES[endpoint] = outcome[0] if outcome else f"no answer within {HUB_PROBE_TIMEOUT_S:g} s"
+    return _HUB_PROBES[endpoint]
+
+
+def _head(url: str) -> str | None:
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=HUB_PROBE_TIMEOUT_S).close()
+    except urllib.error.HTTPError:
+        return None  # it answered
+    except urllib.error.URLError as exc:  # refused, no such name
+        return str(getattr(exc.reason, "strerror", None) or exc.reason)
+    except OSError as exc:  # a timeout
+        return str(exc) or type(exc).__name__
+    return None
 
 
 @dataclass
@@ -54,9 +122,27 @@ class HFSource(ModelSource):
             )
         if not self.name_or_path:
             raise ConfigError("name_or_path", "is required: a hub id (org/name) or a local model directory")
+        local = Path(os.path.expanduser(self.name_or_path))
         looks_local = self.name_or_path.startswith((".", "/", "~"))
-        if looks_local and not Path(os.path.expanduser(self.name_or_path)).is_dir():
+        if looks_local and not local.is_dir():
             raise ConfigError("name_or_path", f"model directory {self.name_or_path!r} does not exist")
+        if local.is_dir():
+            _check_model_dir(local)
+        else:
+            self._check_hub_reachable()
+
+    def _check_hub_reachable(self) -> None:
+        """A hub id that is not in the local cache needs the hub: say at once when it cannot be reached
+        (offline mode, ``local_files_only``, or no answer from the endpoint) instead of retrying."""
+        if _hub_cached(self.name_or_path, self.revision):
+            return
+        why = _offline_reason(self.local_files_only)
+        if why is not None:
+            raise ConfigError(
+                "name_or_path",
+                f"{self.name_or_path!r} is not in the local Hugging Face cache and {why}; "
+                "pass a local model directory (model.name_or_path=/path/to/model) or download it while online",
+            )
 
     def load(self) -> LoadedModel:
         from transformers import AutoConfig

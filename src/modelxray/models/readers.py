@@ -32,11 +32,11 @@ def read_state_dict(path: Path, fmt: str, allow_unsafe_pickle: bool) -> dict[str
                 "refused. If you trust the file, set model.allow_unsafe_pickle=true",
             ) from None
         raise ConfigError(
-            str(path), f"not a readable PyTorch checkpoint (truncated or corrupt?): {str(exc).splitlines()[0]}"
+            str(path), f"not a readable PyTorch checkpoint (truncated or corrupt?): {_first_line(exc)}"
         ) from None
     except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile) as exc:
         raise ConfigError(
-            str(path), f"not a readable PyTorch checkpoint (truncated or corrupt?): {str(exc).splitlines()[0]}"
+            str(path), f"not a readable PyTorch checkpoint (truncated or corrupt?): {_first_line(exc)}"
         ) from None
     if isinstance(obj, dict) and "state_dict" in obj and isinstance(obj["state_dict"], dict):
         obj = obj["state_dict"]
@@ -45,3 +45,9 @@ def read_state_dict(path: Path, fmt: str, allow_unsafe_pickle: bool) -> dict[str
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):
         raise ConfigError(str(path), "does not hold a state dict (a mapping of names to tensors)")
     return obj
+
+
+def _first_line(exc: BaseException) -> str:
+    """The first line of an error's message, or its type where it has none (``EOFError()``)."""
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

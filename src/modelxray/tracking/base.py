@@ -56,6 +56,9 @@ class NullRun:
 
 @dataclass
 class NullTracker(Configurable):
+    def check(self) -> None:
+        pass  # no store to reach
+
     def start(self, run_name: str | None, tags: dict[str, str]) -> NullRun:
         return NullRun()
 

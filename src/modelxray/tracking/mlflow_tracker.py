@@ -7,12 +7,24 @@ Parallel jobs on one SQLite file race when the schema is created or migrated and
 experiment is created ("duplicate column name", "database is locked"): ``prepare()`` does both once,
 before a sweep's jobs start (``modelxray.sweep.SweepSetup``), and SQLite URIs get a busy timeout
 (``sqlite_timeout_s``) so concurrent writers wait instead of failing.
+
+Artifacts go next to the store, not into the working directory: a new experiment on a SQLite store
+gets ``<folder of the .db file>/mlruns/<experiment>`` as its artifact location (absolute, so every
+job of a sweep writes there whatever its working directory); ``artifact_location`` overrides it, and
+a tracking server keeps its own default. An experiment that exists keeps the location it has.
+
+``check()`` tries the store once before any model loads (a writable folder for SQLite, a quick
+``GET /health`` for a server), so a store that cannot work fails in one line within seconds instead
+of after minutes of retries.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import re
+import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +36,11 @@ from modelxray.tracking.redact import redact
 _PARAM_BATCH = 100  # MLflow's limit of params per log_batch call
 _METRIC_BATCH = 1000  # and of metrics
 _PARAM_MAX_CHARS = 6000
+# a tracking server must answer GET /health within this many seconds (MLflow's client would retry
+# an unreachable server for minutes before failing)
+SERVER_PROBE_TIMEOUT_S = 3.0
+ARTIFACTS_DIR = "mlruns"  # next to a SQLite file: <folder>/mlruns/<experiment>/<run id>/artifacts
+_CHECKED: set[tuple[str, str | None]] = set()  # (store, artifact location) pairs check() passed in this process
 
 
 @dataclass
@@ -31,7 +48,7 @@ class MlflowTracker(Configurable):
     uri: str = "sqlite:///mlflow.db"
     experiment: str = "modelxray"
     run_name: str | None = None
-    artifact_location: str | None = None
+    artifact_location: str | None = None  # null = next to the store (SQLite: <its folder>/mlruns/<experiment>)
     tags: dict = field(default_factory=dict)
     sqlite_timeout_s: float = 60.0  # SQLite busy timeout: parallel jobs wait for the write lock this long
 
@@ -40,10 +57,42 @@ class MlflowTracker(Configurable):
             raise ConfigError("uri", "is empty: use sqlite:///mlflow.db, a directory, or http://host:port")
         if not self.experiment:
             raise ConfigError("experiment", "is empty: name the MLflow experiment")
-        if self.uri.startswith("sqlite:///"):
-            folder = Path(self.uri[len("sqlite:///") :].split("?")[0]).expanduser().resolve().parent
-            if not folder.is_dir():
-                raise ConfigError("uri", f"folder {str(folder)!r} of the SQLite file does not exist")
+        db = self.sqlite_path()
+        if db is not None and not db.parent.is_dir():
+            raise ConfigError("uri", f"folder {str(db.parent)!r} of the SQLite file does not exist")
+
+    def sqlite_path(self) -> Path | None:
+        """The SQLite file of ``uri`` as an absolute path (relative to the working directory), or None."""
+        if not self.uri.startswith("sqlite:///"):
+            return None
+        return Path(self.uri[len("sqlite:///") :].split("?")[0]).expanduser().resolve()
+
+    def resolved_artifact_location(self) -> str | None:
+        """Where a new experiment keeps its artifacts: ``artifact_location``, else next to a SQLite
+        store, else None (a server or another store decides)."""
+        if self.artifact_location:
+            return os.path.expanduser(self.artifact_location)
+        db = self.sqlite_path()
+        if db is None:
+            return None
+        return str(db.parent / ARTIFACTS_DIR / _folder_name(self.experiment))
+
+    def check(self) -> None:
+        """Fail in one line, within seconds, if the store cannot be used: a SQLite folder that is not
+        writable, a server that does not answer. Once per store and process."""
+        location, db = self.resolved_artifact_location(), self.sqlite_path()
+        store = str(db) if db is not None else self.uri
+        if (store, location) in _CHECKED:
+            return
+        if db is not None:
+            _check_writable(db.parent, "tracker.uri", f"folder of the SQLite file {str(db)!r}")
+        elif self.uri.startswith(("http://", "https://")):
+            _check_server(self.uri)
+        if location and "://" not in location:
+            _check_writable(
+                _existing_parent(Path(location)), "tracker.artifact_location", f"artifact folder {location!r}"
+            )
+        _CHECKED.add((store, location))
 
     @property
     def store_uri(self) -> str:
@@ -52,19 +101,25 @@ class MlflowTracker(Configurable):
             return f"{self.uri}?timeout={self.sqlite_timeout_s:g}"
         return self.uri
 
-    def prepare(self) -> str:
+    def prepare(self) -> str | None:
         """Create (or migrate) the store and the experiment once; returns the experiment id. Called on
-        the submitting host before a sweep's jobs start, so parallel jobs only ever read them."""
+        the submitting host before a sweep's jobs start, so parallel jobs only ever read them. None
+        when the store cannot be used: each job then says why in one line (``check()``)."""
         from mlflow.tracking import MlflowClient
 
+        try:
+            self.check()
+        except ConfigError:
+            return None
         return _get_or_create_experiment(
-            MlflowClient(tracking_uri=self.store_uri), self.experiment, self.artifact_location
+            MlflowClient(tracking_uri=self.store_uri), self.experiment, self.resolved_artifact_location()
         )
 
     def find_finished(self, config_hash: str) -> tuple[str, dict[str, float]] | None:
         """The newest FINISHED run of this experiment with this config fingerprint: (run id, metrics)."""
         from mlflow.tracking import MlflowClient
 
+        self.check()
         client = MlflowClient(tracking_uri=self.store_uri)
         exp = client.get_experiment_by_name(self.experiment)
         if exp is None:
@@ -80,14 +135,85 @@ class MlflowTracker(Configurable):
     def start(self, run_name: str | None, tags: dict[str, str]) -> MlflowRun:
         from mlflow.tracking import MlflowClient
 
+        self.check()
         client = MlflowClient(tracking_uri=self.store_uri)
-        experiment_id = _get_or_create_experiment(client, self.experiment, self.artifact_location)
+        experiment_id = _get_or_create_experiment(client, self.experiment, self.resolved_artifact_location())
         run = client.create_run(
             experiment_id,
             run_name=self.run_name or run_name,
             tags={**{k: str(v) for k, v in tags.items()}, **{k: str(v) for k, v in self.tags.items()}},
         )
         return MlflowRun(client, run.info.run_id, self.uri, self.experiment)
+
+
+def _folder_name(experiment: str) -> str:
+    """An experiment name as one folder name (``a/b c`` -> ``a_b_c``)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", experiment).strip("._") or "experiment"
+
+
+def _existing_parent(path: Path) -> Path:
+    """``path`` or its nearest ancestor that exists (an artifact folder is created on first use)."""
+    path = path.resolve()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _check_writable(folder: Path, key: str, what: str) -> None:
+    """A file can be created in ``folder`` (os.access says yes to root even where nothing can be)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise ConfigError(
+            key, f"the {what} is not writable ({exc.strerror or exc}); use a folder you can write to"
+        ) from None
+
+
+def _check_server(uri: str) -> None:
+    """A tracking server answers ``GET /health`` within ``SERVER_PROBE_TIMEOUT_S``: with 200 (an MLflow
+    server), or 401/403 (a proxy asking for credentials, which MLflow then reports itself)."""
+    import urllib.parse
+
+    parts = urllib.parse.urlsplit(uri)
+    netloc = parts.netloc.rsplit("@", 1)[-1]  # credentials are MLflow's business, not the probe's
+    health = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/") + "/health", "", ""))
+    why = _health_problem(health, SERVER_PROBE_TIMEOUT_S)
+    if why is not None:
+        shown = redact({"uri": uri})["uri"]
+        raise ConfigError(
+            "tracker.uri",
+            f"no MLflow server answers at {shown} ({why}); start one (scripts/mlflow_server.sh) "
+            "or log to a file: tracker.uri=sqlite:///mlflow.db",
+        )
+
+
+def _health_problem(url: str, timeout_s: float) -> str | None:
+    """None if ``url`` answered like an MLflow server within ``timeout_s``, else what went wrong. The
+    request runs in a thread so a name lookup that hangs is bounded too."""
+    outcome: list[str | None] = []
+    thread = threading.Thread(target=lambda: outcome.append(_get_health(url, timeout_s)), daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    return outcome[0] if outcome else f"no answer within {timeout_s:g} s"
+
+
+def _get_health(url: str, timeout_s: float) -> str | None:
+    import ssl
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(url, timeout=timeout_s).close()
+    except urllib.error.HTTPError as exc:
+        return None if exc.code in (401, 403) else f"GET /health answered HTTP {exc.code}: not an MLflow server?"
+    except urllib.error.URLError as exc:
+        if isinstance(exc.reason, ssl.SSLError):
+            return None  # it answered; MLflow's own TLS settings decide whether that is fine
+        return str(getattr(exc.reason, "strerror", None) or exc.reason)
+    except OSError as exc:  # a timeout while reading, a reset connection
+        return str(exc) or type(exc).__name__
+    return None
 
 
 def _get_or_create_experiment(client, name: str, artifact_location: str | None) -> str:

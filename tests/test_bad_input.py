@@ -1,0 +1,199 @@
+"""Bad input that used to escape the one-line rule (a traceback, minutes of retries, Hydra's
+multi-line message): each now ends with ``modelxray: error: <key or file>: <fix>`` and exit code 2."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+ARCH = "model.architecture={model_type: gpt2, n_layer: 1, n_embd: 64, n_head: 4, vocab_size: 257}"
+FAST_S = 20  # generous on 2 busy cores; the failures this replaces took 34 to 250 s
+
+
+def _cli(args: list[str], cwd: Path, **env: str) -> tuple[subprocess.CompletedProcess, float]:
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "run.py"), "threads=1", f"hydra.run.dir={cwd}/out", *args],
+        cwd=cwd,
+        env={**os.environ, "HYDRA_FULL_ERROR": "0", **env},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    return proc, time.perf_counter() - start
+
+
+def _error(proc: subprocess.CompletedProcess) -> str:
+    """The one error line, checked: exit code 2, no traceback, the last line of stderr."""
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr and "Could not override" not in proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("modelxray: error: "), proc.stderr[-3000:]
+    return last.removeprefix("modelxray: error: ")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# --- 1. model=file: an empty file, a directory without config.json, weights of another shape
+
+
+def test_empty_checkpoint_file(tmp_path):
+    (tmp_path / "empty.pt").touch()
+    proc, _ = _cli(["model=file", "model.path=empty.pt", ARCH, "tracker=none"], tmp_path)
+    assert _error(proc) == (
+        "model.path: model file 'empty.pt' is empty (0 bytes): save or copy the checkpoint again and point model.path at it"
+    )
+    assert not (tmp_path / "out" / "errors").exists()  # refused before the run started
+
+
+def test_directory_without_config_json(tmp_path):
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "weights.bin").write_bytes(b"x")
+    proc, _ = _cli(["model=file", "model.path=ckpt", "tracker=none"], tmp_path)
+    msg = _error(proc)
+    assert msg.startswith("model.path: directory 'ckpt' has no config.json") and "save_pretrained" in msg
+    proc, _ = _cli(["model=hf", "model.name_or_path=./ckpt", "tracker=none"], tmp_path)
+    assert _error(proc).startswith("model.name_or_path: directory 'ckpt' has no config.json")
+
+
+def test_state_dict_of_another_shape(tmp_path):
+    import torch
+
+    torch.save({"transformer.wte.weight": torch.zeros(10, 4)}, tmp_path / "other.pt")
+    proc, _ = _cli(["model=file", "model.path=other.pt", ARCH, "tracker=none"], tmp_path)
+    assert _error(proc) == (
+        "other.pt: does not fit model.architecture: transformer.wte.weight is [10, 4] in the file and [257, 64] "
+        "in the model (1 of 1 tensors differ); set model.architecture to the configuration the weights were saved with"
+    )
+
+
+# --- 2. dataset=text_files: no text, only directories, one token; a short text is one shorter window
+
+
+@pytest.mark.parametrize(
+    "make,pattern,expected",
+    [
+        (lambda d: (d / "e.txt").touch(), "e.txt", "dataset.paths: the text of 'e.txt' is empty (0 bytes); "),
+        (lambda d: (d / "dir.txt").mkdir(), "dir*", "dataset.paths: 'dir*' matches only directories (dir.txt); "),
+    ],
+)
+def test_text_files_with_no_text_fail_before_the_model_loads(tmp_path, make, pattern, expected):
+    make(tmp_path)
+    proc, _ = _cli(["model=tiny_gpt2", "dataset=text_files", f"dataset.paths=[{pattern}]", "tracker=none"], tmp_path)
+    assert _error(proc).startswith(expected)
+    assert not (tmp_path / "out" / "errors").exists()  # refused before the run started
+
+
+def test_text_of_one_token(tmp_path, cache_dir):
+    (tmp_path / "one.txt").write_text("a")
+    args = ["debug=tiny", "dataset=text_files", "dataset.paths=[one.txt]", f"dataset.cache_dir={cache_dir}"]
+    proc, _ = _cli(args, tmp_path)
+    assert _error(proc) == (
+        "dataset.paths: the text of 'one.txt' is 1 token(s) long; a text dataset needs at least 2 tokens "
+        "(one input and one target): give more text"
+    )
+    assert not (tmp_path / "out" / "analysis_results.json").exists()  # no analyzer ran
+
+
+def test_text_shorter_than_one_window_is_one_shorter_window(tmp_path, cache_dir):
+    from modelxray.data.text_files import TextFiles
+    from modelxray.models.tokenizers import load_tokenizer
+
+    (tmp_path / "short.txt").write_text("forty bytes of text, scored all the same")
+    data = TextFiles(paths=[str(tmp_path / "short.txt")], seq_len=128, cache_dir=cache_dir).load(load_tokenizer("byte"))
+    assert (data.n_tokens, data.seq_len) == (40, 40)
+    assert data.note == "the text is 40 tokens, shorter than dataset.seq_len=128: one window of 40"
+    proc, _ = _cli(
+        ["debug=tiny", "dataset=text_files", "dataset.paths=[short.txt]", f"dataset.cache_dir={cache_dir}"]
+        + ["analyzer.performance.iters=1", "analyzer.performance.layer_timing_iters=1", "report.dashboard=false"],
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = (tmp_path / "out" / "summary_report.md").read_text()
+    assert "windows of 40 (the text is 40 tokens, shorter than dataset.seq_len=128: one window of 40)" in report
+
+
+# --- 3. a tracking store that cannot work: fail within seconds
+
+
+def test_unwritable_sqlite_folder(tmp_path):
+    proc, seconds = _cli(["model=tiny_gpt2", "tracker=mlflow", "tracker.uri=sqlite:////proc/mlflow.db"], tmp_path)
+    assert _error(proc).startswith("tracker.uri: the folder of the SQLite file '/proc/mlflow.db' is not writable (")
+    assert seconds < FAST_S
+
+
+def test_no_tracking_server_listening(tmp_path):
+    port = _free_port()
+    proc, seconds = _cli(["model=tiny_gpt2", "tracker=mlflow_server", f"tracker.uri=http://127.0.0.1:{port}"], tmp_path)
+    assert _error(proc).startswith(f"tracker.uri: no MLflow server answers at http://127.0.0.1:{port} (")
+    assert seconds < FAST_S
+
+
+# --- 4. a hub id, not cached, on a machine that is offline
+
+
+def test_hub_model_offline_mode(tmp_path):
+    proc, seconds = _cli(
+        ["model=hf", "model.name_or_path=someone/some-model", "tracker=none"],
+        tmp_path,
+        HF_HUB_OFFLINE="1",
+        HF_HOME=str(tmp_path / "hf"),
+    )
+    assert _error(proc) == (
+        "model.name_or_path: 'someone/some-model' is not in the local Hugging Face cache and the machine is offline "
+        "(HF_HUB_OFFLINE is set); pass a local model directory (model.name_or_path=/path/to/model) or download it "
+        "while online"
+    )
+    assert seconds < FAST_S
+
+
+def test_hub_model_endpoint_unreachable(tmp_path):
+    endpoint = f"http://127.0.0.1:{_free_port()}"
+    proc, seconds = _cli(
+        ["model=hf", "model.name_or_path=someone/some-model", "tracker=none"],
+        tmp_path,
+        HF_HUB_OFFLINE="0",
+        HF_ENDPOINT=endpoint,
+        HF_HOME=str(tmp_path / "hf"),
+    )
+    msg = _error(proc)
+    assert msg.startswith(
+        f"model.name_or_path: 'someone/some-model' is not in the local Hugging Face cache and the machine is offline ({endpoint}: "
+    )
+    assert "pass a local model directory" in msg
+    assert seconds < FAST_S
+
+
+# --- 5. a key without + that does not exist, or belongs to another option
+
+
+@pytest.mark.parametrize(
+    "override,expected",
+    [
+        ("foo=1", "foo: unknown top-level key; valid keys: analyzer, dataset, model, "),
+        ("quant.bits=1", "quant.bits: unknown key for NoQuant"),  # quant=none has no keys
+        ("dataset.seq_lenx=64", "dataset.seq_lenx: unknown key for PydocTopics; valid keys: cache_dir, "),
+    ],
+)
+def test_unknown_key_without_plus(tmp_path, override, expected):
+    proc, _ = _cli(["model=tiny_gpt2", override, "tracker=none"], tmp_path)
+    assert _error(proc).startswith(expected)
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_plain_overrides_of_existing_keys_and_group_choices_still_compose(tmp_path):
+    proc, _ = _cli(["model=tiny_gpt2", "quant=int4", "quant.bits=3", "dataset.seq_len=64", "--cfg", "job"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "bits: 3" in proc.stdout and "seq_len: 64" in proc.stdout
