@@ -107,6 +107,7 @@ def test_text_of_one_token(tmp_path, cache_dir):
     assert not (tmp_path / "out" / "analysis_results.json").exists()  # no analyzer ran
 
 
+@pytest.mark.slow  # a run.py process end to end (the in-process tests cover the numbers)
 def test_text_shorter_than_one_window_is_one_shorter_window(tmp_path, cache_dir):
     from modelxray.data.text_files import TextFiles
     from modelxray.models.tokenizers import load_tokenizer

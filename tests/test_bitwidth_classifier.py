@@ -272,6 +272,7 @@ def test_window_keys_and_bad_rules_fail_in_one_line(digits_mlp, digits):
         BitwidthAnalyzer(budget_accuracy_drop=5)
 
 
+@pytest.mark.slow  # a run.py process end to end (the in-process tests cover the numbers)
 def test_cli_digits_mlp_is_tracked(tracking_uri, tmp_path):
     args = [
         "model=digits_mlp",

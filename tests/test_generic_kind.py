@@ -207,6 +207,7 @@ def test_in_memory_generic_and_image_classifier(files):
         modelxray.analyze([*FAST], model=SmallCNN())
 
 
+@pytest.mark.slow  # a run.py process end to end (the in-process tests cover the numbers)
 def test_cli_generic_run_is_logged_to_mlflow(files, tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     args = ["model=file", f"model.path={files / 'linear.pt'}", "model.architecture=" + str(eval_arch()).replace("'", ""),

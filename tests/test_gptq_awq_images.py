@@ -157,6 +157,7 @@ def test_the_python_api_takes_images_as_calibration(vit_subject):
     assert report.insights[0].startswith("GPTQ calibrated on 136 tokens (8 calibration inputs)")
 
 
+@pytest.mark.slow  # a run.py process end to end (the in-process tests cover the numbers)
 def test_cli_gptq_on_a_random_vit_and_the_sample_images(tmp_path):
     from transformers import ViTConfig, ViTForImageClassification
 

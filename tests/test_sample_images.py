@@ -78,6 +78,7 @@ def _vit(d):
     return d
 
 
+@pytest.mark.slow  # a run.py process end to end (the in-process tests cover the numbers)
 def test_cli_a_random_vit_on_the_sample_images(tmp_path):
     args = [
         "model=hf",

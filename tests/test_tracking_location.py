@@ -15,6 +15,7 @@ def _local(uri: str) -> Path:
     return Path(uri.removeprefix("file://"))
 
 
+@pytest.mark.slow  # a run.py process end to end (the in-process tests cover the numbers)
 def test_artifacts_go_next_to_the_store_and_nothing_into_the_working_directory(cache_dir, tmp_path):
     cwd, store, out = tmp_path / "A", tmp_path / "B", tmp_path / "out"
     cwd.mkdir(), store.mkdir()
