@@ -207,7 +207,9 @@ def test_quality_from_lm_score_logs_the_same_metrics():
     score.update(torch.randn(2, 16, 50, generator=g), torch.randint(0, 50, (2, 16), generator=g))
     old = score.result(n_bytes=100)
     q = Quality.from_dict(old)
-    assert q.to_metrics() == old  # names, order and values
+    new = q.to_metrics()
+    assert {k: new[k] for k in old} == old  # the same names and values ...
+    assert set(new) - set(old) == {"perplexity_se", "perplexity_ci_low", "perplexity_ci_high"}  # ... and derived
     assert list(old) == [
         "loss",
         "perplexity",
@@ -216,6 +218,9 @@ def test_quality_from_lm_score_logs_the_same_metrics():
         "top5_accuracy",
         "top10_accuracy",
         "bits_per_byte",
+        "windows_scored",
+        "loss_se",
+        "accuracy_se",
     ]
     assert Quality.from_dict(json.loads(json.dumps(q.to_dict()))) == q
     assert q.accuracy == old["accuracy"] and q.n_scored == 32
@@ -303,7 +308,8 @@ def test_performance_analyzer_logs_the_same_names_and_draws_from_measurements(tm
     lat = [*LATENCY_NAMES, "tokens_per_s", "batches_per_s"]
     quality = ["loss", "perplexity", "tokens_scored", "accuracy", "top5_accuracy", "top10_accuracy"]
     memory = ["param_bytes", "buffer_bytes", "num_parameters", "peak_rss_bytes", "rss_bytes"]
-    expected = [*quality, "bits_per_byte", "eval_tokens_per_s", *(f"bs{b}_{k}" for b in (1, 2) for k in lat)]
+    errors = ["loss_se", "perplexity_se", "perplexity_ci_low", "perplexity_ci_high", "accuracy_se", "windows_scored"]
+    expected = [*quality, "bits_per_byte", *errors, "eval_tokens_per_s", *(f"bs{b}_{k}" for b in (1, 2) for k in lat)]
     if subject.info.file_bytes:
         memory.append("file_bytes")
     assert list(r.metrics) == expected + memory
@@ -311,6 +317,7 @@ def test_performance_analyzer_logs_the_same_names_and_draws_from_measurements(tm
     assert list(r.data["quality"]) == [
         *quality,
         "bits_per_byte",
+        *errors,
         "eval_tokens_per_s",
         "protocol",
         "protocol_description",

@@ -42,7 +42,7 @@ def test_batch_stats_match_torch_cross_entropy_and_topk():
     logits = torch.randn(2, 200, 50)  # more tokens than one chunk
     targets = torch.randint(0, 50, (2, 200))
     targets[0, 3] = IGNORE
-    nll, n, hits = batch_token_stats(logits, targets, [1, 5])
+    nll, n, hits, _ = batch_token_stats(logits, targets, [1, 5])
     ref = F.cross_entropy(logits.view(-1, 50), targets.view(-1), ignore_index=IGNORE, reduction="sum")
     assert n == 399
     assert nll == pytest.approx(float(ref), rel=1e-5)

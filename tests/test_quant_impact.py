@@ -64,6 +64,14 @@ def test_quant_impact_end_to_end(trained_tiny, tmp_path):
     for r in rows.values():
         assert r["peak_quantize_rss"] > 0 and r["peak_inference_rss"] > 0 and math.isfinite(r["tokens_per_s"])
     assert set(result.data["recommendations"]) == set(PRIORITIES)
+    # paired loss change against the unquantized model, with its error; "indistinguishable" when within 2 se
+    assert rows["none"]["delta_loss"] == 0.0
+    assert rows["int2"]["delta_loss"] == pytest.approx(rows["int2"]["loss"] - rows["none"]["loss"], abs=1e-9)
+    same_line = next((s for s in result.insights if s.startswith("Indistinguishable")), "")
+    for name in ("int8", "int2"):
+        r = rows[name]
+        assert r["delta_loss_se"] > 0
+        assert (f"{name} (" in same_line) == (abs(r["delta_loss"]) <= 2 * r["delta_loss_se"])
     timeline = pd.read_csv(io.StringIO(result.texts["quant_impact_memory_timeline.csv"]))
     assert {"quantize", "inference"} <= set(timeline["phase"]) and set(timeline["strategy"]) == set(strategies)
     assert len(pd.read_csv(io.StringIO(result.texts["quant_impact_strategies.csv"]))) == len(strategies)

@@ -8,7 +8,7 @@ from torch import nn
 
 from modelxray.core.progress import bar
 from modelxray.measure.scoring import forward_logits, model_device
-from modelxray.metrics.lm import LMScore, kl_and_agreement
+from modelxray.metrics.lm import LMScore, kl_and_agreement, ratio_se
 from modelxray.metrics.windows import IGNORE, Window, batched
 
 
@@ -54,10 +54,12 @@ class Reference:
         n = max_windows if max_windows is not None else (max_batches * self.batch_size if max_batches else None)
         total = LMScore(ks=[1])
         for s in self._scores[:n] if n else self._scores:
-            total.nll_sum += s.nll_sum
-            total.n_tokens += s.n_tokens
-            total.hits[1] = total.hits.get(1, 0) + s.hits.get(1, 0)
-        return {**total.result(), "top1_agree": 1.0, "kl": 0.0}
+            total.merge(s)
+        return {**total.result(), "top1_agree": 1.0, "kl": 0.0, "delta_loss": 0.0, "delta_loss_se": 0.0}
+
+    def window_stats(self) -> torch.Tensor:
+        """(windows, 3): each scored window's summed NLL, scored tokens and top-1 hits, in order."""
+        return torch.cat([s.per_window() for s in self._scores])
 
     def comparison(self) -> Comparison:
         return Comparison(self)
@@ -101,4 +103,19 @@ class Comparison:
         out = self.score.result()
         out["top1_agree"] = self.agree / self.total if self.total else float("nan")
         out["kl"] = self.kl_sum / self.kl_n if self.kl_n else float("nan")
+        out.update(self._paired_delta())
         return out
+
+    def _paired_delta(self) -> dict[str, float]:
+        """The variant's loss minus the reference's on the same tokens, ``delta_loss``, with its standard
+        error from the per-window paired differences (windows as units): far tighter than the two
+        losses' own errors, as both vary with the same text. Empty when the scored tokens differ
+        (a perturbation that drops targets)."""
+        mine = self.score.per_window()
+        ref = self.ref.window_stats()[: mine.shape[0]]
+        if mine.shape[0] == 0 or ref.shape != mine.shape or not torch.equal(ref[:, 1], mine[:, 1]):
+            return {}
+        diff = mine[:, 0] - ref[:, 0]
+        delta = float(diff.sum() / mine[:, 1].sum())
+        se = ratio_se(diff, mine[:, 1])
+        return {"delta_loss": delta, "delta_loss_se": se}

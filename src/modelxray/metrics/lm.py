@@ -13,51 +13,86 @@ from modelxray.metrics.windows import IGNORE
 _CHUNK = 128  # tokens per chunk: keeps a chunk's logits (128 x vocab floats) in cache between passes
 
 
-def batch_token_stats(logits: torch.Tensor, targets: torch.Tensor, ks: list[int]) -> tuple[float, int, dict[int, int]]:
-    """Summed NLL (nats), scored-token count and top-k hit counts for one batch.
+def batch_token_stats(
+    logits: torch.Tensor, targets: torch.Tensor, ks: list[int]
+) -> tuple[float, int, dict[int, int], torch.Tensor]:
+    """Summed NLL (nats), scored-token count and top-k hit counts for one batch, and per row
+    (sequence) its summed NLL, scored tokens and top-1 hits as a (B, 3) float64 tensor.
 
     ``logits`` (B, T, V), ``targets`` (B, T) with ``IGNORE`` where not scored. Works through the
     tokens in chunks so that the cross-entropy and top-k passes read each chunk from cache: on a
     49k vocabulary this is 6x faster than whole-tensor passes (``scripts/bench_eval.py``). Top-k
     ties are broken by ``torch.topk``'s order.
     """
+    rows_n, steps = targets.shape[0], targets.shape[-1]
     vocab = logits.shape[-1]
     flat, tgt = logits.reshape(-1, vocab), targets.reshape(-1)
     kmax = min(max(ks), vocab)
-    nll = torch.zeros((), dtype=torch.float64)
     hits = torch.zeros(len(ks), dtype=torch.int64)
-    n = 0
+    per_row = torch.zeros(rows_n, 3, dtype=torch.float64)  # nll, tokens, top-1 hits of each sequence
+    positions = torch.arange(flat.shape[0])
     for start in range(0, flat.shape[0], _CHUNK):
         x, y = flat[start : start + _CHUNK], tgt[start : start + _CHUNK]
+        row = positions[start : start + _CHUNK] // steps
         mask = y != IGNORE
         count = int(mask.sum())
         if count == 0:
             continue
         if count < y.numel():
-            x, y = x[mask], y[mask]
+            x, y, row = x[mask], y[mask], row[mask]
         x = x.float()
-        nll += F.cross_entropy(x, y, reduction="sum").double()
+        nll = F.cross_entropy(x, y, reduction="none").double()
         found = x.topk(kmax, dim=1).indices == y.unsqueeze(1)  # (N, kmax), at most one True per row
         hits += torch.stack([found[:, :k].sum() for k in ks])
-        n += count
-    return float(nll), n, {k: int(h) for k, h in zip(ks, hits)}
+        per_row.index_add_(0, row, torch.stack([nll, torch.ones_like(nll), found[:, 0].double()], dim=1))
+    totals = per_row.sum(0)
+    return float(totals[0]), int(totals[1]), {k: int(h) for k, h in zip(ks, hits)}, per_row
+
+
+def ratio_se(numerators: torch.Tensor, denominators: torch.Tensor) -> float:
+    """Standard error of the ratio estimate sum(numerators) / sum(denominators) with the units (windows)
+    as independent draws: sqrt(m / (m - 1) * sum((a_i - r * n_i)^2)) / sum(n_i), the linearised
+    (cluster-robust) variance. Tokens inside a window are correlated, so the window is the unit; NaN
+    with fewer than two units."""
+    m = int(numerators.numel())
+    total = float(denominators.sum())
+    if m < 2 or total <= 0:
+        return math.nan
+    r = float(numerators.sum()) / total
+    resid = numerators.double() - r * denominators.double()
+    return math.sqrt(m / (m - 1) * float((resid**2).sum())) / total
 
 
 @dataclass
 class LMScore:
-    """Accumulates batch statistics into loss, perplexity, bits per byte and top-k accuracy."""
+    """Accumulates batch statistics into loss, perplexity, bits per byte and top-k accuracy, and keeps
+    each window's sums so that the loss and the accuracy carry a standard error (windows as units)."""
 
     ks: list[int]
     nll_sum: float = 0.0
     n_tokens: int = 0
     hits: dict[int, int] = field(default_factory=dict)
+    windows: list[torch.Tensor] = field(default_factory=list, repr=False)  # (B, 3) per batch: nll, n, hits
 
     def update(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
-        nll, n, hits = batch_token_stats(logits, targets, self.ks)
+        nll, n, hits, per_row = batch_token_stats(logits, targets, self.ks)
         self.nll_sum += nll
         self.n_tokens += n
         for k, h in hits.items():
             self.hits[k] = self.hits.get(k, 0) + h
+        self.windows.append(per_row[per_row[:, 1] > 0])
+
+    def merge(self, other: LMScore) -> None:
+        """Add another score's tokens and windows to this one (same ``ks``)."""
+        self.nll_sum += other.nll_sum
+        self.n_tokens += other.n_tokens
+        for k, h in other.hits.items():
+            self.hits[k] = self.hits.get(k, 0) + h
+        self.windows.extend(other.windows)
+
+    def per_window(self) -> torch.Tensor:
+        """(windows, 3): each scored window's summed NLL, scored tokens and top-1 hits."""
+        return torch.cat(self.windows) if self.windows else torch.zeros(0, 3, dtype=torch.float64)
 
     def result(self, n_bytes: int | None = None) -> dict[str, float]:
         if self.n_tokens == 0:
@@ -68,6 +103,11 @@ class LMScore:
             out["accuracy" if k == 1 else f"top{k}_accuracy"] = self.hits.get(k, 0) / self.n_tokens
         if n_bytes:
             out["bits_per_byte"] = bits_per_byte(self.nll_sum, n_bytes)
+        w = self.per_window()
+        out["windows_scored"] = float(w.shape[0])
+        out["loss_se"] = ratio_se(w[:, 0], w[:, 1])
+        if 1 in self.ks:
+            out["accuracy_se"] = ratio_se(w[:, 2], w[:, 1])
         return out
 
 

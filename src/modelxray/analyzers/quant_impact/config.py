@@ -29,6 +29,8 @@ SUMMARY_COLUMNS = (
     "method",
     "simulated",
     "perplexity",
+    "delta_loss",
+    "delta_loss_se",
     "accuracy",
     "accuracy_ci_low",
     "accuracy_ci_high",

@@ -61,7 +61,7 @@ class _Mode:
                 subject.model, windows, cfg.batch_size, cfg.kl_windows, ctx.progress, "quant_impact: reference"
             )
             self.lm_batch = speed_inputs(subject.data.ids, cfg.speed_batch_size, subject.data.seq_len).to(device)
-            self.quality_keys = ("loss", "perplexity", "kl", "top1_agree")
+            self.quality_keys = ("loss", "loss_se", "perplexity", "delta_loss", "delta_loss_se", "kl", "top1_agree")
             self.throughput = "tokens_per_s"
             self.unit = "tokens/s"
             self.zero_shot = False
@@ -101,10 +101,17 @@ class _Mode:
             )
         return (
             "perplexity",
+            "loss",
+            "loss_se",
+            "delta_loss",
+            "delta_loss_se",
+            "accuracy",
             "kl",
             "top1_agree",
             "latency_p50_ms",
             "tokens_per_s",
+            "inference_time",
+            "memory_used_gb",
             "weight_bytes",
             "stored_bytes",
             "peak_quantize_rss",
@@ -222,7 +229,7 @@ def _measure(cfg, name, quantizer, support, subject, mode, device, timelines, ct
         "support": support,
         "simulated": "simulated" in support,
         "speed_measured": "float model, shared" if shares_float else "own",
-        **{k: m[k] for k in mode.quality_keys},
+        **{k: m.get(k, float("nan")) for k in mode.quality_keys},
         "latency_p50_ms": lat.p50_ms,
         "latency_p95_ms": lat.p95_ms,
         mode.throughput: per_pass / lat.mean_s,
@@ -252,6 +259,28 @@ def _measure(cfg, name, quantizer, support, subject, mode, device, timelines, ct
         )
     del qsubject
     return row
+
+
+def _indistinguishable(rows: list[dict], base: dict, mode: _Mode) -> list[str]:
+    """Strategies whose paired loss change against the unquantized model is within two standard
+    errors of zero: on this text they cannot be told apart from it."""
+    if mode.classifier:
+        return []
+    same = [
+        r
+        for r in rows
+        if r is not base
+        and math.isfinite(r.get("delta_loss_se", math.nan))
+        and abs(r["delta_loss"]) <= 2 * r["delta_loss_se"]
+    ]
+    if not same:
+        return []
+    tokens = int(mode.ref.metrics["tokens_scored"])
+    parts = ", ".join(f"{r['strategy']} ({r['delta_loss']:+.4f} ± {r['delta_loss_se']:.4f} nats)" for r in same)
+    return [
+        f"Indistinguishable from {base['strategy']} on {tokens:,} tokens (loss change within two standard errors "
+        f"of zero, paired by window): {parts}."
+    ]
 
 
 def _recommend(cfg, rows: list[dict], profile: dict, mode: _Mode) -> dict:
@@ -294,6 +323,7 @@ def _insights(cfg, rows, unsupported, profile, mode: _Mode) -> list[str]:
             "one timing of the float model with the baseline, so the speed axis does not rank them by "
             "timing noise."
         )
+    out += _indistinguishable(rows, base, mode)
     for r in rows:
         if r["strategy"] == base["strategy"]:
             continue

@@ -37,6 +37,13 @@ def wilson_interval(successes: float, n: float, z: float = Z_95) -> tuple[float,
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
+def _pooled_se(ses: list[float | None], weights: Sequence[float], total: float) -> float | None:
+    """Standard error of a weighted mean of independent estimates: sqrt(sum((w_i / W)^2 se_i^2))."""
+    if any(se is None for se in ses):
+        return None
+    return math.sqrt(sum((w / total) ** 2 * se**2 for w, se in zip(weights, ses)))  # type: ignore[operator]
+
+
 @dataclass(frozen=True)
 class Quality:
     """Mean loss (nats per scored token or example) over ``n_scored`` scored items, top-k accuracy
@@ -56,6 +63,11 @@ class Quality:
     bits_per_byte: float | None = None
     count_key: str = field(default="tokens_scored", repr=False)
     task: str = field(default="causal_lm", repr=False)  # causal_lm | classification
+    # a language model's standard errors, windows as units (``metrics.lm.ratio_se``): tokens inside
+    # a window are correlated, so the window is what is drawn independently
+    loss_se: float | None = None
+    accuracy_se: float | None = None
+    windows: float | None = None  # windows scored
 
     @classmethod
     def of_classifier(cls, loss: float, n_scored: float, accuracy_at: dict[int, float]) -> Quality:
@@ -77,6 +89,19 @@ class Quality:
         """exp of the mean loss (inf when it overflows, NaN when the loss is). Defined for a
         language model; a classifier's quality never reports it."""
         return _safe_exp(self.loss)
+
+    @property
+    def perplexity_se(self) -> float | None:
+        """Standard error of the perplexity by the delta method: perplexity x the loss's error."""
+        return None if self.loss_se is None else self.perplexity * self.loss_se
+
+    @property
+    def perplexity_ci95(self) -> tuple[float, float] | None:
+        """exp(loss -+ 1.96 x loss_se): the loss's normal interval carried through exp, so it is
+        asymmetric around the perplexity, as it should be."""
+        if self.loss_se is None or not math.isfinite(self.loss_se):
+            return None
+        return _safe_exp(self.loss - Z_95 * self.loss_se), _safe_exp(self.loss + Z_95 * self.loss_se)
 
     @property
     def accuracy(self) -> float | None:
@@ -124,6 +149,9 @@ class Quality:
             bits_per_byte=bpb,
             count_key=qualities[0].count_key,
             task=qualities[0].task,
+            loss_se=_pooled_se([q.loss_se for q in qualities], weights, total),
+            accuracy_se=_pooled_se([q.accuracy_se for q in qualities], weights, total),
+            windows=None if any(q.windows is None for q in qualities) else sum(q.windows for q in qualities),
         )
 
     def to_metrics(self, prefix: str = "") -> dict[str, float]:
@@ -142,6 +170,17 @@ class Quality:
                 out[f"{prefix}accuracy_ci_low"], out[f"{prefix}accuracy_ci_high"] = ci
         if self.bits_per_byte is not None:
             out[f"{prefix}bits_per_byte"] = self.bits_per_byte
+        if self.loss_se is not None:
+            out[f"{prefix}loss_se"] = self.loss_se
+            if not self.is_classifier:
+                out[f"{prefix}perplexity_se"] = self.perplexity_se
+                ci = self.perplexity_ci95
+                if ci is not None:
+                    out[f"{prefix}perplexity_ci_low"], out[f"{prefix}perplexity_ci_high"] = ci
+        if self.accuracy_se is not None:
+            out[f"{prefix}accuracy_se"] = self.accuracy_se
+        if self.windows is not None:
+            out[f"{prefix}windows_scored"] = float(self.windows)
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -160,6 +199,7 @@ class Quality:
             if m and v is not None:
                 acc[int(m.group(1))] = float(v)
         bpb = d.get("bits_per_byte")
+        opt = lambda key: None if d.get(key) is None else float(d[key])  # noqa: E731
         return cls(
             loss=float(d["loss"]),
             n_scored=None if d.get(count_key) is None else float(d[count_key]),
@@ -167,6 +207,9 @@ class Quality:
             bits_per_byte=None if bpb is None else float(bpb),
             count_key=count_key,
             task="classification" if count_key == "examples_scored" else "causal_lm",
+            loss_se=opt("loss_se"),
+            accuracy_se=opt("accuracy_se"),
+            windows=opt("windows_scored"),
         )
 
     def _parts(self) -> tuple[str, list[str]]:
@@ -182,7 +225,11 @@ class Quality:
             rest += [f"top-{k} accuracy {v:.3f}" for k, v in sorted(self.accuracy_at.items()) if k != 1]
             return head, rest
         head = f"perplexity {self.perplexity:.4g}"
-        rest = [f"loss {self.loss:.4f} nats"]
+        ci = self.perplexity_ci95
+        if ci is not None:
+            head += f" ± {self.perplexity_se:.2g}"
+        rest = [f"95% CI [{ci[0]:.4g}, {ci[1]:.4g}]"] if ci is not None else []
+        rest.append(f"loss {self.loss:.4f} nats" + (f" ± {self.loss_se:.2g}" if ci is not None else ""))
         rest += [f"{'top-1' if k == 1 else f'top-{k}'} accuracy {v:.3f}" for k, v in sorted(self.accuracy_at.items())]
         if self.bits_per_byte is not None:
             rest.append(f"{self.bits_per_byte:.3f} bits/byte")
@@ -192,7 +239,8 @@ class Quality:
         if self.n_scored is None:
             return ""
         what = {"tokens_scored": "tokens", "examples_scored": "examples"}.get(self.count_key, self.count_key)
-        return f", {int(self.n_scored):,} {what} scored"
+        windows = f" in {int(self.windows):,} windows" if self.windows else ""
+        return f", {int(self.n_scored):,} {what} scored{windows}"
 
     def __str__(self) -> str:
         head, rest = self._parts()
