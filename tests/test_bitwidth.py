@@ -84,6 +84,8 @@ def test_bitwidth_analyzer_end_to_end(trained_tiny, tmp_path, monkeypatch):
     rows = result.tables["configurations"]
     for r in (r for r in rows if r["pareto"]):
         assert not any(o["effective_bits"] <= r["effective_bits"] and o["perplexity"] < r["perplexity"] for o in rows)
+    for r in rows:  # the paired loss change against the reference, with its error (windows as units)
+        assert r["delta_loss"] == pytest.approx(r["loss"] - m["reference_loss"], abs=1e-9) and r["delta_loss_se"] >= 0
     sens = result.tables["layer_sensitivity"]
     assert {(r["block"], r["component"]) for r in sens} == {(0, "attention"), (0, "mlp"), (1, "attention"), (1, "mlp")}
     assert sorted(r["rank"] for r in sens) == [1, 2, 3, 4]

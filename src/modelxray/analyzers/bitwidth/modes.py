@@ -32,7 +32,7 @@ class LanguageModelMode:
     change_key = "ppl_increase"
     quality = "perplexity"
     higher_is_better = False
-    row_keys = ("perplexity", "loss", "top1_agree", "kl")
+    row_keys = ("perplexity", "loss", "loss_se", "delta_loss", "delta_loss_se", "top1_agree", "kl")
     reference_keys = ("loss", "perplexity")
     rec_keys = ("perplexity", "kl", "top1_agree")
     rank_by = ("loss_increase",)

@@ -90,7 +90,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     rows = []
     for name, q in bar(configs.items(), desc="bitwidth: configurations", enabled=ctx.progress):
         m, stats = evaluate(q, desc=name)
-        rows.append({"config": name, **{k: m[k] for k in mode.row_keys}, **stats})
+        rows.append({"config": name, **{k: m.get(k, float("nan")) for k in mode.row_keys}, **stats})
     for i in pareto_front([(r["effective_bits"], mode.pareto_value(r)) for r in rows]):
         rows[i]["pareto"] = True
     for r in rows:
