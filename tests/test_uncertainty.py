@@ -80,3 +80,30 @@ def test_paired_delta_loss_against_the_reference(trained_tiny):
     assert got["delta_loss"] == pytest.approx(got["loss"] - ref.metrics["loss"], abs=1e-9)
     # pairing removes the text's own variation: the paired error is below the two losses' combined error
     assert 0 < got["delta_loss_se"] < math.hypot(got["loss_se"], ref.metrics["loss_se"])
+    # llama.cpp's KL report: mean with its error, tail percentiles, max, RMS change of the top token's probability
+    assert got["kl_max"] >= got["kl_p999"] >= got["kl_p99"] >= got["kl_p90"] >= 0 and got["kl_se"] > 0
+    assert 0 < got["rms_dp"] < 1 and 0 < got["top1_agree_se"] < 0.5
+    assert same["kl"] == pytest.approx(0.0, abs=1e-6) and same["rms_dp"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_token_divergence_and_its_summary_by_hand():
+    from modelxray.metrics.lm import divergence_summary, token_divergence
+
+    g = torch.Generator().manual_seed(1)
+    ref_logits, logits = torch.randn(3, 5, 6, generator=g), torch.randn(3, 5, 6, generator=g)
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    mask[1, 3:] = False
+    kl, dp, rows = token_divergence(torch.log_softmax(ref_logits, -1), logits, mask)
+    p, q = torch.softmax(ref_logits[mask], -1).double(), torch.softmax(logits[mask], -1).double()
+    assert torch.allclose(kl, (p * (p.log() - q.log())).sum(-1), atol=1e-6)
+    top = p.argmax(-1)
+    assert torch.allclose(dp, q[torch.arange(len(top)), top] - p[torch.arange(len(top)), top], atol=1e-6)
+    assert rows.tolist() == [0] * 5 + [1] * 3 + [2] * 5
+    s = divergence_summary(kl, dp, rows)
+    sums = torch.stack([kl[rows == r].sum() for r in range(3)])
+    counts = torch.tensor([5.0, 3.0, 5.0], dtype=torch.float64)
+    assert s["kl_se"] == pytest.approx(ratio_se(sums, counts))
+    assert s["kl_p90"] == pytest.approx(float(np.quantile(kl.numpy(), 0.9)))
+    assert s["kl_max"] == pytest.approx(float(kl.max()))
+    assert s["kl_max"] >= s["kl_p999"] >= s["kl_p99"] >= s["kl_p90"]
+    assert s["rms_dp"] == pytest.approx(float(dp.pow(2).mean().sqrt()))

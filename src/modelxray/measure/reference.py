@@ -8,7 +8,7 @@ from torch import nn
 
 from modelxray.core.progress import bar
 from modelxray.measure.scoring import forward_logits, model_device
-from modelxray.metrics.lm import LMScore, kl_and_agreement, ratio_se
+from modelxray.metrics.lm import LMScore, divergence_summary, ratio_se, token_divergence
 from modelxray.metrics.windows import IGNORE, Window, batched
 
 
@@ -55,7 +55,15 @@ class Reference:
         total = LMScore(ks=[1])
         for s in self._scores[:n] if n else self._scores:
             total.merge(s)
-        return {**total.result(), "top1_agree": 1.0, "kl": 0.0, "delta_loss": 0.0, "delta_loss_se": 0.0}
+        return {
+            **total.result(),
+            "top1_agree": 1.0,
+            "top1_agree_se": 0.0,
+            "kl": 0.0,
+            "kl_se": 0.0,
+            "delta_loss": 0.0,
+            "delta_loss_se": 0.0,
+        }
 
     def window_stats(self) -> torch.Tensor:
         """(windows, 3): each scored window's summed NLL, scored tokens and top-1 hits, in order."""
@@ -85,24 +93,37 @@ class Comparison:
         self.score = LMScore(ks=[1])
         self.agree = self.total = self.kl_n = 0
         self.kl_sum = 0.0
+        self.agree_rows: list[torch.Tensor] = []  # per window: agreeing tokens, scored tokens
+        self.kl_parts: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # per-token KL, dp, window
+        self.windows_seen = 0
 
     def add(self, batch_index: int, logits: torch.Tensor, targets: torch.Tensor) -> None:
         rows = logits.shape[0]
         self.score.update(logits, targets)
         mask = targets != IGNORE
-        self.agree += int((logits.argmax(-1) == self.ref.argmax[batch_index][:rows])[mask].sum())
+        same = (logits.argmax(-1) == self.ref.argmax[batch_index][:rows]) & mask
+        self.agree += int(same.sum())
         self.total += int(mask.sum())
+        self.agree_rows.append(torch.stack([same.sum(1), mask.sum(1)], dim=1).double().cpu())
         ref = self.ref.logprobs[batch_index]
         if ref is not None:
             k = min(ref.shape[0], rows)
-            s, _, n = kl_and_agreement(ref[:k], logits[:k], mask[:k])
-            self.kl_sum += s
-            self.kl_n += n
+            kl, dp, win = token_divergence(ref[:k], logits[:k], mask[:k])
+            self.kl_sum += float(kl.sum())
+            self.kl_n += int(kl.numel())
+            self.kl_parts.append((kl, dp, win + self.windows_seen))
+        self.windows_seen += rows
 
     def result(self) -> dict[str, float]:
         out = self.score.result()
         out["top1_agree"] = self.agree / self.total if self.total else float("nan")
         out["kl"] = self.kl_sum / self.kl_n if self.kl_n else float("nan")
+        if self.agree_rows:
+            per = torch.cat(self.agree_rows)
+            per = per[per[:, 1] > 0]
+            out["top1_agree_se"] = ratio_se(per[:, 0], per[:, 1])
+        if self.kl_parts:
+            out.update(divergence_summary(*(torch.cat(p) for p in zip(*self.kl_parts))))
         out.update(self._paired_delta())
         return out
 

@@ -124,6 +124,41 @@ def bits_per_byte(nll_sum_nats: float, n_bytes: int) -> float:
     return nll_sum_nats / (math.log(2) * n_bytes)
 
 
+def token_divergence(
+    ref_logprobs: torch.Tensor, logits: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Per scored position (``mask`` (B, T)): KL(reference || model) in nats, the change in the
+    probability of the reference's top token (model minus reference), and the row (window) it is
+    in; float64 on the CPU, in row-major order."""
+    logq = torch.log_softmax(logits[mask].float(), dim=-1)
+    logp = ref_logprobs[mask]
+    kl = (logp.exp() * (logp - logq)).sum(-1).clamp_min(0.0)
+    top = logp.argmax(-1, keepdim=True)
+    dp = logq.gather(-1, top).exp() - logp.gather(-1, top).exp()
+    rows = torch.arange(mask.shape[0], device=mask.device)[:, None].expand_as(mask)[mask]
+    return kl.double().cpu(), dp.squeeze(-1).double().cpu(), rows.cpu()
+
+
+def divergence_summary(kl: torch.Tensor, dp: torch.Tensor, rows: torch.Tensor) -> dict[str, float]:
+    """llama.cpp's KL report: mean KL with its standard error (windows as units), its 90/99/99.9th
+    percentiles and maximum, and the RMS change of the reference top token's probability."""
+    if kl.numel() == 0:
+        return {}
+    windows = torch.unique(rows, return_inverse=True)[1]
+    m = int(windows.max()) + 1
+    sums = torch.zeros(m, dtype=torch.float64).index_add_(0, windows, kl)
+    counts = torch.zeros(m, dtype=torch.float64).index_add_(0, windows, torch.ones_like(kl))
+    q = torch.quantile(kl, torch.tensor([0.9, 0.99, 0.999], dtype=torch.float64))
+    return {
+        "kl_se": ratio_se(sums, counts),
+        "kl_p90": float(q[0]),
+        "kl_p99": float(q[1]),
+        "kl_p999": float(q[2]),
+        "kl_max": float(kl.max()),
+        "rms_dp": float(dp.pow(2).mean().sqrt()),
+    }
+
+
 def kl_and_agreement(ref_logprobs: torch.Tensor, logits: torch.Tensor, mask: torch.Tensor) -> tuple[float, int, int]:
     """Summed KL(reference || model) in nats, and the count of tokens whose top-1 prediction agrees,
     over the positions in ``mask`` (B, T). ``ref_logprobs`` are the reference log-softmax (B, T, V)."""

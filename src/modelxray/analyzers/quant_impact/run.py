@@ -61,7 +61,20 @@ class _Mode:
                 subject.model, windows, cfg.batch_size, cfg.kl_windows, ctx.progress, "quant_impact: reference"
             )
             self.lm_batch = speed_inputs(subject.data.ids, cfg.speed_batch_size, subject.data.seq_len).to(device)
-            self.quality_keys = ("loss", "loss_se", "perplexity", "delta_loss", "delta_loss_se", "kl", "top1_agree")
+            self.quality_keys = (
+                "loss",
+                "loss_se",
+                "perplexity",
+                "delta_loss",
+                "delta_loss_se",
+                "kl",
+                "kl_se",
+                "kl_p99",
+                "kl_max",
+                "rms_dp",
+                "top1_agree",
+                "top1_agree_se",
+            )
             self.throughput = "tokens_per_s"
             self.unit = "tokens/s"
             self.zero_shot = False
@@ -107,7 +120,11 @@ class _Mode:
             "delta_loss_se",
             "accuracy",
             "kl",
+            "kl_se",
+            "kl_p99",
+            "rms_dp",
             "top1_agree",
+            "top1_agree_se",
             "latency_p50_ms",
             "tokens_per_s",
             "inference_time",
