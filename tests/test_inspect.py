@@ -168,6 +168,7 @@ FAST = [
 ]
 
 
+@pytest.mark.slow  # the whole inspect analysis through run.py and MLflow: about 30 s on 2 cores
 def test_cli_inspect_tiny_gpt2(tiny, tracking_uri, tmp_path):
     base = [o for o in tiny if not o.startswith("analyzer.performance.")]
     proc = run_cli([*base, *FAST], cwd=tmp_path)

@@ -129,16 +129,9 @@ def _in_memory(
     if image_shape is not None:
         return LoadedModel(model.eval(), None, info, task="classification", image_shape=tuple(image_shape))
     if example_inputs is not None:
-        from modelxray.data.example_inputs import ExampleInputs
         from modelxray.models.generic import example_inputs_for
 
-        if all(isinstance(v, torch.Tensor) for v in example_inputs.values()):
-            device = next((p.device for p in model.parameters()), torch.device("cpu"))
-            tensors = {k: v.to(device) for k, v in example_inputs.items()}
-            desc = ", ".join(f"{n} {list(t.shape)} {str(t.dtype).replace('torch.', '')}" for n, t in tensors.items())
-            given = ExampleInputs(tensors, "the example_inputs given", desc)
-        else:
-            given = example_inputs_for(model, example_inputs, key="example_inputs")
+        given = example_inputs_for(model, example_inputs, key="example_inputs")
         return LoadedModel(model.eval(), None, info, task="generic", example_inputs=given)
     return LoadedModel(model.eval(), tokenizer, info)
 

@@ -25,9 +25,12 @@ def smallest_embedding(model: nn.Module) -> int | None:
 def example_inputs_for(
     model: nn.Module, value: Any, seed: int = 0, allow_unsafe_pickle: bool = False, key: str = "model.inputs"
 ) -> ExampleInputs:
-    """``value`` (a spec mapping or a tensors file) as the tensors the model runs on, on its device."""
+    """``value`` (a spec mapping, a tensors file, or named tensors) as the tensors the model runs on,
+    on its device."""
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
-    if isinstance(value, str):
+    if isinstance(value, dict) and value and all(isinstance(v, torch.Tensor) for v in value.values()):
+        tensors, source = dict(value), f"the tensors given ({key})"
+    elif isinstance(value, str):
         tensors = load_tensors(value, allow_unsafe_pickle, key)
         source = f"tensors file {value}"
     else:
