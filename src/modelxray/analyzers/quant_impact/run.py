@@ -32,6 +32,19 @@ def efficiency_scores(rows: list[dict], priority: str) -> list[float]:
     return [math.exp(sum(w * math.log(max(a[i] / best[i], 1e-9)) for i, w in enumerate((wq, ws, wm)))) for a in axes]
 
 
+# what every strategy costs and saves, logged per strategy for every kind of model
+COST_KEYS = (
+    "inference_time",
+    "memory_used_gb",
+    "weight_bytes",
+    "stored_bytes",
+    "peak_quantize_rss",
+    "peak_inference_rss",
+    "quantize_seconds",
+    "quality_per_gb",
+)
+
+
 class _Mode:
     """What differs between a language model and a classifier: the reference, the speed batch, the
     quality columns and axis, the throughput unit and the metrics logged per strategy."""
@@ -94,49 +107,16 @@ class _Mode:
         return base["perplexity"] / row["perplexity"]
 
     def metric_keys(self, priority: str) -> tuple[str, ...]:
+        """The per-strategy columns logged to MLflow as ``<strategy>_<key>``: quality (with its errors
+        for a language model), then speed, size and the score, shared by every kind."""
         if self.classifier:
-            return (
-                "accuracy",
-                "loss",
-                "kl",
-                "top1_agree",
-                "latency_p50_ms",
-                "examples_per_s",
-                "inference_time",
-                "memory_used_gb",
-                "weight_bytes",
-                "stored_bytes",
-                "peak_quantize_rss",
-                "peak_inference_rss",
-                "quantize_seconds",
-                "quality_per_gb",
-                f"score_{priority}",
+            quality = ("accuracy", "loss", "kl", "top1_agree", "latency_p50_ms", "examples_per_s")
+        else:
+            quality = (
+                *("perplexity", "loss", "loss_se", "delta_loss", "delta_loss_se", "accuracy"),
+                *("kl", "kl_se", "kl_p99", "rms_dp", "top1_agree", "top1_agree_se", "latency_p50_ms", "tokens_per_s"),
             )
-        return (
-            "perplexity",
-            "loss",
-            "loss_se",
-            "delta_loss",
-            "delta_loss_se",
-            "accuracy",
-            "kl",
-            "kl_se",
-            "kl_p99",
-            "rms_dp",
-            "top1_agree",
-            "top1_agree_se",
-            "latency_p50_ms",
-            "tokens_per_s",
-            "inference_time",
-            "memory_used_gb",
-            "weight_bytes",
-            "stored_bytes",
-            "peak_quantize_rss",
-            "peak_inference_rss",
-            "quantize_seconds",
-            "quality_per_gb",
-            f"score_{priority}",
-        )
+        return (*quality, *COST_KEYS, f"score_{priority}")
 
 
 def run(cfg, subject, ctx: RunContext) -> Result:
