@@ -13,3 +13,43 @@ class BoomAnalyzer(Analyzer):
 
     def run(self, subject, ctx):
         raise RuntimeError(self.message)
+
+
+@dataclass
+class CountingAnalyzer(Analyzer):
+    """Appends a line to the file named by $MODELXRAY_TEST_COUNT each time it runs (a resumed run
+    must not run it again)."""
+
+    name: ClassVar[str] = "count"
+
+    def run(self, subject, ctx):
+        import os
+
+        with open(os.environ["MODELXRAY_TEST_COUNT"], "a") as f:
+            f.write("ran\n")
+        result = self.new_result()
+        result.metrics["runs"] = 1.0
+        return result
+
+
+@dataclass
+class HangingAnalyzer(Analyzer):
+    """With $MODELXRAY_TEST_HANG set, creates that file and sleeps (the test kills the process); with
+    $MODELXRAY_TEST_INTERRUPT set, raises KeyboardInterrupt (Ctrl-C); otherwise returns at once. The
+    variables are not config, so every run has one fingerprint."""
+
+    name: ClassVar[str] = "hang"
+
+    def run(self, subject, ctx):
+        import os
+        import time
+
+        if os.environ.get("MODELXRAY_TEST_INTERRUPT"):
+            raise KeyboardInterrupt
+        flag = os.environ.get("MODELXRAY_TEST_HANG")
+        if flag:
+            open(flag, "w").close()
+            time.sleep(600)
+        result = self.new_result()
+        result.metrics["answer"] = 42.0
+        return result

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import random
 import time
 import traceback
@@ -25,7 +26,10 @@ from modelxray.core.provenance import git_commit, host, versions
 from modelxray.core.result import Result, RunContext
 from modelxray.core.subject import LoadedModel, ModelInfo, Subject
 from modelxray.models import process_cache
-from modelxray.report.writer import write_reports
+from modelxray.report.writer import Written, write_reports, write_result
+from modelxray.tracking.mlflow_tracker import DONE_TAG, PID_TAG
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -179,14 +183,19 @@ def run(
     tags.update(_scheduler_tags())
     config_hash = config_fingerprint(config)
     tags["modelxray.config_hash"] = config_hash
-    if OmegaConf.select(cfg, "runtime.skip_finished", default=False):
-        found = components.tracker.find_finished(config_hash)
-        if found is not None:
-            run_id, metrics = found
-            return RunOutcome(metrics, {}, out_dir, run_id, f"skipped: FINISHED before as run {run_id}", skipped=True)
-    tracker_run = components.tracker.start(run_name, tags)
+    tags[PID_TAG] = str(os.getpid())
+    resume_id, done = _resume_point(cfg, components.tracker, config_hash)
+    if resume_id == "finished":
+        run_id, metrics = done
+        return RunOutcome(metrics, {}, out_dir, run_id, f"skipped: FINISHED before as run {run_id}", skipped=True)
+    if resume_id is not None:
+        tracker_run = components.tracker.resume(resume_id, {**tags, "modelxray.resumed_analyzers": ",".join(done)})
+        log.info("Resuming run %s: %s finished there and are not run again", resume_id, ", ".join(done))
+    else:
+        tracker_run = components.tracker.start(run_name, tags)
     tracker_run.record(out_dir)
     results: dict[str, Result] = {}
+    written: dict[str, Written] = {}
     try:
         params = {**flatten(config), **{k: str(v) for k, v in job.choices.items()}}
         if model is None:
@@ -207,7 +216,9 @@ def run(
         check_task(subject, components.analyzers, components.quant)
         preflight(subject, components.analyzers)
         params.update(loaded.info.as_params())
-        tracker_run.log_params(params)
+        if resume_id is None:  # a resumed run has its params (MLflow refuses a changed value)
+            tracker_run.log_params(params)
+        earlier = _earlier_results(tracker_run, out_dir, components.analyzers, done)
 
         if components.train is not None:
             from modelxray.training.run import train_subject
@@ -215,7 +226,8 @@ def run(
             subject, results["train"] = train_subject(
                 subject, components.train, tracker_run, out_dir, progress=cfg.progress
             )
-        if _keeps_reference(subject, components):
+        pending = [n for n in components.analyzers if n not in earlier]
+        if pending and _keeps_reference(subject, components):
             from modelxray.measure.reference_outputs import capture
 
             subject = dataclasses.replace(subject, reference=capture(subject))
@@ -223,9 +235,18 @@ def run(
         if quant_report is not None:
             quant_report.seconds = quant_report.metrics.get("seconds", 0.0)
             results["quant"] = quant_report
+            _keep("quant", quant_report, out_dir, tracker_run, written)
         ctx = RunContext(output_dir=out_dir, seed=cfg.seed, progress=cfg.progress)
+        finished = [n for n in components.analyzers if n in earlier]
         for name, analyzer in components.analyzers.items():
+            if name in earlier:
+                results[name] = earlier[name]
+                continue
             results[name] = _run_one(name, analyzer, subject, ctx)
+            _keep(name, results[name], out_dir, tracker_run, written)
+            if results[name].ok:  # a failed analyzer runs again when the run is resumed
+                finished.append(name)
+                tracker_run.set_tags({DONE_TAG: ",".join(finished)})
 
         run_info = _run_info(config, job, subject, tracker_run.describe())
         write_reports(
@@ -233,10 +254,17 @@ def run(
             run_info,
             results,
             dashboard=OmegaConf.select(cfg, "report.dashboard", default=True),
+            written=written,
         )
         metrics = {f"{name}/{k}": v for name, r in results.items() for k, v in r.finite_metrics().items()}
         metrics.update({f"{name}/seconds": r.seconds for name, r in results.items()})
-        tracker_run.log_metrics(metrics)
+        tracker_run.log_metrics(
+            {
+                k: v
+                for k, v in metrics.items()
+                if k.split("/", 1)[0] not in written and k.split("/", 1)[0] not in earlier
+            }
+        )
         keep_checkpoints = components.train is not None and components.train.log_checkpoints
         tracker_run.log_artifacts(out_dir, exclude=() if keep_checkpoints else ("checkpoints",))
         tracker_run.finish("FAILED" if any(not r.ok for r in results.values()) else "FINISHED")
@@ -250,6 +278,47 @@ def run(
             tracker_run.finish("KILLED" if isinstance(exc, (KeyboardInterrupt, JobKilled)) else "FAILED")
         raise
     return RunOutcome(metrics, results, out_dir, tracker_run.run_id, tracker_run.describe())
+
+
+def _resume_point(cfg: DictConfig, tracker, config_hash: str) -> tuple[str | None, Any]:
+    """Where this run starts: ``("finished", (run id, metrics))`` when ``runtime.skip_finished`` finds
+    the config FINISHED; ``(run id, analyzers done)`` to continue a run that stopped part-way (the one
+    ``runtime.resume`` names, or the newest such run of this config under ``skip_finished``); else
+    ``(None, [])``, a new run."""
+    explicit = OmegaConf.select(cfg, "runtime.resume", default=None)
+    if explicit:
+        return str(explicit), tracker.resumable(str(explicit), config_hash)
+    if not OmegaConf.select(cfg, "runtime.skip_finished", default=False):
+        return None, []
+    found = tracker.find_finished(config_hash)
+    if found is not None:
+        return "finished", found
+    return tracker.find_resumable(config_hash) or (None, [])
+
+
+def _earlier_results(tracker_run, out_dir: Path, analyzers: dict, done: list[str]) -> dict[str, Result]:
+    """The results a resumed run finished before, loaded from its saved ``results/<name>.json`` and
+    drawn by this run's analyzers; an analyzer whose file cannot be read runs again."""
+    from modelxray.report.result_file import load_result
+
+    wanted = [n for n in done if n in analyzers]
+    out = {}
+    for name, path in tracker_run.fetch_results(out_dir, wanted).items():
+        try:
+            out[name] = load_result(path, source=analyzers[name])
+        except (OSError, ValueError, KeyError) as exc:
+            log.warning("Running %s again: its saved result %s cannot be read (%s)", name, path, exc)
+    return out
+
+
+def _keep(name: str, result: Result, out_dir: Path, tracker_run, written: dict[str, Written]) -> None:
+    """Save one stage the moment it ends: its files in the run directory (``results/<name>.json``,
+    tables, plots) and its metrics and files in the tracker, so a later crash loses none of it."""
+    written[name] = write_result(out_dir, name, result)
+    tracker_run.log_metrics(
+        {**{f"{name}/{k}": v for k, v in result.finite_metrics().items()}, f"{name}/seconds": result.seconds}
+    )
+    tracker_run.log_files(out_dir, written[name].paths)
 
 
 def _keyed_inputs(loaded: LoadedModel) -> Any:

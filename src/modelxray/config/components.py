@@ -86,10 +86,13 @@ def _train(cfg: DictConfig) -> Any:
 def _check_runtime(cfg: DictConfig) -> None:
     runtime = cfg.get("runtime") or {}
     for k in runtime:
-        if k != "skip_finished":
-            raise ConfigError(f"runtime.{k}", "unknown key; valid keys: skip_finished")
+        if k not in ("skip_finished", "resume"):
+            raise ConfigError(f"runtime.{k}", "unknown key; valid keys: skip_finished, resume")
     if not isinstance(runtime.get("skip_finished", False), bool):
         raise ConfigError("runtime.skip_finished", f"expected true or false, got {runtime.get('skip_finished')!r}")
+    resume = runtime.get("resume")
+    if resume is not None and (not isinstance(resume, str) or not resume.strip()):
+        raise ConfigError("runtime.resume", f"expected an MLflow run id, got {resume!r}")
 
 
 def _check_report(cfg: DictConfig) -> None:

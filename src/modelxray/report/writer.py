@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from modelxray.report.insights import collect_insights
 from modelxray.report.markdown import insights_report, summary_report
+from modelxray.report.result_file import save_result
 
 
 def _jsonable(obj: Any) -> Any:
@@ -25,70 +27,84 @@ def _jsonable(obj: Any) -> Any:
     return str(obj)
 
 
-def write_reports(out_dir: Path, run: dict, results: dict, dashboard: bool = True) -> list[Path]:
-    """Write every report file into ``out_dir``; return their paths. Every artifact comes from a
-    Result (its texts, files and the figures its source draws); plotting failures are recorded,
-    never allowed to lose the numbers."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
+@dataclass
+class Written:
+    """The files one stage's Result left in the run directory, and why its figures failed, if they did."""
+
+    paths: list[Path] = field(default_factory=list)
+    plot_error: str | None = None
+
+
+def write_result(out_dir: Path, name: str, result: Any) -> Written:
+    """One stage's files, written as soon as it finishes: ``results/<name>.json`` (what a resumed run
+    reloads), its traceback if it failed, else its text and binary files and the figures its source
+    draws. A broken figure is recorded, never allowed to lose the numbers."""
+    from modelxray.plotting import save, style
+
+    written = Written([save_result(out_dir, name, result)])
+    if not result.ok:
+        p = out_dir / "errors" / f"{name}_traceback.txt"
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(result.error)
+        written.paths.append(p)
+        return written
+    for fname, content in [*result.texts.items(), *result.files.items()]:
+        p = out_dir / fname
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(content) if isinstance(content, str) else p.write_bytes(content)
+        written.paths.append(p)
+    if result.source is None:
+        return written
     plots_dir = out_dir / "plots"
-    plots_dir.mkdir(exist_ok=True)
-    plot_files, plot_errors = _write_plots(plots_dir, results, run, dashboard)
-    errors_dir = out_dir / "errors"
+    plots_dir.mkdir(parents=True, exist_ok=True)
+    with style():
+        try:
+            for fname, fig in result.source.figures(result).items():
+                save(fig, plots_dir / fname)
+                written.paths.append(plots_dir / fname)
+        except Exception as exc:  # noqa: BLE001 - a broken plot must not lose the run's numbers
+            written.plot_error = f"{type(exc).__name__}: {exc}"
+    return written
+
+
+def write_reports(
+    out_dir: Path, run: dict, results: dict, dashboard: bool = True, written: dict[str, Written] | None = None
+) -> list[Path]:
+    """Write every report file into ``out_dir``; return their paths. Every artifact comes from a
+    Result (its texts, files and the figures its source draws). ``written``: the stages whose files
+    are on disk already (each analyzer's, written when it finished); the others are written now."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = dict(written or {})
     for name, result in results.items():
-        if not result.ok:
-            errors_dir.mkdir(exist_ok=True)
-            p = errors_dir / f"{name}_traceback.txt"
-            p.write_text(result.error)
-            written.append(p)
-    for result in results.values():
-        if not result.ok:
-            continue
-        for fname, text in result.texts.items():
-            p = out_dir / fname
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(text)
-            written.append(p)
-        for fname, blob in result.files.items():
-            p = out_dir / fname
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_bytes(blob)
-            written.append(p)
+        if name not in written:
+            written[name] = write_result(out_dir, name, result)
+    plots_dir = out_dir / "plots"
+    in_order = [written[n] for n in results]  # the run's order: train, quant, then the analyzers
+    plot_files = [p for w in in_order for p in w.paths if p.parent == plots_dir]
+    plot_errors = {n: written[n].plot_error for n in results if written[n].plot_error}
+    if dashboard:
+        from modelxray.plotting import style
+        from modelxray.report.dashboard import write_dashboard
+
+        path = plots_dir / "analysis_summary_dashboard.png"
+        plots_dir.mkdir(exist_ok=True)
+        with style():
+            try:
+                if write_dashboard(results, path, f"modelxray: {run['model']['name']}"):
+                    plot_files.append(path)
+            except Exception as exc:  # noqa: BLE001
+                plot_errors["dashboard"] = f"{type(exc).__name__}: {exc}"
+    files = [p for w in in_order for p in w.paths if p not in plot_files]
     payload = {"run": run, "results": {n: r.to_json() for n, r in results.items()}, "plot_errors": plot_errors}
     p = out_dir / "analysis_results.json"
     p.write_text(json.dumps(_jsonable(payload), indent=2))
-    written.append(p)
+    files.append(p)
     rel_plots = [f"plots/{f.name}" for f in plot_files]
     p = out_dir / "summary_report.md"
     p.write_text(summary_report(run, results, rel_plots))
-    written.append(p)
+    files.append(p)
     sections = collect_insights(results)
     p = out_dir / "insights.md"
     p.write_text(insights_report(run["model"]["name"], sections, run["model"].get("notes", [])))
-    written.append(p)
-    return written + plot_files
-
-
-def _write_plots(plots_dir: Path, results: dict, run: dict, dashboard: bool) -> tuple[list[Path], dict[str, str]]:
-    from modelxray.plotting import save, style
-    from modelxray.report.dashboard import write_dashboard
-
-    files, errors = [], {}
-    with style():
-        for name, result in results.items():
-            if result.source is None or not result.ok:
-                continue
-            try:
-                for fname, fig in result.source.figures(result).items():
-                    save(fig, plots_dir / fname)
-                    files.append(plots_dir / fname)
-            except Exception as exc:  # noqa: BLE001 - a broken plot must not lose the run's numbers
-                errors[name] = f"{type(exc).__name__}: {exc}"
-        if dashboard:
-            path = plots_dir / "analysis_summary_dashboard.png"
-            try:
-                if write_dashboard(results, path, f"modelxray: {run['model']['name']}"):
-                    files.append(path)
-            except Exception as exc:  # noqa: BLE001
-                errors["dashboard"] = f"{type(exc).__name__}: {exc}"
-    return files, errors
+    files.append(p)
+    return files + plot_files

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Protocol
 
 from modelxray.core.configurable import Configurable
+from modelxray.core.errors import ConfigError
 
 
 class TrackerRun(Protocol):
@@ -17,6 +18,8 @@ class TrackerRun(Protocol):
     def log_metric_rows(self, rows: list[tuple[int, dict[str, float]]]) -> None: ...
     def set_tags(self, tags: dict[str, str]) -> None: ...
     def log_artifacts(self, folder: Path, exclude: tuple[str, ...] = ()) -> None: ...
+    def log_files(self, folder: Path, paths: list[Path]) -> None: ...
+    def fetch_results(self, folder: Path, names: list[str]) -> dict[str, Path]: ...
     def log_text(self, text: str, artifact_path: str) -> None: ...
     def finish(self, status: str) -> None: ...
     def record(self, folder: Path) -> None: ...
@@ -41,6 +44,12 @@ class NullRun:
     def log_artifacts(self, folder, exclude=()):
         pass
 
+    def log_files(self, folder, paths):
+        pass
+
+    def fetch_results(self, folder, names):
+        return {}
+
     def log_text(self, text, artifact_path):
         pass
 
@@ -64,3 +73,9 @@ class NullTracker(Configurable):
 
     def find_finished(self, config_hash: str) -> None:
         return None  # nothing is recorded, so nothing can be skipped
+
+    def find_resumable(self, config_hash: str) -> None:
+        return None
+
+    def resumable(self, run_id: str, config_hash: str) -> list[str]:
+        raise ConfigError("runtime.resume", "tracker=none records no runs to resume; use tracker=mlflow")

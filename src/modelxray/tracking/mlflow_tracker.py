@@ -132,6 +132,63 @@ class MlflowTracker(Configurable):
         )
         return (runs[0].info.run_id, dict(runs[0].data.metrics)) if runs else None
 
+    def find_resumable(self, config_hash: str) -> tuple[str, list[str]] | None:
+        """The newest run of this config that stopped before it finished (FAILED, KILLED, or
+        RUNNING with its process gone from this host) and kept some analyzers' results: (run id,
+        the analyzers it finished)."""
+        from mlflow.tracking import MlflowClient
+
+        self.check()
+        client = MlflowClient(tracking_uri=self.store_uri)
+        exp = client.get_experiment_by_name(self.experiment)
+        if exp is None:
+            return None
+        runs = client.search_runs(
+            [exp.experiment_id],
+            max_results=20,
+            order_by=["attributes.start_time DESC"],
+            filter_string=f"tags.`modelxray.config_hash` = '{config_hash}' and attributes.status != 'FINISHED'",
+        )
+        for run in runs:
+            done = _done(run)
+            if done and (run.info.status != "RUNNING" or _process_gone(run.data.tags)):
+                return run.info.run_id, done
+        return None
+
+    def resumable(self, run_id: str, config_hash: str) -> list[str]:
+        """The analyzers run ``run_id`` finished, after checking it can be resumed by this config
+        (``runtime.resume``): it exists here, it computed the same thing, it is not running."""
+        from mlflow.exceptions import MlflowException
+        from mlflow.tracking import MlflowClient
+
+        self.check()
+        client = MlflowClient(tracking_uri=self.store_uri)
+        try:
+            run = client.get_run(run_id)
+        except MlflowException:
+            raise ConfigError("runtime.resume", f"no run {run_id!r} in the store {self.uri}") from None
+        tags = run.data.tags
+        if tags.get("modelxray.config_hash") != config_hash:
+            raise ConfigError(
+                "runtime.resume",
+                f"run {run_id} was made with another configuration (fingerprint "
+                f"{tags.get('modelxray.config_hash', 'none')}, this one {config_hash}); "
+                "give the overrides it ran with",
+            )
+        if run.info.status == "RUNNING" and not _process_gone(tags):
+            raise ConfigError("runtime.resume", f"run {run_id} is still running (process {tags.get(PID_TAG)})")
+        return _done(run)
+
+    def resume(self, run_id: str, tags: dict[str, str]) -> MlflowRun:
+        """Reopen ``run_id`` (status RUNNING again) to log the analyzers it has not finished."""
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(tracking_uri=self.store_uri)
+        client.update_run(run_id, status="RUNNING")
+        run = MlflowRun(client, run_id, self.uri, self.experiment)
+        run.set_tags(tags)
+        return run
+
     def start(self, run_name: str | None, tags: dict[str, str]) -> MlflowRun:
         from mlflow.tracking import MlflowClient
 
@@ -144,6 +201,31 @@ class MlflowTracker(Configurable):
             tags={**{k: str(v) for k, v in tags.items()}, **{k: str(v) for k, v in self.tags.items()}},
         )
         return MlflowRun(client, run.info.run_id, self.uri, self.experiment)
+
+
+PID_TAG = "modelxray.pid"  # the process logging the run, with the ``host`` tag: is a RUNNING run alive?
+DONE_TAG = "modelxray.analyzers_done"  # analyzers whose results the run holds, comma-separated
+
+
+def _done(run) -> list[str]:
+    return [n for n in run.data.tags.get(DONE_TAG, "").split(",") if n]
+
+
+def _process_gone(tags: dict[str, str]) -> bool:
+    """A RUNNING run whose process is known to be dead: it ran on this host and its pid is gone.
+    A run from another host cannot be checked, so it counts as alive (resume it by id instead)."""
+    import socket
+
+    pid = tags.get(PID_TAG)
+    if not pid or tags.get("host") != socket.gethostname():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, ValueError):
+        return False
+    return False
 
 
 def _folder_name(experiment: str) -> str:
@@ -257,6 +339,7 @@ def end_orphan_run(job_dir: Path, status: str = "KILLED") -> bool:
 class MlflowRun:
     def __init__(self, client, run_id: str, uri: str, experiment: str):
         self.client, self.run_id, self.uri, self.experiment = client, run_id, uri, experiment
+        self._sent: dict[Path, tuple[int, int]] = {}  # file -> (mtime, size) when it was logged
 
     def log_params(self, params: dict[str, str]) -> None:
         from mlflow.entities import Param
@@ -292,16 +375,37 @@ class MlflowRun:
 
         self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
+    def log_files(self, folder: Path, paths: list[Path]) -> None:
+        """Log ``paths`` (files inside ``folder``) under their relative folders, each once: a file
+        logged before and unchanged since is not sent again."""
+        folder = Path(folder)
+        for path in paths:
+            stamp = (path.stat().st_mtime_ns, path.stat().st_size)
+            if self._sent.get(path) == stamp:
+                continue
+            rel = path.relative_to(folder).parent
+            self.client.log_artifact(self.run_id, str(path), artifact_path=None if rel == Path(".") else str(rel))
+            self._sent[path] = stamp
+
     def log_artifacts(self, folder: Path, exclude: tuple[str, ...] = ()) -> None:
-        """Every file and folder of the run's output dir but ``exclude`` (e.g. large checkpoints)."""
+        """Every file of the run's output dir but ``exclude`` (top-level names, e.g. large
+        checkpoints), skipping those logged already and unchanged since."""
+        folder = Path(folder)
+        paths = []
         for entry in sorted(os.listdir(folder)):
             if entry == RUN_FILE or entry in exclude:  # RUN_FILE: local bookkeeping, holds the tracking URI
                 continue
-            path = Path(folder) / entry
-            if path.is_dir():
-                self.client.log_artifacts(self.run_id, str(path), artifact_path=entry)
-            else:
-                self.client.log_artifact(self.run_id, str(path))
+            path = folder / entry
+            paths.extend(sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path])
+        self.log_files(folder, paths)
+
+    def fetch_results(self, folder: Path, names: list[str]) -> dict[str, Path]:
+        """Download the saved results (``results/<name>.json``) of ``names`` into ``folder``."""
+        out = {}
+        for name in names:
+            local = self.client.download_artifacts(self.run_id, f"results/{name}.json", str(folder))
+            out[name] = Path(local)
+        return out
 
     def log_text(self, text: str, artifact_path: str) -> None:
         self.client.log_text(self.run_id, text, artifact_path)

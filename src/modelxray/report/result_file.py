@@ -1,0 +1,87 @@
+"""One stage's Result on disk and back: ``results/<name>.json`` in the run directory.
+
+Each analyzer's Result is saved the moment it finishes, so a run killed later (out of memory, a
+scheduler's SIGKILL) keeps it, and a resumed run (``runtime.skip_finished``, ``runtime.resume``)
+loads it instead of computing it again. Unlike ``analysis_results.json`` (what a person reads), this
+file holds everything the report writer needs to draw the Result again: its typed measurements
+(by type name, each through its own ``to_dict``/``from_dict``), its text files and its binary files
+(base64). Plain JSON, never pickle: loading a run directory cannot execute code.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+from modelxray.core.result import Result
+from modelxray.metrics.measurements import Latency, Memory, Quality, Speed, Throughput
+
+RESULTS_DIR = "results"
+FORMAT = 1
+_MEASUREMENT_TYPES = {cls.__name__: cls for cls in (Latency, Memory, Quality, Speed, Throughput)}
+
+
+def result_path(out_dir: Path, name: str) -> Path:
+    return Path(out_dir) / RESULTS_DIR / f"{name}.json"
+
+
+def _plain(obj: Any) -> Any:
+    """JSON values. Non-finite floats stay floats: Python's json writes and reads NaN and Infinity,
+    so a table keeps its numbers' types."""
+    if isinstance(obj, float):
+        return obj
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if hasattr(obj, "item") and callable(obj.item):  # numpy and torch scalars
+        return _plain(obj.item())
+    if isinstance(obj, (str, int, bool)) or obj is None:
+        return obj
+    return str(obj)
+
+
+def save_result(out_dir: Path, name: str, result: Result) -> Path:
+    """Write ``results/<name>.json`` (atomically: a kill mid-write leaves the previous file or none)."""
+    measurements = {}
+    for key, m in result.measurements.items():
+        kind = type(m).__name__
+        if kind in _MEASUREMENT_TYPES:  # a user's own measurement type is kept in data only
+            measurements[key] = {"type": kind, "value": m.to_dict()}
+    payload = {
+        "format": FORMAT,
+        **result.to_json(),
+        "texts": result.texts,
+        "files": {k: base64.b64encode(v).decode("ascii") for k, v in result.files.items()},
+        "measurements": measurements,
+    }
+    path = result_path(out_dir, name)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(_plain(payload)))
+    tmp.replace(path)
+    return path
+
+
+def load_result(path: Path, source: Any = None) -> Result:
+    """A Result saved by ``save_result``, drawn by ``source`` (the analyzer of the resumed run)."""
+    d = json.loads(Path(path).read_text())
+    if d.get("format") != FORMAT:
+        raise ValueError(f"{path}: result file format {d.get('format')!r}, expected {FORMAT}")
+    result = Result(
+        d["analyzer"],
+        metrics={k: float(v) for k, v in d["metrics"].items() if v is not None},
+        tables=d["tables"],
+        data=d["data"],
+        insights=list(d["insights"]),
+        texts=dict(d["texts"]),
+        files={k: base64.b64decode(v) for k, v in d["files"].items()},
+        error=d["error"],
+        seconds=float(d["seconds"]),
+        source=source,
+    )
+    for key, m in d["measurements"].items():
+        result.measurements[key] = _MEASUREMENT_TYPES[m["type"]].from_dict(m["value"])
+    return result
