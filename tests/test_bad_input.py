@@ -135,6 +135,14 @@ def test_unwritable_sqlite_folder(tmp_path):
     assert seconds < FAST_S
 
 
+def test_a_sweep_on_an_unwritable_store_stops_once_before_any_job(tmp_path):
+    args = ["-m", "model=tiny_gpt2", "quant=none,int8", "tracker=mlflow", "tracker.uri=sqlite:////proc/mlflow.db"]
+    proc, seconds = _cli([*args, f"hydra.sweep.dir={tmp_path}/sweep"], tmp_path)
+    assert _error(proc).startswith("tracker.uri: the folder of the SQLite file '/proc/mlflow.db' is not writable (")
+    assert proc.stderr.count("modelxray: error:") == 1 and "#0" not in proc.stdout  # no job was launched
+    assert seconds < FAST_S
+
+
 def test_no_tracking_server_listening(tmp_path):
     port = _free_port()
     proc, seconds = _cli(["model=tiny_gpt2", "tracker=mlflow_server", f"tracker.uri=http://127.0.0.1:{port}"], tmp_path)
@@ -175,6 +183,29 @@ def test_hub_model_endpoint_unreachable(tmp_path):
     )
     assert "pass a local model directory" in msg
     assert seconds < FAST_S
+
+
+@pytest.mark.slow
+def test_cached_hub_model_loads_at_once_when_the_hub_does_not_answer(tmp_path):
+    """transformers would ask the dead endpoint for newer files, retrying for about a minute, before
+    it fell back to the cache; the probe sees the endpoint is down and the cache alone is used."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    repo = tmp_path / "hf" / "hub" / "models--acme--tiny"
+    snapshot = repo / "snapshots" / ("0" * 40)
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=257, n_positions=128)).save_pretrained(
+        snapshot
+    )
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(snapshot.name)
+    endpoint = f"http://127.0.0.1:{_free_port()}"
+    args = ["model=hf", "model.name_or_path=acme/tiny", "model.tokenizer=byte", "debug=few_tokens", "tracker=none"]
+    args += ["dataset.seq_len=64", "analyzer.performance.iters=1", "analyzer.performance.layer_timing=false"]
+    proc, seconds = _cli(args, tmp_path, HF_HUB_OFFLINE="0", HF_ENDPOINT=endpoint, HF_HOME=str(tmp_path / "hf"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert seconds < 40  # the fallback took about a minute
+    report = (tmp_path / "out" / "summary_report.md").read_text()
+    assert f"loaded from the local Hugging Face cache: the machine is offline ({endpoint}" in report
 
 
 # --- 5. a key without + that does not exist, or belongs to another option

@@ -111,7 +111,9 @@ def test_two_job_multirun_makes_two_mlflow_runs_and_loads_model_once(tmp_path):
     jobs = sorted(tmp_path.glob("multirun/*/*/[0-9]"))
     assert len(jobs) == 2
     for job in jobs:
-        assert (job / "summary_report.md").is_file() and (job / ".hydra" / "overrides.yaml").is_file()
+        assert (job / "summary_report.md").is_file()
+        saved = (job / ".hydra" / "overrides.yaml").read_text()  # as typed, runnable as it stands
+        assert "- model=tiny_gpt2" in saved and "- dataset.max_tokens=" in saved and "++" not in saved
     client, runs = mlflow_runs(db, "modelxray")
     assert len(runs) == 2
     assert sorted(r.data.params["dataset.max_tokens"] for r in runs) == ["2048", "4096"]

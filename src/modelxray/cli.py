@@ -83,6 +83,19 @@ def job_info():
     )
 
 
+def _save_overrides_as_typed(output_dir: str, overrides: list[str]) -> None:
+    """Hydra saved the overrides it was handed (``++key=value``, see ``forced_overrides``) in
+    ``.hydra/overrides.yaml``; the file shows them as the user typed them, which run the same job."""
+    from hydra.core.hydra_config import HydraConfig
+
+    subdir = HydraConfig.get().output_subdir
+    path = Path(output_dir) / subdir / "overrides.yaml" if subdir else None
+    if path is not None and path.exists():
+        import yaml
+
+        path.write_text(yaml.safe_dump(list(overrides), default_flow_style=False, sort_keys=False))
+
+
 def _raise_killed(signum, frame):
     from modelxray.app import JobKilled
 
@@ -101,7 +114,9 @@ def task(cfg: DictConfig) -> dict[str, float]:
 
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, _raise_killed)
-        outcome = app.run(cfg, job_info())
+        job = job_info()
+        _save_overrides_as_typed(job.output_dir, job.overrides)
+        outcome = app.run(cfg, job)
     except ConfigError as exc:
         print(f"modelxray: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -144,12 +144,25 @@ class HFSource(ModelSource):
                 "pass a local model directory (model.name_or_path=/path/to/model) or download it while online",
             )
 
+    def _cache_only(self) -> str | None:
+        """Why a cached hub model loads from the cache alone, or None. transformers would ask an
+        unreachable hub for newer files and retry for half a minute before falling back to the cache;
+        the hub is probed once (seconds) instead, and a cached model then loads at once."""
+        if self.local_files_only or Path(os.path.expanduser(self.name_or_path)).is_dir():
+            return None
+        if not _hub_cached(self.name_or_path, self.revision):
+            return None
+        return _offline_reason(False)
+
     def load(self) -> LoadedModel:
         from transformers import AutoConfig
 
         path = os.path.expanduser(self.name_or_path)
+        offline = self._cache_only()
         kwargs = dict(
-            revision=self.revision, trust_remote_code=self.trust_remote_code, local_files_only=self.local_files_only
+            revision=self.revision,
+            trust_remote_code=self.trust_remote_code,
+            local_files_only=self.local_files_only or offline is not None,
         )
         try:
             config = AutoConfig.from_pretrained(path, **kwargs)
@@ -173,7 +186,7 @@ class HFSource(ModelSource):
             source_dtype=stored,
             file_path=str(local) if local.is_dir() else None,
             file_bytes=_dir_bytes(local) if local.is_dir() else None,
-            notes=loaded.info.notes,
+            notes=[*loaded.info.notes, *([f"loaded from the local Hugging Face cache: {offline}"] if offline else [])],
         )
         loaded.task = TASK_OF_KIND[kind]
         loaded.model = self.place(loaded.model)
