@@ -115,41 +115,32 @@ class MlflowTracker(Configurable):
             MlflowClient(tracking_uri=self.store_uri), self.experiment, self.resolved_artifact_location()
         )
 
-    def find_finished(self, config_hash: str) -> tuple[str, dict[str, float]] | None:
-        """The newest FINISHED run of this experiment with this config fingerprint: (run id, metrics)."""
+    def _runs_of(self, config_hash: str, status_filter: str, most: int) -> list:
+        """This experiment's runs with this config fingerprint matching ``status_filter``, newest first."""
         from mlflow.tracking import MlflowClient
 
         self.check()
         client = MlflowClient(tracking_uri=self.store_uri)
         exp = client.get_experiment_by_name(self.experiment)
         if exp is None:
-            return None
-        runs = client.search_runs(
+            return []
+        return client.search_runs(
             [exp.experiment_id],
-            max_results=1,
+            max_results=most,
             order_by=["attributes.start_time DESC"],
-            filter_string=f"tags.`modelxray.config_hash` = '{config_hash}' and attributes.status = 'FINISHED'",
+            filter_string=f"tags.`modelxray.config_hash` = '{config_hash}' and {status_filter}",
         )
+
+    def find_finished(self, config_hash: str) -> tuple[str, dict[str, float]] | None:
+        """The newest FINISHED run of this experiment with this config fingerprint: (run id, metrics)."""
+        runs = self._runs_of(config_hash, "attributes.status = 'FINISHED'", 1)
         return (runs[0].info.run_id, dict(runs[0].data.metrics)) if runs else None
 
     def find_resumable(self, config_hash: str) -> tuple[str, list[str]] | None:
         """The newest run of this config that stopped before it finished (FAILED, KILLED, or
         RUNNING with its process gone from this host) and kept some analyzers' results: (run id,
         the analyzers it finished)."""
-        from mlflow.tracking import MlflowClient
-
-        self.check()
-        client = MlflowClient(tracking_uri=self.store_uri)
-        exp = client.get_experiment_by_name(self.experiment)
-        if exp is None:
-            return None
-        runs = client.search_runs(
-            [exp.experiment_id],
-            max_results=20,
-            order_by=["attributes.start_time DESC"],
-            filter_string=f"tags.`modelxray.config_hash` = '{config_hash}' and attributes.status != 'FINISHED'",
-        )
-        for run in runs:
+        for run in self._runs_of(config_hash, "attributes.status != 'FINISHED'", 20):
             done = _done(run)
             if done and (run.info.status != "RUNNING" or _process_gone(run.data.tags)):
                 return run.info.run_id, done
