@@ -134,9 +134,9 @@ def test_recommendations_carry_their_numbers():
         }
         for i, (p, q, k) in enumerate([(0.9, 0.05, 0.1), (0.1, 0.05, 0.2), (0.2, 0.30, 40.0)])
     ]
-    prune = advice.prune_candidates(rows, top=5, prune_min=0.3)
+    prune = advice.prune_candidates(rows, top=5, prune_min=0.3, min_numel=64)
     assert [r["target"] for r in prune] == ["l0.weight"] and "90%" in prune[0]["why"]
-    keep = advice.precision_candidates(rows, top=5, bits=4)
+    keep = advice.precision_candidates(rows, top=5, bits=4, ratio=1.25, min_numel=64)
     assert (
         [r["target"] for r in keep] == ["l2.weight"] and "0.300" in keep[0]["why"] and "kurtosis 40.0" in keep[0]["why"]
     )

@@ -1,25 +1,41 @@
 """Recommendations from the inspection's numbers, each carrying the numbers behind it.
 
-- prune: 2-D+ weights with the highest ``prune_potential`` (share of weights that can be zeroed by
+Pruning and precision advice concern weight matrices only (``is_weight_matrix``): at least two
+dimensions larger than 1 and at least ``min_numel`` elements, so that a ViT ``cls_token`` of shape
+[1, 1, 64] or a few-element position table is never named, while a 1x1 convolution kernel
+[out, in, 1, 1] is.
+
+- prune: weight matrices with the highest ``prune_potential`` (share of weights that can be zeroed by
   magnitude for at most 1% of the tensor's energy), above ``prune_min``.
-- keep at higher precision: weights with the highest ``quant_sensitivity`` (relative error of
-  b-bit round-to-nearest), when at least ``ratio`` times the model's median, with kurtosis and outlier share.
+- keep at higher precision: weight matrices with the highest ``quant_sensitivity`` (relative error of
+  b-bit round-to-nearest), when at least ``ratio`` times the median of the model's weight matrices,
+  with kurtosis and outlier share.
 - fuse: matmuls directly followed by elementwise ops (one kernel would skip writing and re-reading
   the intermediate tensor), by bytes saved.
-- memory-bound: ops whose arithmetic intensity is below the machine's ridge point, by time share.
+- memory-bound: ops whose arithmetic intensity is below the machine's ridge point, by time share; an
+  op that moved bytes faster than the measured copy bandwidth is said to have had its data in cache.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 
 
-def _matrices(rows: list[dict]) -> list[dict]:
-    return [r for r in rows if len(r.get("shape", [])) >= 2 and r.get("quant_sensitivity") is not None]
+def is_weight_matrix(shape, min_numel: int) -> bool:
+    """A tensor a pruning or precision choice applies to: two or more dimensions larger than 1 (a
+    matrix, or a convolution kernel, once size-1 dimensions are dropped) and ``min_numel`` elements
+    or more. Vectors stored with extra size-1 dimensions ([1, 1, 64] tokens) are not."""
+    dims = [int(d) for d in shape or []]
+    return sum(d > 1 for d in dims) >= 2 and math.prod(dims) >= min_numel
 
 
-def prune_candidates(rows: list[dict], top: int, prune_min: float) -> list[dict]:
-    mats = sorted(_matrices(rows), key=lambda r: -r["prune_potential"])
+def _matrices(rows: list[dict], min_numel: int) -> list[dict]:
+    return [r for r in rows if r.get("quant_sensitivity") is not None and is_weight_matrix(r.get("shape"), min_numel)]
+
+
+def prune_candidates(rows: list[dict], top: int, prune_min: float, min_numel: int) -> list[dict]:
+    mats = sorted(_matrices(rows, min_numel), key=lambda r: -r["prune_potential"])
     return [
         {
             "action": "prune",
@@ -33,8 +49,8 @@ def prune_candidates(rows: list[dict], top: int, prune_min: float) -> list[dict]
     ]
 
 
-def precision_candidates(rows: list[dict], top: int, bits: int, ratio: float = 1.25) -> list[dict]:
-    mats = _matrices(rows)
+def precision_candidates(rows: list[dict], top: int, bits: int, ratio: float, min_numel: int) -> list[dict]:
+    mats = _matrices(rows, min_numel)
     if not mats:
         return []
     median = statistics.median(r["quant_sensitivity"] for r in mats)
@@ -78,7 +94,8 @@ def memory_bound_advice(roofline_rows: list[dict], top: int) -> list[dict]:
             "why": f"{r.get('time_s', 0.0) / total:.1%} of op time at {r['intensity']:.2f} FLOP/byte "
             f"(ridge {r.get('ridge', float('nan')):.1f})"
             + (
-                f", moving {r['achieved_bytes_per_s'] / 1e9:.1f} GB/s ({r['share_of_attainable']:.0%} of the roof)"
+                f", moving {r['achieved_bytes_per_s'] / 1e9:.1f} GB/s ({r['share_of_attainable']:.0%} of the roof"
+                + ("; faster than the measured copy bandwidth: its data sat in cache)" if r.get("in_cache") else ")")
                 if r.get("achieved_bytes_per_s") and r.get("share_of_attainable") is not None
                 else ""
             )
@@ -87,3 +104,19 @@ def memory_bound_advice(roofline_rows: list[dict], top: int) -> list[dict]:
         }
         for r in mem
     ]
+
+
+def cache_note(roof: list[dict], copy_gb_per_s: float | None) -> str | None:
+    """The sentence that keeps a reader from taking more than 100% of the memory roof for an error:
+    the ops (``in_cache``) that moved bytes faster than the measured copy bandwidth had their data
+    in cache. None when no op did."""
+    fast = [r["op"] for r in roof if r.get("in_cache")]
+    if not fast:
+        return None
+    shown = ", ".join(fast[:5]) + (f" and {len(fast) - 5} more" if len(fast) > 5 else "")
+    bw = f" ({copy_gb_per_s:.1f} GB/s)" if copy_gb_per_s else ""
+    return (
+        f"{shown} moved bytes faster than the measured copy bandwidth{bw}, which is measured on a tensor "
+        "far larger than the caches: their data sat in cache, so a share of the memory roof above 100% is "
+        "expected there, not an error."
+    )

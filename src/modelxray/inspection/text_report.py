@@ -7,6 +7,7 @@ import math
 from datetime import datetime, timezone
 
 from modelxray.core.formatting import human_bytes
+from modelxray.inspection.advice import cache_note
 from modelxray.inspection.inputs import describe_input
 
 WIDTH = 100
@@ -151,6 +152,9 @@ def render(subject, result, cfg) -> str:
         if roof:
             out += ["", "  Roofline per op (time per forward; bound = which roof limits it)"]
             out += _table(roof, [c for c in roof[0].keys()])
+            note = cache_note(roof, m.get("peak_memory_gb_per_s"))
+            if note:
+                out += ["", f"  in_cache = True: {note}"]
         fusion = result.tables.get("fusion_candidates", [])
         if fusion:
             out += ["", "  Fusion candidates"] + _table(fusion, [c for c in fusion[0].keys()])

@@ -98,10 +98,19 @@ def measure_peak(
     )
 
 
+def in_cache(bytes_per_s: float, peak: Peak) -> bool:
+    """Whether an op moving ``bytes_per_s`` beat the measured copy bandwidth (its data sat in cache)."""
+    return bool(peak.memory_bytes_per_s) and bytes_per_s > peak.memory_bytes_per_s
+
+
 def roofline(ops: list[OpTraffic], times: list[OpTime], peak: Peak) -> list[dict]:
     """Per op that moved bytes or did FLOPs and was timed: intensity, achieved FLOP/s, the attainable
     min(peak FLOP/s, intensity * bandwidth), share of it achieved, and which roof binds ("memory" below the
-    ridge). The share is max(flops/peak, bytes/bandwidth) / time, which also rates zero-FLOP ops. Slowest first."""
+    ridge). The share is max(flops/peak, bytes/bandwidth) / time, which also rates zero-FLOP ops. Slowest first.
+
+    ``in_cache`` marks an op that moved its bytes faster than the measured copy bandwidth: the
+    bandwidth is that of a tensor far larger than the caches, so such an op's data sat in cache and
+    its share of the memory roof exceeds 1 without any error in the measurement."""
     timed = {t.op: t for t in times}
     ridge = peak.ridge_intensity
     rows = []
@@ -124,6 +133,7 @@ def roofline(ops: list[OpTraffic], times: list[OpTime], peak: Peak) -> list[dict
                 "achieved_bytes_per_s": moved / secs,
                 "attainable_flops_per_s": min(peak.matmul_flops_per_s, o.intensity * peak.memory_bytes_per_s),
                 "share_of_attainable": ideal / secs,
+                "in_cache": in_cache(moved / secs, peak),
                 "bound": "memory" if o.intensity < ridge else "compute",
                 "ridge": ridge,
             }

@@ -53,6 +53,7 @@ class InspectAnalyzer(Analyzer):
     top: int = 10  # rows in the top-N tables and recommendations
     prune_min: float = 0.3  # prune_potential from which a layer is recommended for pruning
     precision_ratio: float = 1.25  # quant_sensitivity / model median from which a layer should keep more bits
+    advice_min_numel: int = 1024  # prune/precision advice: weight matrices (2+ dims > 1) of at least this many elements
 
     def validate(self) -> None:
         self.require_positive(
@@ -72,7 +73,7 @@ class InspectAnalyzer(Analyzer):
             "precision_ratio",
         )
         self.require_positive("seq_len", "input_shape", allow_none=True)
-        self.require_non_negative("profile_warmup", "prune_min")
+        self.require_non_negative("profile_warmup", "prune_min", "advice_min_numel")
         self.require_choice("spectral", SPECTRAL)
         if not (
             isinstance(self.country_iso_code, str)

@@ -94,8 +94,8 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     result.data["tensors"] = rows
     result.tables["parameters_by_layer_type"] = by_type
     result.metrics.update(_parameter_metrics(rows))
-    recs = advice.prune_candidates(rows, cfg.top, cfg.prune_min) + advice.precision_candidates(
-        rows, cfg.top, cfg.sensitivity_bits, cfg.precision_ratio
+    recs = advice.prune_candidates(rows, cfg.top, cfg.prune_min, cfg.advice_min_numel) + advice.precision_candidates(
+        rows, cfg.top, cfg.sensitivity_bits, cfg.precision_ratio, cfg.advice_min_numel
     )
 
     if isinstance(model, WeightsFile):
@@ -315,6 +315,9 @@ def _insights(result: Result, rows: list[dict]) -> list[str]:
         if "utilization_of_peak" in m:
             line += f", {m['utilization_of_peak']:.0%} of the measured matmul peak"
         out.append(line + ".")
+    note = advice.cache_note(result.tables.get("roofline") or [], m.get("peak_memory_gb_per_s"))
+    if note:
+        out.append("Roofline: " + note)
     if "energy_j_per_forward" in m:
         e = result.data["energy"]
         out.append(

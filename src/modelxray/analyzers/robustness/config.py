@@ -40,6 +40,33 @@ IMAGE_GRIDS = {
 }
 
 
+# the robustness table in summary_report.md, in this order, where any row has the column
+SUMMARY_COLUMNS = (
+    "family",
+    "level",
+    "windows",
+    "samples",
+    "seeds",
+    "loss",
+    "loss_se",
+    "perplexity",
+    "perplexity_std",
+    "accuracy",
+    "accuracy_se",
+    "accuracy_std",
+    "top1_agree",
+    "kl",
+    "gap",
+    "gap_se",
+    "fgsm_perplexity",
+    "fgsm_accuracy",
+    "clean_perplexity",
+    "clean_accuracy",
+    "tokens_scored",
+    "eps_abs",
+)
+
+
 @dataclass
 class RobustnessAnalyzer(Analyzer):
     name: ClassVar[str] = "robustness"
@@ -126,6 +153,16 @@ class RobustnessAnalyzer(Analyzer):
         from modelxray.analyzers.robustness.run import run
 
         return run(self, subject, ctx)
+
+    def summary_tables(self, result: Result) -> dict[str, list[dict]]:
+        """The robustness table with the columns a reader compares, the same for every row: what
+        each row was measured on (``windows`` or ``samples``: PGD runs on fewer), its quality with
+        the standard error or spread, and PGD's FGSM and clean values on its own windows. Every
+        column stays in the JSON and MLflow."""
+        rows = result.tables.get("robustness") or []
+        present = {k for r in rows for k, v in r.items() if not isinstance(v, (list, dict))}
+        columns = [c for c in SUMMARY_COLUMNS if c in present]
+        return {**result.tables, "robustness": [{c: r.get(c, "") for c in columns} for r in rows]}
 
 
 def image_shape_of(subject) -> tuple[int, int, int] | None:

@@ -22,12 +22,20 @@ from modelxray.perturb.weight_noise import (
     noise_targets,
 )
 
-# per family: the metrics logged for each level (the rest stay in the tables)
+# per family: the metrics logged for each level (the rest stay in the tables), and their standard
+# errors where the harness measures them (language models: windows as units)
 _LOGGED = ("loss", "perplexity", "accuracy", "top1_agree", "kl", "gap")
+_ERRORS = ("loss_se", "accuracy_se", "top1_agree_se", "kl_se", "gap_se")
 
 
 def level_name(family: str, level: float) -> str:
     return f"{int(level)}bit" if family == "quant_noise" else f"{level:g}"
+
+
+def count_key(task: str) -> str:
+    """The column saying what each row was measured on: ``windows`` of a language model's text,
+    ``samples`` of a classifier's test set."""
+    return "windows" if task == "causal_lm" else "samples"
 
 
 def run(cfg, subject, ctx: RunContext) -> Result:
@@ -52,7 +60,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         result.data["eps_scale"] = scale
         attacks = harness.attack(fgsm_eps, 0, None, False, gen(1), harness.size, "robustness: FGSM")
         for eps, m in attacks.items():
-            rows.append(_row(cfg, "fgsm", eps, m["fgsm"], clean, harness.size, eps_abs=eps * scale))
+            rows.append(_row(harness, "fgsm", eps, m["fgsm"], clean, harness.size, eps_abs=eps * scale))
     if pgd_eps:
         scale = harness.eps_scale
         result.data["eps_scale"] = scale
@@ -68,14 +76,8 @@ def run(cfg, subject, ctx: RunContext) -> Result:
             f"robustness: PGD-{cfg.pgd_steps}",
         )
         for eps, m in attacks.items():
-            row = _row(cfg, "pgd", eps, m["pgd"], sub_clean, n, eps_abs=eps * scale)
-            row.update(
-                {
-                    "fgsm_loss": m["fgsm"]["loss"],
-                    "fgsm_" + harness.quality: m["fgsm"][harness.quality],
-                    "clean_" + harness.quality: sub_clean[harness.quality],
-                }
-            )
+            row = _row(harness, "pgd", eps, m["pgd"], sub_clean, n, eps_abs=eps * scale)
+            row.update(_same_windows(m["fgsm"], sub_clean, harness.quality))
             rows.append(row)
     result.data["eps_grid"] = eps_union
 
@@ -129,10 +131,10 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     result.tables["robustness"] = rows
     for r in rows:
         prefix = f"{r['family']}_{level_name(r['family'], r['level'])}"
-        for k in (*_LOGGED, f"{harness.quality}_std", "fgsm_" + harness.quality):
+        for k in (*_LOGGED, *_ERRORS, f"{harness.quality}_std", "fgsm_" + harness.quality):
             if k in r and r[k] is not None and not (isinstance(r[k], float) and math.isnan(r[k])):
                 result.metrics[f"{prefix}_{k}"] = r[k]
-    result.insights.extend(_insights(rows, clean, harness.quality))
+    result.insights.extend(_insights(rows, clean, harness.quality, count_key(harness.task)))
     skipped = result.data["image_corruptions"].get("skipped")
     if skipped and subject.task == "classification" and any(getattr(cfg, k) is None for k in IMAGE_KEYS.values()):
         result.insights.append(skipped + ".")  # a classifier whose data are feature vectors
@@ -169,19 +171,39 @@ def _harness(cfg, subject, ctx: RunContext):
     raise ConfigError("analyzer.robustness", f"does not support task {subject.task!r} (causal_lm, classification)")
 
 
-def _row(cfg, family: str, level: float, m: dict, clean: dict, n: int, **extra) -> dict:
+def _row(harness, family: str, level: float, m: dict, clean: dict, n: int, **extra) -> dict:
+    """One family and level measured on ``n`` windows (classifiers: samples) against ``clean``, the
+    clean metrics of the same ``n``; standard errors where the harness measured them (``gap_se``:
+    of the paired per-window loss change)."""
     row = {
         "family": family,
         "level": level,
-        "samples": n,
+        count_key(harness.task): n,
         **{k: m.get(k) for k in ("loss", "perplexity", "accuracy", "top1_agree", "kl", "tokens_scored")},
+        **{k: m.get(k) for k in _ERRORS if k != "gap_se"},
+        "gap_se": m.get("delta_loss_se"),
         **extra,
     }
     row = {k: v for k, v in row.items() if v is not None}
     row["gap"] = m["loss"] - clean["loss"]
     if "accuracy" in m and "accuracy" in clean:
         row["accuracy_drop"] = clean["accuracy"] - m["accuracy"]
+    if harness.task == "classification" and "accuracy_se" not in row and n > 0 and "accuracy" in row:
+        # independent test samples: the binomial standard error of a share
+        p = row["accuracy"]
+        row["accuracy_se"] = math.sqrt(max(p * (1 - p), 0.0) / n)
     return row
+
+
+def _same_windows(fgsm: dict, clean: dict, quality: str) -> dict:
+    """What a PGD row carries to be compared on its own windows: FGSM at the same eps and the clean
+    metrics, both on exactly the windows (samples) PGD attacked."""
+    out = {f"fgsm_{k}": fgsm[k] for k in ("loss", quality, "top1_agree", "loss_se", "top1_agree_se") if k in fgsm}
+    if "accuracy" in fgsm and "accuracy" in clean:
+        out["fgsm_accuracy"] = fgsm["accuracy"]
+        out["fgsm_accuracy_drop"] = clean["accuracy"] - fgsm["accuracy"]
+    out.update({f"clean_{k}": clean[k] for k in ("loss", quality) if k in clean})
+    return out
 
 
 def _image_corruptions(cfg, subject, harness, result, clean, ctx, gen) -> list[dict]:
@@ -227,7 +249,7 @@ def _mean_row(cfg, family, level, runs, clean, harness) -> dict:
     if q == "perplexity" and "loss" in mean:
         # perplexity of the mean loss over seeds, not the mean perplexity: the geometric mean
         mean["perplexity"] = Quality(loss=mean["loss"]).perplexity
-    row = _row(cfg, family, level, mean, clean, harness.size, seeds=len(runs))
+    row = _row(harness, family, level, mean, clean, harness.size, seeds=len(runs))
     row[f"{q}_std"] = _std([r[q] for r in runs])
     row["loss_std"] = _std([r["loss"] for r in runs])
     row["per_seed_" + q] = [r[q] for r in runs]
@@ -263,36 +285,43 @@ _UNITS = {
 }
 
 
-def _insights(rows: list[dict], clean: dict, quality: str) -> list[str]:
-    """Plain sentences: the first level of each family that costs more than 10% of quality, and
-    whether PGD finds much more than FGSM (a gradient-masking or linearity signal)."""
+def _insights(rows: list[dict], clean: dict, quality: str, unit: str) -> list[str]:
+    """Plain sentences: the first level of each family that costs more than 10% of quality against
+    the clean value of the same windows (samples), saying how many, and whether PGD finds much more
+    than FGSM on its windows (a gradient-masking or linearity signal)."""
     out = []
-    base = clean[quality]
-    worse = (lambda v: v > 1.1 * base) if quality == "perplexity" else (lambda v: v < base - 0.1 * abs(base))
     for family in dict.fromkeys(r["family"] for r in rows):
         fam = [r for r in rows if r["family"] == family and quality in r and not math.isnan(r[quality])]
         if family == "quant_noise":
             fam = sorted(fam, key=lambda r: -r["level"])
         elif family in _UNITS:
             fam = sorted(fam, key=lambda r: r["level"])
-        unit = f" ({_UNITS[family]})" if family in _UNITS else ""
+        if not fam:
+            continue
+        base = fam[0].get(f"clean_{quality}", clean[quality])  # PGD: the clean value of its own windows
+        worse = (lambda v, b=base: v > 1.1 * b) if quality == "perplexity" else (lambda v, b=base: v < b - 0.1 * abs(b))
+        n = int(fam[0].get(unit, 0))
+        on = f" ({n} {unit if n != 1 else unit[:-1]})" if n else ""
+        unit_note = f" ({_UNITS[family]})" if family in _UNITS else ""
         first = next((r for r in fam if worse(r[quality])), None)
-        if first is None and fam:
+        if first is None:
             out.append(
                 f"{family}: {quality} stays within 10% of clean ({base:.3g}) up to level "
-                f"{level_name(family, fam[-1]['level'])}{unit}."
+                f"{level_name(family, fam[-1]['level'])}{unit_note}{on}."
             )
-        elif first is not None:
+        else:
             out.append(
                 f"{family}: {quality} {first[quality]:.3g} vs clean {base:.3g} from level "
-                f"{level_name(family, first['level'])}{unit}."
+                f"{level_name(family, first['level'])}{unit_note}{on}."
             )
     for r in rows:
         if r["family"] == "pgd" and quality == "perplexity" and "fgsm_perplexity" in r:
             ratio = r["perplexity"] / r["fgsm_perplexity"]
             if ratio > 1.1:
+                n = int(r.get(unit, 0))
                 out.append(
                     f"PGD-eps {r['level']:g} reaches perplexity {r['perplexity']:.3g} where FGSM reaches "
-                    f"{r['fgsm_perplexity']:.3g} on the same windows: the loss surface is far from linear there."
+                    f"{r['fgsm_perplexity']:.3g} on the same {n} {unit if n != 1 else unit[:-1]}: the loss "
+                    "surface is far from linear there."
                 )
     return out

@@ -48,7 +48,7 @@ def _pooled_se(ses: list[float | None], weights: Sequence[float], total: float) 
 class Quality:
     """Mean loss (nats per scored token or example) over ``n_scored`` scored items, top-k accuracy
     (``accuracy_at[1]`` is ``accuracy``) and bits per byte. ``count_key`` names the count in metrics
-    and JSON (``tokens_scored``; ``examples_scored`` for a classifier; robustness's ``samples``).
+    and JSON (``tokens_scored``; ``examples_scored`` for a classifier; robustness rows of a classifier: ``samples``).
 
     ``task`` is ``causal_lm`` or ``classification`` (build the latter with ``Quality.of_classifier``).
     A language model's perplexity is ``exp(loss)``, always derived, so a pooled perplexity is that
