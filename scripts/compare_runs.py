@@ -14,7 +14,19 @@ for two metrics, a plot, and the comparison logged back to MLflow as a summary r
 Columns: the chosen params, then the chosen metrics (``*_bytes`` metrics shown in MiB; a ``*`` in a
 key matches any text, expanded over the metrics the runs logged); one row per run, oldest first;
 with ``--pareto X,Y`` a ``pareto`` column marks the runs no other run beats on both (both minimised;
-``--maximize`` names the ones to maximise). ``--sweep-id`` keeps one sweep's runs. The comparison
+``--maximize`` names the ones to maximise). ``--sweep-id`` keeps one sweep's runs.
+
+A metric logged with its error (``<metric>_se``, or a 95% interval ``<metric>_ci_low`` and
+``<metric>_ci_high``) is shown as ``value ± error`` (``value [low, high]`` for an interval only), and
+below the table each such metric says which runs cannot be told apart from the baseline: their
+difference is within two standard errors, the two runs' own errors combined as independent
+(``modelxray.metrics.distinguish``), with the tokens or examples scored when logged. Runs scored on
+the same text share its variation, so this errs towards "indistinguishable"; a paired comparison on
+the same text (quant_impact's ``delta_loss``) resolves finer differences. The baseline is
+``--baseline`` (``KEY=VALUE`` of a param, e.g. ``quant=none``, or a run id prefix), else the best run
+on each metric (lowest, highest for ``--maximize`` metrics and names with ``accuracy`` or ``agree``).
+
+The comparison
 is logged as a run tagged ``modelxray.summary`` (``--no-log`` skips that; summary runs are never
 compared). ``--uri`` defaults to ``sqlite:///mlflow.db`` in the working directory. The same data
 in Python: ``modelxray.tracking.runs.load_runs``.
@@ -23,8 +35,13 @@ in Python: ``modelxray.tracking.runs.load_runs``.
 from __future__ import annotations
 
 import argparse
+import math
 import tempfile
 from pathlib import Path
+
+ERROR_SUFFIXES = ("_se", "_ci_low", "_ci_high")
+COUNTS = (("tokens_scored", "tokens"), ("examples_scored", "examples"), ("samples", "samples"))
+HIGHER_IS_BETTER = ("accuracy", "agree")  # words in a metric's name that make its best run the highest
 
 
 def fmt(key: str, value) -> str:
@@ -69,14 +86,15 @@ def table(
     pareto: list[str] | None = None,
     maximize: tuple[str, ...] = (),
     sweep_id: str | None = None,
+    baseline: str | None = None,
 ) -> str:
     runs = _load(uri, experiment, sweep_id)
-    return _table(runs, params, metrics, pareto, maximize)
+    return _table(runs, params, metrics, pareto, maximize, baseline)
 
 
-def _table(runs, params, metrics, pareto, maximize) -> str:
+def _table(runs, params, metrics, pareto, maximize, baseline: str | None = None) -> str:
     frame = runs.frame
-    metrics = expand(metrics, [c for c in frame.columns if "/" in c])
+    metrics = fold_errors(expand(metrics, [c for c in frame.columns if "/" in c]))
     front = set(runs.pareto(*pareto, maximize=maximize)) if pareto else set()
     head = ["run", *params, *metrics, "status"] + (["pareto"] if pareto else [])
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -84,11 +102,149 @@ def _table(runs, params, metrics, pareto, maximize) -> str:
         cells = [
             r["run_id"][:8],
             *(fmt(p, r.get(p, "-")) for p in params),
-            *(fmt(m, r.get(m)) for m in metrics),
+            *(with_error(m, r) for m in metrics),
             r["status"],
         ] + (["**yes**" if r["run_id"] in front else ""] if pareto else [])
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    if baseline and find_run(list(runs), baseline) is None:
+        raise SystemExit(f"compare_runs: --baseline {baseline} names no run (KEY=VALUE of a param, or a run id prefix)")
+    judged = distinguishable(list(runs), params, metrics, maximize, baseline, list(frame.columns))
+    return "\n".join(lines) + ("\n\n" + judged if judged else "")
+
+
+def fold_errors(metrics: list[str]) -> list[str]:
+    """The chosen metrics less the error keys of another chosen metric (``x_se``, ``x_ci_low``,
+    ``x_ci_high`` with ``x`` chosen): those are shown in ``x``'s cell."""
+    chosen = set(metrics)
+    return [m for m in metrics if not any(m.endswith(s) and m[: -len(s)] in chosen for s in ERROR_SUFFIXES)]
+
+
+def _value(r: dict, key: str) -> float:
+    v = r.get(key)
+    try:
+        return math.nan if v is None or isinstance(v, bool) else float(v)
+    except (TypeError, ValueError):
+        return math.nan
+
+
+def with_error(key: str, r: dict) -> str:
+    """A metric's cell: ``value ± se`` when the run logged ``<key>_se``, ``value [low, high]`` when it
+    logged an interval only, ``value ± se`` for a perplexity whose loss has an error, else the value."""
+    from modelxray.metrics.distinguish import se_of
+
+    text = fmt(key, r.get(key))
+    low, high = _value(r, f"{key}_ci_low"), _value(r, f"{key}_ci_high")
+    if text == "-":
+        return text
+    if math.isfinite(_value(r, f"{key}_se")) or not (math.isfinite(low) and math.isfinite(high)):
+        se = se_of(r, key)
+        return f"{text} ± {se:.2g}" if math.isfinite(se) else text
+    return f"{text} [{fmt(key, low)}, {fmt(key, high)}]"
+
+
+def count_key(metric: str, columns: list[str]) -> tuple[str, str] | None:
+    """The logged count of what ``metric`` was scored on, and its noun: ``<dir>/tokens_scored``
+    (``examples_scored``, ``samples``) beside it, else the one key of its directory ending so
+    (``bitwidth/reference_tokens_scored``); None when none is logged."""
+    folder = metric.rsplit("/", 1)[0] + "/" if "/" in metric else ""
+    for name, noun in COUNTS:
+        if folder + name in columns:
+            return folder + name, noun
+    for name, noun in COUNTS:
+        found = [c for c in columns if c.startswith(folder) and "/" not in c[len(folder) :] and c.endswith(name)]
+        if len(found) == 1:
+            return found[0], noun
+    return None
+
+
+def _labels(runs: list[dict], params: list[str]) -> dict[str, str]:
+    """Each run's name in a sentence: its params' values (``int8``), the run id where they repeat."""
+    base = {r["run_id"]: ", ".join(str(r.get(p, "-")) for p in params) or r["run_id"][:8] for r in runs}
+    repeated = {v for v in base.values() if list(base.values()).count(v) > 1}
+    return {k: f"{v} ({k[:8]})" if v in repeated else v for k, v in base.items()}
+
+
+def find_run(runs: list[dict], selector: str) -> dict | None:
+    """The first run ``selector`` names: ``KEY=VALUE`` of a param (``quant=none``) or a run id prefix."""
+    key, eq, want = selector.partition("=")
+    for r in runs:
+        if (eq and str(r.get(key)) == want) or (not eq and r["run_id"].startswith(selector)):
+            return r
+    return None
+
+
+def _with_error(runs: list[dict], metric: str) -> list[dict]:
+    from modelxray.metrics.distinguish import se_of
+
+    return [r for r in runs if math.isfinite(_value(r, metric)) and math.isfinite(se_of(r, metric))]
+
+
+def _best(scored: list[dict], metric: str, maximize: tuple[str, ...]) -> dict | None:
+    """The best run on ``metric``: the lowest, the highest for ``--maximize`` metrics and names
+    with ``accuracy`` or ``agree``."""
+    leaf = metric.rsplit("/", 1)[-1]
+    higher = metric in maximize or any(w in leaf for w in HIGHER_IS_BETTER)
+    return (max if higher else min)(scored, key=lambda r: _value(r, metric)) if scored else None
+
+
+def _join(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _sample(runs: list[dict], metric: str, columns: list[str]) -> str:
+    """`` on 8,160 tokens`` (`` on 4,096 and 8,160 tokens`` when the runs differ); empty unless logged."""
+    found = count_key(metric, columns)
+    if found is None:
+        return ""
+    counts = sorted({int(_value(r, found[0])) for r in runs if math.isfinite(_value(r, found[0]))})
+    if not counts:
+        return ""
+    return f" on {_join([f'{c:,}' for c in counts])} {found[1]}"
+
+
+def judge(runs: list[dict], metric: str, labels: dict, maximize, baseline: dict | None, columns) -> str | None:
+    """One line on ``metric``: the runs that cannot be told apart from the baseline (``baseline``,
+    else the best run), and those that can; None unless two runs carry an error on it."""
+    from modelxray.metrics.distinguish import difference, se_of
+
+    scored = _with_error(runs, metric)
+    ref = baseline if baseline is not None else _best(scored, metric, maximize)
+    if ref is None or len(scored) < 2 or not any(r["run_id"] == ref["run_id"] for r in scored):
+        return None
+    name = labels[ref["run_id"]]
+    what = f"{name} ({'the baseline' if baseline is not None else 'the best'})"
+    same, apart = [], []
+    for r in scored:
+        if r["run_id"] != ref["run_id"]:
+            d = difference(_value(r, metric), _value(ref, metric), se_of(r, metric), se_of(ref, metric))
+            (same if d.indistinguishable else apart).append((labels[r["run_id"]], d))
+    sample = _sample(scored, metric, columns)
+    if not same:
+        return f"- `{metric}`: every run differs from {what} by more than two standard errors{sample}."
+    diffs = ", ".join(f"{n} {d.value:+.3g} ± {d.se:.2g}" for n, d in same)
+    line = (
+        f"- `{metric}`: {_join([n for n, _ in same] + [what])} are indistinguishable{sample} "
+        f"(difference within two standard errors: {diffs})"
+    )
+    if apart:
+        line += f"; {_join([n for n, _ in apart])} differ{'s' if len(apart) == 1 else ''} from {name} by more than two standard errors"
+    return line + "."
+
+
+def distinguishable(runs: list[dict], params, metrics, maximize, baseline: str | None, columns) -> str:
+    """Below the table: for each metric with errors, the runs that differ from the baseline by less
+    than their uncertainty. Empty when no metric carries an error."""
+    labels = _labels(runs, params)
+    base = find_run(runs, baseline) if baseline else None
+    lines = [line for m in metrics if (line := judge(runs, m, labels, maximize, base, columns))]
+    if not lines:
+        return ""
+    head = (
+        "Within the uncertainty (a difference within two standard errors, each run's own error combined as "
+        "if independent; runs scored on the same text share its variation, so their difference is known "
+        'better than this and the verdict errs towards "indistinguishable"):'
+    )
+    return "\n".join([head, *lines])
 
 
 def plot(runs, x: str, y: str, label: str, maximize: tuple[str, ...], path: Path) -> Path:
@@ -176,7 +332,13 @@ def main() -> None:
     ap.add_argument("--params", default="quant", help="comma-separated param keys")
     ap.add_argument("--metrics", default="performance/perplexity", help="comma-separated metric keys (* allowed)")
     ap.add_argument("--pareto", default=None, help="X,Y: mark the runs on the Pareto front of these two metrics")
-    ap.add_argument("--maximize", default="", help="comma-separated metrics of --pareto to maximise")
+    ap.add_argument("--maximize", default="", help="comma-separated metrics to maximise (--pareto, the best run)")
+    ap.add_argument(
+        "--baseline",
+        default=None,
+        help="KEY=VALUE of a param (quant=none) or a run id prefix: the run others are judged against "
+        "(default: the best run on each metric)",
+    )
     ap.add_argument("--plot", default=None, help="save the Pareto plot here (default with --pareto: a temp file)")
     ap.add_argument("--curves", default=None, help="comma-separated step-indexed metrics to overlay, one line per run")
     ap.add_argument("--curves-plot", default=None, help="save the overlaid curves here (default: a temp file)")
@@ -188,7 +350,7 @@ def main() -> None:
     if pareto is not None and len(pareto) != 2:
         raise SystemExit("compare_runs: --pareto takes two metrics, X,Y")
     maximize = tuple(m for m in args.maximize.split(",") if m)
-    text = _table(runs, params, [m for m in args.metrics.split(",") if m], pareto, maximize)
+    text = _table(runs, params, [m for m in args.metrics.split(",") if m], pareto, maximize, args.baseline)
     print(text)
     plot_path = None
     if pareto:

@@ -134,3 +134,158 @@ def test_a_smaller_evaluated_configuration_within_budget_is_recommended(trained_
     rec = result.data["recommendation"]
     assert rec["source"] == "uniform_int3" and rec["effective_bits"] < rec["greedy_effective_bits"]
     assert "bits: 3" in result.texts["bitwidth_recommended_plan.yaml"]
+
+
+def test_changes_read_with_their_sign():
+    from modelxray.analyzers.bitwidth.modes import LanguageModelMode
+
+    mode = object.__new__(LanguageModelMode)
+    mode.budget = 0.05
+    assert mode.describe({"perplexity": 18.0}, -0.005) == "perplexity 18.000 (-0.5%)"  # not "(+-0.5%)"
+    assert mode.describe({"perplexity": 18.0}, 0.007) == "perplexity 18.000 (+0.7%)"
+    assert mode.budget_text() == "+5% budget"
+
+
+def test_paired_loss_difference_against_hand_computation():
+    from modelxray.analyzers.bitwidth.modes import WINDOWS, LanguageModelMode
+
+    a = torch.tensor([[10.0, 5, 0], [12.0, 5, 0], [9.0, 4, 0]], dtype=torch.float64)  # NLL, tokens, hits
+    b = torch.tensor([[9.0, 5, 0], [11.5, 5, 0], [9.5, 4, 0]], dtype=torch.float64)
+    d = LanguageModelMode.paired_difference({WINDOWS: a}, {WINDOWS: b})
+    # per-window differences 1, 0.5, -0.5 over 5, 5, 4 tokens: r = 1/14; residuals d_i - r n_i
+    r = 1.0 / 14
+    resid = [1 - 5 * r, 0.5 - 5 * r, -0.5 - 4 * r]
+    assert d.value == pytest.approx(r) and d.paired
+    assert d.se == pytest.approx(math.sqrt(3 / 2 * sum(x * x for x in resid)) / 14)
+    other_tokens = b.clone()
+    other_tokens[2, 1] = 3
+    assert LanguageModelMode.paired_difference({WINDOWS: a}, {WINDOWS: other_tokens}) is None
+    assert LanguageModelMode.paired_difference({WINDOWS: a}, {}) is None
+
+
+class _Mode:
+    def sample_text(self):
+        return "8,160 tokens"
+
+
+def test_the_recommendation_says_what_it_cannot_be_told_apart_from():
+    from modelxray.analyzers.bitwidth.insights import _recommendation_noise
+
+    rec = {
+        "delta_loss": 0.0012,
+        "delta_loss_se": 0.0009,
+        "indistinguishable_from_reference": True,
+        "indistinguishable_cheaper": [
+            {"config": "uniform_int4", "effective_bits": 4.14, "loss_difference": -0.0021, "loss_difference_se": 0.003}
+        ],
+    }
+    assert _recommendation_noise(rec, _Mode()) == [
+        "On 8,160 tokens the recommended plan cannot be told apart from the unquantized model: its loss change, "
+        "+0.0012 ± 0.0009 nats, is within two standard errors of zero (paired by window).",
+        "On 8,160 tokens the recommended plan cannot be told apart from the cheaper uniform_int4 (4.14 effective "
+        "bits; loss -0.0021 ± 0.0030 nats against the plan): the difference is within two standard errors, paired "
+        "by window, so the plan's extra bits buy no quality this text can resolve; score more tokens "
+        "(dataset.max_tokens) to decide.",
+    ]
+    assert (
+        _recommendation_noise(
+            {**rec, "indistinguishable_from_reference": False, "indistinguishable_cheaper": []}, _Mode()
+        )
+        == []
+    )
+
+
+def _segments(ax):
+    """The (low, high) of every error bar drawn on ``ax``."""
+    from matplotlib.container import ErrorbarContainer
+
+    bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    return [tuple(seg[:, 1] if c.has_yerr else seg[:, 0]) for c in bars for seg in c.lines[2][0].get_segments()]
+
+
+def test_cheaper_plans_and_the_reference_the_recommendation_cannot_be_told_apart_from():
+    from modelxray.analyzers.bitwidth.modes import WINDOWS, LanguageModelMode
+    from modelxray.analyzers.bitwidth.run import _indistinguishable
+
+    def windows(*nll):
+        return {WINDOWS: torch.tensor([[x, n, 0] for x, n in zip(nll, (5, 5, 4))], dtype=torch.float64)}
+
+    plan = windows(10.0, 12.0, 9.0)
+    evaluations = {
+        "uniform_int3": windows(10.2, 12.1, 9.4),  # +0.2, +0.1, +0.4: 0.05 +- 0.0223 nats, resolved
+        "uniform_int4": windows(11.0, 12.0, 8.5),  # +1, 0, -0.5: 0.0357 +- 0.0926, within two errors
+        "uniform_int8": windows(10.0, 12.0, 9.0),  # identical, but not cheaper
+    }
+    rows = [
+        {"config": c, "effective_bits": b}
+        for c, b in (("uniform_int3", 3.5), ("uniform_int4", 4.5), ("uniform_int8", 8.5))
+    ]
+    rec = {"source": "greedy", "effective_bits": 5.0, "delta_loss": 0.003, "delta_loss_se": 0.002}
+    out = _indistinguishable(rec, plan, rows, evaluations, LanguageModelMode)
+    r = 0.5 / 14
+    resid = [1 - 5 * r, -5 * r, -0.5 - 4 * r]
+    assert out["indistinguishable_from_reference"]  # 0.003 <= 2 x 0.002
+    assert out["indistinguishable_cheaper"] == [
+        {
+            "config": "uniform_int4",
+            "effective_bits": 4.5,
+            "loss_difference": pytest.approx(r),
+            "loss_difference_se": pytest.approx(math.sqrt(1.5 * sum(x * x for x in resid)) / 14),
+        }
+    ]
+    assert not _indistinguishable({**rec, "delta_loss": 0.0041}, plan, rows, evaluations, LanguageModelMode)[
+        "indistinguishable_from_reference"
+    ]
+
+
+def _segments(ax):
+    """The (low, high) of every error bar drawn on ``ax``."""
+    from matplotlib.container import ErrorbarContainer
+
+    bars = [c for c in ax.containers if isinstance(c, ErrorbarContainer)]
+    return [tuple(seg[:, 1] if c.has_yerr else seg[:, 0]) for c in bars for seg in c.lines[2][0].get_segments()]
+
+
+def test_the_recommendation_states_its_uncertainty_and_the_plots_draw_it(trained_tiny, tmp_path):
+    """On a real run: the verdicts follow the rule on the logged numbers, the insights say them, and
+    the plots draw each configuration's own 95% interval."""
+    from modelxray.analyzers.bitwidth.plots import figures
+
+    subject = _subject(trained_tiny)
+    result = BitwidthAnalyzer(
+        uniform_bits=[8, 4, 3],
+        budget_ppl_increase=0.004,
+        mixed=False,
+        progressive=False,
+        group_size=32,
+        sensitivity_windows=4,
+        kl_windows=2,
+    ).run(subject, RunContext(output_dir=tmp_path, progress=False))
+    rec = result.data["recommendation"]
+    rows = {r["config"]: r for r in result.tables["configurations"]}
+    same = abs(rec["delta_loss"]) <= 2 * rec["delta_loss_se"]
+    assert rec["indistinguishable_from_reference"] == same
+    assert result.metrics["recommended_delta_loss_se"] == rec["delta_loss_se"] > 0
+    tokens = f"{int(result.metrics['reference_tokens_scored']):,} tokens"
+    said = [s for s in result.insights if s.startswith(f"On {tokens} the recommended plan cannot be told apart")]
+    assert len(said) == same + bool(rec["indistinguishable_cheaper"])
+    for c in rec["indistinguishable_cheaper"]:  # paired on the same tokens, the reference cancels
+        assert c["effective_bits"] < rec["effective_bits"]
+        assert c["loss_difference"] == pytest.approx(rows[c["config"]]["delta_loss"] - rec["delta_loss"], abs=1e-12)
+        assert abs(c["loss_difference"]) <= 2 * c["loss_difference_se"]
+        assert c["loss_difference_se"] <= rows[c["config"]]["delta_loss_se"] + rec["delta_loss_se"] + 1e-12
+    for r in rows.values():
+        line = f"{r['config']} ({r['delta_loss']:+.4f} ± {r['delta_loss_se']:.4f} nats)"
+        listed = any(
+            s.startswith(f"Indistinguishable from the unquantized model on {tokens}") and line in s
+            for s in result.insights
+        )
+        assert listed == (abs(r["delta_loss"]) <= 2 * r["delta_loss_se"])
+    # perplexity: exp(loss -+ 1.96 loss_se); KL: -+ 1.96 kl_se, bars from the most bits down
+    z = 1.959963984540054
+    figs = figures(result)
+    want = [(math.exp(r["loss"] - z * r["loss_se"]), math.exp(r["loss"] + z * r["loss_se"])) for r in rows.values()]
+    assert _segments(figs["accuracy_vs_bits.png"].axes[0]) == pytest.approx(want)
+    by_size = sorted(rows.values(), key=lambda r: -r["effective_bits"])
+    kl = [(r["kl"] - z * r["kl_se"], r["kl"] + z * r["kl_se"]) for r in by_size]
+    assert _segments(figs["bit_width_configurations.png"].axes[1]) == pytest.approx(kl)

@@ -161,15 +161,22 @@ def render(subject, result, cfg) -> str:
 
     if "energy" in data:
         e = data["energy"]
+        status = "MEASURED" if e["measured"] else "ESTIMATED"
+        tdp = (
+            f", CPU TDP {e['cpu_tdp_w']:g} W ({e.get('cpu_tdp_source') or 'source unknown'})"
+            if e.get("cpu_tdp_w")
+            else ""
+        )
         out += _section("energy and CO2 (codecarbon)")
         out += [
-            f"  {'MEASURED' if e['measured'] else 'ESTIMATED'}: {e['method']}",
-            f"  {e['iterations']} forwards in {e['seconds']:.1f} s: {e['energy_j']:.2f} J "
+            f"  {status}: {e['method']}",
+            f"  power model        {e.get('cpu_power_model', 'unknown')}{tdp}",
+            f"  {e['iterations']} forwards in {e['seconds']:.1f} s: {e['energy_j']:.2f} J {status} "
             f"(CPU {e['cpu_energy_j']:.2f}, GPU {e['gpu_energy_j']:.2f}, RAM {e['ram_energy_j']:.2f}), "
             f"mean {e['mean_power_w']:.1f} W",
             f"  per forward        {m['energy_j_per_forward']:.4g} J, {m['co2_g_per_forward']:.3g} g CO2 "
-            f"(grid of {e['country_iso_code']})",
-            f"  efficiency         {m['flops_per_joule'] / 1e9:.2f} GFLOP per J",
+            f"(grid of {e['country_iso_code']}), {status}",
+            f"  efficiency         {m['flops_per_joule'] / 1e9:.2f} GFLOP per J, {status}",
         ]
     if "system" in data:
         s = data["system"]

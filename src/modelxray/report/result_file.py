@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from modelxray.core.result import Result
+from modelxray.measure.energy import Energy
 from modelxray.metrics.measurements import Latency, Memory, Quality, Speed, Throughput
 
 RESULTS_DIR = "results"
 FORMAT = 1
-_MEASUREMENT_TYPES = {cls.__name__: cls for cls in (Latency, Memory, Quality, Speed, Throughput)}
+_MEASUREMENT_TYPES = {cls.__name__: cls for cls in (Energy, Latency, Memory, Quality, Speed, Throughput)}
 
 
 def result_path(out_dir: Path, name: str) -> Path:

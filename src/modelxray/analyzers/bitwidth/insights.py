@@ -1,21 +1,26 @@
-"""The bitwidth analyzer's observations (insights.md): the Pareto-optimal configurations, the most
-sensitive units and which component (a language model) or tower (a dual encoder) matters more, the
-recommendation against its budget, and the configurations a model has no use for."""
+"""The bitwidth analyzer's observations (insights.md): the Pareto-optimal configurations and those
+the text cannot tell apart from the unquantized model, the most sensitive units and which component
+(a language model) or tower (a dual encoder) matters more, the recommendation against its budget and
+what it cannot be told apart from, and the configurations a model has no use for."""
 
 from __future__ import annotations
 
+import math
+
 from modelxray.analyzers.bitwidth.blocks import OTHER
 from modelxray.core.result import Result
+from modelxray.metrics.distinguish import Difference, indistinguishable
 
 
 def insights(result: Result, mode, cfg) -> list[str]:
-    out = _pareto(result, mode)
+    out = _pareto(result, mode) + _same_as_reference(result.tables.get("configurations") or [], mode)
     sens = result.tables.get("layer_sensitivity") or []
     if sens:
         out += _sensitivity_lm(sens, cfg) if mode.task == "causal_lm" else _sensitivity_classifier(sens, cfg)
     rec = result.data.get("recommendation")
     if rec:
         out.append(_recommendation(result, rec, mode, cfg))
+        out += _recommendation_noise(rec, mode)
     by_reason: dict[str, list[str]] = {}
     for s in result.data.get("skipped_configurations") or []:
         by_reason.setdefault(s["reason"], []).append(s["config"])
@@ -51,7 +56,7 @@ def _sensitivity_lm(sens: list[dict], cfg) -> list[str]:
         worse = max(by_comp, key=by_comp.get)
         out.append(
             f"Summed over blocks, {worse} is the more sensitive component "
-            f"({by_comp['attention']:.4f} attention vs {by_comp['mlp']:.4f} MLP loss increase)."
+            f"({by_comp['attention']:+.4f} attention vs {by_comp['mlp']:+.4f} MLP loss increase, nats)."
         )
     return out
 
@@ -106,3 +111,45 @@ def _recommendation(result: Result, rec: dict, mode, cfg) -> str:
         f"{mode.describe(rec, rec[mode.change_key])}, {verdict} the {mode.budget_text()}; "
         f"plan written to {result.data.get('recommended_plan_file')}."
     )
+
+
+def _loss_change(value: float, se: float) -> str:
+    return Difference(value, se, paired=True).text(unit=" nats")
+
+
+def _same_as_reference(rows: list[dict], mode) -> list[str]:
+    """The configurations whose loss change against the unquantized model, paired by window, is
+    within two standard errors of zero: on this text they cannot be told apart from it."""
+    same = [r for r in rows if indistinguishable(r.get("delta_loss", math.nan), r.get("delta_loss_se"))]
+    if not same:
+        return []
+    parts = ", ".join(f"{r['config']} ({_loss_change(r['delta_loss'], r['delta_loss_se'])})" for r in same)
+    return [
+        f"Indistinguishable from the unquantized model on {mode.sample_text()} (loss change within two "
+        f"standard errors of zero, paired by window): {parts}."
+    ]
+
+
+def _recommendation_noise(rec: dict, mode) -> list[str]:
+    """What the recommended plan cannot be told apart from on this text: the unquantized model, and
+    cheaper evaluated configurations (whose extra savings the text does not show to cost quality)."""
+    out = []
+    if rec.get("indistinguishable_from_reference"):
+        out.append(
+            f"On {mode.sample_text()} the recommended plan cannot be told apart from the unquantized model: "
+            f"its loss change, {_loss_change(rec['delta_loss'], rec['delta_loss_se'])}, is within two "
+            "standard errors of zero (paired by window)."
+        )
+    cheaper = rec.get("indistinguishable_cheaper") or []
+    if cheaper:
+        parts = ", ".join(
+            f"{c['config']} ({c['effective_bits']:.2f} effective bits; loss "
+            f"{_loss_change(c['loss_difference'], c['loss_difference_se'])} against the plan)"
+            for c in cheaper
+        )
+        out.append(
+            f"On {mode.sample_text()} the recommended plan cannot be told apart from the cheaper {parts}: "
+            "the difference is within two standard errors, paired by window, so the plan's extra bits buy "
+            "no quality this text can resolve; score more tokens (dataset.max_tokens) to decide."
+        )
+    return out

@@ -7,11 +7,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import torch
+
 from modelxray.analyzers.bitwidth.blocks import OTHER, Block, find_blocks, module_rules
+from modelxray.core.progress import bar
 from modelxray.measure.classifier_reference import ClassifierReference, is_zero_shot
 from modelxray.measure.reference import Reference
+from modelxray.measure.scoring import forward_logits
+from modelxray.metrics.distinguish import Difference
+from modelxray.metrics.lm import ratio_se
 from modelxray.metrics.windows import make_windows
 from modelxray.quant.targets import Target, num_blocks
+
+# an evaluation's per-window sums (windows, 3: NLL, tokens, top-1 hits), kept out of tables and
+# metrics, so that two plans scored on the same windows can be compared paired by window
+WINDOWS = "_windows"
 
 
 @dataclass
@@ -32,9 +42,9 @@ class LanguageModelMode:
     change_key = "ppl_increase"
     quality = "perplexity"
     higher_is_better = False
-    row_keys = ("perplexity", "loss", "loss_se", "delta_loss", "delta_loss_se", "top1_agree", "kl")
-    reference_keys = ("loss", "perplexity")
-    rec_keys = ("perplexity", "kl", "top1_agree")
+    row_keys = ("perplexity", "loss", "loss_se", "delta_loss", "delta_loss_se", "top1_agree", "kl", "kl_se")
+    reference_keys = ("loss", "perplexity", "tokens_scored")
+    rec_keys = ("perplexity", "delta_loss", "delta_loss_se", "kl", "top1_agree")
     rank_by = ("loss_increase",)
     unit_noun = "block components"
     search_on_probe = True  # the recommendation's search: windows are costly, a few estimate the budget
@@ -50,7 +60,14 @@ class LanguageModelMode:
         self.budget = cfg.budget_ppl_increase
 
     def evaluate(self, model, probe: bool, progress: bool, desc: str) -> dict:
-        return self.ref.evaluate(model, self.probe if probe else None, progress, desc)
+        """The reference's comparison (``Reference.evaluate``), plus each window's sums under
+        ``WINDOWS`` for paired comparisons between plans."""
+        comp = self.ref.comparison()
+        batches = self.ref.batches[: self.probe] if probe else self.ref.batches
+        with torch.inference_mode():
+            for i, (inputs, targets) in enumerate(bar(batches, desc=desc, enabled=progress)):
+                comp.add(i, forward_logits(model, inputs.to(self.ref.device)), targets.to(self.ref.device))
+        return {**comp.result(), WINDOWS: comp.score.per_window()}
 
     def probe_reference(self) -> dict:
         return self.ref.metrics_of(self.probe)
@@ -60,10 +77,25 @@ class LanguageModelMode:
         return m["perplexity"] / ref["perplexity"] - 1
 
     def describe(self, m: dict, change: float) -> str:
-        return f"perplexity {m['perplexity']:.3f} (+{change:.1%})"
+        return f"perplexity {m['perplexity']:.3f} ({change:+.1%})"
 
     def budget_text(self) -> str:
-        return f"+{self.budget:.0%} budget"
+        return f"{self.budget:+.0%} budget"
+
+    def sample_text(self) -> str:
+        """What every configuration was scored on, for a sentence: ``8,160 tokens``."""
+        return f"{int(self.metrics['tokens_scored']):,} tokens"
+
+    @staticmethod
+    def paired_difference(a: dict, b: dict) -> Difference | None:
+        """Loss of evaluation ``a`` minus that of ``b`` (nats per token) with its standard error from
+        the per-window differences (windows as units); None unless both kept their windows and
+        scored the same tokens."""
+        wa, wb = a.get(WINDOWS), b.get(WINDOWS)
+        if wa is None or wb is None or wa.shape != wb.shape or not torch.equal(wa[:, 1], wb[:, 1]):
+            return None
+        diff = wa[:, 0] - wb[:, 0]
+        return Difference(float(diff.sum() / wa[:, 1].sum()), ratio_se(diff, wa[:, 1]), paired=True)
 
     def pareto_value(self, row: dict) -> float:
         return row["perplexity"]
@@ -148,6 +180,14 @@ class ClassifierMode:
 
     def budget_text(self) -> str:
         return f"{100 * self.budget:g}-point {self.quality} budget"
+
+    def sample_text(self) -> str:
+        return f"{self.ref.n:,} test examples"
+
+    @staticmethod
+    def paired_difference(a: dict, b: dict) -> Difference | None:
+        """None: a classifier's evaluation keeps no per-example losses to pair two plans by."""
+        return None
 
     def pareto_value(self, row: dict) -> float:
         return -row["accuracy"]

@@ -1,6 +1,7 @@
 """Bit-width plots: quality vs effective bits with the Pareto front, per-configuration bars, and the
 layer sensitivity (a language model: a heat map of block x component; a classifier: a bar per block,
-coloured by tower). Quality is perplexity for a language model, (zero-shot) accuracy for a classifier."""
+coloured by tower). Quality is perplexity for a language model, (zero-shot) accuracy for a classifier.
+Error bars are each figure's own 95% interval where the row carries an error."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pandas as pd
 import seaborn as sns
 
 from modelxray.analyzers.bitwidth.blocks import OTHER
+from modelxray.metrics.distinguish import error_bars
 from modelxray.plotting import new_figure
 
 LOG_SPAN = 3  # a quality axis spanning more than this factor is drawn on a log scale
@@ -45,15 +47,10 @@ def _log_axis(axis) -> None:
 def _scatter(ax, result, rows, annotate=True):
     key, label = _quality(result)
     df = pd.DataFrame(rows)
-    if _is_classifier(result):  # the 95% Wilson interval of each accuracy
+    err = error_bars(rows, key)
+    if err is not None:  # each configuration's own 95% interval
         ax.errorbar(
-            df["effective_bits"],
-            df[key],
-            yerr=[df[key] - df["accuracy_ci_low"], df["accuracy_ci_high"] - df[key]],
-            fmt="none",
-            ecolor="#bdc3c7",
-            lw=1,
-            zorder=1,
+            df["effective_bits"], df[key], yerr=err, fmt="none", ecolor="#bdc3c7", lw=1, zorder=1, label="95% interval"
         )
     sns.scatterplot(
         data=df,
@@ -118,6 +115,9 @@ def _configurations(result, rows):
         [label, "KL(unquantized || quantized)", "model size (MiB, packed)"],
     ):
         sns.barplot(data=df, y="config", x=col, ax=ax, color="#5d8aa8")
+        err = error_bars(df.to_dict("records"), col)
+        if err is not None:  # bars in the frame's order, at 0, 1, ...
+            ax.errorbar(df[col], range(len(df)), xerr=err, fmt="none", ecolor="#2c3e50", lw=1, capsize=2)
         ax.set_xlabel(xlabel)
         ax.set_ylabel("")
     ref = result.data["reference"][key]
@@ -129,6 +129,9 @@ def _configurations(result, rows):
     elif _is_classifier(result):
         axes[0][0].set_xlim(0, 1)
     else:
+        err = error_bars(df.to_dict("records"), key)
+        if err is not None:  # the intervals inside the axis
+            values += [v - e for v, e in zip(df[key], err[0])] + [v + e for v, e in zip(df[key], err[1])]
         axes[0][0].set_xlim(min(values) * 0.98, max(values) * 1.01)
     axes[0][0].axvline(ref, color="#2c3e50", ls="--", lw=1)
     fig.suptitle("Bit-width configurations")

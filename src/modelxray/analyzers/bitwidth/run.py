@@ -12,6 +12,7 @@ from modelxray.analyzers.bitwidth.modes import mode_for
 from modelxray.core.errors import ConfigError
 from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
+from modelxray.metrics.distinguish import indistinguishable
 from modelxray.metrics.pareto import pareto_front
 from modelxray.quant.targets import find_targets
 from modelxray.quant.weight import WeightQuantizer, quantize_model
@@ -87,9 +88,10 @@ def run(cfg, subject, ctx: RunContext) -> Result:
 
     configs, skipped = configurations(cfg, mode, targets)
     result.data["skipped_configurations"] = skipped
-    rows = []
+    rows, evaluations = [], {}
     for name, q in bar(configs.items(), desc="bitwidth: configurations", enabled=ctx.progress):
         m, stats = evaluate(q, desc=name)
+        evaluations[name] = m
         rows.append({"config": name, **{k: m.get(k, float("nan")) for k in mode.row_keys}, **stats})
     for i in pareto_front([(r["effective_bits"], mode.pareto_value(r)) for r in rows]):
         rows[i]["pareto"] = True
@@ -104,7 +106,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         result.tables["layer_sensitivity"] = [row for _, row in probes]
         if cfg.recommend and probes:
             ranked = sorted(probes, key=lambda p: p[1]["rank"])
-            _recommend_into(result, cfg, mode, ranked, rows, configs, evaluate)
+            _recommend_into(result, cfg, mode, ranked, rows, configs, evaluate, evaluations)
     restore()
     result.insights.extend(insights(result, mode, cfg))
     return result
@@ -126,10 +128,10 @@ def _sensitivity(cfg, mode, evaluate, ctx) -> list[tuple]:
     return out
 
 
-def _recommend(cfg, mode, ranked: list[tuple], evaluate) -> dict:
+def _recommend(cfg, mode, ranked: list[tuple], evaluate) -> tuple[dict, dict]:
     """Promote the most sensitive units to ``high_bits`` until the budget holds (a binary search, on
     the probe for a language model, on every evaluated example for a classifier), then confirm on
-    the whole evaluation."""
+    the whole evaluation: the recommendation and that evaluation."""
 
     def plan(k):
         rules = [r for unit, _ in ranked[:k] for r in unit.rules(cfg.high_bits)]
@@ -153,7 +155,7 @@ def _recommend(cfg, mode, ranked: list[tuple], evaluate) -> dict:
     quantizer, rules = plan(lo)
     m, stats = evaluate(quantizer, desc="bitwidth: confirm recommendation")
     change = mode.change(m, mode.metrics)
-    return {
+    return m, {
         "source": "greedy",
         "units_high": lo,
         "units_total": len(ranked),
@@ -162,16 +164,16 @@ def _recommend(cfg, mode, ranked: list[tuple], evaluate) -> dict:
         "within_budget": change <= mode.budget,
         "effective_bits": stats["effective_bits"],
         "model_mb": stats["model_mb"],
-        **{k: m[k] for k in mode.rec_keys if k != mode.key},
+        **{k: m.get(k, float("nan")) for k in mode.rec_keys if k != mode.key},
         "high_units": [unit.label for unit, _ in ranked[:lo]],
         "rules": rules,
     }
 
 
-def _recommend_into(result: Result, cfg, mode, ranked, rows, configs, evaluate) -> None:
+def _recommend_into(result: Result, cfg, mode, ranked, rows, configs, evaluate, evaluations: dict) -> None:
     """The greedy plan, or an evaluated configuration within budget when it is smaller; its metrics
-    (``recommended_*``) and its quant config file."""
-    rec = _recommend(cfg, mode, ranked, evaluate)
+    (``recommended_*``), what it cannot be told apart from, and its quant config file."""
+    confirmed, rec = _recommend(cfg, mode, ranked, evaluate)
     quantizer = WeightQuantizer(**_fmt(cfg, cfg.low_bits, rec["rules"]))
     within = [r for r in rows if mode.change(r, mode.metrics) <= mode.budget]
     smaller = min(within, key=lambda r: r["effective_bits"], default=None)
@@ -189,6 +191,8 @@ def _recommend_into(result: Result, cfg, mode, ranked, rows, configs, evaluate) 
             **{k: smaller[k] for k in mode.rec_keys},
         }
         quantizer = configs[smaller["config"]]
+        confirmed = evaluations[smaller["config"]]
+    rec.update(_indistinguishable(rec, confirmed, rows, evaluations, mode))
     result.data["recommendation"] = rec
     result.metrics.update(
         {f"recommended_{k}": v for k, v in rec.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
@@ -196,6 +200,33 @@ def _recommend_into(result: Result, cfg, mode, ranked, rows, configs, evaluate) 
     plan_file = "bitwidth_recommended_plan.yaml"
     result.texts[plan_file] = _plan_yaml(quantizer, rec, mode)
     result.data["recommended_plan_file"] = plan_file
+
+
+def _indistinguishable(rec: dict, confirmed: dict, rows: list[dict], evaluations: dict, mode) -> dict:
+    """Whether the recommended plan can be told apart from the unquantized model (its paired loss
+    change within two standard errors of zero: ``indistinguishable_from_reference``), and the
+    cheaper evaluated configurations it cannot be told apart from (their loss minus the plan's,
+    paired by window, within two standard errors: ``indistinguishable_cheaper``, cheapest first).
+    A plan over budget by its estimate may still be as good as the recommendation on this text."""
+    out: dict = {}
+    if "delta_loss_se" in rec:
+        out["indistinguishable_from_reference"] = indistinguishable(rec["delta_loss"], rec["delta_loss_se"])
+    cheaper = []
+    for r in sorted(rows, key=lambda r: r["effective_bits"]):
+        if r["effective_bits"] >= rec["effective_bits"] or r["config"] == rec["source"]:
+            continue
+        d = mode.paired_difference(evaluations[r["config"]], confirmed)
+        if d is not None and d.indistinguishable:
+            cheaper.append(
+                {
+                    "config": r["config"],
+                    "effective_bits": r["effective_bits"],
+                    "loss_difference": d.value,
+                    "loss_difference_se": d.se,
+                }
+            )
+    out["indistinguishable_cheaper"] = cheaper
+    return out
 
 
 def _size_stats(rows: list[dict], model) -> dict:
@@ -219,6 +250,14 @@ def _plan_yaml(q: WeightQuantizer, rec: dict, mode) -> str:
     lines = [
         "# Recommended by the bit-width analyzer: copy into conf/quant/<name>.yaml and run quant=<name>",
         f"# ({rec['source']}) {quality}, {rec['effective_bits']:.3f} effective bits",
+        *(
+            [
+                f"# on {mode.sample_text()} its loss cannot be told apart from the unquantized model's "
+                f"(change {rec['delta_loss']:+.4f} ± {rec['delta_loss_se']:.4f} nats, paired by window)"
+            ]
+            if rec.get("indistinguishable_from_reference")
+            else []
+        ),
         "_target_: modelxray.quant.weight.WeightQuantizer",
         f"bits: {q.bits}",
         f"symmetric: {str(q.symmetric).lower()}",

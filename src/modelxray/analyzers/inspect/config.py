@@ -20,6 +20,7 @@ from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 from modelxray.data.example_inputs import normalize_inputs
+from modelxray.measure.energy import check_cpu_tdp_w
 
 SPECTRAL = ("power", "exact", "none")
 
@@ -49,6 +50,8 @@ class InspectAnalyzer(Analyzer):
     energy_seconds: float = 10.0
     country_iso_code: str = "USA"  # grid carbon intensity of this country (ISO 3166 alpha-3)
     power_sample_seconds: float = 1.0
+    # CPU TDP (W) of codecarbon's estimate where power is not measured (no RAPL); null = codecarbon's guess
+    cpu_tdp_w: float | None = None  # (its CPU table, else 4 W per thread); a value also replaces RAPL readings
     utilization_interval_s: float = 0.2
     top: int = 10  # rows in the top-N tables and recommendations
     prune_min: float = 0.3  # prune_potential from which a layer is recommended for pruning
@@ -75,6 +78,7 @@ class InspectAnalyzer(Analyzer):
         self.require_positive("seq_len", "input_shape", allow_none=True)
         self.require_non_negative("profile_warmup", "prune_min", "advice_min_numel")
         self.require_choice("spectral", SPECTRAL)
+        check_cpu_tdp_w(self.cpu_tdp_w)
         if not (
             isinstance(self.country_iso_code, str)
             and len(self.country_iso_code) == 3

@@ -146,7 +146,7 @@ def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, given=None
     as it ends, so a failing step (a forward that raises, a profiler or energy error) loses only the
     steps from it on; the failure is recorded by ``_compute_failed``."""
     from modelxray.core.progress import bar
-    from modelxray.measure.energy import measure_energy
+    from modelxray.measure.energy import Energy, measure_energy
     from modelxray.measure.flops import count_flops, fusion_candidates, op_traffic, run_model, trace_ops
     from modelxray.measure.op_profile import profile_ops
     from modelxray.measure.peak import measure_peak, roofline
@@ -222,17 +222,12 @@ def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, given=None
                     min_seconds=cfg.energy_seconds,
                     country_iso_code=cfg.country_iso_code,
                     sample_seconds=cfg.power_sample_seconds,
+                    cpu_tdp_w=cfg.cpu_tdp_w,
+                    tdp_key="analyzer.inspect.cpu_tdp_w",
                 )
-                e_fwd = energy.energy_j / energy.iterations
-                m.update(
-                    {
-                        "energy_j_per_forward": e_fwd,
-                        "mean_power_w": energy.mean_power_w,
-                        "co2_g_per_forward": energy.co2_g / energy.iterations,
-                        "flops_per_joule": flops.total / e_fwd if e_fwd > 0 else float("nan"),
-                        "energy_measured": 1.0 if energy.measured else 0.0,
-                    }
-                )
+                # energy_j_per_forward, mean_power_w, co2_g_per_forward, flops_per_joule, energy_measured,
+                # cpu_tdp_w (an estimate's TDP); the summary shows them in one line saying MEASURED or ESTIMATED
+                result.record("energy", Energy(energy, "forward", energy.iterations, float(flops.total)))
                 result.data["energy"] = energy.as_dict()
             pbar.update(1)
         except Exception as exc:  # noqa: BLE001 - the parameter results and the steps before it are kept
@@ -318,12 +313,9 @@ def _insights(result: Result, rows: list[dict]) -> list[str]:
     note = advice.cache_note(result.tables.get("roofline") or [], m.get("peak_memory_gb_per_s"))
     if note:
         out.append("Roofline: " + note)
-    if "energy_j_per_forward" in m:
-        e = result.data["energy"]
-        out.append(
-            f"Energy {m['energy_j_per_forward']:.3g} J per forward at {m['mean_power_w']:.1f} W mean "
-            f"({'measured' if e['measured'] else 'ESTIMATED'}: {e['method']})"
-        )
+    energy = result.measurements.get("energy")
+    if energy is not None:
+        out.append(energy.insight())
     for rec in result.tables.get("recommendations", [])[:6]:
         out.append(f"{rec['action']}: {rec['target']}: {rec['why']}.")
     return out

@@ -66,28 +66,61 @@ def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
         "correct": hits[1],
     }
     if subject.reference is not None:
-        vs = against_reference(subject.reference["logits"], torch.cat(kept))
+        vs = against_reference(subject.reference["logits"], torch.cat(kept), data.y_test)
         result.metrics.update(vs)
         result.data["quality"]["vs_unquantized"] = vs
 
 
-def against_reference(reference: torch.Tensor, logits: torch.Tensor) -> dict[str, float]:
+def against_reference(
+    reference: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor | None = None
+) -> dict[str, float]:
     """Top-1 agreement with the unquantized model's predictions (with its 95% Wilson interval) and
     KL(unquantized || quantized) of the class distributions: mean over examples, its standard error,
-    and the largest."""
+    and the largest. With the ``labels``, the paired change in loss and accuracy too
+    (``paired_change``)."""
     agree = int((logits.argmax(-1) == reference.argmax(-1)).sum())
     n = int(reference.shape[0])
     low, high = wilson_interval(agree, n)
     ref_lp, lp = torch.log_softmax(reference.double(), -1), torch.log_softmax(logits.double(), -1)
     kl = (ref_lp.exp() * (ref_lp - lp)).sum(-1).clamp_min(0.0)
-    return {
+    out = {
         "top1_agree": agree / n,
         "top1_agree_ci_low": low,
         "top1_agree_ci_high": high,
         "kl": float(kl.mean()),
-        "kl_se": float(kl.std(unbiased=True) / n**0.5) if n > 1 else float("nan"),
+        "kl_se": _se(kl),
         "kl_max": float(kl.max()),
     }
+    if labels is not None:
+        out.update(paired_change(reference, logits, labels))
+    return out
+
+
+def paired_change(reference: torch.Tensor, logits: torch.Tensor, labels: torch.Tensor) -> dict[str, float]:
+    """The unquantized model's loss and top-1 accuracy, and the quantized model's minus them
+    (``delta_loss``, ``delta_accuracy``), each with the standard error of the mean of the
+    per-example differences. Pairing by example cancels the test set's own spread (easy and hard
+    examples), so it resolves changes far smaller than either accuracy's interval; a change within
+    two of its standard errors of zero cannot be told from none on this test split."""
+    y = labels.to(reference.device).long()
+    ref_loss = F.cross_entropy(reference.double(), y, reduction="none")
+    loss = F.cross_entropy(logits.double().to(reference.device), y, reduction="none")
+    ref_hit = (reference.argmax(-1) == y).double()
+    hit = (logits.to(reference.device).argmax(-1) == y).double()
+    return {
+        "unquantized_loss": float(ref_loss.mean()),
+        "unquantized_accuracy": float(ref_hit.mean()),
+        "delta_loss": float((loss - ref_loss).mean()),
+        "delta_loss_se": _se(loss - ref_loss),
+        "delta_accuracy": float((hit - ref_hit).mean()),
+        "delta_accuracy_se": _se(hit - ref_hit),
+    }
+
+
+def _se(x: torch.Tensor) -> float:
+    """Standard error of the mean of independent values (NaN for fewer than two)."""
+    n = int(x.numel())
+    return float(x.std(unbiased=True) / n**0.5) if n > 1 else float("nan")
 
 
 def speed(cfg, subject, ctx: RunContext, result: Result) -> None:

@@ -25,7 +25,8 @@ class PerformanceAnalyzer(Analyzer):
 
     # quality. A language model: loss, perplexity, bits per byte, top-k next-token accuracy over
     # token windows. A classifier: loss, top-k accuracy (95% interval) on the dataset's test split, and
-    # after quantization top-1 agreement and KL against the unquantized model. A generic model:
+    # after quantization top-1 agreement, KL and the paired change in accuracy and loss (each with its
+    # error) against the unquantized model. A generic model:
     # agreement of its outputs with the unquantized ones on its example inputs
     protocol: str = "disjoint"  # disjoint | sliding | lm_eval_rolling (lm-evaluation-harness's protocol)
     stride: int | None = None  # sliding: tokens newly scored per window (null = seq_len)
@@ -117,4 +118,8 @@ class PerformanceAnalyzer(Analyzer):
     def insights(self, result: Result, results: dict[str, Result]) -> list[str]:
         from modelxray.analyzers.performance import insights
 
-        return insights.performance_insights(result, self) + insights.deployment_insights(result, results, self)
+        return (
+            insights.performance_insights(result, self)
+            + insights.unpaired_lm_note(result, results)
+            + insights.deployment_insights(result, results, self)
+        )

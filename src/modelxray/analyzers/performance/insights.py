@@ -1,10 +1,16 @@
 """Sentences about a performance result, each with the numbers behind it; the thresholds are the
 analyzer's own config keys (``analyzer.performance.realtime_latency_ms`` ...). A language model is
-described in tokens (perplexity, tokens/s), a classifier in examples (accuracy, examples/s)."""
+described in tokens (perplexity, tokens/s), a classifier in examples (accuracy, examples/s).
+Quality figures carry their uncertainty, and a quantized model's change against its unquantized
+outputs is called indistinguishable when it is within ``SE_MULTIPLE`` (2) standard errors of zero,
+the rule quant_impact and bitwidth apply (``metrics/distinguish.py``)."""
 
 from __future__ import annotations
 
+import math
+
 from modelxray.core.formatting import human_bytes
+from modelxray.metrics.distinguish import SE_MULTIPLE, indistinguishable
 from modelxray.metrics.measurements import Memory, Quality, Speed
 
 
@@ -14,13 +20,14 @@ def performance_insights(result, t) -> list[str]:
     q = result.measurements.get("quality")
     if isinstance(q, Quality) and q.is_classifier:
         out.append(_classifier_quality(result, q))
+        vs = result.data.get("quality", {}).get("vs_unquantized")
+        if vs and "delta_accuracy" in vs:
+            out.append(against_unquantized(vs, int(q.n_scored or 0)))
     elif isinstance(q, Quality):
-        bpb = float("nan") if q.bits_per_byte is None else q.bits_per_byte
-        desc = result.data.get("quality", {}).get("protocol_description", "")
-        out.append(
-            f"Perplexity {q.perplexity:.3f} (loss {q.loss:.4f} nats/token, {bpb:.3f} bits/byte) over "
-            f"{int(q.n_scored or 0):,} scored tokens, {desc}. Top-1 next-token accuracy {q.accuracy or 0:.3f}."
-        )
+        out.append(_lm_quality(result, q))
+    agreement = result.tables.get("output_agreement") or []
+    if agreement:
+        out.append(_output_agreement(agreement))
     speeds = list(result.measurements_of(Speed).values())
     for s in speeds:
         lat = s.latency
@@ -56,6 +63,92 @@ def performance_insights(result, t) -> list[str]:
     return out
 
 
+def _finite(x) -> bool:
+    return x is not None and math.isfinite(x)
+
+
+def _lm_quality(result, q: Quality) -> str:
+    """Perplexity with its 95% interval and the loss with its standard error (windows as units)."""
+    bpb = float("nan") if q.bits_per_byte is None else q.bits_per_byte
+    desc = result.data.get("quality", {}).get("protocol_description", "")
+    ci = q.perplexity_ci95
+    interval = f"95% CI {ci[0]:.4g}-{ci[1]:.4g}; " if ci else ""
+    loss_err = f" ± {q.loss_se:.4f}" if ci else ""
+    windows = f" in {int(q.windows):,} windows" if q.windows else ""
+    acc_err = f" ± {q.accuracy_se:.3f}" if _finite(q.accuracy_se) else ""
+    return (
+        f"Perplexity {q.perplexity:.3f} ({interval}loss {q.loss:.4f}{loss_err} nats/token, {bpb:.3f} bits/byte) over "
+        f"{int(q.n_scored or 0):,} scored tokens{windows}, {desc}. Top-1 next-token accuracy "
+        f"{q.accuracy or 0:.3f}{acc_err}" + (" (standard errors with the window as the unit)." if ci else ".")
+    )
+
+
+def _change(delta: float, se: float, digits: int, unit: str = "") -> str:
+    """``-0.0022 ± 0.0022{unit}, within two standard errors of zero`` (or ``beyond``)."""
+    err = f" ± {se:.{digits}f}" if _finite(se) else ""
+    if not _finite(se):
+        verdict = "no standard error"
+    elif indistinguishable(delta, se):
+        verdict = f"within {SE_MULTIPLE:g} standard errors of zero"
+    else:
+        verdict = f"beyond {SE_MULTIPLE:g} standard errors"
+    return f"{delta:+.{digits}f}{err}{unit}, {verdict}"
+
+
+def against_unquantized(vs: dict, n: int) -> str:
+    """The paired change of a quantized classifier against its unquantized outputs on the same test
+    examples, and whether it is within its uncertainty (then it cannot be told from no change)."""
+    da, da_se = vs["delta_accuracy"], vs.get("delta_accuracy_se", math.nan)
+    dl, dl_se = vs.get("delta_loss", math.nan), vs.get("delta_loss_se", math.nan)
+    acc, ref = vs["unquantized_accuracy"] + da, vs["unquantized_accuracy"]
+    if da == 0 and da_se == 0:
+        head = "Quantized accuracy equals the unquantized model's: every one of the"
+        head += f" {n:,} test examples keeps its verdict (right or wrong)"
+    elif indistinguishable(da, da_se):
+        head = (
+            f"Quantized accuracy is indistinguishable from the unquantized model's on these {n:,} test examples: "
+            f"{acc:.3f} vs {ref:.3f}, a change of {_change(da, da_se, 4)} (paired by example)"
+        )
+    else:
+        what = "loses" if da < 0 else "gains"
+        head = (
+            f"Quantization {what} accuracy beyond its uncertainty: {acc:.3f} vs {ref:.3f} unquantized, "
+            f"a change of {_change(da, da_se, 4)} (paired over {n:,} test examples)"
+        )
+    tail = [f"loss change {_change(dl, dl_se, 4, ' nats')}"] if _finite(dl) else []
+    if "top1_agree" in vs:
+        ci = (
+            f" (95% CI {vs['top1_agree_ci_low']:.1%}-{vs['top1_agree_ci_high']:.1%})"
+            if "top1_agree_ci_low" in vs
+            else ""
+        )
+        tail.append(f"same top-1 prediction on {vs['top1_agree']:.1%}{ci}")
+    if "kl" in vs:
+        kl_err = f" ± {vs['kl_se']:.2g}" if _finite(vs.get("kl_se")) else ""
+        tail.append(f"KL {vs['kl']:.3g}{kl_err} nats")
+    return head + ("; " + ", ".join(tail) if tail else "") + "."
+
+
+def _output_agreement(rows: list[dict]) -> str:
+    """A generic model after quantization: each output's cosine similarity with its unquantized
+    outputs, with the standard error over examples."""
+    parts = []
+    for r in rows[:3]:
+        err = f" ± {r['cosine_se']:.2g}" if _finite(r.get("cosine_se")) else ""
+        text = f"{r['output']} cosine {r['cosine']:.6f}{err}, relative error {r['rel_error']:.3g}"
+        if "top1_agree" in r:
+            text += f", top-1 agreement {r['top1_agree']:.1%}"
+        parts.append(text)
+    more = f" (and {len(rows) - 3} more outputs in the table)" if len(rows) > 3 else ""
+    n = int(rows[0].get("examples", 0))
+    return (
+        f"Outputs against the unquantized model's on {n:,} example(s) (mean ± standard error): "
+        + "; ".join(parts)
+        + more
+        + "."
+    )
+
+
 def _classifier_quality(result, q: Quality) -> str:
     info = result.data.get("quality", {})
     desc = info.get("protocol_description", "the test split")
@@ -66,6 +159,20 @@ def _classifier_quality(result, q: Quality) -> str:
     correct = f"{int(info['correct']):,} of {int(q.n_scored or 0):,} correct, " if "correct" in info else ""
     topk = "".join(f", top-{k} accuracy {v:.3f}" for k, v in sorted(q.accuracy_at.items()) if k != 1)
     return f"Accuracy {q.accuracy:.3f}{interval}: {correct}on {desc}; loss {q.loss:.4f} nats/example{topk}."
+
+
+def unpaired_lm_note(perf, results: dict) -> list[str]:
+    """A quantized language model is scored here without its unquantized self (a classifier keeps
+    its unquantized outputs to compare with): say where the paired change and its verdict are."""
+    q, quant = perf.measurements.get("quality"), results.get("quant")
+    if not (isinstance(q, Quality) and not q.is_classifier and quant is not None and quant.ok):
+        return []
+    return [
+        f"The perplexity above is the quantized model's ({quant.data.get('method', 'quantized')}) alone: this run "
+        "has no unquantized score on the same windows to pair it with. analyzer=quant_impact measures the paired "
+        "loss change against the unquantized model with its standard error and names the strategies it cannot "
+        "tell from no quantization."
+    ]
 
 
 def is_simulated(quant_result) -> bool:

@@ -1,20 +1,28 @@
-"""Performance plots: latency/throughput per batch size, memory by dtype, slowest modules.
+"""Performance plots: quality with its 95% intervals, latency/throughput per batch size, memory by
+dtype, slowest modules.
 
 Throughput is in the unit the speed measurements carry (tokens/s for a language model, examples/s
-for a classifier) and titles name the quality that fits the model (perplexity or accuracy)."""
+for a classifier) and titles name the quality that fits the model (perplexity or accuracy). Every
+quality figure that has an uncertainty is drawn with its 95% interval as an error bar; a figure
+without one is not drawn there, so a missing bar never reads as "no uncertainty"."""
 
 from __future__ import annotations
+
+import math
 
 import pandas as pd
 import seaborn as sns
 
 from modelxray.core.formatting import human_bytes
-from modelxray.metrics.measurements import Memory, Quality, Speed
+from modelxray.metrics.distinguish import interval_of
+from modelxray.metrics.measurements import Memory, Quality, Speed, wilson_interval
 from modelxray.plotting import new_figure
 
 
 def figures(result) -> dict:
     out = {}
+    if quality_intervals(result):
+        out["performance_quality.png"] = _quality(result)
     if result.measurements_of(Speed):
         out["performance_speed.png"] = _speed(result)
     if "memory" in result.measurements:
@@ -39,10 +47,82 @@ def quality_line(result, short: bool = False) -> str | None:
         ci = q.accuracy_ci95
         interval = f" (95% CI {ci[0]:.3f}-{ci[1]:.3f})" if ci else ""
         return f"accuracy {q.accuracy:.3f}{interval} on {desc}"
+    se = q.perplexity_se
     if short:
-        text = f"ppl {q.perplexity:.2f}"
+        text = f"ppl {q.perplexity:.2f}" + (f" ± {se:.2g}" if se is not None and math.isfinite(se) else "")
         return text + (f", acc {q.accuracy:.3f}" if q.accuracy is not None else "")
-    return f"perplexity {q.perplexity:.3f} ({desc})"
+    ci = q.perplexity_ci95
+    interval = f", 95% CI {ci[0]:.4g}-{ci[1]:.4g}" if ci else ""
+    return f"perplexity {q.perplexity:.3f} ({desc}{interval})"
+
+
+# -- quality with its uncertainty ---------------------------------------------------------------
+def quality_intervals(result) -> list[dict]:
+    """Every quality figure of ``result`` that has a 95% interval, as rows ``{panel, figure, value,
+    low, high}``: a language model's perplexity (exp of the loss's interval) and top-1 accuracy
+    (windows as units); a classifier's top-k accuracies (Wilson) and, after quantization, the
+    unquantized accuracy, top-1 agreement (Wilson), the paired accuracy and loss changes and the KL
+    (normal, from their standard errors); a generic model's cosine similarity per output."""
+    rows: list[dict] = []
+    q = result.measurements.get("quality")
+    info = result.data.get("quality", {})
+
+    def add(panel: str, figure: str, record: dict, key: str, bounds=None) -> None:
+        value = record.get(key)
+        bounds = bounds if bounds is not None else interval_of(record, key)
+        if value is None or bounds is None or not all(math.isfinite(x) for x in (value, *bounds)):
+            return
+        rows.append({"panel": panel, "figure": figure, "value": float(value), "low": bounds[0], "high": bounds[1]})
+
+    if isinstance(q, Quality) and not q.is_classifier:
+        m = q.to_metrics()
+        add("perplexity", "perplexity", m, "perplexity")
+        add("next-token accuracy", "top-1 accuracy", m, "accuracy")
+    elif isinstance(q, Quality):
+        n = q.n_scored or 0
+        for k, v in sorted(q.accuracy_at.items()):
+            if n > 0:
+                add("accuracy", f"top-{k} accuracy", {"v": v}, "v", wilson_interval(round(v * n), n))
+        vs = info.get("vs_unquantized") or {}
+        if vs and n > 0 and vs.get("unquantized_accuracy") is not None:
+            ref = vs["unquantized_accuracy"]
+            add("accuracy", "unquantized top-1", vs, "unquantized_accuracy", wilson_interval(round(ref * n), n))
+        add("accuracy", "same top-1 as unquantized", vs, "top1_agree")
+        add("change vs unquantized", "accuracy change", vs, "delta_accuracy")
+        add("nats vs unquantized", "loss change", vs, "delta_loss")
+        kl = interval_of(vs, "kl")  # a KL is never below 0
+        add("nats vs unquantized", "KL(unquantized || quantized)", vs, "kl", kl and (max(kl[0], 0.0), kl[1]))
+    for row in result.tables.get("output_agreement") or []:
+        bounds = interval_of(row, "cosine")
+        if bounds is not None:  # a cosine similarity is at most 1
+            bounds = (bounds[0], min(bounds[1], 1.0))
+        add("cosine vs unquantized outputs", str(row.get("output", "output")), row, "cosine", bounds)
+    return rows
+
+
+def _quality(result):
+    """One panel per unit (perplexity, proportions, nats, ...), each figure a point with its 95%
+    interval; change panels carry a line at zero (no change)."""
+    rows = pd.DataFrame(quality_intervals(result))
+    panels = list(dict.fromkeys(rows["panel"]))
+    tallest = int(rows.groupby("panel").size().max())
+    fig, axes = new_figure(ncols=len(panels), width=5.5, height=max(2.6, 0.5 * tallest + 1.6))
+    for ax, panel in zip(axes[0], panels):
+        df = rows[rows["panel"] == panel].reset_index(drop=True)
+        y = list(range(len(df)))
+        err = [(df["value"] - df["low"]).clip(lower=0), (df["high"] - df["value"]).clip(lower=0)]
+        ax.errorbar(df["value"], y, xerr=err, fmt="o", color="#1f3b5c", ecolor="#1f3b5c", capsize=4, lw=1.2)
+        for i, r in df.iterrows():
+            ax.annotate(f"{r['value']:.4g}", (r["value"], i), textcoords="offset points", xytext=(0, 7), ha="center")
+        if "change" in panel or "nats" in panel:
+            ax.axvline(0.0, color="#888", lw=0.8, ls="--")
+        ax.set_yticks(y, df["figure"])
+        ax.set_ylim(-0.7, len(df) - 0.3)
+        ax.invert_yaxis()
+        ax.set_title(panel)
+    line = quality_line(result)
+    fig.suptitle((line + "\n" if line else "") + "error bars: 95% intervals", fontsize=10)
+    return fig
 
 
 def _throughput(speeds) -> tuple[pd.DataFrame, str]:

@@ -1,5 +1,6 @@
 """Quantization-impact plots: memory timeline per strategy, radar chart of normalised axes, and
-speed vs quality (the data behind each is exported as CSV next to the report)."""
+speed vs quality with each strategy's 95% interval where its row carries an error (the data behind
+each is exported as CSV next to the report)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from modelxray.metrics.distinguish import error_bars
 from modelxray.plotting import new_figure
 
 AXES = [
@@ -89,6 +91,9 @@ def _tradeoff(rows, classifier: bool = False):
     x, y = ("examples_per_s", "accuracy") if classifier else ("tokens_per_s", "perplexity")
     fig, axes = new_figure(width=7, height=5)
     ax = axes[0][0]
+    err = error_bars(rows, y)  # each strategy's own 95% interval
+    if err is not None:
+        ax.errorbar(df[x], df[y], yerr=err, fmt="none", ecolor="#95a5a6", lw=1, capsize=3, zorder=1)
     sns.scatterplot(
         data=df,
         x=x,
@@ -102,7 +107,7 @@ def _tradeoff(rows, classifier: bool = False):
     for r in rows:
         ax.annotate(r["strategy"], (r[x], r[y]), fontsize=8, xytext=(5, 4), textcoords="offset points")
     ax.set_xlabel(f"throughput ({'examples' if classifier else 'tokens'}/s, batch of the speed test)")
-    ax.set_title("Speed vs quality (marker size: weight bytes)")
+    ax.set_title("Speed vs quality (marker size: weight bytes" + ("; bars: 95% interval)" if err is not None else ")"))
     return fig
 
 

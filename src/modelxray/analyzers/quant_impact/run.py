@@ -18,6 +18,7 @@ from modelxray.measure.memory_timeline import MemoryTimeline
 from modelxray.measure.reference import Reference
 from modelxray.measure.scoring import model_device
 from modelxray.measure.speed import time_forward
+from modelxray.metrics.distinguish import indistinguishable
 from modelxray.metrics.measurements import Latency
 from modelxray.metrics.memory import tensor_bytes_by_dtype
 from modelxray.metrics.windows import make_windows, speed_inputs
@@ -264,11 +265,7 @@ def _indistinguishable(rows: list[dict], base: dict, mode: _Mode) -> list[str]:
     if mode.classifier:
         return []
     same = [
-        r
-        for r in rows
-        if r is not base
-        and math.isfinite(r.get("delta_loss_se", math.nan))
-        and abs(r["delta_loss"]) <= 2 * r["delta_loss_se"]
+        r for r in rows if r is not base and indistinguishable(r.get("delta_loss", math.nan), r.get("delta_loss_se"))
     ]
     if not same:
         return []
