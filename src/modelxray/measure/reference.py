@@ -76,12 +76,19 @@ class Reference:
         self, model: nn.Module, max_batches: int | None = None, progress: bool = False, desc: str = "evaluate"
     ) -> dict[str, float]:
         """loss, perplexity, accuracy and, against the reference, top1_agree and kl (on kl windows)."""
+        return self.compare(model, max_batches, progress, desc).result()
+
+    def compare(
+        self, model: nn.Module, max_batches: int | None = None, progress: bool = False, desc: str = "evaluate"
+    ) -> Comparison:
+        """The model's Comparison against the reference on the first ``max_batches`` batches (all by
+        default), whose per-window scores stay available (``comp.score.per_window()``)."""
         comp = Comparison(self)
         batches = self.batches[:max_batches] if max_batches else self.batches
         with torch.inference_mode():
             for i, (inputs, targets) in enumerate(bar(batches, desc=desc, enabled=progress)):
                 comp.add(i, forward_logits(model, inputs.to(self.device)), targets.to(self.device))
-        return comp.result()
+        return comp
 
 
 class Comparison:

@@ -10,10 +10,8 @@ from dataclasses import dataclass
 import torch
 
 from modelxray.analyzers.bitwidth.blocks import OTHER, Block, find_blocks, module_rules
-from modelxray.core.progress import bar
 from modelxray.measure.classifier_reference import ClassifierReference, is_zero_shot
 from modelxray.measure.reference import Reference
-from modelxray.measure.scoring import forward_logits
 from modelxray.metrics.distinguish import Difference
 from modelxray.metrics.lm import ratio_se
 from modelxray.metrics.windows import make_windows
@@ -62,11 +60,7 @@ class LanguageModelMode:
     def evaluate(self, model, probe: bool, progress: bool, desc: str) -> dict:
         """The reference's comparison (``Reference.evaluate``), plus each window's sums under
         ``WINDOWS`` for paired comparisons between plans."""
-        comp = self.ref.comparison()
-        batches = self.ref.batches[: self.probe] if probe else self.ref.batches
-        with torch.inference_mode():
-            for i, (inputs, targets) in enumerate(bar(batches, desc=desc, enabled=progress)):
-                comp.add(i, forward_logits(model, inputs.to(self.ref.device)), targets.to(self.ref.device))
+        comp = self.ref.compare(model, self.probe if probe else None, progress, desc)
         return {**comp.result(), WINDOWS: comp.score.per_window()}
 
     def probe_reference(self) -> dict:
