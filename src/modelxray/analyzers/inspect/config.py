@@ -50,8 +50,7 @@ class InspectAnalyzer(Analyzer):
     energy_seconds: float = 10.0
     country_iso_code: str = "USA"  # grid carbon intensity of this country (ISO 3166 alpha-3)
     power_sample_seconds: float = 1.0
-    # CPU TDP (W) of codecarbon's estimate where power is not measured (no RAPL); null = codecarbon's guess
-    cpu_tdp_w: float | None = None  # (its CPU table, else 4 W per thread); a value also replaces RAPL readings
+    cpu_tdp_w: float | None = None  # CPU TDP (W) for estimated power (no RAPL); null = codecarbon's guess
     utilization_interval_s: float = 0.2
     top: int = 10  # rows in the top-N tables and recommendations
     prune_min: float = 0.3  # prune_potential from which a layer is recommended for pruning
