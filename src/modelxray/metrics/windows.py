@@ -109,3 +109,15 @@ def speed_inputs(ids: torch.Tensor, batch_size: int, seq_len: int) -> torch.Tens
     need = batch_size * seq_len
     reps = -(-need // max(ids.numel(), 1))
     return ids.repeat(reps)[:need].view(batch_size, seq_len)
+
+
+def lm_eval_windows(data, batches, limit: int | None = None) -> list[Window]:
+    """The windows an analyzer scores a language model on: the dataset's disjoint windows, else the
+    rows of the user's DataLoader (``windows_from_batches``), the first ``limit`` of them."""
+    if data is not None:
+        windows = make_windows(data.ids, data.seq_len, "disjoint")
+    elif batches is not None:
+        windows = windows_from_batches(batches)
+    else:
+        raise ValueError("a language model needs token windows: a text dataset or a DataLoader of token batches")
+    return windows[:limit] if limit else windows

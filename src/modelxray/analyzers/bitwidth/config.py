@@ -99,8 +99,11 @@ class BitwidthAnalyzer(Analyzer):
     def preflight(self, subject) -> None:
         if subject.task == "classification":
             self._preflight_classifier(subject)
-        elif subject.data is None:
-            raise ConfigError("analyzer.bitwidth", "needs a dataset of token windows (not a user DataLoader)")
+        elif subject.data is None and subject.batches is None:
+            raise ConfigError(
+                "analyzer.bitwidth",
+                "needs token windows: a text dataset (dataset=...) or a DataLoader of token batches",
+            )
         self._preflight_model(subject)
 
     def _preflight_classifier(self, subject) -> None:

@@ -14,7 +14,7 @@ from modelxray.measure.classifier_reference import ClassifierReference, is_zero_
 from modelxray.measure.reference import Reference
 from modelxray.metrics.distinguish import Difference
 from modelxray.metrics.lm import ratio_se
-from modelxray.metrics.windows import make_windows
+from modelxray.metrics.windows import lm_eval_windows
 from modelxray.quant.targets import Target, num_blocks
 
 # an evaluation's per-window sums (windows, 3: NLL, tokens, top-1 hits), kept out of tables and
@@ -48,9 +48,7 @@ class LanguageModelMode:
     search_on_probe = True  # the recommendation's search: windows are costly, a few estimate the budget
 
     def __init__(self, cfg, subject, work, targets: list[Target], progress: bool):
-        windows = make_windows(subject.data.ids, subject.data.seq_len, "disjoint")
-        if cfg.max_windows:
-            windows = windows[: cfg.max_windows]
+        windows = lm_eval_windows(subject.data, subject.batches, cfg.max_windows)
         self.cfg, self.targets = cfg, targets
         self.ref = Reference(work, windows, cfg.batch_size, cfg.kl_windows, progress, "bitwidth: reference")
         self.metrics = self.ref.metrics

@@ -62,9 +62,9 @@ def configurations(cfg, mode, targets) -> tuple[dict[str, WeightQuantizer], list
 
 
 def run(cfg, subject, ctx: RunContext) -> Result:
-    if subject.data is None:
+    if subject.data is None and (subject.task != "causal_lm" or subject.batches is None):
         raise ConfigError(
-            "analyzer.bitwidth", "needs a dataset (token windows, or a classifier's test split), not a user DataLoader"
+            "analyzer.bitwidth", "needs a dataset or a DataLoader of token batches (a classifier: its test split)"
         )
     work = copy.deepcopy(subject.model)
     targets = find_targets(work)

@@ -123,8 +123,11 @@ class QuantImpactAnalyzer(Analyzer):
                     "analyzer.quant_impact", "needs the test split of a classification dataset for a classifier"
                 )
             return
-        if subject.data is None:
-            raise ConfigError("analyzer.quant_impact", "needs a dataset of token windows (not a user DataLoader)")
+        if subject.data is None and subject.batches is None:
+            raise ConfigError(
+                "analyzer.quant_impact",
+                "needs token windows: a text dataset (dataset=...) or a DataLoader of token batches",
+            )
 
     def run(self, subject, ctx: RunContext) -> Result:
         from modelxray.analyzers.quant_impact.run import run

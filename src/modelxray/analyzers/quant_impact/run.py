@@ -21,7 +21,7 @@ from modelxray.measure.speed import time_forward
 from modelxray.metrics.distinguish import indistinguishable
 from modelxray.metrics.measurements import Latency
 from modelxray.metrics.memory import tensor_bytes_by_dtype
-from modelxray.metrics.windows import make_windows, speed_inputs
+from modelxray.metrics.windows import lm_eval_windows, speed_inputs
 
 
 def efficiency_scores(rows: list[dict], priority: str) -> list[float]:
@@ -70,11 +70,12 @@ class _Mode:
             self.zero_shot = is_zero_shot(subject.model)
             self.quality = "zero-shot accuracy" if self.zero_shot else "accuracy"
         else:
-            windows = make_windows(subject.data.ids, subject.data.seq_len, "disjoint")[: cfg.eval_windows]
+            windows = lm_eval_windows(subject.data, subject.batches, cfg.eval_windows)
             self.ref = Reference(
                 subject.model, windows, cfg.batch_size, cfg.kl_windows, ctx.progress, "quant_impact: reference"
             )
-            self.lm_batch = speed_inputs(subject.data.ids, cfg.speed_batch_size, subject.data.seq_len).to(device)
+            ids = torch.cat([w.inputs for w in windows])  # the scored tokens, cycled to fill the speed batch
+            self.lm_batch = speed_inputs(ids, cfg.speed_batch_size, windows[0].inputs.numel()).to(device)
             self.quality_keys = (
                 "loss",
                 "loss_se",
@@ -121,8 +122,11 @@ class _Mode:
 
 
 def run(cfg, subject, ctx: RunContext) -> Result:
-    if subject.data is None:
-        raise ConfigError("analyzer.quant_impact", "needs a dataset of token windows (not a user DataLoader)")
+    if subject.data is None and subject.batches is None:
+        raise ConfigError(
+            "analyzer.quant_impact",
+            "needs token windows: a text dataset (dataset=...) or a DataLoader of token batches",
+        )
     profile = hardware_profile()
     mode = _Mode(cfg, subject, ctx)
     device = model_device(subject.model)

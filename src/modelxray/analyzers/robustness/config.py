@@ -124,8 +124,11 @@ class RobustnessAnalyzer(Analyzer):
             raise ConfigError("quant_noise_bits", f"bits must be in 1..16; got {self.quant_noise_bits}")
 
     def preflight(self, subject) -> None:
-        if subject.task == "causal_lm" and subject.data is None:
-            raise ConfigError("analyzer.robustness", "needs a dataset of token windows (not a user DataLoader)")
+        if subject.task == "causal_lm" and subject.data is None and subject.batches is None:
+            raise ConfigError(
+                "analyzer.robustness",
+                "needs token windows: a text dataset (dataset=...) or a DataLoader of token batches",
+            )
         if subject.task == "classification" and not hasattr(subject.data, "feature_range"):
             raise ConfigError("dataset", "a classifier needs a classification dataset, e.g. dataset=digits")
         self.image_levels(subject)  # levels set explicitly for a model without images: one line

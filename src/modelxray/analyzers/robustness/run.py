@@ -14,7 +14,7 @@ from modelxray.core.errors import ConfigError
 from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
 from modelxray.metrics.measurements import Quality
-from modelxray.metrics.windows import make_windows
+from modelxray.metrics.windows import lm_eval_windows
 from modelxray.perturb.weight_noise import (
     WeightSnapshot,
     add_gaussian_noise_,
@@ -146,9 +146,7 @@ def _harness(cfg, subject, ctx: RunContext):
     if subject.task == "causal_lm":
         from modelxray.perturb.lm_harness import LMHarness
 
-        if subject.data is None:
-            raise ConfigError("analyzer.robustness", "needs a dataset of token windows (not a user DataLoader)")
-        windows = make_windows(subject.data.ids, subject.data.seq_len, "disjoint")[: cfg.eval_windows]
+        windows = lm_eval_windows(subject.data, subject.batches, cfg.eval_windows)
         return LMHarness(subject.model, windows, cfg.batch_size, cfg.kl_windows, ctx.progress)
     if subject.task == "classification":
         from modelxray.data.base import ClassificationData
