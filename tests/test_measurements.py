@@ -338,7 +338,7 @@ def test_performance_analyzer_logs_the_same_names_and_draws_from_measurements(tm
     assert any(s.startswith("Real-time: p95 latency at batch 1") and "2 runs" in s for s in lines)
     assert any(s.startswith("Server: best throughput") for s in lines)
     figs = a.figures(r)
-    assert sorted(figs) == ["performance_memory.png", "performance_speed.png"]
+    assert sorted(figs) == ["performance_memory.png", "performance_quality.png", "performance_speed.png"]
     import matplotlib.pyplot as plt
 
     for fig in figs.values():
