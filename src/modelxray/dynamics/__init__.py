@@ -7,6 +7,9 @@ Use in any training loop::
     ...
     metrics = monitor.on_optimizer_step(model, inputs=batch, optimizer=optimizer)
 
+Code written for ``ModelAnalysisManager`` / ``AnalysisConfig`` (flat keys such as
+``param_change_enabled``) runs unchanged on the same monitor: see :mod:`modelxray.dynamics.aliases`.
+
 The names below are imported on first use, so ``modelxray.dynamics.config`` (imported when configs
 are validated) does not pull in torch through this package.
 """
@@ -24,9 +27,18 @@ _EXPORTS = {
     "OptimConfig": "config",
     "ParamChangeConfig": "config",
     "SparseConfig": "config",
+    "GradientMetrics": "grad_flow",
     "DynamicsMonitor": "monitor",
+    "OptimizerMetrics": "optim_stats",
+    "ParameterChangeMetrics": "param_change",
     "DynamicsError": "snapshot",
     "Snapshot": "snapshot",
+    "SparseQualityMetrics": "sparse_quality",
+    # the ModelAnalysisManager names of the same classes (see modelxray.dynamics.aliases)
+    "AnalysisConfig": "aliases",
+    "AnalysisContext": "aliases",
+    "ModelAnalysisManager": "aliases",
+    "ParameterSnapshot": "aliases",
 }
 __all__ = sorted(_EXPORTS)
 

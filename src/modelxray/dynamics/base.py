@@ -51,6 +51,15 @@ class MetricContext:
 
 @runtime_checkable
 class MetricComputer(Protocol):
-    name: str
+    """Any object with ``compute(delta, snapshot, context) -> {metric: number}``; subclassing is optional.
+
+    ``name`` prefixes its metrics (``<name>/<metric>``) and names it in warnings and timings. A computer
+    without a name reports its keys as returned, so they carry their own family
+    (``{"gradient/total_norm": ...}``). The monitor passes the three arguments by keyword when
+    ``compute`` accepts them so (``compute(self, **kwargs)`` or ``compute(self, delta, context, **kwargs)``
+    take what they need), positionally otherwise.
+    """
+
+    name: str = ""
 
     def compute(self, delta: ParameterDelta, snapshot: Snapshot, context: MetricContext) -> dict[str, float]: ...

@@ -127,12 +127,12 @@ class DynamicsConfig(Configurable):
 
     @classmethod
     def minimal(cls, interval: int = 500) -> DynamicsConfig:
-        """Global parameter-change statistics only: cheap enough for any run."""
+        """Global parameter-change statistics only, rarely: cheap enough for any run."""
         return cls(
             interval=interval,
             param_change=ParamChangeConfig(per_layer=False, per_component=False, quantiles=[]),
             sparse=SparseConfig(enabled=False),
-            grad=GradConfig(per_layer=False),
+            grad=GradConfig(enabled=False, per_layer=False),
             optim=OptimConfig(enabled=False),
         )
 

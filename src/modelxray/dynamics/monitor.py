@@ -2,8 +2,8 @@
 
 It owns the snapshot lifecycle: the first call (or ``start(model)``) snapshots the trainable
 parameters; every ``interval`` steps it runs each metric computer against that snapshot, returns
-their metrics (an empty dict between intervals) and re-snapshots. A computer that raises is
-reported once, by name, and skipped from then on; training goes on.
+their metrics (an empty dict between intervals) and re-snapshots. A computer that raises (or returns
+something that is not a number) is reported once, by name, and skipped from then on; training goes on.
 
     monitor = DynamicsMonitor.create(DynamicsConfig(interval=100))
     for batch in loader:
@@ -14,6 +14,7 @@ reported once, by name, and skipped from then on; training goes on.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import time
 import traceback
@@ -29,6 +30,42 @@ from modelxray.dynamics.param_change import ParameterChangeMetrics
 from modelxray.dynamics.snapshot import DynamicsError, Snapshot
 
 log = logging.getLogger("modelxray.dynamics")
+
+_ARGS = ("delta", "snapshot", "context")
+
+
+def label(computer: MetricComputer) -> str:
+    """How warnings, timings and ``monitor.errors`` name a computer: its ``name``, else its class."""
+    return getattr(computer, "name", "") or type(computer).__name__
+
+
+def call_style(computer: MetricComputer) -> str:
+    """``keyword`` when ``compute`` takes ``delta=, snapshot=, context=`` by name (so ``compute(self,
+    **kwargs)`` and ``compute(self, delta, context, **kwargs)`` work), else ``positional``; a TypeError
+    when it takes neither, so a computer that could never run fails when it is added."""
+    try:
+        sig = inspect.signature(computer.compute)
+    except (TypeError, ValueError):  # a callable without a signature: assume the documented order
+        return "positional"
+    for style, args, kwargs in (("keyword", (), dict.fromkeys(_ARGS)), ("positional", (None,) * 3, {})):
+        try:
+            sig.bind(*args, **kwargs)
+            return style
+        except TypeError:
+            pass
+    raise TypeError(f"{type(computer).__name__}.compute{sig} cannot take (delta, snapshot, context)")
+
+
+def run_computer(computer: MetricComputer, delta: ParameterDelta, snapshot: Snapshot, context: MetricContext):
+    """The computer's metrics as ``{"<name>/<metric>": float}`` (keys as returned when it has no name)."""
+    args = (delta, snapshot, context)
+    if call_style(computer) == "keyword":
+        values = computer.compute(**dict(zip(_ARGS, args)))
+    else:
+        values = computer.compute(*args)
+    name = getattr(computer, "name", "")
+    prefix = f"{name}/" if name else ""
+    return {f"{prefix}{k}": float(v) for k, v in (values or {}).items()}
 
 
 def _detach_batch(batch: Any) -> Any:
@@ -75,11 +112,11 @@ class DynamicsMonitor:
         return monitor
 
     def add_metric(self, computer: MetricComputer) -> DynamicsMonitor:
-        """Add a computer: any object with a ``name`` and ``compute(delta, snapshot, context) -> dict``."""
+        """Add a computer: any object with ``compute(delta, snapshot, context) -> dict``. With a ``name``
+        its metrics are logged as ``<name>/<metric>``; without one, under the keys it returns."""
         if not callable(getattr(computer, "compute", None)):
             raise TypeError(f"{type(computer).__name__} has no compute(delta, snapshot, context) method")
-        if not getattr(computer, "name", None):
-            raise TypeError(f"{type(computer).__name__} has no name (metrics are logged as <name>/<metric>)")
+        call_style(computer)
         self.computers.append(computer)
         return self
 
@@ -153,25 +190,26 @@ class DynamicsMonitor:
         )
         metrics: dict[str, float] = {}
         for computer in self.computers:
-            if computer.name in self.errors:
+            name = label(computer)
+            if name in self.errors:
                 continue
             t0 = time.perf_counter()
             try:
-                values = computer.compute(delta, self.snapshot, context) or {}
+                values = run_computer(computer, delta, self.snapshot, context)
             except DynamicsError:
                 raise
             except Exception as exc:  # noqa: BLE001 - a broken metric must not stop training
-                self.errors[computer.name] = traceback.format_exc()
+                self.errors[name] = traceback.format_exc()
                 log.warning(
                     "modelxray: dynamics metric %r failed and is skipped from now on: %s: %s",
-                    computer.name,
+                    name,
                     type(exc).__name__,
                     exc,
                 )
                 continue
             finally:
-                self.timings[computer.name] = self.timings.get(computer.name, 0.0) + time.perf_counter() - t0
-            metrics.update({f"{computer.name}/{k}": float(v) for k, v in values.items()})
+                self.timings[name] = self.timings.get(name, 0.0) + time.perf_counter() - t0
+            metrics.update(values)
         for w in context.cache.get("warnings", []):
             if w not in self.warnings:
                 self.warnings.append(w)

@@ -67,8 +67,12 @@ class SparseQualityMetrics:
         if not context.final and context.measurement % cfg.every:
             return {}
         probe = context.probe if context.probe is not None else context.inputs
-        if probe is None:
-            raise ValueError("no probe batch: give DynamicsMonitor a probe= batch or pass inputs= to on_optimizer_step")
+        if probe is None:  # a loop that passes no batch (yet): skip this measurement, measure once one comes
+            context.cache.setdefault("warnings", []).append(
+                "sparse quality skipped: no probe batch (pass probe= when creating the monitor, "
+                "or inputs= to on_optimizer_step)"
+            )
+            return {}
         _, _, attn = probe_inputs(probe)
         full = context.cache.get("probe_logits")
         if full is None:
