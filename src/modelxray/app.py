@@ -198,24 +198,20 @@ def run(
     written: dict[str, Written] = {}
     try:
         params = {**flatten(config), **{k: str(v) for k, v in job.choices.items()}}
-        if model is None:
-            loaded, hit = process_cache.lookup(components.model, cfg.model_cache_size)
-            tracker_run.set_tags({"modelxray.model_cache": "hit" if hit else "miss"})
-        else:
-            loaded = _in_memory(model, tokenizer, image_shape, example_inputs)
-        needs_data = batches is None and components.dataset is not None and loaded.task not in ("weights", "generic")
-        if needs_data:
-            _check_dataset_kind(components.dataset, loaded)
-        data = components.dataset.load(loaded.tokenizer) if needs_data else None
-        if data is not None and loaded.image_shape is not None:
-            data = _fit_images(data, loaded)
-            loaded = _bind_class_prompts(data, loaded)
-        if loaded.task == "generic":
-            data = _keyed_inputs(loaded)
-        subject = Subject(loaded.model, loaded.tokenizer, data, loaded.info, task=loaded.task, batches=batches)
+        subject, cache = load_subject(
+            cfg,
+            components,
+            model=model,
+            tokenizer=tokenizer,
+            batches=batches,
+            image_shape=image_shape,
+            example_inputs=example_inputs,
+        )
+        if cache:
+            tracker_run.set_tags({"modelxray.model_cache": cache})
         check_task(subject, components.analyzers, components.quant)
         preflight(subject, components.analyzers)
-        params.update(loaded.info.as_params())
+        params.update(subject.info.as_params())
         if resume_id is None:  # a resumed run has its params (MLflow refuses a changed value)
             tracker_run.log_params(params)
         earlier = _earlier_results(tracker_run, out_dir, components.analyzers, done)
@@ -278,6 +274,45 @@ def run(
             tracker_run.finish("KILLED" if isinstance(exc, (KeyboardInterrupt, JobKilled)) else "FAILED")
         raise
     return RunOutcome(metrics, results, out_dir, tracker_run.run_id, tracker_run.describe())
+
+
+def load_subject(
+    cfg: DictConfig,
+    components,
+    *,
+    model: torch.nn.Module | None = None,
+    tokenizer: Any = None,
+    batches: Any = None,
+    image_shape: tuple | None = None,
+    example_inputs: Any = None,
+    load_dataset: bool = True,
+) -> tuple[Subject, str | None]:
+    """The model under analysis with its data: the configured model (through the process cache:
+    returns ``"hit"`` or ``"miss"``) or the given module, on the user's batches, else the configured
+    dataset fitted to the model (images resized, a dual encoder bound to the class prompts), else a
+    generic model's example inputs."""
+    cache = None
+    if model is None:
+        loaded, hit = process_cache.lookup(components.model, cfg.model_cache_size)
+        cache = "hit" if hit else "miss"
+    else:
+        loaded = _in_memory(model, tokenizer, image_shape, example_inputs)
+    needs_data = (
+        load_dataset
+        and batches is None
+        and components.dataset is not None
+        and loaded.task not in ("weights", "generic")
+    )
+    if needs_data:
+        _check_dataset_kind(components.dataset, loaded)
+    data = components.dataset.load(loaded.tokenizer) if needs_data else None
+    if data is not None and loaded.image_shape is not None:
+        data = _fit_images(data, loaded)
+        loaded = _bind_class_prompts(data, loaded)
+    if loaded.task == "generic":
+        data = _keyed_inputs(loaded)
+    subject = Subject(loaded.model, loaded.tokenizer, data, loaded.info, task=loaded.task, batches=batches)
+    return subject, cache
 
 
 def _resume_point(cfg: DictConfig, tracker, config_hash: str) -> tuple[str | None, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,9 +19,16 @@ if TYPE_CHECKING:
 
 
 def load_file(source: FileSource) -> LoadedModel:
-    """The model of ``source``: an HF directory, a runnable model, or a weights-only view."""
+    """The model of ``source``: an HF directory, a runnable model, or a weights-only view. A weights
+    file with a ``config.json`` beside it and no ``architecture`` is built from that config (as
+    ``save_pretrained`` leaves them), and the report says so."""
     path = Path(os.path.expanduser(source.path))
     fmt = source.resolved_format()
+    beside = path.parent / "config.json"
+    if fmt in ("safetensors", "state_dict") and source.architecture is None and beside.is_file():
+        loaded = load_file(dataclasses.replace(source, architecture=str(beside)))
+        loaded.info.notes.append(f"architecture from {beside} (beside the weights; model.architecture overrides it)")
+        return loaded
     kind = source.resolved_kind()
     if fmt == "hf_dir" and kind == "generic":
         return _generic(source, _hf_module(source, path), path, fmt, "hf")

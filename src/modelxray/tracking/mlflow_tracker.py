@@ -404,6 +404,10 @@ class MlflowRun:
     def finish(self, status: str) -> None:
         self.client.set_terminated(self.run_id, status=status)
 
+    def reopen(self) -> None:
+        """RUNNING again after ``finish``: a ModelAnalyzer logs each call's analyzer to one run."""
+        self.client.update_run(self.run_id, status="RUNNING")
+
     def record(self, folder: Path) -> None:
         """Leave the run's id in the job's folder, so a launcher can end it if the job is killed."""
         import json

@@ -1,0 +1,277 @@
+"""One analysis object over one model, call by call (the ``ModelAnalyzer`` of seed 000)::
+
+    from modelxray import ModelAnalyzer
+
+    analyzer = ModelAnalyzer("model.pt")  # a model file or directory, a hub id, or an nn.Module
+    performance_results = analyzer.analyze_performance(data_loader)
+    bit_width_results = analyzer.analyze_bit_widths(data_loader)
+    robustness_results = analyzer.analyze_robustness(data_loader)
+    analyzer.generate_comprehensive_report("./results/")
+
+    speed = analyzer.performance_analyzer.benchmark_inference_speed(data_loader)
+    speed["tokens_per_second"]
+
+The model loads (and, with a ``quant=`` override, is quantized) once; each call runs one of the
+configured analyzers on it, on the DataLoader given (token-id batches: a (B, T) tensor or a mapping
+with ``input_ids`` and optional ``labels``) or, without one, on the configured dataset. It is
+``modelxray.analyze`` kept open: the same analyzers, configs (``overrides``, as on the command
+line), files and MLflow logging. The object has one MLflow run; each call logs its analyzer's
+metrics and files to it as the analyzer finishes and leaves the run FINISHED (FAILED if the analyzer
+raised: the call then raises too, with the traceback saved in ``errors/``); the next call reopens it.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+SEED_ANALYZERS = "analyzer=[performance,bitwidth,robustness]"
+
+
+def _model_overrides(model: str | Path) -> list[str]:
+    """A path or hub id as the model group's overrides: a local file or directory -> ``model=file``
+    (an HF directory, a state dict with its config.json beside it, safetensors, TorchScript, GGUF),
+    anything else -> a hub id (``model=hf``)."""
+    path = Path(str(model)).expanduser()
+    if path.exists():
+        return ["model=file", f"model.path={path.resolve()}"]
+    return ["model=hf", f"model.name_or_path={model}"]
+
+
+class ModelAnalyzer:
+    """Seed 000's analysis object; see the module docstring.
+
+    ``overrides``: config overrides as on the command line (``"analyzer.robustness.pgd_steps=3"``,
+    ``"tracker=none"``, ``"quant=int8"``); the analyzers are performance, bitwidth and robustness
+    unless an ``analyzer=[...]`` override chooses others. ``output_dir``: where each analyzer's files
+    go (default ``outputs/api/<date>/<time>``). ``tokenizer``, ``image_shape``, ``example_inputs``:
+    as for ``modelxray.analyze`` with an in-memory model."""
+
+    def __init__(
+        self,
+        model: Any,
+        overrides: list[str] | None = None,
+        *,
+        tokenizer: Any = None,
+        image_shape: tuple[int, int, int] | None = None,
+        example_inputs: Any = None,
+        output_dir: str | Path | None = None,
+    ):
+        import torch
+
+        from modelxray.api import compose
+        from modelxray.app import JobInfo, choices_of
+        from modelxray.config.components import build_components
+
+        user = list(overrides or [])
+        chosen = [] if any(o.split("=")[0].lstrip("+~") == "analyzer" for o in user) else [SEED_ANALYZERS]
+        in_memory = isinstance(model, torch.nn.Module)
+        self.name = type(model).__name__ if in_memory else Path(str(model)).name
+        self.overrides = [*chosen, *([] if in_memory else _model_overrides(model)), *user]
+        cfg = compose(self.overrides)
+        out = Path(output_dir) if output_dir else Path("outputs") / "api" / time.strftime("%Y-%m-%d/%H-%M-%S")
+        self.job = JobInfo(output_dir=out, choices=choices_of(cfg.hydra), overrides=self.overrides)
+        from omegaconf import open_dict
+
+        with open_dict(cfg):
+            del cfg["hydra"]
+        self.cfg = cfg
+        self.components = build_components(cfg, skip_model=in_memory)
+        self.components.tracker.check()
+        self._given = dict(model=model if in_memory else None, tokenizer=tokenizer, image_shape=image_shape)
+        self._given["example_inputs"] = example_inputs
+        self._base = None  # the loaded (and quantized) subject for DataLoaders, loaded on first use
+        self._with_dataset = None  # the same on the configured dataset, loaded on first use
+        self._run = None
+        self.results: dict[str, Any] = {}  # analyzer -> Result, the latest call's
+        self._written: dict[str, Any] = {}
+        self.performance_analyzer = PerformanceCalls(self)
+        self.bit_width_analyzer = BitWidthCalls(self)
+        self.robustness_analyzer = RobustnessCalls(self)
+
+    # -- the seed's verbs ------------------------------------------------------------------------
+    def analyze_performance(self, data_loader: Any = None) -> dict[str, Any]:
+        """Loss, perplexity, accuracy and top-k, latency and throughput, memory, per-module time."""
+        return self.analyze("performance", data_loader)
+
+    def analyze_bit_widths(self, data_loader: Any = None, configs: dict | None = None) -> dict[str, Any]:
+        """Uniform, mixed, progressive and custom bit-width plans, layer sensitivity, the recommended
+        plan; ``configs``: extra plans, ``{name: rules}`` as ``analyzer.bitwidth.custom`` takes them."""
+        return self.analyze("bitwidth", data_loader, custom=configs)
+
+    def analyze_robustness(self, data_loader: Any = None) -> dict[str, Any]:
+        """FGSM and PGD attacks, weight and quantization noise, token dropout and substitution."""
+        return self.analyze("robustness", data_loader)
+
+    def generate_comprehensive_report(self, output_dir: str | Path | None = None) -> dict[str, Path]:
+        """``analysis_results.json``, ``summary_report.md``, ``insights.md`` and ``plots/`` (with the
+        summary dashboard) of every analysis run so far, written to ``output_dir`` (default: this
+        object's) and logged to its MLflow run. Returns the written files by name."""
+        from modelxray.app import _run_info
+        from modelxray.report.writer import write_reports
+
+        if not self.results:
+            raise RuntimeError("nothing to report yet: call analyze_performance/analyze_bit_widths/... first")
+        out = Path(output_dir) if output_dir else Path(self.job.output_dir)
+        subject = self._base or self._with_dataset
+        run = self._tracker_run()
+        info = _run_info(dict(self._config()), self.job, subject, run.describe())
+        same_dir = out.resolve() == Path(self.job.output_dir).resolve()
+        paths = write_reports(
+            out,
+            info,
+            self.results,
+            dashboard=bool(self.cfg.report.dashboard),
+            written=self._written if same_dir else None,
+        )
+        run.log_files(out, [p for p in paths if p.exists()])
+        self._finish()
+        return {str(p.relative_to(out)): p for p in paths}
+
+    # -- any configured analyzer -------------------------------------------------------------------
+    def analyze(self, name: str, data_loader: Any = None, **keys: Any) -> dict[str, Any]:
+        """Run the configured analyzer ``name`` (with ``keys`` replacing its config values for this
+        call) on ``data_loader`` or the configured dataset; returns its result as a dict
+        (``metrics``, ``tables``, ``insights``, ``data``...), also saved and logged."""
+        import dataclasses
+
+        from modelxray.app import _keep, _run_one, check_task, preflight
+        from modelxray.core.errors import ConfigError
+        from modelxray.core.result import RunContext
+
+        if name not in self.components.analyzers:
+            have = ", ".join(self.components.analyzers) or "none"
+            raise ConfigError(
+                "analyzer", f"{name!r} is not configured here (configured: {have}); add it with analyzer=[...]"
+            )
+        analyzer = self.components.analyzers[name]
+        keys = {k: v for k, v in keys.items() if v is not None}
+        if keys:
+            analyzer = dataclasses.replace(analyzer, **keys)
+            analyzer.validate()
+        subject = self._subject(data_loader)
+        check_task(subject, {name: analyzer})
+        preflight(subject, {name: analyzer})
+        run = self._tracker_run()
+        ctx = RunContext(output_dir=Path(self.job.output_dir), seed=self.cfg.seed, progress=self.cfg.progress)
+        result = _run_one(name, analyzer, subject, ctx)
+        self.results[name] = result
+        _keep(name, result, Path(self.job.output_dir), run, self._written)
+        self._finish()
+        if not result.ok:
+            raise RuntimeError(f"analyzer {name} failed:\n{result.error}")
+        return result.to_json()
+
+    # -- internals ---------------------------------------------------------------------------------
+    def _config(self) -> dict:
+        from omegaconf import OmegaConf
+
+        return OmegaConf.to_container(self.cfg, resolve=True)
+
+    def _subject(self, data_loader: Any):
+        """The loaded (and quantized) model on ``data_loader``; without one, on the configured dataset
+        (a generic model: its example inputs). Each is loaded once, the model through the process
+        cache (so a file is read once)."""
+        import dataclasses
+
+        if data_loader is not None:
+            if self._base is None:
+                self._base = self._load(load_dataset=False)
+            return dataclasses.replace(self._base, batches=data_loader)
+        if self._with_dataset is None:
+            self._with_dataset = self._load(load_dataset=True)
+        return self._with_dataset
+
+    def _load(self, load_dataset: bool):
+        from modelxray.app import load_subject
+
+        subject, _ = load_subject(self.cfg, self.components, load_dataset=load_dataset, **self._given)
+        subject, report = self.components.quant.apply(subject, progress=self.cfg.progress)
+        if report is not None:
+            self.results["quant"] = report
+        return subject
+
+    def _tracker_run(self):
+        """The object's MLflow run: started (params logged) on first use, reopened afterwards."""
+        from modelxray.app import config_fingerprint, flatten
+        from modelxray.core.provenance import host, versions
+
+        if self._run is None:
+            config = self._config()
+            tags = {
+                "modelxray.overrides": " ".join(self.overrides),
+                "modelxray.entry": "ModelAnalyzer",
+                "modelxray.config_hash": config_fingerprint(config),
+                "host": host(),
+                **{f"version.{k}": v for k, v in versions().items()},
+            }
+            self._run = self.components.tracker.start(f"ModelAnalyzer {self.name}", tags)
+            Path(self.job.output_dir).mkdir(parents=True, exist_ok=True)
+            self._run.record(Path(self.job.output_dir))
+            params = {**flatten(config), **{k: str(v) for k, v in self.job.choices.items()}}
+            loaded = self._base or self._with_dataset
+            if loaded is not None:
+                params.update(loaded.info.as_params())
+            self._run.log_params(params)
+        else:
+            self._run.reopen()
+        return self._run
+
+    def _finish(self) -> None:
+        failed = any(not r.ok for r in self.results.values())
+        self._run.finish("FAILED" if failed else "FINISHED")
+
+
+class _Calls:
+    """A seed-000 sub-analyzer (``analyzer.performance_analyzer`` ...) over the same loaded model."""
+
+    def __init__(self, owner: ModelAnalyzer):
+        self._owner = owner
+
+
+class PerformanceCalls(_Calls):
+    def benchmark_inference_speed(self, data_loader: Any, iters: int | None = None) -> dict[str, float]:
+        """Latency (mean, p50, p95, p99) and throughput of forward passes on the loader's batches:
+        ``tokens_per_second``, ``batches_per_second``; each batch timed once after a warm-up of the
+        first, up to ``iters`` batches (default ``analyzer.performance.iters``). Logged as
+        ``speed/<metric>``."""
+        from modelxray.measure.loader_speed import time_loader
+
+        owner = self._owner
+        subject = owner._subject(data_loader)
+        perf = owner.components.analyzers.get("performance")
+        speed = time_loader(subject.model, data_loader, iters or (perf.iters if perf else 10), owner.cfg.progress)
+        metrics = speed.to_metrics(prefix="")
+        out = {
+            **metrics,
+            "tokens_per_second": metrics["tokens_per_s"],
+            "batches_per_second": metrics["batches_per_s"],
+            "batch_size": float(speed.batch_size),
+            "seq_len": float(speed.seq_len),
+        }
+        run = owner._tracker_run()
+        run.log_metrics({f"speed/{k}": v for k, v in out.items()})
+        owner._finish()
+        return out
+
+
+class BitWidthCalls(_Calls):
+    def analyze_layer_sensitivity(self, data_loader: Any = None) -> list[dict]:
+        """Per block and component (attention, MLP), the quality lost when only it is quantized to
+        ``analyzer.bitwidth.sensitivity_bits``, most sensitive first (the ``layer_sensitivity`` table)."""
+        out = self._owner.analyze("bitwidth", data_loader, sensitivity=True)
+        rows = out["tables"].get("layer_sensitivity", [])
+        key = "loss_increase" if rows and "loss_increase" in rows[0] else "kl"
+        return sorted(rows, key=lambda r: -(r.get(key) or 0.0))
+
+    def test_configurations(self, data_loader: Any, custom_configs: dict) -> dict[str, Any]:
+        """Evaluate ``custom_configs`` (``{name: plan}``) beside the analyzer's own plans; returns the
+        bitwidth result (its ``configurations`` table has a row ``custom_<name>`` per plan)."""
+        return self._owner.analyze("bitwidth", data_loader, custom=custom_configs)
+
+
+class RobustnessCalls(_Calls):
+    def evaluate(self, data_loader: Any = None) -> dict[str, Any]:
+        """The robustness analysis (``analyze_robustness``)."""
+        return self._owner.analyze("robustness", data_loader)
