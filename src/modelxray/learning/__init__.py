@@ -13,6 +13,10 @@ Pure metric functions (numpy/torch/scikit-learn, no plotting, no state):
 - :mod:`.transitions`: change points (``ruptures``) and level-crossing transition steps;
 - :mod:`.attribution`: TracIn influence and self-influence over checkpoints (Pruthi et al. 2020).
 
+In your own loop, with your DataLoaders and ``{epoch: model}`` checkpoints (:mod:`.trackers`, one
+call per batch and one per epoch): ``LearningDynamicsAnalyzer``, ``GradientFlowAnalyzer``,
+``MemorizationDetector``, ``FeatureEvolutionTracker``, ``PhaseTransitionAttributor``.
+
 State: :class:`.recorder.ExampleRecorder` (vectorised per-example history from the training
 forward's logits); :mod:`.state` saves/loads any of it as JSON + npz (no pickle).
 
@@ -39,7 +43,13 @@ _EXPORTS = {
     "MemorizationConfig": "callbacks",
     "TransitionAttributionCallback": "callbacks",
     "TransitionAttributionConfig": "callbacks",
+    "FeatureEvolutionTracker": "trackers",
+    "GradientFlowAnalyzer": "trackers",
+    "LearningDynamicsAnalyzer": "trackers",
+    "MemorizationDetector": "trackers",
+    "PhaseTransitionAttributor": "trackers",
     "evaluate": "evaluation",
+    "evaluate_loader": "evaluation",
     "per_example_stats": "evaluation",
     "load_state": "state",
     "save_state": "state",

@@ -62,6 +62,38 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int
     return EvalResult(float((pred == y.cpu()).float().mean()), float(loss.mean()), pred, loss)
 
 
+@torch.no_grad()
+def evaluate_loader(model: nn.Module, loader, key: str = "dataloader", n_classes: int | None = None) -> EvalResult:
+    """What :func:`evaluate` gives, over the ``(inputs, targets)`` batches of a DataLoader.
+
+    The first batch is checked before any forward (:func:`modelxray.learning.loaders.batch_pair`:
+    a wrong structure fails with a ConfigError naming ``key``); ``n_classes``, when given, must be
+    the width of the model's logits. Eval mode, no gradients, the model's mode restored."""
+    from modelxray.core.errors import ConfigError
+    from modelxray.learning.loaders import batch_pair, logits_of
+
+    was_training = model.training
+    device = _device_of(model)
+    model.eval()
+    preds, losses, labels = [], [], []
+    try:
+        for batch in loader:
+            x, y = batch_pair(batch, key)
+            logits = logits_of(model(x.to(device)), "model output")
+            if n_classes is not None and logits.shape[1] != n_classes:
+                raise ConfigError("num_classes", f"is {n_classes} but the model gives {logits.shape[1]} logits")
+            loss, _, _ = per_example_stats(logits, y)
+            preds.append(logits.argmax(-1).cpu())
+            losses.append(loss.float().cpu())
+            labels.append(y.cpu())
+    finally:
+        model.train(was_training)
+    if not preds:
+        raise ConfigError(key, "yielded no batch")
+    pred, loss, y = torch.cat(preds), torch.cat(losses), torch.cat(labels)
+    return EvalResult(float((pred == y).float().mean()), float(loss.mean()), pred, loss)
+
+
 def _device_of(model: nn.Module) -> torch.device:
     p = next(model.parameters(), None)
     return p.device if p is not None else torch.device("cpu")

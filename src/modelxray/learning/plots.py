@@ -29,7 +29,9 @@ def _get(part: Any, key: str) -> dict:
     return (part.get(key) if isinstance(part, dict) else getattr(part, key, None)) or {}
 
 
-def figures(parts: dict[str, Any]) -> dict:
+def figures(parts: dict[str, Any], unit: str = "step") -> dict:
+    """``unit`` names the x axis of the curves: ``step`` for a training run, ``epoch`` where the
+    series were recorded per epoch (``modelxray.learning.trackers``)."""
     out = {}
     builders = {
         "example_dynamics": _examples,
@@ -39,11 +41,13 @@ def figures(parts: dict[str, Any]) -> dict:
     }
     for name, build in builders.items():
         if name in parts and _get(parts[name], "data"):
-            out.update(build(_get(parts[name], "data"), _get(parts[name], "tables"), _get(parts[name], "metrics")))
+            out.update(
+                build(_get(parts[name], "data"), _get(parts[name], "tables"), _get(parts[name], "metrics"), unit)
+            )
     return out
 
 
-def _examples(data, tables, metrics) -> dict:
+def _examples(data, tables, metrics, unit: str = "step") -> dict:
     out = {}
     c = data.get("cartography")
     if c:
@@ -87,13 +91,13 @@ def _examples(data, tables, metrics) -> dict:
         x = data.get("steps") or list(range(len(next(iter(curves.values()))["p_true"])))
         for region, cur in curves.items():
             ax.plot(x, cur["p_true"], label=region, color=REGION_COLORS.get(region))
-        ax.set(xlabel="step", ylabel="mean true-class probability", title="Learning curves by cartography region")
+        ax.set(xlabel=unit, ylabel="mean true-class probability", title="Learning curves by cartography region")
         ax.legend()
         out["learning_curves_by_region.png"] = fig
     return out
 
 
-def _grad_flow(data, tables, metrics) -> dict:
+def _grad_flow(data, tables, metrics, unit: str = "step") -> dict:
     norms = np.array([[np.nan if v is None else v for v in row] for row in data.get("norms", [])], dtype=float)
     if norms.size == 0:
         return {}
@@ -102,13 +106,13 @@ def _grad_flow(data, tables, metrics) -> dict:
     for name, row in zip(data["layers"], norms):
         ax.plot(data["steps"], row, label=name, lw=1)
     ax.set_yscale("log")
-    ax.set(xlabel="step", ylabel="gradient norm", title="Gradient flow per layer")
+    ax.set(xlabel=unit, ylabel="gradient norm", title="Gradient flow per layer")
     if len(data["layers"]) <= 12:
         ax.legend(fontsize=7)
     return {"gradient_flow.png": fig}
 
 
-def _memorization(data, tables, metrics) -> dict:
+def _memorization(data, tables, metrics, unit: str = "step") -> dict:
     s, steps = data.get("series", {}), data.get("steps", [])
     if "train_accuracy" not in s:
         return {}
@@ -135,7 +139,7 @@ def _memorization(data, tables, metrics) -> dict:
             ax.plot([max(cp["step"], 1)], [cp["after"]], marker="v", color="black", ms=6)
     ax.set_xscale("log")
     ax.set(
-        xlabel="step (log)",
+        xlabel=f"{unit} (log)",
         ylabel="accuracy",
         title="Train vs test accuracy (transitions dashed, change points ▼)",
         ylim=(-0.02, 1.02),
@@ -147,13 +151,13 @@ def _memorization(data, tables, metrics) -> dict:
         ax = axes[0][0]
         ax.plot(steps, s["flipped_fitted_share"], label="flipped labels fitted", color="tab:red")
         ax.plot(steps, s["clean_fitted_share"], label="clean labels fitted", color="tab:green")
-        ax.set(xlabel="step", ylabel="share", title="Memorization of noisy labels", ylim=(-0.02, 1.02))
+        ax.set(xlabel=unit, ylabel="share", title="Memorization of noisy labels", ylim=(-0.02, 1.02))
         ax.legend()
         out["fitted_noise.png"] = fig
     return out
 
 
-def _features(data, tables, metrics) -> dict:
+def _features(data, tables, metrics, unit: str = "step") -> dict:
     out = {}
     series, steps = data.get("series", {}), data.get("steps", [])
     keys = [(k, k.split("/")[-1]) for k in series if k.split("/")[-1] in ("silhouette", "probe_accuracy", "cka_prev")]
@@ -165,12 +169,12 @@ def _features(data, tables, metrics) -> dict:
         ax.plot(steps, series[key], label=key, marker=".")
     for layer, cur in data.get("cka_final", {}).items():
         ax.plot(cur["steps"], cur["cka"], label=f"{layer}/cka_final", ls="--")
-    ax.set(xlabel="step", title="Feature evolution")
+    ax.set(xlabel=unit, title="Feature evolution")
     ax.legend(fontsize=7)
     if extra:
         ax2 = axes[0][1]
         ax2.plot(steps, series["fourier_sparsity"], color="tab:purple", label="Fourier sparsity", marker=".")
-        ax2.set(xlabel="step", ylabel="Fourier sparsity", title="Embedding Fourier sparsity and weight norm")
+        ax2.set(xlabel=unit, ylabel="Fourier sparsity", title="Embedding Fourier sparsity and weight norm")
         if "weight_norm" in series:
             tw = ax2.twinx()
             tw.plot(steps, series["weight_norm"], color="tab:gray", label="weight norm")
@@ -184,7 +188,7 @@ def _features(data, tables, metrics) -> dict:
         for ax, snap in zip(axes[0], pca):
             xy = np.asarray(snap["layers"][layer])
             ax.scatter(xy[:, 0], xy[:, 1], c=labels[: len(xy)] if labels.size else None, cmap="tab10", s=6)
-            ax.set(title=f"step {snap['step']}", xticks=[], yticks=[])
+            ax.set(title=f"{unit} {snap['step']}", xticks=[], yticks=[])
         fig.suptitle(f"PCA of {layer} activations")
         out["feature_pca.png"] = fig
     return out

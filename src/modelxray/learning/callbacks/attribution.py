@@ -57,18 +57,11 @@ class TransitionAttributionCallback(LearningCallback):
     def on_train_end(self, state: TrainState):
         if not self.checkpoints:
             return None
-        c, data = self.config, task_data(state)
-        x_t, y_t = data.x_test, data.y_test
-        if c.target == "learned":
-            pos = learned_targets(state.model, self.checkpoints[0], x_t, y_t)
-            if len(pos):
-                x_t, y_t = x_t[pos], y_t[pos]
-        x_t, y_t = x_t[: c.max_target], y_t[: c.max_target]
-        n = len(data.y_train) if c.max_train is None else min(c.max_train, len(data.y_train))
-        self.n_targets = len(y_t)
-        self.result = tracin(
-            state.model, self.checkpoints, data.x_train[:n], data.y_train[:n], x_t, y_t, chunk_size=c.chunk_size
+        data = task_data(state)
+        self.result, self.n_targets = transition_tracin(
+            state.model, self.checkpoints, data.x_train, data.y_train, data.x_test, data.y_test, self.config
         )
+        n = len(self.result.influence)
         self.labels = data.y_train[:n].cpu().numpy()
         examples = state.extra.get("learning/example_dynamics") if isinstance(state.extra, dict) else None
         self.regions = examples.regions_for(range(n)) if examples is not None else None
@@ -125,3 +118,22 @@ class TransitionAttributionCallback(LearningCallback):
         r = state["result"]
         self.result = None if r is None else TracInResult(r["influence"], r["self_influence"], list(r["checkpoints"]))
         self.labels, self.regions, self.n_targets = state["labels"], state["regions"], int(state["n_targets"])
+
+
+def transition_tracin(
+    model, checkpoints: list[TracInCheckpoint], x_train, y_train, x_test, y_test, config: TransitionAttributionConfig
+) -> tuple[TracInResult, int]:
+    """TracIn of the first ``config.max_train`` training examples over ``checkpoints`` on the
+    ``config.target`` set (see the module docstring), with ``model`` as the final weights; returns
+    the result and the number of target examples. Shared by the callback and
+    ``PhaseTransitionAttributor`` (checkpoints given as ``{epoch: model}``)."""
+    c = config
+    x_t, y_t = x_test, y_test
+    if c.target == "learned":
+        pos = learned_targets(model, checkpoints[0], x_t, y_t)
+        if len(pos):
+            x_t, y_t = x_t[pos], y_t[pos]
+    x_t, y_t = x_t[: c.max_target], y_t[: c.max_target]
+    n = len(y_train) if c.max_train is None else min(c.max_train, len(y_train))
+    result = tracin(model, checkpoints, x_train[:n], y_train[:n], x_t, y_t, chunk_size=c.chunk_size)
+    return result, len(y_t)

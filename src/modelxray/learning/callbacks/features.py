@@ -77,6 +77,17 @@ class FeatureEvolutionCallback(LearningCallback):
         self._p = (data.meta or {}).get("p")
         return self.snapshot(state) if not self.steps else None
 
+    def use_sample(self, x: torch.Tensor, labels, layers: list[str] | None = None) -> None:
+        """Take snapshots on ``x`` (with class ``labels``) instead of a sample of the task's data.
+
+        Why: a loop without a classification task (``FeatureEvolutionTracker`` over a user's
+        DataLoader) supplies its own fixed sample; ``layers`` replaces the configured ones."""
+        self._x = x
+        self.sample_labels = np.asarray(torch.as_tensor(labels).cpu())
+        self.sample_index = np.arange(len(self.sample_labels))
+        if layers:
+            self.layers = list(layers)
+
     def on_epoch_end(self, state: TrainState):
         self.epochs_seen += 1
         return self.snapshot(state) if self.epochs_seen % self.config.every_n_epochs == 0 else None

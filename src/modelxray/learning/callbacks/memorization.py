@@ -31,7 +31,7 @@ import torch
 from modelxray.core.callbacks import CallbackReport, TrainState
 from modelxray.learning.callbacks.base import LearningCallback, finite, task_data
 from modelxray.learning.callbacks.configs import MemorizationConfig
-from modelxray.learning.evaluation import evaluate
+from modelxray.learning.evaluation import EvalResult, evaluate
 from modelxray.learning.memorization import fitted_share, gap_events, region_overlap
 from modelxray.learning.transitions import detect_transitions, transition_step
 
@@ -90,6 +90,13 @@ class MemorizationCallback(LearningCallback):
         else:
             tr = evaluate(state.model, data.x_train[:n_tr], data.y_train[:n_tr], c.batch_size)
             te = evaluate(state.model, data.x_test[:n_te], data.y_test[:n_te], c.batch_size)
+        return self.record(state.step, state.epoch, tr, te, data.y_train[:n_tr])
+
+    def record(self, step: int, epoch: int, tr: EvalResult, te: EvalResult, y_train=None) -> dict[str, float]:
+        """Add one evaluation (train and test results of the same weights) to the series; returns its
+        metrics. Why public: a loop that evaluates its own DataLoaders (``MemorizationDetector``)
+        records through here, so the gap and fitted-share definitions stay in one place.
+        ``y_train``: the training labels in ``tr``'s order, needed only with flipped labels."""
         m = {
             "train_accuracy": tr.accuracy,
             "test_accuracy": te.accuracy,
@@ -100,14 +107,15 @@ class MemorizationCallback(LearningCallback):
             "flipped_fitted_share": float("nan"),
             "clean_fitted_share": float("nan"),
         }
-        if self.flipped is not None:
-            pred, y = tr.predictions.numpy(), data.y_train[:n_tr].cpu().numpy()
+        if self.flipped is not None and y_train is not None:
+            pred, y = tr.predictions.numpy(), np.asarray(torch.as_tensor(y_train).cpu())
+            n_tr = len(y)
             flipped = self.flipped[self.flipped < n_tr]
             clean = np.setdiff1d(np.arange(n_tr), flipped)
             m["flipped_fitted_share"] = fitted_share(pred, y, flipped)
             m["clean_fitted_share"] = fitted_share(pred, y, clean)
-        self.steps.append(int(state.step))
-        self.epochs.append(int(state.epoch))
+        self.steps.append(int(step))
+        self.epochs.append(int(epoch))
         for k in SERIES:
             self.series[k].append(float(m[k]))
         return finite({f"memorization/{k}": v for k, v in m.items()})
