@@ -125,3 +125,13 @@ def module_rules(block: Block, bits: int) -> list[dict]:
     glob = block.prefix if any(t.name == block.prefix for t in block.modules) else f"{block.prefix}.*"
     kinds = list(dict.fromkeys(t.kind for t in block.modules))
     return [{"name": glob, "kind": kind, "bits": bits} for kind in kinds]
+
+
+def component_rules(block: Block, component: str, bits: int) -> list[dict]:
+    """Plan rules giving the quantized modules of ``block`` whose component is ``component``
+    (attention, mlp, ...) ``bits``: the block's name glob and the component, a rule per kind, so
+    they reach exactly those modules (a per-layer plan's ``attn_bits`` of one block)."""
+    modules = [t for t in block.modules if t.component == component]
+    glob = block.prefix if any(t.name == block.prefix for t in modules) else f"{block.prefix}.*"
+    kinds = list(dict.fromkeys(t.kind for t in modules))
+    return [{"name": glob, "component": component, "kind": kind, "bits": bits} for kind in kinds]

@@ -45,7 +45,7 @@ class BitwidthAnalyzer(Analyzer):
     mixed: bool = True  # attention at high_bits, MLP at low_bits, and the reverse
     progressive: bool = True  # high_bits in the first and last progressive_edge blocks
     progressive_edge: int = 2
-    custom: dict = field(default_factory=dict)  # name: [rules], rules as in conf/quant/custom.yaml
+    custom: dict | str | None = None  # name: rules or one {attn_bits, mlp_bits} per block, or a YAML file of them
     sensitivity: bool = True
     sensitivity_bits: int = 3
     sensitivity_windows: int = 4  # windows evaluated per sensitivity probe
@@ -60,6 +60,7 @@ class BitwidthAnalyzer(Analyzer):
     eval_batch_size: int = 64  # classifier: test examples per forward pass
 
     def validate(self) -> None:
+        from modelxray.analyzers.bitwidth.custom_plans import check_layer_plan, is_layer_plan, load_custom
         from modelxray.analyzers.bitwidth.run import _fmt
         from modelxray.quant.plan import check_bits, parse_rules
         from modelxray.quant.rtn import GRANULARITIES
@@ -89,9 +90,13 @@ class BitwidthAnalyzer(Analyzer):
                 "budget_accuracy_drop",
                 f"must be a fraction from 0 to 1 (0.01 = 1 point), got {self.budget_accuracy_drop}",
             )
-        for name, rules in self.custom.items():
+        self.custom = load_custom(self.custom)  # files read, so a run and its checks see the plans
+        for name, plan in self.custom.items():
+            if is_layer_plan(plan):
+                check_layer_plan(plan, f"custom.{name}")
+                continue
             try:
-                parse_rules(rules)
+                parse_rules(plan)
             except ConfigError as exc:
                 raise exc.under(f"custom.{name}") from None
         WeightQuantizer(**_fmt(self, self.low_bits))  # validates the format
@@ -125,7 +130,9 @@ class BitwidthAnalyzer(Analyzer):
                 )
 
     def _preflight_model(self, subject) -> None:
-        """``targets`` must reach a module of the model, and every custom rule must match one."""
+        """``targets`` must reach a module of the model, every per-layer plan must fit its blocks, and
+        every custom rule must match a module."""
+        from modelxray.analyzers.bitwidth.custom_plans import resolve_rules
         from modelxray.analyzers.bitwidth.run import _fmt
         from modelxray.quant.targets import find_targets
         from modelxray.quant.weight import WeightQuantizer
@@ -138,7 +145,7 @@ class BitwidthAnalyzer(Analyzer):
                 f"{self.targets} matches no module of {subject.info.name} (its kinds: {', '.join(kinds)}); "
                 "e.g. targets=[linear, conv]",
             )
-        for name, rules in self.custom.items():
+        for name, rules in resolve_rules(self.custom, subject.model, self.targets).items():
             try:
                 WeightQuantizer(**_fmt(self, self.low_bits, rules)).plan_for(subject.model)
             except ConfigError as exc:

@@ -7,6 +7,7 @@ import copy
 import re
 import time
 
+from modelxray.analyzers.bitwidth.custom_plans import resolve_rules
 from modelxray.analyzers.bitwidth.insights import insights
 from modelxray.analyzers.bitwidth.modes import mode_for
 from modelxray.core.errors import ConfigError
@@ -32,9 +33,9 @@ def _fmt(cfg, bits: int, rules: list | None = None, targets: list | None = None)
     )
 
 
-def configurations(cfg, mode, targets) -> tuple[dict[str, WeightQuantizer], list[dict]]:
+def configurations(cfg, mode, targets, custom: dict[str, list[dict]]) -> tuple[dict[str, WeightQuantizer], list[dict]]:
     """The configurations to evaluate, and those left out with the reason (e.g. a model without
-    attention has no attention-vs-MLP plan)."""
+    attention has no attention-vs-MLP plan). ``custom``: the custom plans as rules (``resolve_rules``)."""
     hi, lo = cfg.high_bits, cfg.low_bits
     out = {f"uniform_int{b}": WeightQuantizer(**_fmt(cfg, b)) for b in cfg.uniform_bits}
     skipped = []
@@ -56,43 +57,71 @@ def configurations(cfg, mode, targets) -> tuple[dict[str, WeightQuantizer], list
             skipped.append({"config": name, "reason": why})
         else:
             out[name] = WeightQuantizer(**_fmt(cfg, lo, rules))
-    for name, rules in cfg.custom.items():
-        out[f"custom_{name}"] = WeightQuantizer(**_fmt(cfg, lo, rules))
+    out.update(custom_quantizers(cfg, custom))
     return out, skipped
 
 
+def custom_quantizers(cfg, custom: dict[str, list[dict]]) -> dict[str, WeightQuantizer]:
+    """``custom_<name>``: each custom plan's rules over ``low_bits``."""
+    return {f"custom_{name}": WeightQuantizer(**_fmt(cfg, cfg.low_bits, rules)) for name, rules in custom.items()}
+
+
+class _Session:
+    """What every part of the analyzer works on: one working copy of the model (quantized for each
+    configuration and restored from the original weights in memory), its targets, the mode with
+    its reference outputs, and ``evaluate(quantizer)``."""
+
+    def __init__(self, cfg, subject, ctx: RunContext):
+        if subject.data is None and (subject.task != "causal_lm" or subject.batches is None):
+            raise ConfigError(
+                "analyzer.bitwidth", "needs a dataset or a DataLoader of token batches (a classifier: its test split)"
+            )
+        self.cfg, self.ctx = cfg, ctx
+        self.work = copy.deepcopy(subject.model)
+        self.targets = find_targets(self.work)
+        self.originals = {t.name: t.weight_matrix().detach().clone() for t in self.targets}
+        self.mode = mode_for(cfg, subject, self.work, self.targets, ctx.progress)
+
+    def restore(self) -> None:
+        for t in self.targets:
+            t.set_weight_matrix(self.originals[t.name])
+
+    def evaluate(self, quantizer: WeightQuantizer, probe: bool = False, desc: str = "") -> tuple[dict, dict]:
+        """The working copy quantized by ``quantizer`` from the original weights: its evaluation
+        (``mode.evaluate``) and its size statistics."""
+        self.restore()
+        t0 = time.perf_counter()
+        _, plan = quantizer.plan_for(self.work)
+        rows, _ = quantize_model(self.targets, plan)
+        stats = _size_stats(rows, self.work)
+        stats["quantize_seconds"] = time.perf_counter() - t0
+        return self.mode.evaluate(self.work, probe, self.ctx.progress, desc), stats
+
+    def rows(self, configs: dict[str, WeightQuantizer]) -> tuple[list[dict], dict]:
+        """One row per configuration (quality, size), and each one's evaluation by name."""
+        mode, rows, evaluations = self.mode, [], {}
+        for name, q in bar(configs.items(), desc="bitwidth: configurations", enabled=self.ctx.progress):
+            m, stats = self.evaluate(q, desc=name)
+            evaluations[name] = m
+            rows.append({"config": name, **{k: m.get(k, float("nan")) for k in mode.row_keys}, **stats})
+        return rows, evaluations
+
+
 def run(cfg, subject, ctx: RunContext) -> Result:
-    if subject.data is None and (subject.task != "causal_lm" or subject.batches is None):
-        raise ConfigError(
-            "analyzer.bitwidth", "needs a dataset or a DataLoader of token batches (a classifier: its test split)"
-        )
-    work = copy.deepcopy(subject.model)
-    targets = find_targets(work)
-    originals = {t.name: t.weight_matrix().detach().clone() for t in targets}
-    restore = lambda: [t.set_weight_matrix(originals[t.name]) for t in targets]  # noqa: E731
-    mode = mode_for(cfg, subject, work, targets, ctx.progress)
+    session = _Session(cfg, subject, ctx)
+    mode, targets = session.mode, session.targets
     result = cfg.new_result()
     result.data.update(
         {"reference": mode.metrics, "task": mode.task, "quality_metric": mode.quality, "quality_key": mode.key}
     )
     result.metrics.update({f"reference_{k}": v for k, v in mode.metrics.items() if k in mode.reference_keys})
 
-    def evaluate(quantizer: WeightQuantizer, probe: bool = False, desc: str = "") -> tuple[dict, dict]:
-        restore()
-        t0 = time.perf_counter()
-        _, plan = quantizer.plan_for(work)
-        rows, _ = quantize_model(targets, plan)
-        stats = _size_stats(rows, work)
-        stats["quantize_seconds"] = time.perf_counter() - t0
-        return mode.evaluate(work, probe, ctx.progress, desc), stats
-
-    configs, skipped = configurations(cfg, mode, targets)
+    custom = resolve_rules(cfg.custom, session.work, cfg.targets)
+    if custom:
+        result.data["custom_rules"] = custom  # per-layer plans as the rules they were evaluated as
+    configs, skipped = configurations(cfg, mode, targets, custom)
     result.data["skipped_configurations"] = skipped
-    rows, evaluations = [], {}
-    for name, q in bar(configs.items(), desc="bitwidth: configurations", enabled=ctx.progress):
-        m, stats = evaluate(q, desc=name)
-        evaluations[name] = m
-        rows.append({"config": name, **{k: m.get(k, float("nan")) for k in mode.row_keys}, **stats})
+    rows, evaluations = session.rows(configs)
     for i in pareto_front([(r["effective_bits"], mode.pareto_value(r)) for r in rows]):
         rows[i]["pareto"] = True
     for r in rows:
@@ -102,14 +131,49 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     result.tables["configurations"] = rows
 
     if cfg.sensitivity:
-        probes = _sensitivity(cfg, mode, evaluate, ctx)
+        probes = _sensitivity(cfg, mode, session.evaluate, ctx)
         result.tables["layer_sensitivity"] = [row for _, row in probes]
         if cfg.recommend and probes:
             ranked = sorted(probes, key=lambda p: p[1]["rank"])
-            _recommend_into(result, cfg, mode, ranked, rows, configs, evaluate, evaluations)
-    restore()
+            _recommend_into(result, cfg, mode, ranked, rows, configs, session.evaluate, evaluations)
+    session.restore()
     result.insights.extend(insights(result, mode, cfg))
     return result
+
+
+def run_layer_sensitivity(cfg, subject, ctx: RunContext) -> list[dict]:
+    """Only the layer sensitivity of the analyzer ``cfg``: the ``layer_sensitivity`` table of
+    ``run`` (one row per unit in model order, each with its ``rank``, 1 = most sensitive), without
+    the configurations or the recommendation. The reference is computed on the probe's windows
+    (examples) alone, the only ones sensitivity scores, so the rows are those ``run`` gives."""
+    import dataclasses
+
+    if subject.task == "classification":
+        probe_cfg = dataclasses.replace(cfg, eval_examples=min(cfg.eval_examples, cfg.sensitivity_examples))
+    else:
+        probe = max(1, -(-cfg.sensitivity_windows // cfg.batch_size)) * cfg.batch_size  # whole probe batches
+        probe_cfg = dataclasses.replace(cfg, max_windows=min(cfg.max_windows or probe, probe))
+    session = _Session(probe_cfg, subject, ctx)
+    rows = [row for _, row in _sensitivity(probe_cfg, session.mode, session.evaluate, ctx)]
+    session.restore()
+    return rows
+
+
+def run_custom_configurations(cfg, subject, ctx: RunContext, configs: dict) -> list[dict]:
+    """Evaluate ``configs`` (``{name: plan}`` as ``custom`` takes it: rules, one ``{attn_bits,
+    mlp_bits}`` mapping per block, or a YAML path; or the path of a YAML file of them) with the
+    analyzer ``cfg``'s format, against the same reference ``run`` uses: one row per plan, named
+    ``custom_<name>``, with the columns of ``run``'s ``configurations`` table (without ``pareto``).
+    Checked as ``custom`` is, before any work: a bad plan is one ConfigError line naming it."""
+    import dataclasses
+
+    cfg = dataclasses.replace(cfg, custom=configs)  # reads files and checks keys and bits
+    cfg._preflight_model(subject)
+    session = _Session(cfg, subject, ctx)
+    custom = resolve_rules(cfg.custom, session.work, cfg.targets)
+    rows, _ = session.rows(custom_quantizers(cfg, custom))
+    session.restore()
+    return rows
 
 
 def _sensitivity(cfg, mode, evaluate, ctx) -> list[tuple]:
