@@ -59,3 +59,44 @@ def test_no_text_and_no_loader_is_one_line(model_and_loader):
 
     with pytest.raises(ConfigError, match="needs token windows: a text dataset .* or a DataLoader of token batches"):
         RobustnessAnalyzer().preflight(subject)
+
+
+def _cnn():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(4 * 64, 10)
+    )
+
+
+def test_a_classifier_takes_a_loader_of_images_and_labels(digits, tmp_path):
+    """(images, labels) batches become the split every classifier analyzer scores: the accuracy is the
+    model's on exactly those images."""
+    x, y = digits.x_test[:96].view(-1, 1, 8, 8), digits.y_test[:96]
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=32)
+    model = _cnn().eval()
+    overrides = [
+        "analyzer=[performance,robustness]",
+        "tracker=none",
+        "threads=1",
+        "progress=false",
+        "report.dashboard=false",
+        "analyzer.performance.iters=1",
+        "analyzer.performance.layer_timing=false",
+        "analyzer.robustness.fgsm_eps=[0.1]",
+        "analyzer.robustness.pgd_eps=[]",
+        "analyzer.robustness.weight_noise_levels=[]",
+        "analyzer.robustness.quant_noise_bits=[]",
+    ]
+    out = modelxray.analyze(overrides, model=model, dataloader=loader, image_shape=(1, 8, 8), output_dir=tmp_path)
+    assert not out.failed
+    with torch.no_grad():
+        expected = (model(x).argmax(1) == y).float().mean().item()
+    assert out.metrics["performance/accuracy"] == pytest.approx(expected)
+    assert out.metrics["performance/examples_scored"] == 96
+    assert "robustness/fgsm_0.1_accuracy" in out.metrics
+
+
+def test_a_classifier_loader_of_the_wrong_structure_is_one_line(tmp_path):
+    loader = torch.utils.data.DataLoader(torch.zeros(4, 1, 8, 8), batch_size=2)
+    with pytest.raises(ConfigError, match=r"dataloader: yields .*; a classifier's DataLoader yields \(inputs, labels\)"):
+        modelxray.analyze(["tracker=none"], model=_cnn(), dataloader=loader, image_shape=(1, 8, 8), output_dir=tmp_path)

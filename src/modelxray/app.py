@@ -306,6 +306,10 @@ def load_subject(
     if needs_data:
         _check_dataset_kind(components.dataset, loaded)
     data = components.dataset.load(loaded.tokenizer) if needs_data else None
+    if batches is not None and loaded.task == "classification":  # images and labels: the split to score
+        from modelxray.data.loader_data import classification_from_loader
+
+        data, batches = classification_from_loader(batches), None
     if data is not None and loaded.image_shape is not None:
         data = _fit_images(data, loaded)
         loaded = _bind_class_prompts(data, loaded)

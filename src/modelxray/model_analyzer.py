@@ -178,7 +178,15 @@ class ModelAnalyzer:
         if data_loader is not None:
             if self._base is None:
                 self._base = self._load(load_dataset=False)
-            return dataclasses.replace(self._base, batches=data_loader)
+            if self._base.task != "classification":
+                return dataclasses.replace(self._base, batches=data_loader)
+            from modelxray.data.images import fit_images
+            from modelxray.data.loader_data import classification_from_loader
+
+            data = classification_from_loader(data_loader, key="data_loader")
+            if self._given["image_shape"] is not None:
+                data = fit_images(data, tuple(self._given["image_shape"]), self.name)
+            return dataclasses.replace(self._base, data=data)
         if self._with_dataset is None:
             self._with_dataset = self._load(load_dataset=True)
         return self._with_dataset
