@@ -98,5 +98,7 @@ def test_a_classifier_takes_a_loader_of_images_and_labels(digits, tmp_path):
 
 def test_a_classifier_loader_of_the_wrong_structure_is_one_line(tmp_path):
     loader = torch.utils.data.DataLoader(torch.zeros(4, 1, 8, 8), batch_size=2)
-    with pytest.raises(ConfigError, match=r"dataloader: yields .*; a classifier's DataLoader yields \(inputs, labels\)"):
+    with pytest.raises(
+        ConfigError, match=r"dataloader: yields .*; a classifier's DataLoader yields \(inputs, labels\)"
+    ):
         modelxray.analyze(["tracker=none"], model=_cnn(), dataloader=loader, image_shape=(1, 8, 8), output_dir=tmp_path)
