@@ -66,10 +66,9 @@ def main(workdir: Path) -> None:
     # Custom bit-width configurations
     custom_configs = {
         "my_config": [
-            {"blocks": [0], "component": "attention", "bits": 8},  # Layer 0
-            {"blocks": [0], "component": "mlp", "bits": 4},
-            {"blocks": [1], "component": "attention", "bits": 4},  # Layer 1
-            {"blocks": [1], "component": "mlp", "bits": 8},
+            {"attn_bits": 8, "mlp_bits": 4},  # Layer 0
+            {"attn_bits": 4, "mlp_bits": 8},  # Layer 1
+            # ... more layers
         ]
     }
     # Test custom configurations

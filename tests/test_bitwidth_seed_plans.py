@@ -208,9 +208,9 @@ def test_per_layer_plans_on_a_vit_and_on_a_plain_mlp():
 
 def test_override_forms_compose_to_the_seed_plan(tmp_path, monkeypatch):
     """What ``modelxray.analyze(overrides)`` composes (no prefix: the default is null, so a mapping
-    replaces it) and what the command line composes (``cli.forced_overrides``), files included."""
+    replaces it) and what the command line composes (``config.overrides.forced_overrides``), files included."""
     from modelxray.api import compose
-    from modelxray.cli import forced_overrides
+    from modelxray.config.overrides import forced_overrides
     from modelxray.config.components import build_components
     from modelxray.core.paths import conf_dir
 

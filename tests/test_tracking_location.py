@@ -31,7 +31,7 @@ def test_artifacts_go_next_to_the_store_and_nothing_into_the_working_directory(c
     root = _local(run.info.artifact_uri)
     assert root == store / "mlruns" / "far" / run.info.run_id / "artifacts"
     assert (root / "summary_report.md").is_file()
-    # plain key=value overrides reach Hydra as ++key=value (see cli.forced_overrides); tags show them as typed
+    # plain key=value overrides reach Hydra as ++key=value (see config.overrides.forced_overrides); tags show them as typed
     assert "++" not in run.data.tags["modelxray.overrides"] and "threads=1" in run.data.tags["modelxray.overrides"]
 
 

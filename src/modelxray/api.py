@@ -35,7 +35,11 @@ def compose(overrides: list[str] | None = None):
     from modelxray.core.schema import register_schema
 
     register_schema()
+    from modelxray.config.overrides import forced_overrides
 
+    # as on the command line: a plain key=value may add a key (a plan under analyzer.bitwidth.custom),
+    # and a key that does not exist is then named in one line by the config check
+    overrides = forced_overrides(list(overrides or []), conf_dir())
     if GlobalHydra.instance().is_initialized():
         GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(conf_dir()), version_base="1.3"):

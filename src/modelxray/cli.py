@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextvars
 import os
-import re
 import signal
 import sys
 import threading
@@ -21,15 +20,13 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from modelxray.config.overrides import FORCE_PREFIX, forced_overrides
 from modelxray.core.errors import ConfigError
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 HELP_FLAGS = ("--help", "-h")
 # conf/ folders that are no group to choose from: site files (conf/local) and generated nodes
 UNLISTED_GROUPS = ("local", "schema")
-# ``key=value`` with a dotted key and no prefix (+, ++, ~): a plain override, or a group choice
-PLAIN_OVERRIDE = re.compile(r"^(?P<key>[A-Za-z_][\w-]*(?:\.[\w-]+)*)=")
-FORCE_PREFIX = "++"  # Hydra's "set, adding the key if missing"
 
 HELP_HEADER = """\
 modelxray: put a PyTorch / Hugging Face model under analysis. One run = one model, one dataset,
@@ -138,22 +135,6 @@ def normalize_argv(argv: list[str]) -> list[str]:
     """Hydra's parser wants ``-m`` before the overrides; accept it anywhere on the line."""
     flags = [a for a in argv if a in MULTIRUN_FLAGS]
     return flags[:1] + [a for a in argv if a not in MULTIRUN_FLAGS]
-
-
-def forced_overrides(args: list[str], conf: Path) -> list[str]:
-    """Plain ``key=value`` overrides go to Hydra as ``++key=value``, so a key that does not exist
-    (``foo=1``, or ``quant.bits=1`` under ``quant=none``) is added and the config check names it in one
-    line with the valid keys, exit 2, as it does for ``+foo=1``; Hydra would print a multi-line "Could
-    not override" and exit 1. Costs nothing at start-up (no config is composed to look the key up).
-    Group choices (``quant=int4``), Hydra's own keys and flags go as written."""
-    groups = {p.name for p in conf.iterdir() if p.is_dir()}
-    out = []
-    for arg in args:
-        match = PLAIN_OVERRIDE.match(arg)
-        key = match["key"] if match else ""
-        plain = match is not None and key not in groups and key.split(".")[0] != "hydra"
-        out.append(FORCE_PREFIX + arg if plain else arg)
-    return out
 
 
 def config_groups(conf: Path) -> dict[str, list[str]]:
