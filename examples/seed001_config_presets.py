@@ -1,6 +1,6 @@
 """The Model Analysis Framework's Configuration Options, presets and memory advice, on modelxray.
 
-    PYTHONPATH=src python examples/seed001_config_presets.py
+    python examples/seed001_config_presets.py
 
 The seed documents ``AnalysisConfig`` as a dataclass of flat keys with defaults; here every one of
 them is passed as written (and checked to be the default), then read back as an attribute. The

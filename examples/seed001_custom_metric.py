@@ -1,6 +1,6 @@
 """The Model Analysis Framework's custom metrics (a ``MetricComputer`` subclass), run on modelxray.
 
-    PYTHONPATH=src python examples/seed001_custom_metric.py
+    python examples/seed001_custom_metric.py
 
 The seed's ``GradientNormMetric`` (``compute(self, **kwargs)``, keys with their own family prefix)
 is added with the builder ``ModelAnalysisManager(config).add_metric(...)`` and monitors 210 SGD

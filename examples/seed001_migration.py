@@ -1,6 +1,6 @@
 """The Model Analysis Framework's "Migration" (new-style) snippets and its Troubleshooting advice.
 
-    PYTHONPATH=src python examples/seed001_migration.py
+    python examples/seed001_migration.py
 
 On modelxray's tiny GPT-2 (2 layers, byte tokenizer, built offline) fine-tuned with AdamW on
 windows of the Python documentation text, about 10 s on 2 cores:

@@ -1,6 +1,6 @@
 """The Model Analysis Framework's Quick Start and Custom Training Loop, run with only the import changed.
 
-    PYTHONPATH=src python examples/seed001_quick_start.py
+    python examples/seed001_quick_start.py
 
 A 64-32-10 MLP trains on scikit-learn's digits (1,347 training images, offline) with SGD; both
 snippets run in a few seconds on 2 cores. The loops are the seed's, plus the lines it leaves out

@@ -1,6 +1,6 @@
 """The Model Analysis Framework's Trainer integration (its ``ModelAnalysisCallback``), run on modelxray.
 
-    PYTHONPATH=src python examples/seed001_trainer_callback.py
+    python examples/seed001_trainer_callback.py
 
 The seed's callback class and usage, as written, inside ``transformers.Trainer`` (TRL's
 ``GRPOTrainer`` is a Trainer; it needs a reward model and generation, so the plain Trainer stands in

@@ -1,7 +1,7 @@
 """Seed 004's During-Training Analysis (Complete Example) and Best Practice 2 (Periodic
 Tracking), run as written with only the import lines changed.
 
-    PYTHONPATH=src python examples/seed004_during_training.py [--out DIR]
+    python examples/seed004_during_training.py [--out DIR]
 
 A 64-128-10 MLP trains on digits with 20% of the training labels flipped (``dataset=digits_noisy``):
 the setting where a model memorizes. Three trackers run together in the seed's loop: per-example

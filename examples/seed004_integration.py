@@ -1,7 +1,7 @@
 """Seed 004's Integration with Existing Code (BEFORE/AFTER) and its Troubleshooting snippets (Out of
 Memory, Slow Training, Hook Conflicts), run as written with only the import lines changed.
 
-    PYTHONPATH=src python examples/seed004_integration.py [--out DIR]
+    python examples/seed004_integration.py [--out DIR]
 
 The existing code is a digits MLP trained for 10 epochs (batches of 64). The AFTER version adds the
 seed's three lines; the troubleshooting variants track 500 examples and gradients every 20th

@@ -1,6 +1,6 @@
 """Seed 004's Minimal Example, run as written with only its import line changed.
 
-    PYTHONPATH=src python examples/seed004_minimal.py [--out DIR]
+    python examples/seed004_minimal.py [--out DIR]
 
 A 64-64-10 MLP trains on scikit-learn's digits for 15 epochs (Adam, batches of 64; a few seconds
 on 2 cores). The loop is the seed's; "Your training code here" is filled in with the zero_grad,

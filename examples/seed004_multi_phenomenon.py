@@ -1,6 +1,6 @@
 """Seed 004's Multi-Phenomenon Comparison, run as written with only the import line changed.
 
-    PYTHONPATH=src python examples/seed004_multi_phenomenon.py [--out DIR]
+    python examples/seed004_multi_phenomenon.py [--out DIR]
 
 The seed assumes three models "already trained with tracking" and their analyzers saved under
 ./saved; the three ``train_*_model`` functions below are that training, each with a

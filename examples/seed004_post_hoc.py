@@ -1,7 +1,7 @@
 """Seed 004's Post-Hoc Analysis (Loading Checkpoints, Feature Evolution Analysis, Phase Transition
 Attribution), run as written with only the import lines changed.
 
-    PYTHONPATH=src python examples/seed004_post_hoc.py [--out DIR]
+    python examples/seed004_post_hoc.py [--out DIR]
 
 First a training run writes what the seed starts from: ``./checkpoints/model_epoch_{0,10,...,50}.pth``
 (``torch.save`` of the state dict after that many epochs) of ``YourModel``, a small CNN on digits

@@ -1,7 +1,7 @@
 """Seed 004's Best Practices 1 (Memory Management), 3 (Save Analysis State) and 4 (Clean Up), run
 as written with only the import lines changed.
 
-    PYTHONPATH=src python examples/seed004_save_load.py [--out DIR]
+    python examples/seed004_save_load.py [--out DIR]
 
 A 64-64-10 MLP trains on digits for epochs 0..50 (batches of 128) with a ``LearningDynamicsAnalyzer``
 limited to the first 1,000 training examples and a ``FeatureEvolutionTracker`` on 500 examples

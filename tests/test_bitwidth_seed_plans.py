@@ -210,8 +210,8 @@ def test_override_forms_compose_to_the_seed_plan(tmp_path, monkeypatch):
     """What ``modelxray.analyze(overrides)`` composes (no prefix: the default is null, so a mapping
     replaces it) and what the command line composes (``config.overrides.forced_overrides``), files included."""
     from modelxray.api import compose
-    from modelxray.config.overrides import forced_overrides
     from modelxray.config.components import build_components
+    from modelxray.config.overrides import forced_overrides
     from modelxray.core.paths import conf_dir
 
     monkeypatch.chdir(tmp_path)

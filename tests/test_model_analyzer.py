@@ -4,13 +4,11 @@ each logged to the object's MLflow run as it finishes; the comprehensive report 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 import torch
 
-from conftest import REPO, mlflow_runs
+from conftest import mlflow_runs
 from modelxray import ModelAnalyzer
 from modelxray.core.errors import ConfigError
 
@@ -70,15 +68,3 @@ def test_bad_loader_and_unconfigured_analyzer_are_one_line(saved, tmp_path):
         analyzer.performance_analyzer.benchmark_inference_speed([torch.zeros(2, 3)])
     with pytest.raises(ConfigError, match="'inspect' is not configured here"):
         analyzer.analyze("inspect")
-
-
-@pytest.mark.slow
-def test_seed000_example_runs_as_written(tmp_path):
-    proc = subprocess.run(
-        [sys.executable, str(REPO / "examples" / "seed000_model_analyzer.py"), "--workdir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "every snippet ran" in proc.stdout
