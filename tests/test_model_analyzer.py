@@ -68,3 +68,20 @@ def test_bad_loader_and_unconfigured_analyzer_are_one_line(saved, tmp_path):
         analyzer.performance_analyzer.benchmark_inference_speed([torch.zeros(2, 3)])
     with pytest.raises(ConfigError, match="'inspect' is not configured here"):
         analyzer.analyze("inspect")
+
+
+def test_an_image_classifier_on_a_loader_of_images_and_labels(digits, tmp_path):
+    x, y = digits.x_test[:64].view(-1, 1, 8, 8), digits.y_test[:64]
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=16)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10)).eval()
+    analyzer = ModelAnalyzer(net, [*FAST, "tracker=none"], image_shape=(1, 8, 8), output_dir=tmp_path)
+    perf = analyzer.analyze_performance(loader)
+    with torch.no_grad():
+        assert perf["metrics"]["accuracy"] == pytest.approx((net(x).argmax(1) == y).float().mean().item())
+    rows = analyzer.bit_width_analyzer.test_configurations(loader, {"all8": [{"kind": "linear", "bits": 8}]})["tables"][
+        "configurations"
+    ]
+    assert any(r["config"] == "custom_all8" for r in rows)
+    with pytest.raises(ConfigError, match=r"^analyzer.bitwidth.custom.bad.rules\[0\]: matches everything"):
+        analyzer.bit_width_analyzer.test_configurations(loader, {"bad": [{"bits": 8}]})

@@ -148,8 +148,11 @@ class ModelAnalyzer:
         analyzer = self.components.analyzers[name]
         keys = {k: v for k, v in keys.items() if v is not None}
         if keys:
-            analyzer = dataclasses.replace(analyzer, **keys)
-            analyzer.validate()
+            try:
+                analyzer = dataclasses.replace(analyzer, **keys)  # re-validated: a bad plan is one line
+                analyzer.validate()
+            except ConfigError as exc:
+                raise exc.under(f"analyzer.{name}") from None
         subject = self._subject(data_loader)
         check_task(subject, {name: analyzer})
         preflight(subject, {name: analyzer})
