@@ -164,3 +164,16 @@ def test_embedded_default_provenance_and_cache(tmp_path_factory):
     assert "dequantized" in loaded.info.notes[0]
     assert src._cache_path(src.resolved_file()).joinpath("modelxray_complete").exists()
     assert sum(p.numel() for p in loaded.model.parameters()) == 134_515_008
+
+
+def test_a_training_scripts_wrapped_checkpoint_reads_as_its_state_dict(tmp_path):
+    """``torch.save({"model_state_dict": ..., "epoch": 3})``, as training scripts write: the wrapper is
+    unwrapped (``models.saved_checkpoints.WRAPPERS``), still with ``weights_only=True``."""
+    import torch
+
+    from modelxray.models.readers import read_state_dict
+
+    net = torch.nn.Linear(2, 3)
+    torch.save({"model_state_dict": net.state_dict(), "epoch": 3, "optimizer": {"lr": 0.1}}, tmp_path / "a.pth")
+    state = read_state_dict(tmp_path / "a.pth", "state_dict", False)
+    assert sorted(state) == ["bias", "weight"] and torch.equal(state["weight"], net.weight)

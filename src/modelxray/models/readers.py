@@ -38,8 +38,10 @@ def read_state_dict(path: Path, fmt: str, allow_unsafe_pickle: bool) -> dict[str
         raise ConfigError(
             str(path), f"not a readable PyTorch checkpoint (truncated or corrupt?): {_first_line(exc)}"
         ) from None
-    if isinstance(obj, dict) and "state_dict" in obj and isinstance(obj["state_dict"], dict):
-        obj = obj["state_dict"]
+    if isinstance(obj, dict) and not all(isinstance(v, torch.Tensor) for v in obj.values()):
+        from modelxray.models.saved_checkpoints import WRAPPERS  # a training script's {"model_state_dict": ...}
+
+        obj = next((obj[k] for k in WRAPPERS if isinstance(obj.get(k), (dict, torch.nn.Module))), obj)
     if isinstance(obj, torch.nn.Module):
         obj = obj.state_dict()
     if not isinstance(obj, dict) or not all(isinstance(v, torch.Tensor) for v in obj.values()):

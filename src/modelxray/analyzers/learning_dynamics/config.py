@@ -9,6 +9,18 @@ accuracy (memorization, transition steps, change points) and features (CKA, prob
 sparsity), and TracIn attributes what was learned between the first and the last checkpoint to
 training examples (with ``lr``, the learning rate the checkpoints were trained at). Granularity is
 that of the checkpoints: forgetting events between two checkpoints are only seen if both see them.
+
+Your own checkpoints (``torch.save``d state dicts of your model class, any file naming) instead of
+modelxray's: ``checkpoints.pattern`` names the files (``model_epoch_{epoch}.pth``), in
+``checkpoints.dir`` (default: the folder of ``model.path``), and ``model=file
+model.architecture={_target_: ...}`` is the class they fit::
+
+    python run.py analyzer=learning_dynamics dataset=digits model=file model.path=ckpts/model_epoch_5.pth \\
+        'model.architecture={_target_: mypkg.nets.MLP}' model.kind=image_classification 'model.input_shape=[1,8,8]' \\
+        'analyzer.learning_dynamics.checkpoints.pattern="model_epoch_{epoch}.pth"'
+
+Every file is read (``torch.load(weights_only=True)``) and checked against the model in
+``preflight``, before any analysis. From Python: :func:`~modelxray.analyzers.learning_dynamics.api.analyze_checkpoints`.
 """
 
 from __future__ import annotations
@@ -17,8 +29,15 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from modelxray.analyzers.base import Analyzer
+from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
+from modelxray.dynamics.config import section
+
+OWN = (
+    "the learning-dynamics analyzer needs a directory of at least two checkpoints (train with "
+    "train.checkpoint_every=N, then model.checkpoints=<dir>; or your own files: checkpoints.pattern)"
+)
 
 
 def _default_sections() -> dict[str, Any]:
@@ -32,6 +51,28 @@ def _default_sections() -> dict[str, Any]:
 
 
 @dataclass
+class CheckpointsConfig(Configurable):
+    """Which checkpoints are walked: modelxray's own (``model.checkpoints``, ``pattern`` null) or a
+    directory of your ``torch.save``d state dicts whose names carry the epoch or step."""
+
+    pattern: str | None = None  # your files' names, the number as {epoch} or {step}: model_epoch_{epoch}.pth
+    dir: str | None = None  # the folder of your files (null: the folder of model.path)
+    state_dict_key: str = "auto"  # the entry holding the state dict: auto (the file, else model_state_dict...)
+
+    def validate(self) -> None:
+        from modelxray.models.saved_checkpoints import parse_pattern
+
+        if self.pattern is not None:
+            parse_pattern(self.pattern, "pattern")
+        elif self.dir is not None:
+            raise ConfigError(
+                "pattern", "is needed with dir: your files' names with {epoch} or {step}, e.g. model_epoch_{epoch}.pth"
+            )
+        if not self.state_dict_key.strip():
+            raise ConfigError("state_dict_key", "must be auto or the entry of your files that holds the state dict")
+
+
+@dataclass
 class LearningDynamicsAnalyzer(Analyzer):
     name: ClassVar[str] = "learning_dynamics"
     plots_module: ClassVar[str] = "modelxray.analyzers.learning_dynamics.plots"
@@ -39,11 +80,13 @@ class LearningDynamicsAnalyzer(Analyzer):
     lr: float = 1e-3  # learning rate between checkpoints (TracIn weighs each checkpoint's gradients by it)
     batch_size: int = 4096  # rows per forward/backward over the training set
     sections: dict = field(default_factory=_default_sections)  # train.learning sections (null = off)
+    checkpoints: Any = field(default_factory=CheckpointsConfig)  # your own files: checkpoints.pattern, dir
 
     def validate(self) -> None:
         from modelxray.training.config import LearningConfig
 
         self.require_positive("lr", "batch_size")
+        self.checkpoints = section(CheckpointsConfig, self.checkpoints, "checkpoints")
         unknown = set(self.sections) - set(_default_sections())
         if unknown:
             raise ConfigError(
@@ -55,12 +98,11 @@ class LearningDynamicsAnalyzer(Analyzer):
             raise exc.under("sections") from None
 
     def preflight(self, subject) -> None:
-        if len(getattr(subject.info, "checkpoints", None) or []) < 2:
-            raise ConfigError(
-                "model.checkpoints",
-                "the learning-dynamics analyzer needs a directory of at least two "
-                "checkpoints (train with train.checkpoint_every=N, then model.checkpoints=<dir>)",
-            )
+        """The checkpoints found and, for your own files, every one read and checked against the
+        model (names and shapes), so a file that does not fit fails before any analysis."""
+        from modelxray.analyzers.learning_dynamics.run import checkpoints_of
+
+        checkpoints_of(self, subject, check=True)
 
     def run(self, subject, ctx: RunContext) -> Result:
         from modelxray.analyzers.learning_dynamics.run import run

@@ -10,4 +10,4 @@ def figures(result) -> dict:
         name: {"data": data, "tables": result.tables, "metrics": result.metrics}
         for name, data in (result.data.get("learning") or {}).items()
     }
-    return learning.figures(parts)
+    return learning.figures(parts, unit=result.data.get("checkpoint_unit", "step"))
