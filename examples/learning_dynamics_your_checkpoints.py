@@ -114,7 +114,7 @@ def same(a: dict, b: dict) -> bool:
 
 
 def main() -> None:
-    from modelxray.analyzers.learning_dynamics import analyze_checkpoints
+    from modelxray import analyze_checkpoints
 
     torch.set_num_threads(1)
     train_loader, test_loader = digits_loaders()

@@ -14,7 +14,8 @@ import torch
 import torch.nn.functional as F
 
 from conftest import run_cli
-from modelxray.analyzers.learning_dynamics import LearningDynamicsAnalyzer, analyze_checkpoints
+from modelxray import analyze_checkpoints
+from modelxray.analyzers.learning_dynamics import LearningDynamicsAnalyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import RunContext
 from modelxray.core.subject import Subject
@@ -332,7 +333,7 @@ def test_safetensors_files_and_state_dicts_in_memory(saved, tmp_path):
     """``.safetensors`` files read with safetensors; ``{epoch: state dict}`` unwrapped like a file."""
     from safetensors.torch import save_file
 
-    from modelxray.analyzers.learning_dynamics.api import _in_memory
+    from modelxray.checkpoint_analysis import _in_memory
     from modelxray.models import saved_checkpoints as sc
 
     for epoch in (1, 2):

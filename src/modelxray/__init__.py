@@ -11,7 +11,15 @@
 
 from modelxray.core.errors import ConfigError
 
-__all__ = ["ConfigError", "ModelAnalyzer", "analyze", "compose", "get_quantization_analyzer", "quantize"]
+__all__ = [
+    "ConfigError",
+    "ModelAnalyzer",
+    "analyze",
+    "analyze_checkpoints",
+    "compose",
+    "get_quantization_analyzer",
+    "quantize",
+]
 __version__ = "0.1.0"
 
 
@@ -22,6 +30,8 @@ def __getattr__(name: str):
         return getattr(importlib.import_module("modelxray.api"), name)
     if name == "quantize":
         return importlib.import_module("modelxray.quant.verb").quantize
+    if name == "analyze_checkpoints":
+        return importlib.import_module("modelxray.checkpoint_analysis").analyze_checkpoints
     if name == "ModelAnalyzer":
         return importlib.import_module("modelxray.model_analyzer").ModelAnalyzer
     if name == "get_quantization_analyzer":

@@ -20,7 +20,7 @@ model.architecture={_target_: ...}`` is the class they fit::
         'analyzer.learning_dynamics.checkpoints.pattern="model_epoch_{epoch}.pth"'
 
 Every file is read (``torch.load(weights_only=True)``) and checked against the model in
-``preflight``, before any analysis. From Python: :func:`~modelxray.analyzers.learning_dynamics.api.analyze_checkpoints`.
+``preflight``, before any analysis. From Python: :func:`modelxray.analyze_checkpoints`.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ easily. :func:`analyze_checkpoints` takes them as they are and runs the very rep
 tables, insights and data, and with ``output_dir`` the same files (``results/learning_dynamics.json``,
 ``plots/``)::
 
-    from modelxray.analyzers.learning_dynamics import analyze_checkpoints
+    from modelxray import analyze_checkpoints
 
     result = analyze_checkpoints("checkpoints", "model_epoch_{epoch}.pth", model=MyNet,
                                  train_data=train_loader, test_data=test_loader)
