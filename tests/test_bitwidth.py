@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from modelxray.analyzers.bitwidth import BitwidthAnalyzer
-from modelxray.analyzers.bitwidth import run as bitwidth_module
 from modelxray.core.result import RunContext
 from modelxray.core.subject import Subject
 from modelxray.measure.reference import Reference
@@ -51,7 +50,11 @@ def test_bitwidth_analyzer_end_to_end(trained_tiny, tmp_path, monkeypatch):
     before = copy.deepcopy(subject.model.state_dict())
     copies = []
     real_deepcopy = copy.deepcopy
-    monkeypatch.setattr(bitwidth_module.copy, "deepcopy", lambda x, *a: copies.append(1) or real_deepcopy(x, *a))
+    monkeypatch.setattr(
+        copy,
+        "deepcopy",
+        lambda x, *a, **k: copies.append(1) if isinstance(x, torch.nn.Module) else real_deepcopy(x, *a, **k),
+    )
     analyzer = BitwidthAnalyzer(
         uniform_bits=[8, 4, 2],
         granularity="group",
@@ -65,7 +68,8 @@ def test_bitwidth_analyzer_end_to_end(trained_tiny, tmp_path, monkeypatch):
         custom={"first_block_8bit": [{"blocks": [0], "bits": 8}]},
     )
     result = analyzer.run(subject, RunContext(output_dir=tmp_path, progress=False))
-    assert len(copies) == 1  # one working copy for every configuration, restored in memory
+    # no copy of the model: it is quantized in place for each configuration and read back from a file
+    assert copies == [] and "temporary file" in result.insights[-1]
     m = result.metrics
     names = {r["config"] for r in result.tables["configurations"]}
     assert names == {

@@ -1,11 +1,13 @@
 """Quantization-impact analyzer: strategies measured, scored and recommended; data exported."""
 
+import copy
 import importlib.util
 import io
 import math
 
 import pandas as pd
 import pytest
+import torch
 
 from modelxray.analyzers.quant_impact import QuantImpactAnalyzer
 from modelxray.analyzers.quant_impact.config import PRIORITIES
@@ -40,12 +42,21 @@ def test_unknown_strategy_fails_at_config_time():
         QuantImpactAnalyzer(strategies=["none", "int5"])
 
 
-def test_quant_impact_end_to_end(trained_tiny, tmp_path):
+def test_quant_impact_end_to_end(trained_tiny, tmp_path, monkeypatch):
     loaded, data = trained_tiny
     subject = Subject(loaded.model, loaded.tokenizer, data, loaded.info)
     strategies = ["none", "int8", "int2", "bf16"] + (["int8_torchao"] if importlib.util.find_spec("torchao") else [])
     a = QuantImpactAnalyzer(strategies=strategies, eval_windows=4, kl_windows=2, iters=2, memory_interval_ms=10)
+    before = {k: v.clone() for k, v in subject.model.state_dict().items()}
+    copies, real_deepcopy = [], copy.deepcopy
+    monkeypatch.setattr(copy, "deepcopy", lambda x, *a, **k: copies.append(type(x)) or real_deepcopy(x, *a, **k))
     result = a.run(subject, RunContext(output_dir=tmp_path, progress=False))
+    # RTN and the cast change the model itself and are undone from the file of original weights
+    # (tied embeddings stay tied); only torchao, which swaps modules, works on a copy
+    assert sum(issubclass(c, torch.nn.Module) for c in copies) == ("int8_torchao" in strategies)
+    after = subject.model.state_dict()
+    assert all(torch.equal(v, after[k]) and v.dtype == after[k].dtype for k, v in before.items())
+    assert "in place" in result.insights[-1] and "temporary file" in result.insights[-1]
     rows = {r["strategy"]: r for r in result.tables["strategies"]}
     assert list(rows) == strategies
     assert rows["none"]["kl"] == pytest.approx(0.0, abs=1e-6) and rows["none"]["quality_ratio"] == 1.0

@@ -14,13 +14,13 @@ from torch import nn
 from conftest import mlflow_runs, run_cli
 from modelxray.analyzers.robustness import RobustnessAnalyzer
 from modelxray.core.errors import ConfigError
+from modelxray.core.original_weights import OriginalWeights
 from modelxray.core.result import RunContext
 from modelxray.metrics.windows import IGNORE, Window, make_windows
 from modelxray.perturb.attacks import fgsm, pgd
 from modelxray.perturb.lm_harness import LMHarness
 from modelxray.perturb.tokens import dropout_windows, substitute_window
 from modelxray.perturb.weight_noise import (
-    WeightSnapshot,
     add_gaussian_noise_,
     add_quant_step_noise_,
     noise_targets,
@@ -81,9 +81,10 @@ def test_attacks_stay_inside_the_ball_and_bounds():
     assert fgsm(torch.zeros(3), g, 0.1).tolist() == pytest.approx([0.1, -0.1, 0.0])
 
 
-def test_noise_at_level_zero_changes_nothing_and_snapshot_restores(harness):
+@pytest.mark.parametrize("where", ["disk", "memory"])
+def test_noise_at_level_zero_changes_nothing_and_snapshot_restores(harness, where, tmp_path):
     targets = noise_targets(harness.model, "linear")
-    snap = WeightSnapshot(targets)
+    snap = OriginalWeights(harness.model, where, tmp_path, [t.name for t in targets])
     before = [t.param.detach().clone() for t in targets]
     add_gaussian_noise_(targets, 0.0, torch.Generator().manual_seed(0))
     assert all(torch.equal(a, t.param) for a, t in zip(before, targets))
@@ -92,12 +93,13 @@ def test_noise_at_level_zero_changes_nothing_and_snapshot_restores(harness):
     assert not torch.equal(before[0], targets[0].param)
     snap.restore()
     assert all(torch.equal(a, t.param) for a, t in zip(before, targets))
+    assert len(snap.entries) == len(targets) and list(tmp_path.iterdir()) == []  # an unnamed file
 
 
 def test_gaussian_noise_has_the_tensor_std_times_level(harness):
     targets = noise_targets(harness.model, "linear")
     t = max(targets, key=lambda t: t.param.numel())
-    snap = WeightSnapshot([t])
+    snap = OriginalWeights(harness.model, "memory", names=[t.name])
     w = t.param.detach().clone()
     add_gaussian_noise_([t], 0.5, torch.Generator().manual_seed(0))
     ratio = float((t.param - w).std() / w.std())

@@ -227,12 +227,21 @@ def run(
             from modelxray.measure.reference_outputs import capture
 
             subject = dataclasses.replace(subject, reference=capture(subject))
-        subject, quant_report = components.quant.apply(subject, progress=cfg.progress)
+        in_place = _quantize_in_place(cfg, job, components, given_model=model is not None)
+        if in_place:  # the cache must not hand the quantized model to a later run as the loaded one
+            process_cache.evict(components.model)
+        subject, quant_report = components.quant.apply(subject, progress=cfg.progress, in_place=in_place)
         if quant_report is not None:
+            quant_report.insights.append(_in_place_note(in_place, cfg, job, components, model is not None))
             quant_report.seconds = quant_report.metrics.get("seconds", 0.0)
             results["quant"] = quant_report
             _keep("quant", quant_report, out_dir, tracker_run, written)
-        ctx = RunContext(output_dir=out_dir, seed=cfg.seed, progress=cfg.progress)
+        ctx = RunContext(
+            output_dir=out_dir,
+            seed=cfg.seed,
+            progress=cfg.progress,
+            original_weights=OmegaConf.select(cfg, "runtime.original_weights", default="auto"),
+        )
         finished = [n for n in components.analyzers if n in earlier]
         for name, analyzer in components.analyzers.items():
             if name in earlier:
@@ -373,6 +382,32 @@ def _keyed_inputs(loaded: LoadedModel) -> Any:
     tensors = dict(zip(spec["arguments"], given.tensors.values()))
     how = "by keyword" if spec["call"] == "keyword" else f"onto forward({', '.join(spec['arguments'])}) in order"
     return ExampleInputs(tensors, given.source, f"{given.description}, passed {how}", meta={"call": spec["call"]})
+
+
+def _quantize_in_place(cfg: DictConfig, job: JobInfo, components, given_model: bool) -> bool:
+    """Quantize the loaded model itself, not a copy, when nothing needs its loaded weights after the
+    quant stage: a configured model (never the user's own module) in a single run, or with the
+    model cache off (``model_cache_size=0``); a sweep's jobs share the cached model."""
+    if given_model or not getattr(components.quant, "in_place_capable", False):
+        return False
+    return job.sweep_dir is None or cfg.model_cache_size == 0
+
+
+def _in_place_note(in_place: bool, cfg: DictConfig, job: JobInfo, components, given_model: bool) -> str:
+    """What the quant stage kept of the loaded weights, and why, for the report."""
+    if in_place:
+        why = "model_cache_size=0" if cfg.model_cache_size == 0 else "a single run"
+        return (
+            f"Memory: quantized in place ({why}): the loaded weights were not kept, so the process held one "
+            "copy of the model."
+        )
+    if given_model:
+        why = "your model is left as you gave it"
+    elif not getattr(components.quant, "in_place_capable", False):
+        why = f"{components.quant.name} builds new modules"
+    else:
+        why = "the jobs of this sweep share the loaded model (model_cache_size=0 quantizes in place)"
+    return f"Memory: quantized a copy of the model, which kept the loaded weights beside it: {why}."
 
 
 def _keeps_reference(subject: Subject, components) -> bool:

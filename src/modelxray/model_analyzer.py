@@ -157,7 +157,14 @@ class ModelAnalyzer:
         check_task(subject, {name: analyzer})
         preflight(subject, {name: analyzer})
         run = self._tracker_run()
-        ctx = RunContext(output_dir=Path(self.job.output_dir), seed=self.cfg.seed, progress=self.cfg.progress)
+        from omegaconf import OmegaConf
+
+        ctx = RunContext(
+            output_dir=Path(self.job.output_dir),
+            seed=self.cfg.seed,
+            progress=self.cfg.progress,
+            original_weights=OmegaConf.select(self.cfg, "runtime.original_weights", default="auto"),
+        )
         result = _run_one(name, analyzer, subject, ctx)
         self.results[name] = result
         _keep(name, result, Path(self.job.output_dir), run, self._written)

@@ -86,8 +86,13 @@ def _train(cfg: DictConfig) -> Any:
 def _check_runtime(cfg: DictConfig) -> None:
     runtime = cfg.get("runtime") or {}
     for k in runtime:
-        if k not in ("skip_finished", "resume"):
-            raise ConfigError(f"runtime.{k}", "unknown key; valid keys: skip_finished, resume")
+        if k not in ("skip_finished", "resume", "original_weights"):
+            raise ConfigError(f"runtime.{k}", "unknown key; valid keys: skip_finished, resume, original_weights")
+    from modelxray.core.original_weights import PLACES
+
+    where = runtime.get("original_weights", "auto")
+    if where not in PLACES:
+        raise ConfigError("runtime.original_weights", f"expected one of {', '.join(PLACES)}, got {where!r}")
     if not isinstance(runtime.get("skip_finished", False), bool):
         raise ConfigError("runtime.skip_finished", f"expected true or false, got {runtime.get('skip_finished')!r}")
     resume = runtime.get("resume")

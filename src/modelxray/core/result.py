@@ -95,3 +95,12 @@ class RunContext:
     seed: int = 0
     progress: bool = True
     shared: dict[str, Any] = field(default_factory=dict)
+    # where analyzers that change weights in place keep the originals (core.original_weights)
+    original_weights: str = "auto"
+
+    def keep_originals(self, model, names=None):
+        """The original values of ``model``'s tensors ``names`` (default: all), kept where
+        ``original_weights`` says (a file goes in the run directory); restore them when done."""
+        from modelxray.core.original_weights import OriginalWeights
+
+        return OriginalWeights(model, self.original_weights, self.output_dir, names)

@@ -34,3 +34,8 @@ def load_model(source: ModelSource, capacity: int = 1) -> LoadedModel:
 
 def clear() -> None:
     _CACHE.clear()
+
+
+def evict(source: ModelSource) -> None:
+    """Forget ``source``'s model (its weights are about to change in place)."""
+    _CACHE.pop(source.cache_key(), None)

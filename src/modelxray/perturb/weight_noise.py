@@ -45,19 +45,6 @@ def noise_targets(model: nn.Module, which: str) -> list[NoiseTarget]:
     return out
 
 
-class WeightSnapshot:
-    """Copies of the targeted tensors, to undo a perturbation exactly."""
-
-    def __init__(self, targets: list[NoiseTarget]):
-        self.targets = targets
-        self.saved = [t.param.detach().clone() for t in targets]
-
-    def restore(self) -> None:
-        with torch.no_grad():
-            for t, w in zip(self.targets, self.saved):
-                t.param.copy_(w)
-
-
 def gaussian_noise(w: torch.Tensor, level: float, generator: torch.Generator) -> torch.Tensor:
     """N(0, (level * std(w))^2) noise shaped like ``w``."""
     noise = torch.randn(w.shape, generator=generator, dtype=torch.float32)

@@ -2,8 +2,10 @@
 one code path quantizes a copy of a model. ``modelxray.quantize(model, config)`` and the run's
 quant stage (``apply(subject)``) both go through ``modelxray.quant.verb``.
 
-A quantizer never modifies the model it is given: the base model is cached per process and
-shared by every job of a sweep, so quantizers work on a copy. The report is a ``Result`` named
+A quantizer works on a copy of the model it is given (the base model is cached per process and
+shared by every job of a sweep), unless asked to work ``in_place``: the run's quant stage does
+that when nothing needs the loaded weights afterwards, and the analyzers that try one quantizer
+after another do it with the originals kept by ``core.original_weights``. The report is a ``Result`` named
 ``quant`` (what was done: bits per layer, sizes, weight error, time), logged like an analyzer's;
 its ``source`` is the quantizer.
 """
@@ -28,23 +30,29 @@ if TYPE_CHECKING:
 class Quantizer(QuantPresentation, Configurable):
     name: ClassVar[str] = "quantizer"
     needs_calibration: ClassVar[bool] = False  # GPTQ, AWQ: calibrated on token ids
+    # changes the model's own tensors when asked (quantize(..., in_place=True)); False: always a copy
+    in_place_capable: ClassVar[bool] = False
 
     def check(self, model: nn.Module, name: str | None = None) -> None:
         """Checks against the model that must fail before any work (a bit plan matching nothing, a
         TorchScript model): one ``ConfigError`` line naming the model (``name``: its file or config
         name when known, else its class)."""
 
-    def quantize(self, model: nn.Module, calibration: Calibration | None = None) -> tuple[nn.Module, Result | None]:
-        """A quantized copy of ``model`` and the report (None: nothing was done)."""
+    def quantize(
+        self, model: nn.Module, calibration: Calibration | None = None, *, in_place: bool = False
+    ) -> tuple[nn.Module, Result | None]:
+        """A quantized copy of ``model`` (``in_place`` and ``in_place_capable``: ``model`` itself,
+        quantized) and the report (None: nothing was done)."""
         raise NotImplementedError  # pragma: no cover - abstract
 
     def step(self, result: Result) -> dict[str, Any]:
         """What ``Subject.applied`` records of this quantization."""
         return {"method": self.name}
 
-    def apply(self, subject: Subject, progress: bool = True) -> tuple[Subject, Result | None]:
+    def apply(self, subject: Subject, progress: bool = True, in_place: bool = False) -> tuple[Subject, Result | None]:
         """The run's quant stage: the subject with its model quantized (calibrated on its dataset);
-        ``progress``: the run's progress key (a calibrating quantizer's bar)."""
+        ``progress``: the run's progress key (a calibrating quantizer's bar); ``in_place``: change the
+        subject's model itself when the quantizer can."""
         from modelxray.quant.verb import quantize_subject
 
-        return quantize_subject(subject, self, progress)
+        return quantize_subject(subject, self, progress, in_place=in_place)

@@ -50,11 +50,15 @@ class BlockwiseQuantizer(WeightQuantizer):
         super().check(model, name)
         block_stacks(model)
 
-    def quantize(self, model: nn.Module, calibration: Calibration | None = None) -> tuple[nn.Module, Result]:
+    in_place_capable: ClassVar[bool] = True
+
+    def quantize(
+        self, model: nn.Module, calibration: Calibration | None = None, *, in_place: bool = False
+    ) -> tuple[nn.Module, Result]:
         from modelxray.quant.blockwise_impl import quantize_blockwise
 
         self.check(model)
-        return quantize_blockwise(self, model, calibration)
+        return quantize_blockwise(self, model, calibration, in_place=in_place)
 
     # -- what a method supplies ---------------------------------------------------------------
     def begin(self) -> None:

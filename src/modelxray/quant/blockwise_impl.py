@@ -26,13 +26,14 @@ NO_INPUT = "received no calibration input (not run by the model's forward on the
 
 
 def quantize_blockwise(
-    quantizer: BlockwiseQuantizer, model: nn.Module, calibration: Calibration | None
+    quantizer: BlockwiseQuantizer, model: nn.Module, calibration: Calibration | None, in_place: bool = False
 ) -> tuple[nn.Module, Result]:
-    """A quantized copy of ``model`` and the report; ``model`` itself is never modified."""
+    """A quantized copy of ``model`` (``in_place``: ``model`` itself, quantized) and the report."""
     if calibration is None:
         raise ConfigError("calibration", f"{quantizer.name} needs calibration data; none was given")
     start = time.perf_counter()
-    model = copy.deepcopy(model)
+    if not in_place:
+        model = copy.deepcopy(model)
     targets, plan = quantizer.plan_for(model)
     planned = {t.module: t for t in targets if plan.get(t.name) is not None}
     quantizer.begin()

@@ -28,14 +28,17 @@ class CastQuantizer(Quantizer):
     def validate(self) -> None:
         self.require_choice("dtype", DTYPES)
 
-    def quantize(self, model: nn.Module, calibration: Any = None) -> tuple[nn.Module, Result]:
+    in_place_capable: ClassVar[bool] = True
+
+    def quantize(
+        self, model: nn.Module, calibration: Any = None, *, in_place: bool = False
+    ) -> tuple[nn.Module, Result]:
         import torch
 
         dtype = getattr(torch, self.dtype)
         start = time.perf_counter()
-        original, model = model, copy.deepcopy(model)
         rows, seen = [], set()
-        for name, p in original.named_parameters():
+        for name, p in model.named_parameters():
             if p.data_ptr() in seen or not p.is_floating_point():
                 continue
             seen.add(p.data_ptr())
@@ -54,9 +57,12 @@ class CastQuantizer(Quantizer):
                     "rel_error": relative_error(p, cast),
                 }
             )
+        result = quant_result(f"cast to {self.dtype}", rows, model, 0.0, [], source=self)  # sizes as loaded
+        if not in_place:
+            model = copy.deepcopy(model)
         model.to(dtype)
-        seconds = time.perf_counter() - start
-        return model, quant_result(f"cast to {self.dtype}", rows, original, seconds, [], source=self)
+        result.metrics["seconds"] = time.perf_counter() - start
+        return model, result
 
     def step(self, result: Result) -> dict[str, Any]:
         return {"method": "cast", "dtype": self.dtype}

@@ -12,5 +12,5 @@ from modelxray.quant.base import Quantizer
 class NoQuant(Quantizer):
     name: ClassVar[str] = "none"
 
-    def quantize(self, model, calibration=None):
+    def quantize(self, model, calibration=None, *, in_place=False):
         return model, None  # nothing changes, so no copy and no report

@@ -48,7 +48,9 @@ class TorchaoQuantizer(Quantizer):
             what = f"torchao {self.method} (targets linear" + (f"; skip {', '.join(self.skip)})" if self.skip else ")")
             raise ConfigError("quant", no_match_message(what, model, targets, name))
 
-    def quantize(self, model: nn.Module, calibration: Any = None) -> tuple[nn.Module, Result]:
+    def quantize(
+        self, model: nn.Module, calibration: Any = None, *, in_place: bool = False
+    ) -> tuple[nn.Module, Result]:
         from modelxray.quant.torchao_impl import quantize_torchao
 
         self.check(model)

@@ -48,15 +48,18 @@ def quantize(
     return _quantize(quantizer, model, lambda: as_calibration(calibration, quantizer.name), name)
 
 
-def quantize_subject(subject: Subject, quantizer: Quantizer, progress: bool = True) -> tuple[Subject, Result | None]:
-    """The run's quant stage: the subject with a quantized copy of its model, calibrated (if the
-    method calibrates) on the windows after its dataset's evaluated span, or a classifier's
-    training examples."""
+def quantize_subject(
+    subject: Subject, quantizer: Quantizer, progress: bool = True, in_place: bool = False
+) -> tuple[Subject, Result | None]:
+    """The run's quant stage: the subject with a quantized copy of its model (``in_place``: its
+    model itself, when the quantizer can), calibrated (if the method calibrates) on the windows
+    after its dataset's evaluated span, or a classifier's training examples."""
     model, result = _quantize(
         quantizer,
         subject.model,
         lambda: dataclasses.replace(subject_calibration(subject, quantizer), progress=progress),
         subject.info.name,
+        in_place,
     )
     if result is None:
         return subject, None
@@ -64,13 +67,20 @@ def quantize_subject(subject: Subject, quantizer: Quantizer, progress: bool = Tr
 
 
 def _quantize(
-    quantizer: Quantizer, model: nn.Module, calibration: Callable[[], Calibration], name: str | None = None
+    quantizer: Quantizer,
+    model: nn.Module,
+    calibration: Callable[[], Calibration],
+    name: str | None = None,
+    in_place: bool = False,
 ) -> tuple[nn.Module, Result | None]:
     """The one code path of the verb and the stage: checks against the model first (a bad bit plan,
     or one matching no module, fails before any work), then the calibration data if the method needs
     it, then the work. ``name``: the model's name in messages (the subject's file or config name)."""
     quantizer.check(model, name)
-    return quantizer.quantize(model, calibration() if quantizer.needs_calibration else None)
+    given = calibration() if quantizer.needs_calibration else None
+    if in_place and quantizer.in_place_capable:
+        return quantizer.quantize(model, given, in_place=True)
+    return quantizer.quantize(model, given)  # a quantizer of the user's may not take in_place
 
 
 def as_quantizer(config: Any) -> Quantizer:

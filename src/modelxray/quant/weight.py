@@ -75,10 +75,15 @@ class WeightQuantizer(Quantizer):
         if all(spec is None for spec in plan.values()):
             raise ConfigError("quant", no_match_message(self.selection(), model, targets, name))
 
-    def quantize(self, model: nn.Module, calibration: Any = None) -> tuple[nn.Module, Result]:
+    in_place_capable: ClassVar[bool] = True
+
+    def quantize(
+        self, model: nn.Module, calibration: Any = None, *, in_place: bool = False
+    ) -> tuple[nn.Module, Result]:
         self.check(model)
         start = time.perf_counter()
-        model = copy.deepcopy(model)
+        if not in_place:
+            model = copy.deepcopy(model)
         targets, plan = self.plan_for(model)
         rows, notes = quantize_model(targets, plan)
         scripted = torchscript_modules(model)

@@ -3,7 +3,6 @@ between a language model and a classifier: ``modes.py``)."""
 
 from __future__ import annotations
 
-import copy
 import re
 import time
 
@@ -67,9 +66,11 @@ def custom_quantizers(cfg, custom: dict[str, list[dict]]) -> dict[str, WeightQua
 
 
 class _Session:
-    """What every part of the analyzer works on: one working copy of the model (quantized for each
-    configuration and restored from the original weights in memory), its targets, the mode with
-    its reference outputs, and ``evaluate(quantizer)``."""
+    """What every part of the analyzer works on: the subject's model itself, quantized for each
+    configuration and then put back (the original weights of its targets kept where
+    ``runtime.original_weights`` says: no second copy of the model by default), its targets, the
+    mode with its reference outputs, and ``evaluate(quantizer)``. A context manager: the model
+    leaves it as it came, also when an evaluation fails."""
 
     def __init__(self, cfg, subject, ctx: RunContext):
         if subject.data is None and (subject.task != "causal_lm" or subject.batches is None):
@@ -77,14 +78,29 @@ class _Session:
                 "analyzer.bitwidth", "needs a dataset or a DataLoader of token batches (a classifier: its test split)"
             )
         self.cfg, self.ctx = cfg, ctx
-        self.work = copy.deepcopy(subject.model)
+        self.work = subject.model
         self.targets = find_targets(self.work)
-        self.originals = {t.name: t.weight_matrix().detach().clone() for t in self.targets}
-        self.mode = mode_for(cfg, subject, self.work, self.targets, ctx.progress)
+        self.originals = ctx.keep_originals(self.work, [f"{t.name}.weight" for t in self.targets])
+        self.changed: set[str] = set()
+        try:
+            self.mode = mode_for(cfg, subject, self.work, self.targets, ctx.progress)
+        except BaseException:
+            self.originals.close()
+            raise
 
     def restore(self) -> None:
-        for t in self.targets:
-            t.set_weight_matrix(self.originals[t.name])
+        """The weights changed since the last restore, back to the originals."""
+        self.originals.restore(sorted(self.changed))
+        self.changed.clear()
+
+    def __enter__(self) -> _Session:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            self.restore()
+        finally:
+            self.originals.close()
 
     def evaluate(self, quantizer: WeightQuantizer, probe: bool = False, desc: str = "") -> tuple[dict, dict]:
         """The working copy quantized by ``quantizer`` from the original weights: its evaluation
@@ -92,6 +108,7 @@ class _Session:
         self.restore()
         t0 = time.perf_counter()
         _, plan = quantizer.plan_for(self.work)
+        self.changed.update(f"{t.name}.weight" for t in self.targets if plan.get(t.name) is not None)
         rows, _ = quantize_model(self.targets, plan)
         stats = _size_stats(rows, self.work)
         stats["quantize_seconds"] = time.perf_counter() - t0
@@ -108,7 +125,13 @@ class _Session:
 
 
 def run(cfg, subject, ctx: RunContext) -> Result:
-    session = _Session(cfg, subject, ctx)
+    with _Session(cfg, subject, ctx) as session:
+        result = _analyze(cfg, session, ctx)
+    result.insights.append(f"Memory: {session.originals.describe()}")
+    return result
+
+
+def _analyze(cfg, session: _Session, ctx: RunContext) -> Result:
     mode, targets = session.mode, session.targets
     result = cfg.new_result()
     result.data.update(
@@ -136,7 +159,6 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         if cfg.recommend and probes:
             ranked = sorted(probes, key=lambda p: p[1]["rank"])
             _recommend_into(result, cfg, mode, ranked, rows, configs, session.evaluate, evaluations)
-    session.restore()
     result.insights.extend(insights(result, mode, cfg))
     return result
 
@@ -153,10 +175,8 @@ def run_layer_sensitivity(cfg, subject, ctx: RunContext) -> list[dict]:
     else:
         probe = max(1, -(-cfg.sensitivity_windows // cfg.batch_size)) * cfg.batch_size  # whole probe batches
         probe_cfg = dataclasses.replace(cfg, max_windows=min(cfg.max_windows or probe, probe))
-    session = _Session(probe_cfg, subject, ctx)
-    rows = [row for _, row in _sensitivity(probe_cfg, session.mode, session.evaluate, ctx)]
-    session.restore()
-    return rows
+    with _Session(probe_cfg, subject, ctx) as session:
+        return [row for _, row in _sensitivity(probe_cfg, session.mode, session.evaluate, ctx)]
 
 
 def run_custom_configurations(cfg, subject, ctx: RunContext, configs: dict) -> list[dict]:
@@ -169,11 +189,9 @@ def run_custom_configurations(cfg, subject, ctx: RunContext, configs: dict) -> l
 
     cfg = dataclasses.replace(cfg, custom=configs)  # reads files and checks keys and bits
     cfg._preflight_model(subject)
-    session = _Session(cfg, subject, ctx)
-    custom = resolve_rules(cfg.custom, session.work, cfg.targets)
-    rows, _ = session.rows(custom_quantizers(cfg, custom))
-    session.restore()
-    return rows
+    with _Session(cfg, subject, ctx) as session:
+        custom = resolve_rules(cfg.custom, session.work, cfg.targets)
+        return session.rows(custom_quantizers(cfg, custom))[0]
 
 
 def _sensitivity(cfg, mode, evaluate, ctx) -> list[tuple]:

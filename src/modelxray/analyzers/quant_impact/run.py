@@ -132,19 +132,29 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     device = model_device(subject.model)
     rows, timelines, unsupported = [], [], []
     float_speed = FloatSpeed(cfg, subject, mode)
-    for requested in bar(cfg.strategies, desc="quant_impact: strategies", enabled=ctx.progress):
-        name = strategy_name(requested)
-        quantizer = load_strategy(name)
-        ok, why = strategy_support(quantizer, profile)
-        reason = None if ok else why
-        if reason is None:
-            try:
-                rows.append(_measure(cfg, name, quantizer, why, subject, mode, device, timelines, ctx, float_speed))
-            except ConfigError as exc:  # the quantizer refuses this model (one line): list it, go on
-                reason = str(exc)
-        if reason is not None:
-            unsupported.append({"strategy": name, "reason": reason})
-        gc.collect()
+    originals = None  # the model's tensors as loaded, for the strategies that quantize it in place
+    try:
+        for requested in bar(cfg.strategies, desc="quant_impact: strategies", enabled=ctx.progress):
+            name = strategy_name(requested)
+            quantizer = load_strategy(name)
+            ok, why = strategy_support(quantizer, profile)
+            reason = None if ok else why
+            if reason is None:
+                if quantizer.in_place_capable and originals is None:
+                    originals = ctx.keep_originals(subject.model)
+                try:
+                    rows.append(_measure(cfg, name, quantizer, why, subject, mode, device, timelines, ctx, float_speed))
+                except ConfigError as exc:  # the quantizer refuses this model (one line): list it, go on
+                    reason = str(exc)
+                finally:
+                    if quantizer.in_place_capable:
+                        originals.restore()
+            if reason is not None:
+                unsupported.append({"strategy": name, "reason": reason})
+            gc.collect()
+    finally:
+        if originals is not None:
+            originals.close()
     base = next((r for r in rows if r["strategy"] == "none"), rows[0] if rows else None)
     result = cfg.new_result()
     result.data.update(
@@ -179,6 +189,8 @@ def run(cfg, subject, ctx: RunContext) -> Result:
             result.metrics[f"{r['strategy']}_{k}"] = r[k]
     result.data["recommendations"] = _recommend(cfg, rows, profile, mode)
     result.insights.extend(_insights(cfg, rows, unsupported, profile, mode))
+    if originals is not None:
+        result.insights.append(f"Memory: each simulated strategy quantized the model in place. {originals.describe()}")
     result.texts.update(_export(rows, timelines))
     return result
 
@@ -208,7 +220,7 @@ def _measure(cfg, name, quantizer, support, subject, mode, device, timelines, ct
             pass  # the model is already loaded: this marks the baseline level
         start = time.perf_counter()
         with tl.phase("quantize"):
-            qsubject, report = quantizer.apply(subject, progress=ctx.progress)
+            qsubject, report = quantizer.apply(subject, progress=ctx.progress, in_place=quantizer.in_place_capable)
         quantize_s = time.perf_counter() - start
         after_quantize = tl.samples[-1].rss
         with tl.phase("inference"):

@@ -16,7 +16,6 @@ from modelxray.core.result import Result, RunContext
 from modelxray.metrics.measurements import Quality
 from modelxray.metrics.windows import lm_eval_windows
 from modelxray.perturb.weight_noise import (
-    WeightSnapshot,
     add_gaussian_noise_,
     add_quant_step_noise_,
     noise_targets,
@@ -81,12 +80,14 @@ def run(cfg, subject, ctx: RunContext) -> Result:
             rows.append(row)
     result.data["eps_grid"] = eps_union
 
-    snapshot = WeightSnapshot(noise_targets(subject.model, cfg.noise_targets))
+    targets = noise_targets(subject.model, cfg.noise_targets)
     result.data["noise_targets"] = {
         "set": cfg.noise_targets,
-        "tensors": len(snapshot.targets),
-        "parameters": sum(t.param.numel() for t in snapshot.targets),
+        "tensors": len(targets),
+        "parameters": sum(t.param.numel() for t in targets),
     }
+    snapshot = ctx.keep_originals(subject.model, [t.name for t in targets])
+    kept = f"Memory: {snapshot.describe()}"
     try:
         for level in bar(cfg.weight_noise_levels, desc="robustness: weight noise", enabled=ctx.progress):
             rows.append(
@@ -98,7 +99,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
                     harness,
                     ctx,
                     gen,
-                    lambda g, lv=level: add_gaussian_noise_(snapshot.targets, lv, g),
+                    lambda g, lv=level: add_gaussian_noise_(targets, lv, g),
                     snapshot,
                 )
             )
@@ -112,12 +113,13 @@ def run(cfg, subject, ctx: RunContext) -> Result:
                     harness,
                     ctx,
                     gen,
-                    lambda g, b=bits: add_quant_step_noise_(snapshot.targets, b, g, cfg.quant_noise_granularity),
+                    lambda g, b=bits: add_quant_step_noise_(targets, b, g, cfg.quant_noise_granularity),
                     snapshot,
                 )
             )
     finally:
         snapshot.restore()
+        snapshot.close()
     for family, rates in (
         (harness.dropout_family, cfg.dropout_rates),
         (harness.substitution_family, cfg.substitution_rates),
@@ -135,6 +137,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
             if k in r and r[k] is not None and not (isinstance(r[k], float) and math.isnan(r[k])):
                 result.metrics[f"{prefix}_{k}"] = r[k]
     result.insights.extend(_insights(rows, clean, harness.quality, count_key(harness.task)))
+    result.insights.append(kept)
     skipped = result.data["image_corruptions"].get("skipped")
     if skipped and subject.task == "classification" and any(getattr(cfg, k) is None for k in IMAGE_KEYS.values()):
         result.insights.append(skipped + ".")  # a classifier whose data are feature vectors
