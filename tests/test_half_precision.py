@@ -6,9 +6,9 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from tests.conftest import TINY_JOB, cli_results
 
 from modelxray import api
-from tests.conftest import TINY_JOB, cli_results
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
