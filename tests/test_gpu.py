@@ -1,0 +1,82 @@
+"""The GPU suite: run with ``pytest -m gpu`` on a machine with a CUDA GPU (also part of plain
+``pytest`` there). On a machine without one every test is skipped with that reason.
+
+Covers what only a GPU shows: a bf16 model on ``cuda`` through every analyzer, CUDA memory peaks
+and fragmentation, torchao int8 kernels with their real memory, GPTQ/AWQ calibrated on the GPU,
+FLOPs counted on CUDA kernels, energy reported as MEASURED where NVML reads the GPU's power, and
+the original weights kept in host memory (``runtime.original_weights=auto`` on a GPU)."""
+
+import importlib.util
+import math
+
+import pytest
+import torch
+from tests.conftest import TINY_JOB
+
+from modelxray import api
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run pytest -m gpu on a GPU machine)"),
+]
+
+GPU = [*TINY_JOB, "model.device=cuda", "tracker=none"]
+
+
+def _finite(metrics: dict) -> bool:
+    return all(math.isfinite(v) for v in metrics.values() if isinstance(v, float))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_every_analyzer_on_cuda(dtype, tmp_path):
+    out = api.analyze(
+        [
+            *GPU,
+            f"model.dtype={dtype}",
+            "analyzer=[performance,robustness,quant_impact,bitwidth,inspect]",
+            "quant=int4",
+            "analyzer.bitwidth.sensitivity=false",
+        ],
+        output_dir=tmp_path,
+    )
+    assert out.failed == [] and _finite(out.metrics)
+    m = out.metrics
+    assert m["performance/cuda_max_allocated_bytes"] > 0
+    assert m["performance/cuda_max_reserved_bytes"] >= m["performance/cuda_max_allocated_bytes"]
+    assert m["inspect/flops_total"] > 0  # counted on CUDA kernels
+    assert "host memory" in out.results["bitwidth"].insights[-1]  # originals kept off the GPU
+
+
+def test_quant_impact_reports_cuda_memory_and_fragmentation(tmp_path):
+    strategies = ["none", "int8", "int4", "gptq_int4", "awq_int4", "bf16"]
+    if importlib.util.find_spec("torchao"):
+        strategies.append("int8_torchao")
+    out = api.analyze(
+        [*GPU, "analyzer=quant_impact", f"analyzer.quant_impact.strategies=[{','.join(strategies)}]"],
+        output_dir=tmp_path,
+    )
+    rows = {r["strategy"]: r for r in out.results["quant_impact"].tables["strategies"]}
+    assert set(rows) == set(strategies)
+    for r in rows.values():
+        assert r["cuda_peak_allocated"] > 0 and r["cuda_peak_reserved"] >= r["cuda_peak_allocated"]
+        assert r["cuda_fragmentation_bytes"] >= 0
+    assert rows["bf16"]["weight_bytes"] == pytest.approx(rows["none"]["weight_bytes"] / 2, rel=0.01)
+    if "int8_torchao" in rows:  # real int8 kernels: stored smaller, measured as stored
+        assert not rows["int8_torchao"]["simulated"]
+        assert rows["int8_torchao"]["stored_bytes"] < rows["none"]["stored_bytes"]
+
+
+@pytest.mark.parametrize("quant", ["gptq_int4", "awq_int4"])
+def test_calibrated_quantizers_on_the_gpu(quant, tmp_path):
+    out = api.analyze([*GPU, f"quant={quant}"], output_dir=tmp_path)
+    assert out.failed == [] and out.metrics["quant/modules_quantized"] > 0
+    assert math.isfinite(out.metrics["performance/perplexity"])
+
+
+def test_energy_on_the_gpu_is_measured_when_nvml_reads_power(tmp_path):
+    pytest.importorskip("pynvml", reason="NVML bindings (pynvml) are not installed")
+    out = api.analyze([*GPU, "analyzer=inspect"], output_dir=tmp_path)
+    m = out.metrics
+    assert m["inspect/energy_j_per_forward"] > 0
+    text = "\n".join(out.results["inspect"].insights)
+    assert "GPU" in text
