@@ -96,3 +96,23 @@ def test_a_single_run_quantizes_in_place_and_a_sweep_job_quantizes_a_copy(tmp_pa
     # the same quality on the same text: in place and on a copy give the same quantized model
     assert single.metrics["performance/perplexity"] == pytest.approx(swept.metrics["performance/perplexity"])
     process_cache.clear()
+
+
+@pytest.mark.parametrize("where, said", [("memory", "as a copy in memory"), ("disk", "temporary file")])
+def test_runtime_original_weights_chooses_where_bitwidth_keeps_them(where, said, tmp_path):
+    out = api.analyze(
+        [
+            "debug=tiny",
+            "model.n_layer=1",
+            "dataset.max_tokens=512",
+            "dataset.seq_len=64",
+            "analyzer=bitwidth",
+            "analyzer.bitwidth.uniform_bits=[4]",
+            "analyzer.bitwidth.mixed=false",
+            "analyzer.bitwidth.progressive=false",
+            "analyzer.bitwidth.sensitivity=false",
+            f"runtime.original_weights={where}",
+        ],
+        output_dir=tmp_path,
+    )
+    assert said in out.results["bitwidth"].insights[-1]
