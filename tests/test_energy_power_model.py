@@ -61,7 +61,10 @@ def test_a_set_tdp_reaches_codecarbon_and_the_report(monkeypatch):
         "CPU power ESTIMATED: TDP 65 W x the share of the 2 CPU threads this process kept busy (codecarbon's "
         f"load model); the TDP is the one set by {KEY}"
     )
-    assert forced.iterations == 1 and forced.energy_j == pytest.approx(2e-6 * 3.6e6)
+    # codecarbon's RAM figure, and its CPU load model applied to the CPU time of the whole work
+    assert forced.iterations == 1 and forced.ram_energy_j == pytest.approx(1.5e-6 * 3.6e6)
+    assert forced.energy_j == pytest.approx(forced.cpu_energy_j + forced.ram_energy_j)
+    assert 0 <= forced.cpu_energy_j <= 65.0 * 0.05  # an empty lambda: next to no CPU time
 
     guessed = measure_energy(lambda: None, min_seconds=0, max_iterations=1, tdp_key=KEY)
     assert "force_cpu_power" not in seen[-1]  # null: codecarbon's own guess

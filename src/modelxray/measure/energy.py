@@ -6,7 +6,13 @@ busy; RAM power is always a model. The TDP itself may be a guess: codecarbon loo
 in its table and, when the name is not there (``AMD EPYC`` in a cloud VM), assumes 4 W per thread.
 Users comparing energy must know which they got, so every figure derived from the measurement says
 MEASURED or ESTIMATED, and an estimate names its power model and the TDP it assumed, which a user
-may set (``cpu_tdp_w``, codecarbon's ``force_cpu_power``)."""
+may set (``cpu_tdp_w``, codecarbon's ``force_cpu_power``).
+
+Where codecarbon estimates CPU power with its load model (TDP x the share of the CPU threads the
+process kept busy), the CPU energy is that model applied to the process's CPU time over the whole
+work, read here: codecarbon 3.3 applies it sample by sample, and its sampling thread, starved by a
+busy main thread, pairs CPU-time deltas with the wrong wall-clock spans (estimates off by 2-8x on
+2 cores). The model is linear, so the whole-work figure is exactly what it means."""
 
 from __future__ import annotations
 
@@ -99,6 +105,7 @@ def measure_energy(
     )
     tracker.start()
     start = time.perf_counter()
+    cpu_start = _process_cpu_seconds()
     n = 0
     try:
         while (max_iterations is None or n < max_iterations) and (n == 0 or time.perf_counter() - start < min_seconds):
@@ -106,20 +113,28 @@ def measure_energy(
             n += 1
     finally:
         seconds = time.perf_counter() - start
+        cpu_seconds = _process_cpu_seconds() - cpu_start
         tracker.stop()
     d = tracker.final_emissions_data
     kwh_to_j = 3.6e6
-    energy = d.energy_consumed * kwh_to_j
     cpu_mode, measured, method, tdp, source = _describe(tracker, d, tdp_key)
+    cpu_j, gpu_j, ram_j = d.cpu_energy * kwh_to_j, d.gpu_energy * kwh_to_j, d.ram_energy * kwh_to_j
+    co2_g = d.emissions * 1000.0
+    threads = getattr(_cpu(tracker), "_cpu_count", None)
+    if cpu_mode == "cpu_load" and tdp is not None and isinstance(threads, int) and threads > 0:
+        reported = cpu_j + gpu_j + ram_j
+        cpu_j = tdp * cpu_seconds / threads  # the load model over the whole work (module docstring)
+        co2_g *= (cpu_j + gpu_j + ram_j) / reported if reported > 0 else 1.0
+    energy = cpu_j + gpu_j + ram_j
     return EnergyReport(
         seconds=seconds,
         iterations=n,
         energy_j=energy,
-        cpu_energy_j=d.cpu_energy * kwh_to_j,
-        gpu_energy_j=d.gpu_energy * kwh_to_j,
-        ram_energy_j=d.ram_energy * kwh_to_j,
+        cpu_energy_j=cpu_j,
+        gpu_energy_j=gpu_j,
+        ram_energy_j=ram_j,
         mean_power_w=energy / seconds if seconds > 0 else float("nan"),
-        co2_g=d.emissions * 1000.0,
+        co2_g=co2_g,
         country_iso_code=country_iso_code,
         cpu_model=str(d.cpu_model),
         measured=measured,
@@ -149,6 +164,14 @@ def _tdp_source(tracker, data) -> str | None:
         return "table" if get_cached_tdp(cpu)._get_cpu_power_from_registry(str(model)) else "default"
     except Exception:  # noqa: BLE001 - a codecarbon without this lookup: say nothing rather than guess
         return None
+
+
+def _process_cpu_seconds() -> float:
+    """CPU time of this process (every thread) and its finished children, as codecarbon counts it."""
+    import os
+
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _describe(tracker, data, tdp_key: str = "cpu_tdp_w") -> tuple[str, bool, str, float | None, str | None]:
