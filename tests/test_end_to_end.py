@@ -92,6 +92,7 @@ def test_exception_outside_analyzers_marks_run_failed(tiny, tracking_uri, tmp_pa
     assert "disk on fire" in (tmp_path / "run" / "errors" / "run_traceback.txt").read_text()
 
 
+@pytest.mark.slow  # a run.py process end to end (the CI runs the slow suite too)
 def test_two_job_multirun_makes_two_mlflow_runs_and_loads_model_once(tmp_path):
     db = f"sqlite:///{tmp_path}/mlflow.db"
     proc = run_cli(

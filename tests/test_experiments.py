@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO, mlflow_runs, run_cli
 
 SMALL_GROKKING = [
@@ -21,6 +23,7 @@ SMALL_GROKKING = [
 ]
 
 
+@pytest.mark.slow  # a run.py process end to end (the CI runs the slow suite too)
 def test_shortened_grokking_preset_generalizes_long_after_it_memorizes(tmp_path, tracking_uri, request):
     proc = run_cli(
         [*SMALL_GROKKING, f"tracker.uri={tracking_uri}", f"tracker.experiment={request.node.name}"],
@@ -51,6 +54,7 @@ def test_shortened_grokking_preset_generalizes_long_after_it_memorizes(tmp_path,
     assert "experiment=grokking" in (out / "summary_report.md").read_text()
 
 
+@pytest.mark.slow  # a run.py process end to end (the CI runs the slow suite too)
 def test_sweep_of_experiments_and_overlaid_curves(tmp_path, tracking_uri, request):
     exp = request.node.name
     # train=classifier: in a sweep over experiments Hydra checks the other overrides before any experiment applies
@@ -101,6 +105,7 @@ def test_sweep_of_experiments_and_overlaid_curves(tmp_path, tracking_uri, reques
     assert set(hist["experiment"]) == {"normal", "memorization"} and set(hist["step"]) == {0, 21, 42, 63}
 
 
+@pytest.mark.slow  # a run.py process end to end (the CI runs the slow suite too)
 def test_post_hoc_learning_dynamics_on_saved_checkpoints(tmp_path, tracking_uri, request):
     exp = request.node.name
     common = [

@@ -11,8 +11,8 @@ import math
 
 import pytest
 import torch
-from tests.conftest import TINY_JOB
 
+from conftest import TINY_JOB
 from modelxray import api
 
 pytestmark = [

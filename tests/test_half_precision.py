@@ -6,8 +6,8 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from tests.conftest import TINY_JOB, cli_results
 
+from conftest import TINY_JOB, cli_results
 from modelxray import api
 
 

@@ -205,6 +205,7 @@ def test_cli_inspect_tiny_gpt2(tiny, tracking_uri, tmp_path):
     assert len(results["data"]["tensors"]) == len([p for p in TinyGPT2Source().load().model.parameters()])
 
 
+@pytest.mark.slow  # a run.py process end to end (the CI runs the slow suite too)
 def test_cli_inspect_weights_file_and_classifier(gpt2, tracking_uri, tmp_path):
     path = tmp_path / "w.safetensors"
     save_file({k: v.contiguous() for k, v in gpt2.state_dict().items() if k != "lm_head.weight"}, str(path))

@@ -144,6 +144,7 @@ def test_a_cnn_needs_its_image_size_and_then_counts_the_hand_formula(tmp_path, c
         assert result.data["input"]["source"].startswith("config (analyzer.inspect.input_shape")
 
 
+@pytest.mark.slow  # a run.py process end to end (the CI runs the slow suite too)
 def test_cli_torchscript_cnn_one_line_error_before_work_then_hand_flops(tmp_path, tracking_uri, cache_dir):
     path = tmp_path / "cnn.pt"
     _traced_cnn().save(str(path))
@@ -275,6 +276,7 @@ def test_bad_named_inputs_are_one_line_errors(bad, key):
         InspectAnalyzer(inputs={"x": [1, 4]}, input_shape=[4])
 
 
+@pytest.mark.slow  # a run.py process end to end (the CI runs the slow suite too)
 def test_cli_traced_two_input_model_with_named_inputs(tmp_path, tracking_uri, cache_dir):
     path = tmp_path / "clip_like.pt"
     torch.jit.trace(TwoTower(), (torch.rand(1, 3, 32, 32), torch.zeros(1, 16, dtype=torch.long))).save(str(path))

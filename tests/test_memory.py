@@ -5,9 +5,9 @@ import copy
 
 import pytest
 import torch
-from tests.conftest import TINY_JOB
 from torch import nn
 
+from conftest import TINY_JOB
 from modelxray import api
 from modelxray.app import JobInfo, run
 from modelxray.core.original_weights import OriginalWeights, resolve_place

@@ -248,6 +248,7 @@ def test_model_without_embedding_gets_a_clear_error():
         input_embedding(nn.Sequential(nn.Linear(3, 3)))
 
 
+@pytest.mark.slow  # a run.py process end to end (the CI runs the slow suite too)
 def test_flagship_sweep_gives_two_comparable_mlflow_runs(tiny, tracking_uri, tmp_path):
     fast = [
         "analyzer.robustness.eval_windows=2",

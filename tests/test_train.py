@@ -26,6 +26,7 @@ TRAIN_TINY = [
 ]
 
 
+@pytest.mark.slow  # a run.py process end to end (the CI runs the slow suite too)
 def test_cli_finetune_tiny_gpt2_logs_one_point_per_interval(tiny, tmp_path, tracking_uri, request):
     args = [*tiny, *TRAIN_TINY, "analyzer.performance.speed_batch_sizes=[1]"]
     proc = run_cli(args, tmp_path)
@@ -164,6 +165,7 @@ def test_train_configs_validate_with_the_key_named():
             build_components(compose(["model=tiny_gpt2", "train=finetune_lm", override]))
 
 
+@pytest.mark.slow  # a run.py process end to end (the CI runs the slow suite too)
 def test_too_little_training_text_is_a_clear_error(tiny, tmp_path):
     proc = run_cli([*tiny, "train=finetune_lm", "dataset.max_tokens=465000", "train.seq_len=512"], tmp_path)
     assert proc.returncode == 2

@@ -168,6 +168,7 @@ def test_digits_clip_trains_seeded_caches_and_classifies_zero_shot(tmp_path):
     assert type(hf.model) is type(first.model) and torch.allclose(same, logits[0], atol=1e-5)
 
 
+@pytest.mark.slow  # a run.py process end to end (the CI runs the slow suite too)
 def test_cli_digits_clip_performance_and_a_template_without_label(tmp_path):
     common = ["model=digits_clip", f"model.cache_dir={tmp_path}", "model.epochs=2", "threads=1", "tracker=none"]
     proc = run_cli([*common, "analyzer=performance", "analyzer.performance.iters=1"], cwd=tmp_path)

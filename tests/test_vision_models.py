@@ -115,6 +115,7 @@ def test_cli_robustness_and_inspect_on_a_vit_are_tracked(vit_dir, tracking_uri, 
     assert m["performance/bs1_examples_per_s"] > 0
 
 
+@pytest.mark.slow  # a run.py process end to end (the CI runs the slow suite too)
 def test_cli_an_image_model_on_text_or_too_few_labels_is_a_one_line_error(vit_dir, tmp_path):
     proc = run_cli(["model=hf", f"model.name_or_path={vit_dir}", "tracker=none"], cwd=tmp_path)
     assert proc.returncode == 2 and "use dataset=digits" in proc.stderr.strip().splitlines()[-1]
@@ -175,6 +176,7 @@ def test_image_folder_reads_classes_and_matches_the_models_labels_by_name(tmp_pa
         ImageFolder(root=str(tmp_path / "nope"))
 
 
+@pytest.mark.slow  # a run.py process end to end (the CI runs the slow suite too)
 def test_cli_a_vit_on_an_image_folder(vit_dir, tmp_path):
     from test_configs import _image_folder
 
