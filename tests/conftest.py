@@ -72,13 +72,15 @@ def cli_results(args: list[str], cwd: Path, timeout: int = 300) -> dict:
     return json.loads(results.read_text())["results"]
 
 
-def mlflow_runs(uri: str, experiment: str):
+def mlflow_runs(uri: str, experiment: str, parents: bool = False):
+    """The experiment's runs: the jobs' runs, and with ``parents`` the sweeps' parent runs too."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name(experiment)
     assert exp is not None, f"no MLflow experiment {experiment!r}"
-    return client, client.search_runs([exp.experiment_id])
+    runs = client.search_runs([exp.experiment_id])
+    return client, [r for r in runs if parents or r.data.tags.get("modelxray.sweep_parent") != "true"]
 
 
 @pytest.fixture(scope="session")

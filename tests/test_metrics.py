@@ -80,6 +80,7 @@ def test_redaction_hides_secrets_not_sizes():
             "tracker.api_key": "k",
             "tracker.uri": "https://user:pw@mlflow.example/x",
             "model.name": "gpt2",
+            "analyzer.performance.prefix_token": "bos",
         }
     )
     assert out == {
@@ -88,4 +89,5 @@ def test_redaction_hides_secrets_not_sizes():
         "tracker.api_key": "***",
         "tracker.uri": "https://***@mlflow.example/x",
         "model.name": "gpt2",
+        "analyzer.performance.prefix_token": "bos",  # a vocabulary token, not a credential
     }

@@ -83,6 +83,9 @@ def test_a_failing_job_does_not_stop_the_others_and_is_listed_with_its_logs(cach
     assert "logs: " in proc.stderr and "_log.out" in proc.stderr
     _, runs = mlflow_runs(uri, "failing")
     assert [r.info.status for r in runs] == ["FINISHED"]  # the bad config failed before a run was started
+    _, every = mlflow_runs(uri, "failing", parents=True)
+    (parent,) = [r for r in every if r.data.tags.get("modelxray.sweep_parent") == "true"]
+    assert parent.info.status == "FAILED" and parent.data.metrics["sweep/runs_finished"] == 1
 
 
 _TROUBLE = """

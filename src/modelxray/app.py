@@ -22,12 +22,15 @@ from omegaconf import DictConfig, OmegaConf
 
 from modelxray.config.components import build_components
 from modelxray.core.errors import ConfigError
-from modelxray.core.provenance import git_commit, host, versions
+from modelxray.core.provenance import host, versions
 from modelxray.core.result import Result, RunContext
 from modelxray.core.subject import LoadedModel, ModelInfo, Subject
+from modelxray.data.identity import identify
 from modelxray.models import process_cache
 from modelxray.report.writer import Written, write_reports, write_result
-from modelxray.tracking.mlflow_tracker import DONE_TAG, PID_TAG
+from modelxray.tracking.mlflow_tracker import DONE_TAG, PID_TAG, store_key
+from modelxray.tracking.run_names import run_name as readable_run_name
+from modelxray.tracking.run_tags import SWEPT_KEYS_ENV, run_tags
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +68,7 @@ class RunOutcome:
     run_id: str | None
     tracking: str
     skipped: bool = False  # runtime.skip_finished found this config FINISHED already
+    view: str = ""  # how to open the runs in MLflow's UI
 
     @property
     def failed(self) -> list[str]:
@@ -97,24 +101,11 @@ def config_fingerprint(config: dict) -> str:
     return hashlib.sha256(json.dumps(kept, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-def _scheduler_tags() -> dict[str, str]:
-    """Which sweep and which scheduler job this run is: the sweep id set by ``SweepSetup``, the
-    submitit executor, and SLURM's job and array-task ids (the last array task's SLURM_JOB_ID
-    equals the array id, so both are kept)."""
-    import os
-
-    env = os.environ
-    tags = {}
-    for tag, var in (
-        ("modelxray.sweep_id", "MODELXRAY_SWEEP_ID"),
-        ("modelxray.executor", "SUBMITIT_EXECUTOR"),
-        ("modelxray.slurm_job_id", "SLURM_JOB_ID"),
-    ):
-        if env.get(var):
-            tags[tag] = env[var]
-    if env.get("SLURM_ARRAY_JOB_ID"):
-        tags["modelxray.slurm_array_task"] = f"{env['SLURM_ARRAY_JOB_ID']}_{env.get('SLURM_ARRAY_TASK_ID', '')}"
-    return tags
+def _view_hint(tracker_run) -> str:
+    try:
+        return tracker_run.view_hint()
+    except Exception:  # noqa: BLE001 - a link is a convenience; the run is logged
+        return ""
 
 
 def _seed_everything(seed: int) -> None:
@@ -169,18 +160,9 @@ def run(
 
     config = OmegaConf.to_container(cfg, resolve=True)
     config.pop("hydra", None)
-    run_name = ",".join(job.overrides) or "default"
-    tags = {
-        "modelxray.overrides": " ".join(job.overrides) or "(none)",
-        "host": host(),
-        **{f"version.{k}": v for k, v in versions().items()},
-    }
-    commit = git_commit()
-    if commit:
-        tags.update({"git.commit": commit, "mlflow.source.git.commit": commit})
-    if job.sweep_dir is not None:
-        tags.update({"modelxray.sweep_dir": job.sweep_dir, "modelxray.job_num": str(job.job_num)})
-    tags.update(_scheduler_tags())
+    swept = tuple(os.environ.get(SWEPT_KEYS_ENV, "").split(",")) if job.sweep_dir is not None else ()
+    run_name = readable_run_name(job.choices, job.overrides, config, swept)
+    tags = run_tags(job.overrides, job.sweep_dir, job.job_num, store_key(components.tracker))
     config_hash = config_fingerprint(config)
     tags["modelxray.config_hash"] = config_hash
     tags[PID_TAG] = str(os.getpid())
@@ -214,6 +196,9 @@ def run(
         params.update(subject.info.as_params())
         if resume_id is None:  # a resumed run has its params (MLflow refuses a changed value)
             tracker_run.log_params(params)
+            identity = identify(subject.data, components.dataset)
+            if identity is not None:
+                tracker_run.log_dataset(identity)
         earlier = _earlier_results(tracker_run, out_dir, components.analyzers, done)
 
         if components.train is not None:
@@ -282,7 +267,9 @@ def run(
         finally:
             tracker_run.finish("KILLED" if isinstance(exc, (KeyboardInterrupt, JobKilled)) else "FAILED")
         raise
-    return RunOutcome(metrics, results, out_dir, tracker_run.run_id, tracker_run.describe())
+    return RunOutcome(
+        metrics, results, out_dir, tracker_run.run_id, tracker_run.describe(), view=_view_hint(tracker_run)
+    )
 
 
 def load_subject(

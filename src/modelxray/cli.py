@@ -11,7 +11,6 @@ are read from the ``conf/`` directory, and the composed config is printed by Hyd
 
 from __future__ import annotations
 
-import contextvars
 import os
 import signal
 import sys
@@ -22,6 +21,7 @@ from omegaconf import DictConfig
 
 from modelxray.config.overrides import FORCE_PREFIX, forced_overrides
 from modelxray.core.errors import ConfigError
+from modelxray.core.failures import collecting, report_failure
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 HELP_FLAGS = ("--help", "-h")
@@ -47,20 +47,6 @@ Examples:
 HELP_FOOTER = """\
 Every key with its default and meaning: docs/config_reference.md
 Hydra's own flags and config groups: python run.py --hydra-help"""
-
-
-class Failures(list):
-    """The jobs of one invocation that failed (analyzer tracebacks, or jobs a launcher saw die)."""
-
-
-_FAILURES: contextvars.ContextVar[Failures | None] = contextvars.ContextVar("modelxray_failures", default=None)
-
-
-def report_failure(what: str) -> None:
-    """Record a failed job for this invocation's exit code (the launchers call this too)."""
-    failures = _FAILURES.get()
-    if failures is not None:
-        failures.append(what)
 
 
 def job_info():
@@ -122,6 +108,8 @@ def task(cfg: DictConfig) -> dict[str, float]:
         return outcome.metrics
     print(f"modelxray: report  {outcome.output_dir}/summary_report.md")
     print(f"modelxray: tracking {outcome.tracking}")
+    if outcome.view and job.sweep_dir is None:  # a sweep prints its link once, at its end
+        print(f"modelxray: view     {outcome.view}")
     for name in outcome.failed:
         print(
             f"modelxray: analyzer {name!r} FAILED: see {outcome.output_dir}/errors/{name}_traceback.txt",
@@ -181,15 +169,13 @@ def main(argv: list[str] | None = None) -> int:
     if show_help:  # Hydra's --help composes in run mode too, so -m goes (--cfg refuses it)
         print(help_text(conf_dir()))
         args = [a for a in args if a not in HELP_FLAGS + MULTIRUN_FLAGS] + ["--cfg", "job"]
-    failures = Failures()
-    token = _FAILURES.set(failures)
     saved = sys.argv
     sys.argv = [saved[0] if saved else "run.py", *args]
     try:
-        hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)()
+        with collecting() as failures:
+            hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)()
     finally:
         sys.argv = saved
-        _FAILURES.reset(token)
     if show_help:
         print(f"\n{HELP_FOOTER}")
     return 1 if failures else 0

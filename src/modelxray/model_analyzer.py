@@ -213,16 +213,15 @@ class ModelAnalyzer:
     def _tracker_run(self):
         """The object's MLflow run: started (params logged) on first use, reopened afterwards."""
         from modelxray.app import config_fingerprint, flatten
-        from modelxray.core.provenance import host, versions
+        from modelxray.tracking.mlflow_tracker import store_key
+        from modelxray.tracking.run_tags import run_tags
 
         if self._run is None:
             config = self._config()
             tags = {
-                "modelxray.overrides": " ".join(self.overrides),
+                **run_tags(self.overrides, None, None, store_key(self.components.tracker)),
                 "modelxray.entry": "ModelAnalyzer",
                 "modelxray.config_hash": config_fingerprint(config),
-                "host": host(),
-                **{f"version.{k}": v for k, v in versions().items()},
             }
             self._run = self.components.tracker.start(f"ModelAnalyzer {self.name}", tags)
             Path(self.job.output_dir).mkdir(parents=True, exist_ok=True)

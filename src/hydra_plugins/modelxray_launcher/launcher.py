@@ -130,7 +130,7 @@ def _failed_analyzers(job_dir: Path, since: float) -> list[str]:
 def _report(failed: list, sweep_dir: Path, total: int, since: float) -> None:
     if not failed:
         return
-    from modelxray import cli
+    from modelxray.core.failures import report_failure
 
     lines = [f"modelxray: {len(failed)} of {total} jobs FAILED:"]
     for num, job, ret in failed:
@@ -141,7 +141,7 @@ def _report(failed: list, sweep_dir: Path, total: int, since: float) -> None:
         lines.append(f"          {job.paths.stderr}")
         for trace in _tracebacks(_job_dir(ret, sweep_dir, num), since):
             lines.append(f"    traceback: {trace}")
-        cli.report_failure(f"job #{num}")
+        report_failure(f"job #{num}")
     print("\n".join(lines), file=sys.stderr, flush=True)
 
 

@@ -21,10 +21,12 @@ class TrackerRun(Protocol):
     def log_files(self, folder: Path, paths: list[Path]) -> None: ...
     def fetch_results(self, folder: Path, names: list[str]) -> dict[str, Path]: ...
     def log_text(self, text: str, artifact_path: str) -> None: ...
+    def log_dataset(self, identity, context: str = "evaluation") -> None: ...
     def finish(self, status: str) -> None: ...
     def reopen(self) -> None: ...
     def record(self, folder: Path) -> None: ...
     def describe(self) -> str: ...
+    def view_hint(self) -> str: ...
 
 
 class NullRun:
@@ -54,6 +56,9 @@ class NullRun:
     def log_text(self, text, artifact_path):
         pass
 
+    def log_dataset(self, identity, context="evaluation"):
+        pass
+
     def finish(self, status):
         pass
 
@@ -65,6 +70,9 @@ class NullRun:
 
     def describe(self) -> str:
         return "disabled (tracker=none)"
+
+    def view_hint(self) -> str:
+        return ""
 
 
 @dataclass

@@ -51,12 +51,15 @@ class MlflowTracker(Configurable):
     artifact_location: str | None = None  # null = next to the store (SQLite: <its folder>/mlruns/<experiment>)
     tags: dict = field(default_factory=dict)
     sqlite_timeout_s: float = 60.0  # SQLite busy timeout: parallel jobs wait for the write lock this long
+    system_metrics: bool = False  # log CPU, memory, disk, network and GPU use over time (MLflow's system metrics)
+    system_metrics_interval_s: float = 10.0  # seconds between two samples of the system metrics
 
     def validate(self) -> None:
         if not self.uri:
             raise ConfigError("uri", "is empty: use sqlite:///mlflow.db, a directory, or http://host:port")
         if not self.experiment:
             raise ConfigError("experiment", "is empty: name the MLflow experiment")
+        self.require_positive("system_metrics_interval_s")
         db = self.sqlite_path()
         if db is not None and not db.parent.is_dir():
             raise ConfigError("uri", f"folder {str(db.parent)!r} of the SQLite file does not exist")
@@ -178,7 +181,7 @@ class MlflowTracker(Configurable):
         client.update_run(run_id, status="RUNNING")
         run = MlflowRun(client, run_id, self.uri, self.experiment)
         run.set_tags(tags)
-        return run
+        return self._watched(run)
 
     def start(self, run_name: str | None, tags: dict[str, str]) -> MlflowRun:
         from mlflow.tracking import MlflowClient
@@ -191,7 +194,28 @@ class MlflowTracker(Configurable):
             run_name=self.run_name or run_name,
             tags={**{k: str(v) for k, v in tags.items()}, **{k: str(v) for k, v in self.tags.items()}},
         )
-        return MlflowRun(client, run.info.run_id, self.uri, self.experiment)
+        return self._watched(MlflowRun(client, run.info.run_id, self.uri, self.experiment))
+
+    def _watched(self, run: MlflowRun) -> MlflowRun:
+        """With ``system_metrics``, MLflow's monitor samples the machine in a thread until the run ends."""
+        if self.system_metrics:
+            from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+            run.monitor = SystemMetricsMonitor(
+                run.run_id, sampling_interval=self.system_metrics_interval_s, tracking_uri=self.store_uri
+            )
+            run.monitor.start()
+        return run
+
+
+def store_key(tracker) -> str | None:
+    """Which store and experiment a tracker logs to, as one string (a SQLite file by its absolute
+    path); None for ``tracker=none``. A sweep's jobs log under its parent run only when their key
+    is the parent's."""
+    if not isinstance(tracker, MlflowTracker):
+        return None
+    db = tracker.sqlite_path()
+    return f"{db if db is not None else tracker.uri}#{tracker.experiment}"
 
 
 PID_TAG = "modelxray.pid"  # the process logging the run, with the ``host`` tag: is a RUNNING run alive?
@@ -289,6 +313,12 @@ def _get_health(url: str, timeout_s: float) -> str | None:
     return None
 
 
+# MLflow 3's UI opens an experiment on the view its kind names; ours are model runs (the runs table and
+# charts), not GenAI traces
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+
+
 def _get_or_create_experiment(client, name: str, artifact_location: str | None) -> str:
     from mlflow.exceptions import MlflowException
 
@@ -296,9 +326,14 @@ def _get_or_create_experiment(client, name: str, artifact_location: str | None) 
     if exp is not None:
         if exp.lifecycle_stage == "deleted":
             client.restore_experiment(exp.experiment_id)
+        kind = exp.tags.get(EXPERIMENT_KIND_TAG, "")
+        if not kind or kind.endswith("_inferred") or kind == "no_inferred_type":  # a kind a person chose stays
+            client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         return exp.experiment_id
     try:
-        return client.create_experiment(name, artifact_location=artifact_location)
+        return client.create_experiment(
+            name, artifact_location=artifact_location, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}
+        )
     except MlflowException:  # created meanwhile by a parallel job
         exp = client.get_experiment_by_name(name)
         if exp is None:
@@ -327,10 +362,23 @@ def end_orphan_run(job_dir: Path, status: str = "KILLED") -> bool:
     return True
 
 
+# MLflow 3.17's UI keeps its "GenAI / Model training" switch per browser and reads this URL parameter
+# before it: links with it open on the runs table and charts (earlier MLflow 3 UIs read the tag above)
+UI_VIEW = "workflowType=machine_learning"
+UI_DEFAULT = "http://127.0.0.1:5000"  # where ``mlflow ui`` serves by default
+
+
+def ui_url(base: str, experiment_id: str, run_id: str | None = None) -> str:
+    """A link into MLflow's UI at ``base``: the experiment's runs, or one run."""
+    page = f"experiments/{experiment_id}/runs" + (f"/{run_id}" if run_id else "")
+    return f"{base.rstrip('/')}/#/{page}?{UI_VIEW}"
+
+
 class MlflowRun:
     def __init__(self, client, run_id: str, uri: str, experiment: str):
         self.client, self.run_id, self.uri, self.experiment = client, run_id, uri, experiment
         self._sent: dict[Path, tuple[int, int]] = {}  # file -> (mtime, size) when it was logged
+        self.monitor = None  # MLflow's system-metrics monitor, with tracker.system_metrics
 
     def log_params(self, params: dict[str, str]) -> None:
         from mlflow.entities import Param
@@ -401,7 +449,28 @@ class MlflowRun:
     def log_text(self, text: str, artifact_path: str) -> None:
         self.client.log_text(self.run_id, text, artifact_path)
 
+    def log_dataset(self, identity, context: str = "evaluation") -> None:
+        """The run's data as an MLflow dataset input (``modelxray.data.identity.DatasetIdentity``): the
+        UI's dataset column and filter show it, and runs on other text show another digest."""
+        import json
+
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+
+        dataset = Dataset(
+            name=identity.name,
+            digest=identity.digest,
+            source_type=identity.source_type,
+            source=json.dumps({"uri": identity.source}),
+            schema=json.dumps({"mlflow_colspec": [{"name": k, "type": v} for k, v in identity.schema.items()]}),
+            profile=json.dumps({"num_rows": next(iter(identity.size.values()), 0), **identity.size}),
+        )
+        tags = [InputTag(key="mlflow.data.context", value=context)]
+        self.client.log_inputs(self.run_id, datasets=[DatasetInput(dataset=dataset, tags=tags)])
+
     def finish(self, status: str) -> None:
+        if self.monitor is not None:  # its last samples are flushed before the run ends
+            self.monitor.finish()
+            self.monitor = None
         self.client.set_terminated(self.run_id, status=status)
 
     def reopen(self) -> None:
@@ -416,6 +485,14 @@ class MlflowRun:
 
     def describe(self) -> str:
         return f"MLflow run {self.run_id} in experiment {self.experiment!r} at {redact({'uri': self.uri})['uri']}"
+
+    def view_hint(self) -> str:
+        """How to see the experiment's runs in MLflow's UI: the link on a server, the command and the
+        link for a store file."""
+        experiment_id = self.client.get_run(self.run_id).info.experiment_id
+        if self.uri.startswith(("http://", "https://")):
+            return ui_url(re.sub(r"//[^/@]*@", "//", self.uri), experiment_id)  # no credentials in a printed link
+        return f"mlflow ui --backend-store-uri {self.uri}  then  {ui_url(UI_DEFAULT, experiment_id)}"
 
 
 def log_to_active_run(metrics: dict[str, float], step: int) -> bool:

@@ -1,0 +1,279 @@
+"""Open MLflow's UI on a sweep's store in headless Chromium, save screenshots, and check from the page
+what a person comparing runs needs to see.
+
+    python scripts/ui_check.py                        # makes a two-job sweep in a temp folder first
+    python scripts/ui_check.py --store path/to/dir    # a folder with mlflow.db from an earlier sweep
+    python scripts/ui_check.py --out docs/images/mlflow_ui
+
+It starts ``mlflow ui`` on the store, then in the browser: the experiment's runs table (the sweep's
+parent run expanded to its jobs), the charts view, the compare view of the jobs, and the parent run's
+comparison. It checks that the runs table opens (not the GenAI overview), that the jobs are listed
+under their distinct readable names with their dataset, and that the compare view shows both names
+and the headline metrics with their values. Exit code 1 names each check that failed.
+
+Needs Chromium (Debian's ``chromium``; ``--chromium`` or ``$CHROMIUM`` for another binary) and the
+``playwright`` package (``pip install playwright``; it drives the installed Chromium, nothing is
+downloaded).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+SWEEP = [
+    "-m",
+    "model=tiny_gpt2",
+    "quant=none,int4",
+    "dataset.max_tokens=1024",
+    "analyzer=[performance]",
+    "analyzer.performance.layer_timing=false",
+    "progress=false",
+]
+VIEW = "workflowType=machine_learning"
+HEADLINE = ("performance/perplexity", "performance/accuracy")
+
+
+def find_chromium(given: str | None = None) -> str | None:
+    for candidate in (given, os.environ.get("CHROMIUM"), "chromium", "chromium-browser", "google-chrome"):
+        if candidate and (path := shutil.which(candidate)):
+            return path
+    return None
+
+
+def make_sweep(folder: Path) -> None:
+    """The two-job sweep the UI is checked on, logged to ``folder/mlflow.db``."""
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    cmd = [sys.executable, str(REPO / "run.py"), *SWEEP, f"hydra.sweep.dir={folder}/multirun"]
+    subprocess.run(cmd, cwd=folder, env=env, check=True, stdout=subprocess.DEVNULL)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_ui(store: Path, port: int, timeout_s: float = 120.0) -> subprocess.Popen:
+    """``mlflow ui`` on ``store/mlflow.db``, once it answers ``/health``."""
+    log = open(store / "mlflow_ui.log", "w")  # noqa: SIM115 - open while the server runs
+    proc = subprocess.Popen(
+        [
+            "mlflow",
+            "ui",
+            "--backend-store-uri",
+            f"sqlite:///{store}/mlflow.db",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"ui_check: mlflow ui exited ({proc.returncode}); see {store / 'mlflow_ui.log'}")
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2).close()
+            return proc
+        except OSError:
+            time.sleep(1)
+    proc.terminate()
+    raise SystemExit(f"ui_check: mlflow ui did not answer within {timeout_s:g} s; see {store / 'mlflow_ui.log'}")
+
+
+def sweep_runs(store: Path) -> tuple[str, dict, list[dict]]:
+    """The experiment id, the newest sweep's parent run and its jobs (id, name, metrics)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}/mlflow.db")
+    exp = client.get_experiment_by_name("modelxray")
+    if exp is None:
+        raise SystemExit(f"ui_check: no experiment 'modelxray' in {store}/mlflow.db")
+    parents = client.search_runs(
+        [exp.experiment_id], "tags.`modelxray.sweep_parent` = 'true'", order_by=["attributes.start_time DESC"]
+    )
+    if not parents:
+        raise SystemExit(f"ui_check: no sweep in {store}/mlflow.db; run a sweep (python run.py -m ...) first")
+    parent = parents[0]
+    jobs = client.search_runs([exp.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+    rows = [{"id": r.info.run_id, "name": r.info.run_name, "metrics": r.data.metrics} for r in jobs]
+    return exp.experiment_id, {"id": parent.info.run_id, "name": parent.info.run_name}, rows
+
+
+def check(store: Path, out: Path, chromium: str, port: int) -> list[str]:
+    """Screenshots into ``out``; the checks that failed (empty: all passed)."""
+    from playwright.sync_api import sync_playwright
+
+    exp_id, parent, jobs = sweep_runs(store)
+    base = f"http://127.0.0.1:{port}/#"
+    failed: list[str] = []
+
+    def expect(ok: bool, what: str) -> None:
+        print(f"  {'ok  ' if ok else 'FAIL'} {what}")
+        if not ok:
+            failed.append(what)
+
+    out.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+        fresh = lambda: browser.new_page(viewport={"width": 1680, "height": 960})  # noqa: E731 - each view loads anew
+        page = fresh()
+        page.goto(f"{base}/experiments/{exp_id}/runs?{VIEW}")
+        page.get_by_text(parent["name"]).first.wait_for(timeout=60_000)
+        name_cell = page.locator("[role=gridcell][col-id='attributes.`Run Name`']", has_text=parent["name"]).first
+        name_cell.locator("button").first.click()  # expand the sweep to its jobs
+        for job in jobs:
+            page.get_by_text(job["name"], exact=True).first.wait_for(timeout=30_000)
+        _close_assistant(page)
+        page.screenshot(path=str(out / "runs_table.png"))
+        body = page.inner_text("body")
+        expect("Runs" in body and "No data available" not in body, "the experiment opens on its runs table")
+        expect(len({j["name"] for j in jobs}) == len(jobs) >= 2, f"the sweep's {len(jobs)} jobs have distinct names")
+        expect(
+            all(j["name"] in body for j in jobs),
+            "every job is listed under its name: " + ", ".join(j["name"] for j in jobs),
+        )
+        expect(parent["name"] in body, f"the sweep's parent run is listed: {parent['name']}")
+        expect("pydoc_topics" in body, "the dataset column shows the dataset (pydoc_topics)")
+
+        page = fresh()
+        page.goto(f"{base}/experiments/{exp_id}/runs?{VIEW}&compareRunsMode=CHART")
+        page.wait_for_timeout(4000)
+        _close_assistant(page)
+        page.screenshot(path=str(out / "charts.png"))
+        body = page.inner_text("body")
+        expect("performance" in body and "quant" in body, "charts are grouped by analyzer (performance, quant)")
+
+        compare = f"{base}/compare-runs?runs={json.dumps([j['id'] for j in jobs])}&experiments={json.dumps([exp_id])}"
+        page = fresh()
+        page.goto(compare)
+        page.get_by_text("Run details").first.wait_for(timeout=60_000)
+        _close_assistant(page)
+        page.screenshot(path=str(out / "compare.png"), full_page=True)
+        expect(all(j["name"] in page.inner_text("body") for j in jobs), "the compare view names both jobs")
+        for metric in HEADLINE:
+            values = [_shown(j["metrics"].get(metric)) for j in jobs]
+            page = fresh()  # its metric table scrolled from the top
+            page.goto(compare)
+            shown = metric_row(page, metric)
+            expect(
+                sorted(shown) == sorted(values),
+                f"the compare view shows {metric} for both jobs: {', '.join(shown) or 'nothing'} "
+                f"(logged: {', '.join(values)})",
+            )
+
+        page = fresh()
+        page.goto(f"{base}/experiments/{exp_id}/runs/{parent['id']}/artifacts/comparison.md?{VIEW}")
+        page.wait_for_timeout(5000)
+        _close_assistant(page)
+        page.screenshot(path=str(out / "sweep_parent.png"))
+        body = page.inner_text("body")
+        expect(
+            "comparison.md" in body and "pareto.png" in body,
+            "the sweep's parent run holds comparison.md and pareto.png",
+        )
+        browser.close()
+    return failed
+
+
+def _close_assistant(page) -> None:
+    """MLflow's assistant side panel opens by default and covers a third of the page."""
+    close = page.locator("button[aria-label='Close']").last
+    try:
+        if close.is_visible(timeout=1000):
+            close.click()
+            page.wait_for_timeout(500)
+    except Exception:  # noqa: BLE001 - no panel in this MLflow version
+        pass
+
+
+_SCROLL_BOTH = """(top) => {
+  const [names, values] = document.querySelectorAll('.ReactVirtualized__Grid');
+  const done = values.scrollTop + values.clientHeight >= values.scrollHeight - 1;
+  values.scrollTop = top;  // the page scrolls the names with the values, on the values' scroll events
+  values.dispatchEvent(new Event('scroll'));
+  return !done;
+}"""
+# a cell of the names grid and the cells of the values grid share their row's ``top`` offset
+_READ_ROW = """(name) => {
+  const cells = (g) => [...g.querySelector('.ReactVirtualized__Grid__innerScrollContainer').children];
+  const [names, values] = document.querySelectorAll('.ReactVirtualized__Grid');
+  const row = cells(names).find(c => c.innerText.trim() === name);
+  if (!row) return [];
+  return cells(values).filter(c => c.style.top === row.style.top)
+    .sort((a, b) => parseFloat(a.style.left) - parseFloat(b.style.left)).map(c => c.innerText.trim());
+}"""
+
+
+def metric_row(page, name: str) -> list[str]:
+    """The values the compare view shows for metric ``name``, one per run, in the runs' order. Its
+    metric table is two virtualised grids, names and values side by side, that draw only the rows
+    in view and scroll together: scroll a step at a time until the row is drawn, read across."""
+    page.locator(".ReactVirtualized__Grid__innerScrollContainer > *").first.wait_for(timeout=30_000)
+    page.evaluate(_SCROLL_BOTH, 0)
+    page.wait_for_timeout(1000)
+    for top in range(0, 50_000, 200):
+        page.wait_for_timeout(300)
+        if shown := page.evaluate(_READ_ROW, name):
+            return shown
+        if not page.evaluate(_SCROLL_BOTH, top + 200):
+            return []
+    return []
+
+
+def _shown(value) -> str:
+    """A metric as MLflow's UI prints it (``Utils.formatMetric``: 3 decimals below 10, 2 below 100,
+    else 1; trailing zeros dropped)."""
+    if value is None:
+        return "-"
+    digits = 3 if abs(value) < 10 else 2 if abs(value) < 100 else 1
+    text = f"{round(value, digits):.{digits}f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--store", default=None, help="a folder holding mlflow.db with a sweep (default: make one)")
+    ap.add_argument("--out", default="mlflow_ui_screenshots", help="where the screenshots go")
+    ap.add_argument("--chromium", default=None, help="the Chromium binary (default: chromium on PATH)")
+    ap.add_argument("--port", type=int, default=0, help="the port for mlflow ui (default: a free one)")
+    args = ap.parse_args()
+    chromium = find_chromium(args.chromium)
+    if chromium is None:
+        print("ui_check: no Chromium found; install Debian's chromium or pass --chromium", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory(prefix="modelxray_ui_") as tmp:
+        store = Path(args.store).resolve() if args.store else Path(tmp)
+        if args.store is None:
+            print(f"ui_check: a two-job sweep into {store} ...")
+            make_sweep(store)
+        port = args.port or free_port()
+        server = start_ui(store, port)
+        try:
+            print(f"ui_check: MLflow UI at http://127.0.0.1:{port} on {store}/mlflow.db")
+            failed = check(store, Path(args.out), chromium, port)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    print(f"ui_check: screenshots in {args.out}")
+    if failed:
+        print(f"ui_check: {len(failed)} check(s) failed", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

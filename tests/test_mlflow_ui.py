@@ -1,0 +1,234 @@
+"""MLflow's UI as the comparison surface: the experiment opens on its runs, runs have names a person
+reads, each run's dataset is an MLflow dataset input, a sweep has a parent run holding the
+comparison, system metrics on request, and a real browser sees all of it (``scripts/ui_check.py``)."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from conftest import REPO, TINY_JOB, mlflow_runs, run_cli
+from modelxray.api import compose
+from modelxray.app import choices_of
+from modelxray.data.base import ClassificationData, TokenData
+from modelxray.data.example_inputs import ExampleInputs
+from modelxray.data.identity import identify
+from modelxray.tracking.mlflow_tracker import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, MlflowTracker, ui_url
+from modelxray.tracking.run_names import run_name
+
+
+def _name(overrides: list[str]) -> str:
+    from omegaconf import OmegaConf
+
+    cfg = compose(overrides)
+    config = OmegaConf.to_container(cfg, resolve=False)
+    config.pop("hydra")
+    return run_name(choices_of(cfg.hydra), overrides, config)
+
+
+def test_run_names_say_model_analyzers_quant_and_the_values_set():
+    assert _name([]) == "smollm2 perf"
+    assert _name(["quant=int4", "quant.group_size=64"]) == "smollm2 perf int4 g64"
+    assert (
+        _name(["model=hf", "model.name_or_path=HuggingFaceTB/SmolLM2-360M", "analyzer=[performance,quant_impact]"])
+        == "SmolLM2-360M perf qimpact"
+    )
+    assert _name(["experiment=grokking"]) == "grokking mlp classifier"
+    # where runs are logged is not part of what they measured
+    assert (
+        _name(["model=tiny_gpt2", "dataset.max_tokens=2048", "tracker.uri=sqlite:///x.db"]) == "tiny_gpt2 perf tok2048"
+    )
+
+
+def test_run_names_of_a_sweep_are_distinct_even_when_shortened():
+    long = "analyzer.robustness.epsilons=[0.01,0.02,0.05,0.1,0.2,0.3,0.4]"
+    a = _name(["model=tiny_gpt2", "analyzer=[robustness]", long])
+    b = _name(["model=tiny_gpt2", "analyzer=[robustness]", long.replace("0.4]", "0.5]")])
+    assert a != b and a.startswith("tiny_gpt2 robust epsilons=") and len(a) <= 70
+    names = {_name(["model=tiny_gpt2", f"quant={q}", f"seed={s}"]) for q in ("none", "int4", "int8") for s in (0, 1)}
+    assert len(names) == 6 and "tiny_gpt2 perf int8 seed1" in names
+    # the swept values lead, so a name shortened to its length keeps what tells the jobs apart
+    many = [f"dataset.seq_len={n}" for n in (64,)] + ["model.n_layer=1", "analyzer.performance.iters=1"]
+    many += ["analyzer.performance.layer_timing_iters=1", "report.dashboard=false", "dataset.max_tokens=512"]
+    cfg = compose(["model=tiny_gpt2", *many, "seed=7"])
+    from omegaconf import OmegaConf
+
+    config = OmegaConf.to_container(cfg, resolve=False)
+    config.pop("hydra")
+    led = run_name(choices_of(cfg.hydra), ["model=tiny_gpt2", *many, "seed=7"], config, swept=("seed",))
+    assert led.startswith("tiny_gpt2 perf seed7 ")
+
+
+def test_dataset_identity_digests_the_exact_data_scored():
+    ids = torch.arange(600)
+    text = TokenData("pydoc_topics", ids, n_bytes=2000, seq_len=64, available_tokens=600)
+    same = TokenData("pydoc_topics", ids.clone(), n_bytes=2000, seq_len=64, available_tokens=600)
+    fewer = TokenData("pydoc_topics", ids[:500], n_bytes=1700, seq_len=64, available_tokens=600)
+    a, b, c = identify(text), identify(same), identify(fewer)
+    assert a.digest == b.digest != c.digest and len(a.digest) == 16
+    assert a.size["tokens"] == 600 and c.size["tokens"] == 500 and a.source_type == "code"
+    x, y = torch.rand(10, 4), torch.arange(10) % 3
+    images = ClassificationData("digits", x, y, x, y, 3, (0.0, 1.0), (4,))
+    flipped = ClassificationData("digits", x, y, x, y.flip(0), 3, (0.0, 1.0), (4,))
+    assert identify(images).digest != identify(flipped).digest and identify(images).size["examples"] == 10
+    inputs = ExampleInputs({"x": torch.ones(2, 3)}, "/data/inputs.pt")
+    assert identify(inputs).source_type == "local" and identify(inputs).schema == {"x": "float32 [2, 3]"}
+    assert identify(None) is None
+
+
+def test_dataset_source_names_files_and_hub_datasets(tmp_path):
+    from modelxray.data.identity import source_of
+    from modelxray.data.text_files import TextFiles
+    from modelxray.data.wikitext2 import WikiText2
+
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / name).write_text("some text " * 20)
+    files = TextFiles(paths=[str(tmp_path / "a.txt"), str(tmp_path / "b.txt")])
+    assert source_of(files) == ("local", f"{tmp_path / 'a.txt'}, {tmp_path / 'b.txt'}")
+    wikitext = object.__new__(WikiText2)  # its defaults, without the hub check (offline here)
+    assert source_of(wikitext) == ("hugging_face", "wikitext/wikitext-2-raw-v1:test")
+    assert source_of(None) == ("code", "in-memory data (Python API)")
+
+
+def test_experiments_are_created_as_model_training_experiments(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    MlflowTracker(uri=uri, experiment="fresh").start("r", {}).finish("FINISHED")
+    client = MlflowClient(uri)
+    assert client.get_experiment_by_name("fresh").tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
+    # an older experiment the UI inferred a kind for gets ours; one a person chose keeps theirs
+    inferred = client.create_experiment("old", tags={EXPERIMENT_KIND_TAG: "genai_development_inferred"})
+    chosen = client.create_experiment("chosen", tags={EXPERIMENT_KIND_TAG: "genai_development"})
+    for name in ("old", "chosen"):
+        MlflowTracker(uri=uri, experiment=name).start("r", {}).finish("FINISHED")
+    assert client.get_experiment(inferred).tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
+    assert client.get_experiment(chosen).tags[EXPERIMENT_KIND_TAG] == "genai_development"
+
+
+def test_links_open_the_runs_view_and_carry_no_credentials(tmp_path):
+    assert ui_url("http://h:5000/", "3") == "http://h:5000/#/experiments/3/runs?workflowType=machine_learning"
+    assert ui_url("http://h:5000", "3", "abc").endswith("/#/experiments/3/runs/abc?workflowType=machine_learning")
+    run = MlflowTracker(uri=f"sqlite:///{tmp_path / 'm.db'}", experiment="e").start("r", {})
+    assert run.view_hint().startswith("mlflow ui --backend-store-uri sqlite:///")
+    assert "#/experiments/1/runs?workflowType=machine_learning" in run.view_hint()
+    run.uri = "https://user:secret@mlflow.example"
+    assert run.view_hint() == "https://mlflow.example/#/experiments/1/runs?workflowType=machine_learning"
+
+
+def test_system_metrics_are_sampled_while_the_run_lasts(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from modelxray.core.instantiate import build_component
+
+    cfg = compose(["tracker.system_metrics=true", "tracker.system_metrics_interval_s=0.2"])
+    tracker = build_component(cfg.tracker, "tracker")
+    tracker.uri = f"sqlite:///{tmp_path / 'm.db'}"
+    run = tracker.start("watched", {})
+    time.sleep(1.5)
+    run.finish("FINISHED")
+    metrics = MlflowClient(tracker.uri).get_run(run.run_id).data.metrics
+    assert "system/cpu_utilization_percentage" in metrics and "system/system_memory_usage_megabytes" in metrics
+    unwatched = MlflowTracker(uri=tracker.uri, experiment="modelxray").start("plain", {})
+    unwatched.finish("FINISHED")
+    assert not any(k.startswith("system/") for k in MlflowClient(tracker.uri).get_run(unwatched.run_id).data.metrics)
+
+
+def test_sweep_callback_keys_compose_and_instantiate():
+    from hydra.utils import instantiate
+
+    cfg = compose(
+        [
+            "hydra.callbacks.sweep_setup.parent_run=false",
+            "hydra.callbacks.sweep_setup.summary_metrics=[performance/loss]",
+            "hydra.callbacks.sweep_setup.pareto=[performance/param_bytes,performance/loss]",
+        ]
+    )
+    callback = instantiate(cfg.hydra.callbacks.sweep_setup)
+    assert callback.parent_run is False and callback.summary_metrics == ["performance/loss"]
+    assert callback.pareto == ["performance/param_bytes", "performance/loss"]
+    default = instantiate(compose([]).hydra.callbacks.sweep_setup)
+    assert default.parent_run is True and "performance/perplexity" in default.summary_metrics
+
+
+def test_a_sweep_has_a_parent_run_holding_the_comparison_of_its_named_jobs(cache_dir, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    proc = run_cli(
+        [
+            "-m",
+            *TINY_JOB,
+            "tracker=mlflow",
+            f"dataset.cache_dir={cache_dir}",
+            "quant=none,int4",
+            f"tracker.uri={uri}",
+            "tracker.experiment=ui",
+            f"hydra.sweep.dir={tmp_path}/multirun",
+        ],
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    client, every = mlflow_runs(uri, "ui", parents=True)
+    (parent,) = [r for r in every if r.data.tags.get("modelxray.sweep_parent") == "true"]
+    jobs = [r for r in every if r is not parent]
+    assert len(jobs) == 2 and parent.info.status == "FINISHED"
+    assert {r.data.tags["mlflow.parentRunId"] for r in jobs} == {parent.info.run_id}
+    names = sorted(r.info.run_name for r in jobs)
+    assert names[0].startswith("tiny_gpt2 perf debug-tiny") and names[1].startswith("tiny_gpt2 perf int4 debug-tiny")
+    assert all(len(n) <= 70 for n in names)
+    assert all("quant=" in r.data.tags["modelxray.overrides"] for r in jobs)  # the full overrides stay as a tag
+    assert parent.info.run_name.startswith("sweep ") and "quant=none,int4" in parent.info.run_name
+    assert parent.data.tags["modelxray.sweep_id"] == jobs[0].data.tags["modelxray.sweep_id"]
+    # each job's data as an MLflow dataset input: same text, same digest
+    (inputs_a,), (inputs_b,) = (r.inputs.dataset_inputs for r in jobs)
+    assert inputs_a.dataset.name == "pydoc_topics" and inputs_a.dataset.digest == inputs_b.dataset.digest
+    assert '"tokens": 512' in inputs_a.dataset.profile
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"comparison.md", "pareto.png", "sweep_config.yaml", "sweep_overrides.txt"} <= artifacts
+    comparison = open(client.download_artifacts(parent.info.run_id, "comparison.md", str(tmp_path))).read()
+    assert all(n in comparison for n in names) and "| quant |" in comparison
+    assert "performance/perplexity" in comparison and "±" in comparison and "model/size_bytes" in comparison
+    assert parent.data.metrics["sweep/runs_finished"] == 2
+    assert "modelxray: view     mlflow ui --backend-store-uri" in proc.stdout
+    assert proc.stdout.count("workflowType=machine_learning") == 1  # once, for the whole sweep
+    # a job run on its own has no parent
+    single = run_cli([*TINY_JOB, "tracker=mlflow", f"tracker.uri={uri}", "tracker.experiment=ui"], cwd=tmp_path)
+    assert single.returncode == 0, single.stderr[-2000:]
+    _, after = mlflow_runs(uri, "ui")
+    (alone,) = [r for r in after if r.info.run_id not in {j.info.run_id for j in jobs}]
+    assert "mlflow.parentRunId" not in alone.data.tags
+
+
+def _ui_check_missing() -> str | None:
+    sys.path.insert(0, str(REPO / "scripts"))
+    try:
+        from ui_check import find_chromium
+    finally:
+        sys.path.pop(0)
+    if find_chromium() is None:
+        return "needs Chromium (apt-get install chromium)"
+    if importlib.util.find_spec("playwright") is None:
+        return "needs playwright (pip install playwright)"
+    if shutil.which("mlflow") is None:
+        return "needs the mlflow command"
+    return None
+
+
+@pytest.mark.slow  # a sweep, an MLflow server and a browser
+@pytest.mark.skipif(_ui_check_missing() is not None, reason=str(_ui_check_missing()))
+def test_the_ui_shows_the_sweep_in_a_real_browser(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "ui_check.py"), "--out", str(tmp_path / "shots")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "FAIL" not in proc.stdout and proc.stdout.count("  ok   ") >= 10
+    for shot in ("runs_table.png", "charts.png", "compare.png", "sweep_parent.png"):
+        assert (tmp_path / "shots" / shot).stat().st_size > 20_000
