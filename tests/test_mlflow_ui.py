@@ -232,3 +232,35 @@ def test_the_ui_shows_the_sweep_in_a_real_browser(tmp_path):
     assert "FAIL" not in proc.stdout and proc.stdout.count("  ok   ") >= 10
     for shot in ("runs_table.png", "charts.png", "compare.png", "sweep_parent.png"):
         assert (tmp_path / "shots" / shot).stat().st_size > 20_000
+
+
+def test_a_new_sqlite_store_is_a_copy_of_an_empty_one_made_once(tmp_path, monkeypatch):
+    import sqlite3
+
+    from modelxray.core.instantiate import build_component
+
+    monkeypatch.chdir(tmp_path)
+    cfg = compose([f"tracker.store_template_dir={tmp_path / 'templates'}", "tracker.uri=sqlite:///first.db"])
+    first = build_component(cfg.tracker, "tracker")
+    first.start("r", {}).finish("FINISHED")
+    (template,) = (tmp_path / "templates").glob("empty-mlflow-*.db")
+    second = MlflowTracker(uri="sqlite:///second.db", store_template_dir=str(tmp_path / "templates"))
+    t0 = time.perf_counter()
+    second.seed_store()
+    assert time.perf_counter() - t0 < 1.0  # a copy, not MLflow's migrations
+    run = second.start("r", {})
+    run.log_metrics({"m": 1.0})
+    run.finish("FINISHED")
+    with sqlite3.connect(tmp_path / "second.db") as con:
+        assert con.execute("pragma integrity_check").fetchone() == ("ok",)
+        version = con.execute("select version_num from alembic_version").fetchone()
+        default = con.execute("select artifact_location from experiments where experiment_id = 0").fetchone()
+    with sqlite3.connect(template) as con:
+        assert version == con.execute("select version_num from alembic_version").fetchone()
+    assert default == (str(tmp_path / "mlruns" / "0"),)
+    # a store that exists is never touched; null turns the template off
+    before = (tmp_path / "second.db").read_bytes()
+    second.seed_store()
+    assert (tmp_path / "second.db").read_bytes() == before
+    MlflowTracker(uri="sqlite:///third.db", store_template_dir=None).seed_store()
+    assert not (tmp_path / "third.db").exists()

@@ -53,6 +53,9 @@ class MlflowTracker(Configurable):
     sqlite_timeout_s: float = 60.0  # SQLite busy timeout: parallel jobs wait for the write lock this long
     system_metrics: bool = False  # log CPU, memory, disk, network and GPU use over time (MLflow's system metrics)
     system_metrics_interval_s: float = 10.0  # seconds between two samples of the system metrics
+    store_template_dir: str | None = (
+        "~/.cache/modelxray/mlflow"  # a new SQLite store copies an empty one kept here; null = MLflow builds each
+    )
 
     def validate(self) -> None:
         if not self.uri:
@@ -89,6 +92,7 @@ class MlflowTracker(Configurable):
             return
         if db is not None:
             _check_writable(db.parent, "tracker.uri", f"folder of the SQLite file {str(db)!r}")
+            self.seed_store()
         elif self.uri.startswith(("http://", "https://")):
             _check_server(self.uri)
         if location and "://" not in location:
@@ -96,6 +100,19 @@ class MlflowTracker(Configurable):
                 _existing_parent(Path(location)), "tracker.artifact_location", f"artifact folder {location!r}"
             )
         _CHECKED.add((store, location))
+
+    def seed_store(self) -> None:
+        """A SQLite store that does not exist yet starts as a copy of an empty store made once per MLflow
+        version (``store_template_dir``): MLflow builds a new file by running its schema migrations one
+        by one, about 2 s on a 2-core machine; the copy takes milliseconds."""
+        db = self.sqlite_path()
+        if db is None or db.exists() or not self.store_template_dir:
+            return
+        try:
+            template = _store_template(Path(os.path.expanduser(self.store_template_dir)))
+            _copy_new(template, db)
+        except OSError:  # no writable cache: MLflow creates the store itself, as it would anyway
+            return
 
     @property
     def store_uri(self) -> str:
@@ -241,6 +258,44 @@ def _process_gone(tags: dict[str, str]) -> bool:
     except (PermissionError, ValueError):
         return False
     return False
+
+
+def _store_template(folder: Path) -> Path:
+    """The empty SQLite store of this MLflow version in ``folder``, made by MLflow on first use."""
+    from importlib.metadata import version
+
+    template = folder / f"empty-mlflow-{version('mlflow')}.db"
+    if template.exists():
+        return template
+    folder.mkdir(parents=True, exist_ok=True)
+    building = folder / f".building-{os.getpid()}-{threading.get_ident()}.db"
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{building}")
+    client.search_experiments()  # creates the schema at this version's head, and the Default experiment
+    client._tracking_client.store.engine.dispose()
+    os.replace(building, template)  # atomic: a parallel process sees no file or a whole one
+    return template
+
+
+def _copy_new(template: Path, db: Path) -> None:
+    """Copy ``template`` to ``db`` unless ``db`` appeared meanwhile (another job seeded it)."""
+    import shutil
+    import sqlite3
+
+    partial = db.with_name(f".{db.name}.{os.getpid()}-{threading.get_ident()}.part")
+    shutil.copyfile(template, partial)
+    with sqlite3.connect(partial) as con:  # MLflow's Default experiment keeps its artifacts under ./mlruns
+        con.execute(
+            "UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0", (str(Path.cwd() / "mlruns" / "0"),)
+        )
+    con.close()
+    try:
+        os.link(partial, db)  # fails if db exists: never overwrite a store
+    except FileExistsError:
+        pass
+    finally:
+        partial.unlink(missing_ok=True)
 
 
 def _folder_name(experiment: str) -> str:
