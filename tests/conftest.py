@@ -106,3 +106,21 @@ def trained_tiny(tmp_path_factory):
     from helpers import train_tiny
 
     return train_tiny(str(tmp_path_factory.mktemp("tok")))
+
+
+def flat(value) -> list:
+    """Nested tuples, lists and dicts (by sorted key) as one flat list, for ``pytest.approx``, which
+    compares flat sequences and mappings only."""
+    if isinstance(value, dict):
+        return [x for k in sorted(value) for x in [k, *flat(value[k])]]
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in flat(v)]
+    return [value]
+
+
+def approx_nested(got, want, **kwargs) -> bool:
+    """``got == pytest.approx(want)`` for nested data: same shape and keys, numbers close."""
+    a, b = flat(got), flat(want)
+    if len(a) != len(b):
+        return False
+    return all(x == pytest.approx(y, **kwargs) if isinstance(y, float | int) else x == y for x, y in zip(a, b))

@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from conftest import approx_nested
 from modelxray.analyzers.bitwidth import BitwidthAnalyzer
 from modelxray.core.result import RunContext
 from modelxray.core.subject import Subject
@@ -289,7 +290,7 @@ def test_the_recommendation_states_its_uncertainty_and_the_plots_draw_it(trained
     z = 1.959963984540054
     figs = figures(result)
     want = [(math.exp(r["loss"] - z * r["loss_se"]), math.exp(r["loss"] + z * r["loss_se"])) for r in rows.values()]
-    assert _segments(figs["accuracy_vs_bits.png"].axes[0]) == pytest.approx(want)
+    assert approx_nested(_segments(figs["accuracy_vs_bits.png"].axes[0]), want)
     by_size = sorted(rows.values(), key=lambda r: -r["effective_bits"])
     kl = [(r["kl"] - z * r["kl_se"], r["kl"] + z * r["kl_se"]) for r in by_size]
-    assert _segments(figs["bit_width_configurations.png"].axes[1]) == pytest.approx(kl)
+    assert approx_nested(_segments(figs["bit_width_configurations.png"].axes[1]), kl)

@@ -4,6 +4,7 @@ import math
 
 import pytest
 
+from conftest import approx_nested
 from modelxray.metrics.distinguish import (
     Difference,
     combined_se,
@@ -89,12 +90,13 @@ def test_quant_impact_draws_each_strategys_interval():
         fig = _tradeoff(rows)
     (bars,) = [c for c in fig.axes[0].containers if isinstance(c, ErrorbarContainer)]
     segments = [tuple(s[:, 1]) for s in bars.lines[2][0].get_segments()]
-    assert segments == pytest.approx(
+    assert approx_nested(
+        segments,
         [
             (math.exp(2.0 - Z * 0.05), math.exp(2.0 + Z * 0.05)),
             (math.exp(2.1 - Z * 0.04), math.exp(2.1 + Z * 0.04)),
             (math.exp(2.5), math.exp(2.5)),
-        ]
+        ],
     )
     acc = [
         {"strategy": "none", "accuracy": 0.96, "accuracy_ci_low": 0.938, "accuracy_ci_high": 0.975},
@@ -105,4 +107,4 @@ def test_quant_impact_draws_each_strategys_interval():
     with style():
         fig = _tradeoff(acc, classifier=True)
     (bars,) = [c for c in fig.axes[0].containers if isinstance(c, ErrorbarContainer)]
-    assert [tuple(s[:, 1]) for s in bars.lines[2][0].get_segments()] == pytest.approx([(0.938, 0.975), (0.932, 0.971)])
+    assert approx_nested([tuple(s[:, 1]) for s in bars.lines[2][0].get_segments()], [(0.938, 0.975), (0.932, 0.971)])

@@ -12,6 +12,7 @@ import matplotlib
 import pytest
 import torch
 
+from conftest import approx_nested
 from modelxray.analyzers.performance import PerformanceAnalyzer
 from modelxray.analyzers.performance import insights as perf_insights
 from modelxray.analyzers.performance import plots as perf_plots
@@ -138,8 +139,8 @@ def test_quality_intervals_are_the_measurements_own():
         {"output": "logits", "cosine": 0.999, "cosine_se": 0.001, "rel_error": 0.01, "examples": 4.0},
         {"output": "hidden", "cosine": 0.9, "cosine_se": float("nan"), "rel_error": 0.1, "examples": 4.0},
     ]
-    assert _intervals(perf_plots.quality_intervals(generic)) == pytest.approx(
-        {"logits": (0.999, 0.999 - Z_95 * 0.001, 1.0)}  # capped at 1, and no bar without an error
+    assert approx_nested(  # capped at 1, and no bar without an error
+        _intervals(perf_plots.quality_intervals(generic)), {"logits": (0.999, 0.999 - Z_95 * 0.001, 1.0)}
     )
     assert perf_plots.quality_intervals(PerformanceAnalyzer().new_result()) == []
 
@@ -179,7 +180,7 @@ def test_the_quality_plot_draws_each_interval_as_an_error_bar():
         for label, segment in zip(labels, bars.lines[2][0].get_segments()):
             drawn[label] = (segment[0][0], segment[1][0])
     assert [ax.get_title() for ax in fig.axes] == ["accuracy", "change vs unquantized", "nats vs unquantized"]
-    assert drawn == pytest.approx({r["figure"]: (r["low"], r["high"]) for r in rows})
+    assert approx_nested(drawn, {r["figure"]: (r["low"], r["high"]) for r in rows})
     assert "error bars: 95% intervals" in fig._suptitle.get_text()
 
 
