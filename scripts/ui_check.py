@@ -149,12 +149,7 @@ def check(store: Path, out: Path, chromium: str, port: int) -> list[str]:
         expect(parent["name"] in body, f"the sweep's parent run is listed: {parent['name']}")
         expect("pydoc_topics" in body, "the dataset column shows the dataset (pydoc_topics)")
 
-        page = fresh()
-        page.goto(f"{base}/experiments/{exp_id}/runs?{VIEW}&compareRunsMode=CHART")
-        page.wait_for_timeout(4000)
-        _close_assistant(page)
-        page.screenshot(path=str(out / "charts.png"))
-        body = page.inner_text("body")
+        body = _shoot(fresh(), f"{base}/experiments/{exp_id}/runs?{VIEW}&compareRunsMode=CHART", out / "charts.png")
         expect("performance" in body and "quant" in body, "charts are grouped by analyzer (performance, quant)")
 
         compare = f"{base}/compare-runs?runs={json.dumps([j['id'] for j in jobs])}&experiments={json.dumps([exp_id])}"
@@ -175,18 +170,23 @@ def check(store: Path, out: Path, chromium: str, port: int) -> list[str]:
                 f"(logged: {', '.join(values)})",
             )
 
-        page = fresh()
-        page.goto(f"{base}/experiments/{exp_id}/runs/{parent['id']}/artifacts/comparison.md?{VIEW}")
-        page.wait_for_timeout(5000)
-        _close_assistant(page)
-        page.screenshot(path=str(out / "sweep_parent.png"))
-        body = page.inner_text("body")
+        parent_page = f"{base}/experiments/{exp_id}/runs/{parent['id']}/artifacts/comparison.md?{VIEW}"
+        body = _shoot(fresh(), parent_page, out / "sweep_parent.png")
         expect(
             "comparison.md" in body and "pareto.png" in body,
             "the sweep's parent run holds comparison.md and pareto.png",
         )
         browser.close()
     return failed
+
+
+def _shoot(page, url: str, path: Path, settle_ms: int = 5000) -> str:
+    """Open ``url``, let it draw, screenshot it to ``path``; the page's text."""
+    page.goto(url)
+    page.wait_for_timeout(settle_ms)
+    _close_assistant(page)
+    page.screenshot(path=str(path))
+    return page.inner_text("body")
 
 
 def _close_assistant(page) -> None:

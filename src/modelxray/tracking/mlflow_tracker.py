@@ -23,22 +23,26 @@ from __future__ import annotations
 import math
 import os
 import re
-import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
+from modelxray.tracking.mlflow_store import (
+    check_server,
+    check_writable,
+    copy_new,
+    existing_parent,
+    folder_name,
+    get_or_create_experiment,
+    store_template,
+)
 from modelxray.tracking.redact import redact
 
 _PARAM_BATCH = 100  # MLflow's limit of params per log_batch call
 _METRIC_BATCH = 1000  # and of metrics
 _PARAM_MAX_CHARS = 6000
-# a tracking server must answer GET /health within this many seconds (MLflow's client would retry
-# an unreachable server for minutes before failing)
-SERVER_PROBE_TIMEOUT_S = 3.0
 ARTIFACTS_DIR = "mlruns"  # next to a SQLite file: <folder>/mlruns/<experiment>/<run id>/artifacts
 _CHECKED: set[tuple[str, str | None]] = set()  # (store, artifact location) pairs check() passed in this process
 
@@ -81,7 +85,7 @@ class MlflowTracker(Configurable):
         db = self.sqlite_path()
         if db is None:
             return None
-        return str(db.parent / ARTIFACTS_DIR / _folder_name(self.experiment))
+        return str(db.parent / ARTIFACTS_DIR / folder_name(self.experiment))
 
     def check(self) -> None:
         """Fail in one line, within seconds, if the store cannot be used: a SQLite folder that is not
@@ -91,13 +95,13 @@ class MlflowTracker(Configurable):
         if (store, location) in _CHECKED:
             return
         if db is not None:
-            _check_writable(db.parent, "tracker.uri", f"folder of the SQLite file {str(db)!r}")
+            check_writable(db.parent, "tracker.uri", f"folder of the SQLite file {str(db)!r}")
             self.seed_store()
         elif self.uri.startswith(("http://", "https://")):
-            _check_server(self.uri)
+            check_server(self.uri)
         if location and "://" not in location:
-            _check_writable(
-                _existing_parent(Path(location)), "tracker.artifact_location", f"artifact folder {location!r}"
+            check_writable(
+                existing_parent(Path(location)), "tracker.artifact_location", f"artifact folder {location!r}"
             )
         _CHECKED.add((store, location))
 
@@ -109,8 +113,8 @@ class MlflowTracker(Configurable):
         if db is None or db.exists() or not self.store_template_dir:
             return
         try:
-            template = _store_template(Path(os.path.expanduser(self.store_template_dir)))
-            _copy_new(template, db)
+            template = store_template(Path(os.path.expanduser(self.store_template_dir)))
+            copy_new(template, db)
         except OSError:  # no writable cache: MLflow creates the store itself, as it would anyway
             return
 
@@ -131,7 +135,7 @@ class MlflowTracker(Configurable):
             self.check()
         except ConfigError:
             return None
-        return _get_or_create_experiment(
+        return get_or_create_experiment(
             MlflowClient(tracking_uri=self.store_uri), self.experiment, self.resolved_artifact_location()
         )
 
@@ -205,7 +209,7 @@ class MlflowTracker(Configurable):
 
         self.check()
         client = MlflowClient(tracking_uri=self.store_uri)
-        experiment_id = _get_or_create_experiment(client, self.experiment, self.resolved_artifact_location())
+        experiment_id = get_or_create_experiment(client, self.experiment, self.resolved_artifact_location())
         run = client.create_run(
             experiment_id,
             run_name=self.run_name or run_name,
@@ -258,142 +262,6 @@ def _process_gone(tags: dict[str, str]) -> bool:
     except (PermissionError, ValueError):
         return False
     return False
-
-
-def _store_template(folder: Path) -> Path:
-    """The empty SQLite store of this MLflow version in ``folder``, made by MLflow on first use."""
-    from importlib.metadata import version
-
-    template = folder / f"empty-mlflow-{version('mlflow')}.db"
-    if template.exists():
-        return template
-    folder.mkdir(parents=True, exist_ok=True)
-    building = folder / f".building-{os.getpid()}-{threading.get_ident()}.db"
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(tracking_uri=f"sqlite:///{building}")
-    client.search_experiments()  # creates the schema at this version's head, and the Default experiment
-    client._tracking_client.store.engine.dispose()
-    os.replace(building, template)  # atomic: a parallel process sees no file or a whole one
-    return template
-
-
-def _copy_new(template: Path, db: Path) -> None:
-    """Copy ``template`` to ``db`` unless ``db`` appeared meanwhile (another job seeded it)."""
-    import shutil
-    import sqlite3
-
-    partial = db.with_name(f".{db.name}.{os.getpid()}-{threading.get_ident()}.part")
-    shutil.copyfile(template, partial)
-    with sqlite3.connect(partial) as con:  # MLflow's Default experiment keeps its artifacts under ./mlruns
-        con.execute(
-            "UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0", (str(Path.cwd() / "mlruns" / "0"),)
-        )
-    con.close()
-    try:
-        os.link(partial, db)  # fails if db exists: never overwrite a store
-    except FileExistsError:
-        pass
-    finally:
-        partial.unlink(missing_ok=True)
-
-
-def _folder_name(experiment: str) -> str:
-    """An experiment name as one folder name (``a/b c`` -> ``a_b_c``)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", experiment).strip("._") or "experiment"
-
-
-def _existing_parent(path: Path) -> Path:
-    """``path`` or its nearest ancestor that exists (an artifact folder is created on first use)."""
-    path = path.resolve()
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
-
-
-def _check_writable(folder: Path, key: str, what: str) -> None:
-    """A file can be created in ``folder`` (os.access says yes to root even where nothing can be)."""
-    try:
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as exc:
-        raise ConfigError(
-            key, f"the {what} is not writable ({exc.strerror or exc}); use a folder you can write to"
-        ) from None
-
-
-def _check_server(uri: str) -> None:
-    """A tracking server answers ``GET /health`` within ``SERVER_PROBE_TIMEOUT_S``: with 200 (an MLflow
-    server), or 401/403 (a proxy asking for credentials, which MLflow then reports itself)."""
-    import urllib.parse
-
-    parts = urllib.parse.urlsplit(uri)
-    netloc = parts.netloc.rsplit("@", 1)[-1]  # credentials are MLflow's business, not the probe's
-    health = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/") + "/health", "", ""))
-    why = _health_problem(health, SERVER_PROBE_TIMEOUT_S)
-    if why is not None:
-        shown = redact({"uri": uri})["uri"]
-        raise ConfigError(
-            "tracker.uri",
-            f"no MLflow server answers at {shown} ({why}); start one (scripts/mlflow_server.sh) "
-            "or log to a file: tracker.uri=sqlite:///mlflow.db",
-        )
-
-
-def _health_problem(url: str, timeout_s: float) -> str | None:
-    """None if ``url`` answered like an MLflow server within ``timeout_s``, else what went wrong. The
-    request runs in a thread so a name lookup that hangs is bounded too."""
-    outcome: list[str | None] = []
-    thread = threading.Thread(target=lambda: outcome.append(_get_health(url, timeout_s)), daemon=True)
-    thread.start()
-    thread.join(timeout_s)
-    return outcome[0] if outcome else f"no answer within {timeout_s:g} s"
-
-
-def _get_health(url: str, timeout_s: float) -> str | None:
-    import ssl
-    import urllib.error
-    import urllib.request
-
-    try:
-        urllib.request.urlopen(url, timeout=timeout_s).close()
-    except urllib.error.HTTPError as exc:
-        return None if exc.code in (401, 403) else f"GET /health answered HTTP {exc.code}: not an MLflow server?"
-    except urllib.error.URLError as exc:
-        if isinstance(exc.reason, ssl.SSLError):
-            return None  # it answered; MLflow's own TLS settings decide whether that is fine
-        return str(getattr(exc.reason, "strerror", None) or exc.reason)
-    except OSError as exc:  # a timeout while reading, a reset connection
-        return str(exc) or type(exc).__name__
-    return None
-
-
-# MLflow 3's UI opens an experiment on the view its kind names; ours are model runs (the runs table and
-# charts), not GenAI traces
-EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
-EXPERIMENT_KIND = "custom_model_development"
-
-
-def _get_or_create_experiment(client, name: str, artifact_location: str | None) -> str:
-    from mlflow.exceptions import MlflowException
-
-    exp = client.get_experiment_by_name(name)
-    if exp is not None:
-        if exp.lifecycle_stage == "deleted":
-            client.restore_experiment(exp.experiment_id)
-        kind = exp.tags.get(EXPERIMENT_KIND_TAG, "")
-        if not kind or kind.endswith("_inferred") or kind == "no_inferred_type":  # a kind a person chose stays
-            client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
-        return exp.experiment_id
-    try:
-        return client.create_experiment(
-            name, artifact_location=artifact_location, tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND}
-        )
-    except MlflowException:  # created meanwhile by a parallel job
-        exp = client.get_experiment_by_name(name)
-        if exp is None:
-            raise
-        return exp.experiment_id
 
 
 RUN_FILE = "mlflow_run.json"  # in the job's output dir: which run this job logs to
