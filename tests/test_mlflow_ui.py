@@ -265,3 +265,28 @@ def test_a_new_sqlite_store_is_a_copy_of_an_empty_one_made_once(tmp_path, monkey
     assert (tmp_path / "second.db").read_bytes() == before
     MlflowTracker(uri="sqlite:///third.db", store_template_dir=None).seed_store()
     assert not (tmp_path / "third.db").exists()
+
+
+def test_a_sweep_without_new_runs_fails_only_when_a_job_failed(tmp_path):
+    from omegaconf import OmegaConf
+
+    from modelxray.core.failures import collecting, report_failure
+    from modelxray.sweep import summarize
+
+    class Parent:
+        texts: dict = {}
+
+        def log_text(self, text, path):
+            self.texts[path] = text
+
+    tracker = MlflowTracker(uri=f"sqlite:///{tmp_path / 'm.db'}", experiment="e")
+    tracker.start("unrelated", {"modelxray.sweep_id": "other"}).finish("FINISHED")
+    config = OmegaConf.create({"hydra": {"overrides": {"task": ["seed=0,1"]}}})
+    parent = Parent()
+    with collecting():  # every job skipped as FINISHED before: nothing new, nothing wrong
+        assert summarize(parent, tracker, "s1", config, ["performance/perplexity"], []) == "FINISHED"
+    assert "No job of this sweep logged a new run" in parent.texts["comparison.md"]
+    with collecting():
+        report_failure("job #1")
+        assert summarize(parent, tracker, "s1", config, ["performance/perplexity"], []) == "FAILED"
+    assert "1 job(s) failed: job #1" in parent.texts["comparison.md"]

@@ -193,6 +193,8 @@ def test_skip_finished_resumes_a_sweep_without_redoing_finished_jobs(cache_dir, 
     _, runs = mlflow_runs(uri, "resume")
     assert sorted(r.data.params["seed"] for r in runs) == ["0", "1", "2"]  # only seed 2 ran again
     assert len({r.data.tags["modelxray.config_hash"] for r in runs}) == 3
+    _, every = mlflow_runs(uri, "resume", parents=True)  # skipped jobs are no failure of their sweep
+    assert [r.info.status for r in every if r.data.tags.get("modelxray.sweep_parent")] == ["FINISHED"] * 2
 
 
 @pytest.mark.slow  # a run.py process end to end (the CI runs the slow suite too)

@@ -124,9 +124,9 @@ def summarize(parent, tracker, sweep_id: str, config: DictConfig, metrics: list[
     failed = failures_so_far()  # what the launcher and the jobs reported: also jobs that logged no run
     notes = f"\n{len(failed)} job(s) failed: {', '.join(failed)}; see the sweep's log.\n" if failed else ""
     runs = load_runs(tracker.store_uri, tracker.experiment, sweep_id=sweep_id)
-    if len(runs) == 0:
-        parent.log_text(f"No job of this sweep logged a run.\n{notes}", "comparison.md")
-        return "FAILED"
+    if len(runs) == 0:  # every job failed, or skipped as FINISHED before (runtime.skip_finished)
+        parent.log_text(f"No job of this sweep logged a new run.\n{notes}", "comparison.md")
+        return "FAILED" if failed else "FINISHED"
     frame = runs.frame = with_model_size(runs.frame)
     params = [k for k in sorted(swept_keys(config)) if k in frame]
     logged = [c for c in frame.columns if "/" in c and frame[c].notna().any()]
