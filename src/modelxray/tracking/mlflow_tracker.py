@@ -57,9 +57,7 @@ class MlflowTracker(Configurable):
     sqlite_timeout_s: float = 60.0  # SQLite busy timeout: parallel jobs wait for the write lock this long
     system_metrics: bool = False  # log CPU, memory, disk, network and GPU use over time (MLflow's system metrics)
     system_metrics_interval_s: float = 10.0  # seconds between two samples of the system metrics
-    store_template_dir: str | None = (
-        "~/.cache/modelxray/mlflow"  # a new SQLite store copies an empty one kept here; null = MLflow builds each
-    )
+    store_template_dir: str | None = "~/.cache/modelxray/mlflow"  # new SQLite stores copy an empty one from here
 
     def validate(self) -> None:
         if not self.uri:
