@@ -103,9 +103,9 @@ class SweepSetup(Callback):
         parent.finish(status)
         self._parent = None
         hint = parent.view_hint()
-        print(f"modelxray: sweep    parent run {parent.run_id} ({status}) compares its jobs: comparison.md, pareto.png")
+        print(f"modelxray: sweep    parent run {parent.run_id} ({status}) holds the comparison of its jobs")
         print(f"modelxray: view     {hint}")
-        for var in (PARENT_RUN_ENV, PARENT_STORE_ENV):
+        for var in (PARENT_RUN_ENV, PARENT_STORE_ENV, SWEPT_KEYS_ENV):
             os.environ.pop(var, None)
 
     def _end_unfinished(self) -> None:
