@@ -92,6 +92,8 @@ class SweepSetup(Callback):
         atexit.register(self._end_unfinished)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        for var in (PARENT_RUN_ENV, PARENT_STORE_ENV, SWEPT_KEYS_ENV):  # a later command is no job of this sweep
+            os.environ.pop(var, None)
         parent, tracker = self._parent, self._tracker
         if parent is None:
             return
@@ -102,11 +104,8 @@ class SweepSetup(Callback):
             log.warning("The sweep's comparison could not be made: %s", exc)
         parent.finish(status)
         self._parent = None
-        hint = parent.view_hint()
         print(f"modelxray: sweep    parent run {parent.run_id} ({status}) holds the comparison of its jobs")
-        print(f"modelxray: view     {hint}")
-        for var in (PARENT_RUN_ENV, PARENT_STORE_ENV, SWEPT_KEYS_ENV):
-            os.environ.pop(var, None)
+        print(f"modelxray: view     {parent.view_hint()}")
 
     def _end_unfinished(self) -> None:
         if self._parent is not None:
