@@ -1,0 +1,37 @@
+"""One run: validate, build the subject, quantize, analyze, report, track. Nothing else.
+
+``run(cfg)`` is a plain function of the composed config (the CLI, the Python API and the tests
+all call it), following lightning-hydra-template's ``train(cfg)``.
+
+The stages live in modules with one job each: :mod:`.orchestration` (``run``, the stages in order),
+:mod:`.loading` (the model and its data), :mod:`.checks` (what must fit before any analyzer works),
+:mod:`.resume` (where a run starts), :mod:`.quant_stage` (quantizing in place or a copy) and
+:mod:`.job` (what a job is and gives back). The names other modules import from ``modelxray.app``
+are re-exported here.
+"""
+
+from __future__ import annotations
+
+from modelxray.app.checks import check_task, preflight
+from modelxray.app.job import JobInfo, JobKilled, RunOutcome, choices_of, config_fingerprint, flatten
+from modelxray.app.loading import _bind_class_prompts as _bind_class_prompts
+from modelxray.app.loading import _fit_images as _fit_images
+from modelxray.app.loading import load_subject
+from modelxray.app.orchestration import _keep as _keep
+from modelxray.app.orchestration import _run_info as _run_info
+from modelxray.app.orchestration import _run_one as _run_one
+from modelxray.app.orchestration import run
+from modelxray.models import process_cache as process_cache  # the tests patch its lookup through app
+
+__all__ = [
+    "JobInfo",
+    "JobKilled",
+    "RunOutcome",
+    "check_task",
+    "choices_of",
+    "config_fingerprint",
+    "flatten",
+    "load_subject",
+    "preflight",
+    "run",
+]

@@ -1,0 +1,51 @@
+"""The loaded subject against the dataset, the quantizer and every analyzer, before any analyzer
+works: a mismatch or a bad value is one ConfigError line, not a failure half-way through a run."""
+
+from __future__ import annotations
+
+from modelxray.core.errors import ConfigError
+from modelxray.core.subject import Subject
+
+
+def check_task(subject: Subject, analyzers: dict, quant=None) -> None:
+    """The dataset, the quantizer and every analyzer must fit the kind of model: a language model,
+    a classifier, or weights alone (a weights-only file, which cannot run)."""
+    from modelxray.data.base import ClassificationData, TokenData
+
+    wanted = {"causal_lm": TokenData, "classification": ClassificationData}.get(subject.task)
+    if subject.data is not None and wanted is not None and not isinstance(subject.data, wanted):
+        hint = "dataset=digits" if subject.task == "classification" else "a text dataset, e.g. dataset=pydoc_topics"
+        raise ConfigError(
+            "dataset",
+            f"{type(subject.data).__name__} does not fit a {subject.task} model ({subject.info.name}); use {hint}",
+        )
+    hints = {
+        "causal_lm": "analyzer=performance, robustness, quant_impact, bitwidth or inspect",
+        "classification": "analyzer=performance, robustness, quant_impact, bitwidth or inspect",
+        "weights": "analyzer=inspect, or set model.architecture so the model can run",
+        "generic": "analyzer=performance or inspect (a generic model has example inputs, no labels or tokens)",
+    }
+    for name, analyzer in analyzers.items():
+        if subject.task not in analyzer.tasks:
+            raise ConfigError(
+                f"analyzer.{name}",
+                f"analyzes {' and '.join(analyzer.tasks)} models, and "
+                f"{subject.info.name} is a {subject.task} model; use "
+                f"{hints.get(subject.task, 'another analyzer')}",
+            )
+    if subject.task == "weights" and quant is not None and getattr(quant, "name", "none") != "none":
+        raise ConfigError(
+            "quant",
+            f"{subject.info.name} holds weights only (no model.architecture), so it "
+            "cannot be quantized and run; use quant=none or set model.architecture",
+        )
+
+
+def preflight(subject: Subject, analyzers: dict) -> None:
+    """Every analyzer's checks against the loaded subject, before any analyzer works: a bad value
+    is one ConfigError line naming ``analyzer.<name>.<key>`` (exit 2), not a failure half-way."""
+    for name, analyzer in analyzers.items():
+        try:
+            analyzer.preflight(subject)
+        except ConfigError as exc:
+            raise exc.under(f"analyzer.{name}") from None

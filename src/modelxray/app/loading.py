@@ -1,0 +1,149 @@
+"""The subject of a run: the configured model (through the process cache) or the user's module,
+with the data it scores: the user's batches, the configured dataset fitted to the model (images
+resized, a dual encoder bound to the class prompts), or a generic model's example inputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+
+from modelxray.core.errors import ConfigError
+from modelxray.core.subject import LoadedModel, ModelInfo, Subject
+from modelxray.models import process_cache
+
+
+def _in_memory(
+    model: torch.nn.Module, tokenizer: Any, image_shape: tuple | None = None, example_inputs: Any = None
+) -> LoadedModel:
+    """A user's module: a language model (with a tokenizer or token batches), an image classifier
+    (``image_shape``) or a generic module (``example_inputs``: name -> tensor or shape)."""
+    dtypes = {str(p.dtype).replace("torch.", "") for p in model.parameters()}
+    info = ModelInfo(name=type(model).__name__, source_format="in-memory", source_dtype=",".join(sorted(dtypes)))
+    if image_shape is not None:
+        return LoadedModel(model.eval(), None, info, task="classification", image_shape=tuple(image_shape))
+    if example_inputs is not None:
+        from modelxray.models.generic import example_inputs_for
+
+        given = example_inputs_for(model, example_inputs, key="example_inputs")
+        return LoadedModel(model.eval(), None, info, task="generic", example_inputs=given)
+    return LoadedModel(model.eval(), tokenizer, info)
+
+
+def load_subject(
+    cfg: DictConfig,
+    components,
+    *,
+    model: torch.nn.Module | None = None,
+    tokenizer: Any = None,
+    batches: Any = None,
+    image_shape: tuple | None = None,
+    example_inputs: Any = None,
+    load_dataset: bool = True,
+) -> tuple[Subject, str | None]:
+    """The model under analysis with its data: the configured model (through the process cache:
+    returns ``"hit"`` or ``"miss"``) or the given module, on the user's batches, else the configured
+    dataset fitted to the model (images resized, a dual encoder bound to the class prompts), else a
+    generic model's example inputs."""
+    cache = None
+    if model is None:
+        loaded, hit = process_cache.lookup(components.model, cfg.model_cache_size)
+        cache = "hit" if hit else "miss"
+    else:
+        loaded = _in_memory(model, tokenizer, image_shape, example_inputs)
+    needs_data = (
+        load_dataset
+        and batches is None
+        and components.dataset is not None
+        and loaded.task not in ("weights", "generic")
+    )
+    if needs_data:
+        _check_dataset_kind(components.dataset, loaded)
+    data = components.dataset.load(loaded.tokenizer) if needs_data else None
+    if batches is not None and loaded.task == "classification":  # images and labels: the split to score
+        from modelxray.data.loader_data import classification_from_loader
+
+        data, batches = classification_from_loader(batches), None
+    if data is not None and loaded.image_shape is not None:
+        data = _fit_images(data, loaded)
+        loaded = _bind_class_prompts(data, loaded)
+    if loaded.task == "generic":
+        data = _keyed_inputs(loaded)
+    subject = Subject(loaded.model, loaded.tokenizer, data, loaded.info, task=loaded.task, batches=batches)
+    return subject, cache
+
+
+def _keyed_inputs(loaded: LoadedModel) -> Any:
+    """A generic model's example inputs keyed by the names its ``forward`` takes (declared names
+    that are not its parameter names go onto its positional arguments, in order)."""
+    from modelxray.data.example_inputs import ExampleInputs
+    from modelxray.inspection.inputs import infer_input
+
+    given = loaded.example_inputs
+    spec = infer_input(
+        loaded.model, batch_size=1, seq_len=None, input_shape=None, inputs=given.spec, key="model.inputs"
+    )
+    tensors = dict(zip(spec["arguments"], given.tensors.values()))
+    how = "by keyword" if spec["call"] == "keyword" else f"onto forward({', '.join(spec['arguments'])}) in order"
+    return ExampleInputs(tensors, given.source, f"{given.description}, passed {how}", meta={"call": spec["call"]})
+
+
+def _check_dataset_kind(dataset: Any, loaded: LoadedModel) -> None:
+    """Text for a language model, labelled examples for a classifier: checked before any data loads."""
+    from modelxray.data.base import TextDataset
+
+    if loaded.task == "classification" and isinstance(dataset, TextDataset):
+        raise ConfigError(
+            "dataset",
+            f"{dataset.name} is text and {loaded.info.name} is a classification model; use dataset=digits",
+        )
+
+
+def _fit_images(data: Any, loaded: LoadedModel) -> Any:
+    """Images resized to what an image model expects, and a class count its head can score."""
+    from modelxray.data.base import ClassificationData
+    from modelxray.data.images import fit_images, match_labels
+
+    if not isinstance(data, ClassificationData):
+        return data  # check_task names the datasets that fit
+    if _is_zero_shot(loaded):  # no head: it scores whatever classes the dataset names
+        return fit_images(data, loaded.image_shape, loaded.info.name)
+    config = getattr(loaded.model, "config", None)
+    data = match_labels(data, getattr(config, "label2id", None), loaded.info.name)
+    labels = getattr(config, "num_labels", None)
+    if labels is not None and labels < data.n_classes:
+        raise ConfigError(
+            "dataset",
+            f"{data.name} has {data.n_classes} classes and {loaded.info.name} scores {labels}; "
+            "use a model with at least as many labels",
+        )
+    return fit_images(data, loaded.image_shape, loaded.info.name)
+
+
+def _is_zero_shot(loaded: LoadedModel) -> bool:
+    from modelxray.models.vision_language import ZeroShotClassifier
+
+    return isinstance(loaded.model, ZeroShotClassifier)
+
+
+def _bind_class_prompts(data: Any, loaded: LoadedModel) -> LoadedModel:
+    """A dual encoder (CLIP, SigLIP) as the zero-shot classifier of the dataset's classes: one prompt
+    per class name (``model.prompt_template``, else the dataset's). A copy: the cached model stays unbound."""
+    import dataclasses
+
+    from modelxray.data.base import ClassificationData
+    from modelxray.models.vision_language import zero_shot_notes
+
+    if not _is_zero_shot(loaded) or not isinstance(data, ClassificationData):
+        return loaded
+    names = data.meta.get("class_names")
+    if not names or len(names) != data.n_classes:
+        raise ConfigError(
+            "dataset",
+            f"{data.name} names no classes (meta class_names); {loaded.info.name} is a vision-language model "
+            "that classifies by class-name prompts: use dataset=digits or dataset=image_folder",
+        )
+    model = loaded.model.for_classes(list(names), loaded.tokenizer, data.meta.get("prompt_template"))
+    info = dataclasses.replace(loaded.info, notes=[*loaded.info.notes, *zero_shot_notes(model)])
+    return dataclasses.replace(loaded, model=model, info=info)

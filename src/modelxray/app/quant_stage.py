@@ -1,0 +1,43 @@
+"""What the quant stage keeps of the loaded model: whether it quantizes the model in place or a
+copy, the report's note saying which and why, and whether the unquantized outputs are kept for an
+analyzer to compare with."""
+
+from __future__ import annotations
+
+from omegaconf import DictConfig
+
+from modelxray.app.job import JobInfo
+from modelxray.core.subject import Subject
+
+
+def _quantize_in_place(cfg: DictConfig, job: JobInfo, components, given_model: bool) -> bool:
+    """Quantize the loaded model itself, not a copy, when nothing needs its loaded weights after the
+    quant stage: a configured model (never the user's own module) in a single run, or with the
+    model cache off (``model_cache_size=0``); a sweep's jobs share the cached model."""
+    if given_model or not getattr(components.quant, "in_place_capable", False):
+        return False
+    return job.sweep_dir is None or cfg.model_cache_size == 0
+
+
+def _in_place_note(in_place: bool, cfg: DictConfig, job: JobInfo, components, given_model: bool) -> str:
+    """What the quant stage kept of the loaded weights, and why, for the report."""
+    if in_place:
+        why = "model_cache_size=0" if cfg.model_cache_size == 0 else "a single run"
+        return (
+            f"Memory: quantized in place ({why}): the loaded weights were not kept, so the process held one "
+            "copy of the model."
+        )
+    if given_model:
+        why = "your model is left as you gave it"
+    elif not getattr(components.quant, "in_place_capable", False):
+        why = f"{components.quant.name} builds new modules"
+    else:
+        why = "the jobs of this sweep share the loaded model (model_cache_size=0 quantizes in place)"
+    return f"Memory: quantized a copy of the model, which kept the loaded weights beside it: {why}."
+
+
+def _keeps_reference(subject: Subject, components) -> bool:
+    """Keep the unquantized outputs when a quantizer runs and an analyzer scores agreement with them
+    (performance on a classifier or a generic model; quant_impact and bitwidth keep their own)."""
+    quantizes = getattr(components.quant, "name", "none") != "none"
+    return quantizes and subject.task in ("classification", "generic") and "performance" in components.analyzers
