@@ -290,3 +290,34 @@ def test_a_sweep_without_new_runs_fails_only_when_a_job_failed(tmp_path):
         report_failure("job #1")
         assert summarize(parent, tracker, "s1", config, ["performance/perplexity"], []) == "FAILED"
     assert "1 job(s) failed: job #1" in parent.texts["comparison.md"]
+
+
+def test_a_dataset_row_made_by_a_parallel_job_is_linked_after_the_lost_insert(tmp_path, monkeypatch):
+    """Parallel jobs on the same text race to create its dataset row: the loser links the winner's row."""
+    from mlflow.exceptions import MlflowException
+
+    tracker = MlflowTracker(uri=f"sqlite:///{tmp_path}/m.db", experiment="race", store_template_dir=None)
+    winner, run = tracker.start("winner", {}), tracker.start("loser", {})
+    identity = identify(TokenData("pydoc_topics", torch.arange(300), n_bytes=900, seq_len=64, available_tokens=300))
+    real, calls = run.client.log_inputs, []
+
+    def racing(run_id, datasets):
+        calls.append(run_id)
+        if len(calls) == 1:  # the other job inserts the row first; this insert loses
+            real(winner.run_id, datasets=datasets)
+            raise MlflowException("(sqlite3.IntegrityError) UNIQUE constraint failed: datasets.experiment_id")
+        return real(run_id, datasets=datasets)
+
+    monkeypatch.setattr(run.client, "log_inputs", racing)
+    run.log_dataset(identity)
+    for r in (winner, run):
+        (linked,) = run.client.get_run(r.run_id).inputs.dataset_inputs
+        assert linked.dataset.digest == identity.digest
+    assert calls == [run.run_id, run.run_id]
+
+    def broken(run_id, datasets):
+        raise MlflowException("the store is read-only")
+
+    monkeypatch.setattr(run.client, "log_inputs", broken)
+    with pytest.raises(MlflowException, match="read-only"):
+        run.log_dataset(identity)

@@ -43,6 +43,7 @@ from modelxray.tracking.redact import redact
 _PARAM_BATCH = 100  # MLflow's limit of params per log_batch call
 _METRIC_BATCH = 1000  # and of metrics
 _PARAM_MAX_CHARS = 6000
+DATASET_ATTEMPTS = 4  # a dataset row that parallel jobs create at once: linked again after the losing insert
 ARTIFACTS_DIR = "mlruns"  # next to a SQLite file: <folder>/mlruns/<experiment>/<run id>/artifacts
 _CHECKED: set[tuple[str, str | None]] = set()  # (store, artifact location) pairs check() passed in this process
 
@@ -386,7 +387,16 @@ class MlflowRun:
             profile=json.dumps({"num_rows": next(iter(identity.size.values()), 0), **identity.size}),
         )
         tags = [InputTag(key="mlflow.data.context", value=context)]
-        self.client.log_inputs(self.run_id, datasets=[DatasetInput(dataset=dataset, tags=tags)])
+        for attempt in range(DATASET_ATTEMPTS):
+            try:
+                self.client.log_inputs(self.run_id, datasets=[DatasetInput(dataset=dataset, tags=tags)])
+                return
+            except Exception as err:  # noqa: BLE001 - only the race below is retried
+                # parallel jobs on the same text each create its dataset row if they see none: all but
+                # one insert fails on the store's unique key; the row exists now, so linking it again works
+                if "UNIQUE constraint" not in str(err) or attempt == DATASET_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.1 * (attempt + 1))
 
     def finish(self, status: str) -> None:
         if self.monitor is not None:  # its last samples are flushed before the run ends
