@@ -63,6 +63,27 @@ def test_pgd_loss_is_at_least_fgsm_loss_and_grows_with_eps(harness):
     assert out[0.3]["fgsm"]["loss"] > out[0.1]["fgsm"]["loss"]
 
 
+def test_attack_gradient_in_parts_is_the_whole_batch_gradient(trained_tiny):
+    """Windows attacked one at a time (the memory default) get the gradient of the whole batch's mean loss."""
+    from modelxray.perturb.embedding_shift import EmbeddingShift, frozen
+
+    loaded, data = trained_tiny
+    windows = make_windows(data.ids[:1024], 128, "disjoint")[:3]
+    grads = {}
+    for step in (1, 2, 3):
+        h = LMHarness(loaded.model, windows, batch_size=3, kl_windows=0, progress=False, attack_batch_size=step)
+        inputs, targets = h.ref.batches[0]
+        with frozen(h.model), EmbeddingShift(h.embedding) as shift:
+            shape = (*inputs.shape, h.embedding.weight.shape[1])
+            delta = torch.zeros(shape).normal_(0, 0.01, generator=torch.Generator().manual_seed(0))
+            grads[step] = h._grad_fn(shift, inputs, targets)(delta)
+    whole = grads[3]
+    assert whole.abs().sum() > 0
+    for step in (1, 2):
+        assert torch.allclose(grads[step], whole, rtol=1e-4, atol=1e-9), step
+        assert (grads[step].sign() == whole.sign()).float().mean() > 0.999
+
+
 def test_attacks_stay_inside_the_ball_and_bounds():
     x0 = torch.rand(5, 7)
     grad_fn = lambda x: torch.randn_like(x)  # noqa: E731

@@ -27,9 +27,16 @@ class LMHarness:
     substitution_family = "token_substitution"
 
     def __init__(
-        self, model: nn.Module, windows: list[Window], batch_size: int, kl_windows: int, progress: bool = True
+        self,
+        model: nn.Module,
+        windows: list[Window],
+        batch_size: int,
+        kl_windows: int,
+        progress: bool = True,
+        attack_batch_size: int = 1,
     ):
         self.model, self.windows, self.batch_size, self.progress = model, windows, batch_size, progress
+        self.attack_batch_size = attack_batch_size
         self.ref = Reference(model, windows, batch_size, kl_windows, progress, "robustness: clean reference")
         self.clean = self.ref.metrics
         self._embedding: nn.Module | None = None
@@ -106,17 +113,34 @@ class LMHarness:
         return out
 
     def _grad_fn(self, shift: EmbeddingShift, inputs: torch.Tensor, targets: torch.Tensor):
+        """The gradient of the batch's mean next-token loss with respect to the embedding shift,
+        computed ``attack_batch_size`` windows at a time (the backward keeps every layer's
+        activations of the windows in flight): each part's summed loss over the batch's scored
+        tokens, so the parts are exactly the rows of the whole batch's gradient."""
+        scored = (targets != IGNORE).sum().clamp_min(1)
+        step = self.attack_batch_size
+
         def grad(delta: torch.Tensor) -> torch.Tensor:
-            d = delta.detach().requires_grad_(True)
-            shift.delta = d
-            with torch.enable_grad():
-                logits = forward_logits(self.model, inputs)
-                loss = F.cross_entropy(
-                    logits.float().reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE
-                )
-                (g,) = torch.autograd.grad(loss, d)
-            shift.delta = None
-            return g
+            parts = []
+            for start in range(0, inputs.shape[0], step):
+                rows = slice(start, start + step)
+                d = delta[rows].detach().requires_grad_(True)
+                shift.delta = d
+                with torch.enable_grad():
+                    logits = forward_logits(self.model, inputs[rows])
+                    loss = (
+                        F.cross_entropy(
+                            logits.float().reshape(-1, logits.shape[-1]),
+                            targets[rows].reshape(-1),
+                            ignore_index=IGNORE,
+                            reduction="sum",
+                        )
+                        / scored
+                    )
+                    (g,) = torch.autograd.grad(loss, d)
+                parts.append(g)
+                shift.delta = None
+            return torch.cat(parts)
 
         return grad
 

@@ -74,6 +74,7 @@ class RobustnessAnalyzer(Analyzer):
     tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification")
     eval_windows: int = 8  # language models: dataset windows (the clean pass is computed once)
     batch_size: int = 4  # windows per forward pass
+    attack_batch_size: int = 1  # language models: windows per attack gradient (its backward holds their activations)
     kl_windows: int = 8  # windows whose clean distribution is kept for exact KL
     eval_samples: int | None = None  # classifiers: test samples (null = all)
     sample_batch_size: int = 256  # classifiers: samples per forward pass
@@ -100,7 +101,9 @@ class RobustnessAnalyzer(Analyzer):
     image_grid: str = "default"  # default | full (wider): the levels of the image keys left at null
 
     def validate(self) -> None:
-        self.require_positive("eval_windows", "batch_size", "seeds", "pgd_windows", "quant_noise_bits")
+        self.require_positive(
+            "eval_windows", "batch_size", "attack_batch_size", "seeds", "pgd_windows", "quant_noise_bits"
+        )
         self.require_positive("pgd_step_size", "eval_samples", "pgd_samples", allow_none=True)
         self.require_positive("sample_batch_size")
         self.require_non_negative("kl_windows", "fgsm_eps", "pgd_eps", "pgd_steps", "weight_noise_levels")

@@ -150,7 +150,7 @@ def _harness(cfg, subject, ctx: RunContext):
         from modelxray.perturb.lm_harness import LMHarness
 
         windows = lm_eval_windows(subject.data, subject.batches, cfg.eval_windows)
-        return LMHarness(subject.model, windows, cfg.batch_size, cfg.kl_windows, ctx.progress)
+        return LMHarness(subject.model, windows, cfg.batch_size, cfg.kl_windows, ctx.progress, cfg.attack_batch_size)
     if subject.task == "classification":
         from modelxray.data.base import ClassificationData
         from modelxray.perturb.classifier_harness import ClassifierHarness
