@@ -2,8 +2,9 @@
 own process and a fresh temporary working folder; each example checks what it promises and exits
 non-zero otherwise. Prints one line per example with its time, and exits 1 if any failed.
 
-    python scripts/run_examples.py              # all of them (CI runs this)
+    python scripts/run_examples.py              # all of them, as many at once as there are cores (CI runs this)
     python scripts/run_examples.py seed000 seed004_minimal   # those whose names start so
+    python scripts/run_examples.py --jobs 1     # one at a time (the times then are each example's own)
 
 Modules that examples import (``*_setup.py``) are not run.
 """
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -29,9 +31,12 @@ def examples(prefixes: list[str]) -> list[Path]:
     return [p for p in found if not prefixes or p.stem.startswith(tuple(prefixes))]
 
 
-def run(path: Path) -> tuple[bool, float, str]:
-    """Run one example in a temporary folder; (passed, seconds, the tail of its output)."""
+def run(path: Path, threads: int | None = None) -> tuple[bool, float, str]:
+    """Run one example in a temporary folder, with ``threads`` intra-op threads when several run at
+    once (the cores are shared out, not oversubscribed); (passed, seconds, the tail of its output)."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg"}
+    if threads and "OMP_NUM_THREADS" not in os.environ:
+        env["OMP_NUM_THREADS"] = str(threads)
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as cwd:
         try:
@@ -47,19 +52,27 @@ def run(path: Path) -> tuple[bool, float, str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("prefixes", nargs="*", help="run only examples whose names start with these")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="examples run at once (default: cores)")
     args = parser.parse_args()
     chosen = examples(args.prefixes)
     if not chosen:
         print(f"no example matches {args.prefixes}", file=sys.stderr)
         return 2
+    jobs = max(1, min(args.jobs, len(chosen)))
+    threads = max(1, (os.cpu_count() or 1) // jobs) if jobs > 1 else None
     failed = []
-    for path in chosen:
-        ok, seconds, tail = run(path)
-        print(f"{'ok  ' if ok else 'FAIL'} {seconds:6.1f} s  examples/{path.name}", flush=True)
-        if not ok:
-            failed.append(path.name)
-            print("     " + tail.replace("\n", "\n     "), flush=True)
-    print(f"{len(chosen) - len(failed)} of {len(chosen)} examples passed")
+    start = time.perf_counter()
+    with ThreadPoolExecutor(jobs) as pool:
+        running = {pool.submit(run, path, threads): path for path in chosen}
+        for done in as_completed(running):
+            path = running[done]
+            ok, seconds, tail = done.result()
+            print(f"{'ok  ' if ok else 'FAIL'} {seconds:6.1f} s  examples/{path.name}", flush=True)
+            if not ok:
+                failed.append(path.name)
+                print("     " + tail.replace("\n", "\n     "), flush=True)
+    took = time.perf_counter() - start
+    print(f"{len(chosen) - len(failed)} of {len(chosen)} examples passed ({took:.0f} s, {jobs} at a time)")
     return 1 if failed else 0
 
 
