@@ -1,5 +1,5 @@
 """What the tracker classes have in common: building a callback config from the user's keyword
-options, saving or returning figures, and loading a saved tracker's state by class name."""
+options, saving or returning figures, and restoring a saved tracker by class name."""
 
 from __future__ import annotations
 
@@ -45,3 +45,14 @@ def _load(filepath: str | Path, name: str) -> dict:
         found = doc.get("class") if isinstance(doc, dict) else type(doc).__name__
         raise ConfigError(str(filepath), f"holds a {found}, not a {name}")
     return doc
+
+
+def _restored(cls, filepath: str | Path, config_cls, callback_cls) -> tuple[Any, dict]:
+    """A tracker of class ``cls`` saved by its ``save``, with its saved options and callback state,
+    and the saved document (for what else the class kept)."""
+    doc = _load(filepath, cls.__name__)
+    new = cls(doc["num_classes"])
+    new.config = config_cls(**doc["config"])
+    new.callback = callback_cls(new.config)
+    new.callback.load_state_dict(doc["callback"])
+    return new, doc

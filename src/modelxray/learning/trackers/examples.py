@@ -25,7 +25,7 @@ from modelxray.learning.loaders import (
     logits_of,
 )
 from modelxray.learning.recorder import ExampleRecorder
-from modelxray.learning.trackers._shared import _config, _load, _save_figures
+from modelxray.learning.trackers._shared import _config, _restored, _save_figures
 
 
 def _device_of(model: nn.Module) -> torch.device:
@@ -338,11 +338,7 @@ class LearningDynamicsAnalyzer:
     @classmethod
     def load(cls, filepath: str | Path) -> LearningDynamicsAnalyzer:
         """An analyzer saved by :meth:`save`, ready to record more epochs or to analyze."""
-        doc = _load(filepath, cls.__name__)
-        new = cls(doc["num_classes"])
-        new.config = ExampleDynamicsConfig(**doc["config"])
-        new.callback = ExampleDynamicsCallback(new.config)
-        new.callback.load_state_dict(doc["callback"])
+        new, doc = _restored(cls, filepath, ExampleDynamicsConfig, ExampleDynamicsCallback)
         if new.recorder is not None:
             new.callback.epochs_seen = new.recorder.n_epochs
             new._labels_complete = bool((new.recorder.labels >= 0).all())

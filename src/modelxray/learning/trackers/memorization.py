@@ -15,7 +15,7 @@ from modelxray.learning.callbacks.configs import MemorizationConfig
 from modelxray.learning.callbacks.memorization import MemorizationCallback
 from modelxray.learning.evaluation import evaluate_loader
 from modelxray.learning.loaders import batch_pair
-from modelxray.learning.trackers._shared import _config, _load, _save_figures
+from modelxray.learning.trackers._shared import _config, _restored, _save_figures
 
 
 def _peek(loader, key: str) -> None:
@@ -129,10 +129,6 @@ class MemorizationDetector:
 
     @classmethod
     def load(cls, filepath: str | Path) -> MemorizationDetector:
-        doc = _load(filepath, cls.__name__)
-        new = cls(doc["num_classes"])
-        new.config = MemorizationConfig(**doc["config"])
-        new.callback = MemorizationCallback(new.config)
-        new.callback.load_state_dict(doc["callback"])
+        new, doc = _restored(cls, filepath, MemorizationConfig, MemorizationCallback)
         new.epoch_memorization = doc["epoch_memorization"]
         return new
