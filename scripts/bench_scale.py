@@ -10,20 +10,26 @@ Prints, per size: the weight bytes; for each run its peak resident memory over t
 (targets: 1.15 for a single run with a quantizer, 1.3 for bitwidth, quant_impact and robustness)
 and the growth: the peak above the same run's peak on a 2-layer model (the fixed cost of Python,
 torch, transformers and the report), over the weight bytes above that model's; seconds per scored
-token; and our loop's tokens/s over the bare loop's (target
->= 0.97), the two timed in alternating rounds in one process. The 2-layer model (``tiny``) always runs first:
+token; and our loop's tokens/s over a bare forward loop's and over a bare perplexity loop's
+(forward plus cross-entropy; target >= 0.97), timed in alternating rounds in one process. The 2-layer model (``tiny``) always runs first:
 ``--sizes tiny`` alone checks the script itself in a minute.
+
+``--token-sweep 256,1024,4096`` adds the growth with tokens: each run again on the first size at
+each token count, with its peak memory (flat: windows are scored one batch at a time) and the
+seconds each further token costs between counts (flat: the work per token does not grow).
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import multiprocessing
 import os
 import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -125,9 +131,12 @@ BASE = (
 )
 
 
-def speed(path: Path, tokens: int, seq_len: int, rounds: int) -> tuple[float, float]:
-    """Tokens/s of our scoring loop and of a bare loop over the same windows, in this process."""
+def speed(path: Path, tokens: int, seq_len: int, rounds: int) -> tuple[float, float, float]:
+    """Tokens/s of our scoring loop, of a bare forward loop and of a bare perplexity loop (the
+    forward plus ``F.cross_entropy``, what a hand-written evaluation does) over the same windows,
+    timed in alternating rounds in this process."""
     import torch
+    import torch.nn.functional as F
     from transformers import AutoModelForCausalLM
 
     from modelxray.measure.scoring import score_windows
@@ -139,22 +148,70 @@ def speed(path: Path, tokens: int, seq_len: int, rounds: int) -> tuple[float, fl
     batches = list(batched(windows, 1))
     n = sum(w.inputs.numel() for w in windows)
 
-    def bare() -> float:
+    def bare(loss: bool) -> float:
         start = time.perf_counter()
         with torch.inference_mode():
-            for inputs, _ in batches:
-                model(input_ids=inputs, use_cache=False)
+            for inputs, targets in batches:
+                logits = model(input_ids=inputs, use_cache=False).logits
+                if loss:
+                    F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100, reduction="sum")
         return time.perf_counter() - start
 
-    bare()  # warm-up
-    ours_t, bare_t = [], []
+    loops = {
+        "ours": lambda: score_windows(model, windows, 1, [1], progress=False)[1],
+        "bare": lambda: bare(False),
+        "bare+loss": lambda: bare(True),
+    }
+    bare(False)  # warm-up
+    times: dict[str, list[float]] = {name: [] for name in loops}
     for r in range(rounds):
-        for name in ("ours", "bare") if r % 2 == 0 else ("bare", "ours"):
-            if name == "ours":
-                ours_t.append(score_windows(model, windows, 1, [1], progress=False)[1])
-            else:
-                bare_t.append(bare())
-    return n / statistics.median(ours_t), n / statistics.median(bare_t)
+        for name in list(loops) if r % 2 == 0 else list(loops)[::-1]:
+            times[name].append(loops[name]())
+    ours, fwd, ppl = (n / statistics.median(times[name]) for name in loops)
+    return ours, fwd, ppl
+
+
+def run_command(path: Path, run: str, tokens: int, seq_len: int, run_dir: Path) -> list[str]:
+    """``python run.py`` on the model directory ``path`` with the overrides of ``run``."""
+    return [
+        sys.executable,
+        "run.py",
+        "model=hf",
+        f"model.name_or_path={path}",
+        "model.tokenizer=byte",
+        f"dataset.max_tokens={tokens}",
+        f"dataset.seq_len={seq_len}",
+        "tracker=none",
+        "progress=false",
+        "report.dashboard=false",
+        f"hydra.run.dir={run_dir}",
+        *RUNS[run],
+    ]
+
+
+def token_sweep(path: Path, size: str, runs: list[str], counts: list[int], seq_len: int, work: Path) -> list[str]:
+    """Each run at each token count: peak memory against the smallest count's, and the seconds each
+    token beyond the previous count cost."""
+    lines = [
+        f"| tokens ({size}) | run | peak RSS | peak / peak at {counts[0]} | wall s | s / further token |",
+        "|---|---|---|---|---|---|",
+    ]
+    print(lines[0], flush=True)
+    for run in runs:
+        first = previous = None
+        for n in counts:
+            peak, secs, code = peak_of(
+                run_command(path, run, n, seq_len, work / "runs" / f"tokens-{n}-{run.replace(' ', '-')}")
+            )
+            first = first or peak
+            further = "" if previous is None else f"{(secs - previous[1]) / (n - previous[0]):.4f}"
+            line = f"| {n} | {run} | {peak / 2**30:.2f} GiB | {peak / first:.2f} | {secs:.1f} | {further} |" + (
+                "" if code == 0 else f" (exit {code})"
+            )
+            lines.append(line)
+            print(line, flush=True)
+            previous = (n, secs)
+    return lines
 
 
 def main() -> None:
@@ -166,6 +223,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of the speed comparison")
     ap.add_argument("--work", default="outputs/bench_scale", help="where the model directories are kept")
     ap.add_argument("--markdown", help="also write the table to this Markdown file")
+    ap.add_argument("--token-sweep", help="comma-separated token counts: each run again at each, on the first size")
     args = ap.parse_args()
     work = (ROOT / args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
@@ -181,25 +239,15 @@ def main() -> None:
     fixed: dict[str, tuple[int, int]] = {}  # run -> (peak, weight bytes) on the tiny model
     header = "| size | weights | run | peak RSS | peak / weights | growth / weights | s / token |"
     lines = [header, "|---|---|---|---|---|---|---|"]
-    speeds = ["| size | ours tokens/s | bare tokens/s | ours / bare |", "|---|---|---|---|"]
+    speeds = [
+        "| size | ours tokens/s | bare forward tokens/s | ours / bare forward | bare forward + loss tokens/s | ours / bare + loss |",
+        "|---|---|---|---|---|---|",
+    ]
     print(header)
     for size in sizes:
         path, nbytes = build(size, work)
         for run in runs:
-            cmd = [
-                sys.executable,
-                "run.py",
-                "model=hf",
-                f"model.name_or_path={path}",
-                "model.tokenizer=byte",
-                f"dataset.max_tokens={args.tokens}",
-                f"dataset.seq_len={args.seq_len}",
-                "tracker=none",
-                "progress=false",
-                "report.dashboard=false",
-                f"hydra.run.dir={work}/runs/{size}-{run.replace(' ', '-')}",
-                *RUNS[run],
-            ]
+            cmd = run_command(path, run, args.tokens, args.seq_len, work / "runs" / f"{size}-{run.replace(' ', '-')}")
             peak, secs, code = peak_of(cmd)
             fixed.setdefault(run, (peak, nbytes))
             growth = (peak - fixed[run][0]) / (nbytes - fixed[run][1]) if size != "tiny" else math.nan
@@ -209,12 +257,21 @@ def main() -> None:
             )
             lines.append(line)
             print(line, flush=True)
-        ours, bare = speed(path, args.tokens, args.seq_len, args.rounds)
-        speeds.append(f"| {size} | {ours:.1f} | {bare:.1f} | {ours / bare:.3f} |")
+        # in a fresh process: a forked run.py starts with this process's memory, which would then
+        # count in its peak (the model loaded here stays mapped after it is freed)
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+            ours, fwd, ppl = pool.submit(speed, path, args.tokens, args.seq_len, args.rounds).result()
+        speeds.append(f"| {size} | {ours:.1f} | {fwd:.1f} | {ours / fwd:.3f} | {ppl:.1f} | {ours / ppl:.3f} |")
     print()
     print("\n".join(speeds))
+    tokens = []
+    if args.token_sweep:
+        first = next(s for s in sizes if s != "tiny") if len(sizes) > 1 else sizes[0]
+        counts = sorted(int(n) for n in args.token_sweep.split(","))
+        print()
+        tokens = ["", *token_sweep(build(first, work)[0], first, runs, counts, args.seq_len, work)]
     if args.markdown:
-        Path(args.markdown).write_text("\n".join([*lines, "", *speeds]) + "\n")
+        Path(args.markdown).write_text("\n".join([*lines, "", *speeds, *tokens]) + "\n")
 
 
 if __name__ == "__main__":
