@@ -47,6 +47,19 @@ def _load(filepath: str | Path, name: str) -> dict:
     return doc
 
 
+def _saved(tracker, filepath: str | Path, **kept: Any):
+    """Write ``tracker`` (options, callback state and what else it ``kept``) for :func:`_restored`."""
+    from modelxray.learning.state import save_state
+
+    doc = {
+        "class": type(tracker).__name__,
+        "num_classes": tracker.num_classes,
+        "config": dataclasses.asdict(tracker.config),
+        "callback": tracker.callback.state_dict(),
+    }
+    return save_state(filepath, {**doc, **kept})
+
+
 def _restored(cls, filepath: str | Path, config_cls, callback_cls) -> tuple[Any, dict]:
     """A tracker of class ``cls`` saved by its ``save``, with its saved options and callback state,
     and the saved document (for what else the class kept)."""

@@ -3,7 +3,6 @@ batches (``track_batch``) or an in-order pass per epoch, on ExampleDynamicsCallb
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from modelxray.learning.loaders import (
     logits_of,
 )
 from modelxray.learning.recorder import ExampleRecorder
-from modelxray.learning.trackers._shared import _config, _restored, _save_figures
+from modelxray.learning.trackers._shared import _config, _restored, _save_figures, _saved
 
 
 def _device_of(model: nn.Module) -> torch.device:
@@ -312,26 +311,19 @@ class LearningDynamicsAnalyzer:
     def save(self, filepath: str | Path) -> tuple[Path, Path]:
         """Write the analyzer to ``filepath.json`` + ``filepath.npz`` (no pickle). An epoch still open
         (track_batch calls not yet closed by compute_epoch_statistics) is not saved."""
-        from modelxray.learning.state import save_state
-
         if self.current_epoch is not None:
             warnings.warn(f"epoch {self.current_epoch} is still open and is not saved", stacklevel=2)
         s, k = self.epoch_stats, self.num_classes or 0
-        return save_state(
+        return _saved(
+            self,
             filepath,
-            {
-                "class": type(self).__name__,
-                "num_classes": self.num_classes,
-                "config": dataclasses.asdict(self.config),
-                "callback": self.callback.state_dict(),
-                "epoch_stats": {
-                    "epoch": np.array([x["epoch"] for x in s], np.int64),
-                    "accuracy": np.array([x["accuracy"] for x in s], np.float64),
-                    "avg_loss": np.array([x["avg_loss"] for x in s], np.float64),
-                    "class_accuracies": np.array(
-                        [[x["class_accuracies"][c] for c in range(k)] for x in s], np.float64
-                    ).reshape(len(s), k),
-                },
+            epoch_stats={
+                "epoch": np.array([x["epoch"] for x in s], np.int64),
+                "accuracy": np.array([x["accuracy"] for x in s], np.float64),
+                "avg_loss": np.array([x["avg_loss"] for x in s], np.float64),
+                "class_accuracies": np.array(
+                    [[x["class_accuracies"][c] for c in range(k)] for x in s], np.float64
+                ).reshape(len(s), k),
             },
         )
 

@@ -3,7 +3,6 @@ MemorizationCallback."""
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,7 @@ from modelxray.learning.callbacks.configs import MemorizationConfig
 from modelxray.learning.callbacks.memorization import MemorizationCallback
 from modelxray.learning.evaluation import evaluate_loader
 from modelxray.learning.loaders import batch_pair
-from modelxray.learning.trackers._shared import _config, _restored, _save_figures
+from modelxray.learning.trackers._shared import _config, _restored, _save_figures, _saved
 
 
 def _peek(loader, key: str) -> None:
@@ -114,18 +113,7 @@ class MemorizationDetector:
 
     def save(self, filepath: str | Path) -> tuple[Path, Path]:
         """Write the detector to ``filepath.json`` + ``filepath.npz`` (no pickle)."""
-        from modelxray.learning.state import save_state
-
-        return save_state(
-            filepath,
-            {
-                "class": type(self).__name__,
-                "num_classes": self.num_classes,
-                "config": dataclasses.asdict(self.config),
-                "callback": self.callback.state_dict(),
-                "epoch_memorization": self.epoch_memorization,
-            },
-        )
+        return _saved(self, filepath, epoch_memorization=self.epoch_memorization)
 
     @classmethod
     def load(cls, filepath: str | Path) -> MemorizationDetector:
