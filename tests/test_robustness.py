@@ -255,6 +255,7 @@ def test_analyzer_level_zero_is_clean_and_dropout_one_scores_nothing(trained_tin
         ({"dropout_rates": [1.5]}, "dropout_rates"),
         ({"noise_targets": "heads"}, "noise_targets"),
         ({"pgd_steps": 0}, "pgd_steps"),
+        ({"attack_batch_size": 0}, "attack_batch_size"),
     ],
 )
 def test_bad_config_is_one_clear_error(bad, match):
