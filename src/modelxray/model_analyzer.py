@@ -108,7 +108,7 @@ class ModelAnalyzer:
         """``analysis_results.json``, ``summary_report.md``, ``insights.md`` and ``plots/`` (with the
         summary dashboard) of every analysis run so far, written to ``output_dir`` (default: this
         object's) and logged to its MLflow run. Returns the written files by name."""
-        from modelxray.app import _run_info
+        from modelxray.app import run_summary
         from modelxray.report.writer import write_reports
 
         if not self.results:
@@ -116,7 +116,7 @@ class ModelAnalyzer:
         out = Path(output_dir) if output_dir else Path(self.job.output_dir)
         subject = self._base or self._with_dataset
         run = self._tracker_run()
-        info = _run_info(dict(self._config()), self.job, subject, run.describe())
+        info = run_summary(dict(self._config()), self.job, subject, run.describe())
         same_dir = out.resolve() == Path(self.job.output_dir).resolve()
         paths = write_reports(
             out,
@@ -136,7 +136,7 @@ class ModelAnalyzer:
         (``metrics``, ``tables``, ``insights``, ``data``...), also saved and logged."""
         import dataclasses
 
-        from modelxray.app import _keep, _run_one, check_task, preflight
+        from modelxray.app import check_task, keep_stage, preflight, run_stage
         from modelxray.core.errors import ConfigError
         from modelxray.core.result import RunContext
 
@@ -165,9 +165,9 @@ class ModelAnalyzer:
             progress=self.cfg.progress,
             original_weights=OmegaConf.select(self.cfg, "runtime.original_weights", default="auto"),
         )
-        result = _run_one(name, analyzer, subject, ctx)
+        result = run_stage(name, analyzer, subject, ctx)
         self.results[name] = result
-        _keep(name, result, Path(self.job.output_dir), run, self._written)
+        keep_stage(name, result, Path(self.job.output_dir), run, self._written)
         self._finish()
         if not result.ok:
             raise RuntimeError(f"analyzer {name} failed:\n{result.error}")

@@ -17,10 +17,7 @@ from modelxray.app.job import JobInfo, JobKilled, RunOutcome, choices_of, config
 from modelxray.app.loading import _bind_class_prompts as _bind_class_prompts
 from modelxray.app.loading import _fit_images as _fit_images
 from modelxray.app.loading import load_subject
-from modelxray.app.orchestration import _keep as _keep
-from modelxray.app.orchestration import _run_info as _run_info
-from modelxray.app.orchestration import _run_one as _run_one
-from modelxray.app.orchestration import run
+from modelxray.app.orchestration import keep_stage, run, run_stage, run_summary
 from modelxray.models import process_cache as process_cache  # the tests patch its lookup through app
 
 __all__ = [
@@ -31,7 +28,10 @@ __all__ = [
     "choices_of",
     "config_fingerprint",
     "flatten",
+    "keep_stage",
     "load_subject",
     "preflight",
     "run",
+    "run_summary",
+    "run_stage",
 ]

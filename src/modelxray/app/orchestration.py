@@ -1,6 +1,6 @@
 """``run(cfg, job)``: one run's stages in order (load, check, train, quantize, analyze, report,
-track), each stage's files and metrics kept the moment it ends (``_keep``) so a crash loses none
-of them. ModelAnalyzer runs single stages with ``_run_one`` and ``_keep``."""
+track), each stage's files and metrics kept the moment it ends (``keep_stage``) so a crash loses none
+of them. ModelAnalyzer runs single stages with ``run_stage`` and ``keep_stage``."""
 
 from __future__ import annotations
 
@@ -140,7 +140,7 @@ def run(
             quant_report.insights.append(_in_place_note(in_place, cfg, job, components, model is not None))
             quant_report.seconds = quant_report.metrics.get("seconds", 0.0)
             results["quant"] = quant_report
-            _keep("quant", quant_report, out_dir, tracker_run, written)
+            keep_stage("quant", quant_report, out_dir, tracker_run, written)
         ctx = RunContext(
             output_dir=out_dir,
             seed=cfg.seed,
@@ -152,13 +152,13 @@ def run(
             if name in earlier:
                 results[name] = earlier[name]
                 continue
-            results[name] = _run_one(name, analyzer, subject, ctx)
-            _keep(name, results[name], out_dir, tracker_run, written)
+            results[name] = run_stage(name, analyzer, subject, ctx)
+            keep_stage(name, results[name], out_dir, tracker_run, written)
             if results[name].ok:  # a failed analyzer runs again when the run is resumed
                 finished.append(name)
                 tracker_run.set_tags({DONE_TAG: ",".join(finished)})
 
-        run_info = _run_info(config, job, subject, tracker_run.describe())
+        run_info = run_summary(config, job, subject, tracker_run.describe())
         write_reports(
             out_dir,
             run_info,
@@ -192,7 +192,7 @@ def run(
     )
 
 
-def _keep(name: str, result: Result, out_dir: Path, tracker_run, written: dict[str, Written]) -> None:
+def keep_stage(name: str, result: Result, out_dir: Path, tracker_run, written: dict[str, Written]) -> None:
     """Save one stage the moment it ends: its files in the run directory (``results/<name>.json``,
     tables, plots) and its metrics and files in the tracker, so a later crash loses none of it."""
     written[name] = write_result(out_dir, name, result)
@@ -202,7 +202,7 @@ def _keep(name: str, result: Result, out_dir: Path, tracker_run, written: dict[s
     tracker_run.log_files(out_dir, written[name].paths)
 
 
-def _run_one(name: str, analyzer, subject: Subject, ctx: RunContext) -> Result:
+def run_stage(name: str, analyzer, subject: Subject, ctx: RunContext) -> Result:
     """Run one analyzer; a failure becomes a Result carrying its traceback, so the others still run."""
     start = time.perf_counter()
     try:
@@ -214,7 +214,8 @@ def _run_one(name: str, analyzer, subject: Subject, ctx: RunContext) -> Result:
     return result
 
 
-def _run_info(config: dict, job: JobInfo, subject: Subject, tracking: str) -> dict[str, Any]:
+def run_summary(config: dict, job: JobInfo, subject: Subject, tracking: str) -> dict[str, Any]:
+    """What the report's header says of the run: model, dataset, quantization, training, choices."""
     data = subject.data
     if data is None:
         dataset = "user-supplied batches"
