@@ -40,6 +40,14 @@ def _required(group: str, option: str, hf_dir: Path, tmp_path: Path) -> list[str
         return [f"dataset.paths=[{f}]"]
     if (group, option) == ("dataset", "image_folder"):
         return [f"dataset.root={_image_folder(tmp_path / 'images')}"]
+    if (group, option) in (("dataset", "labelled_text"), ("dataset", "text_pairs")):
+        f = tmp_path / "rows.csv"
+        f.write_text("text,label,source,target\nhello,1,a,b\n")
+        return [f"dataset.path={f}"]
+    if (group, option) == ("dataset", "audio_folder"):
+        (tmp_path / "clips").mkdir()
+        (tmp_path / "clips" / "transcripts.tsv").write_text("a.wav\thello\n")
+        return [f"dataset.path={tmp_path / 'clips'}"]
     return []
 
 

@@ -12,6 +12,9 @@ from omegaconf import DictConfig
 from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel, ModelInfo, Subject
 from modelxray.models import process_cache
+from modelxray.models.kinds import SPEECH_KINDS, TEXT_KINDS
+
+TASK_KINDS = (*TEXT_KINDS, *SPEECH_KINDS)
 
 
 def _in_memory(
@@ -60,7 +63,12 @@ def load_subject(
     )
     if needs_data:
         _check_dataset_kind(components.dataset, loaded)
-    data = components.dataset.load(loaded.tokenizer) if needs_data else None
+    if needs_data and loaded.kind in TASK_KINDS:  # encoders, seq2seq and speech models: their own examples
+        from modelxray.data.for_kind import task_data
+
+        data = task_data(loaded.kind, components.dataset, loaded, progress=bool(cfg.get("progress", False)))
+    else:
+        data = components.dataset.load(loaded.tokenizer) if needs_data else None
     if batches is not None and loaded.task == "classification":  # images and labels: the split to score
         from modelxray.data.loader_data import classification_from_loader
 
@@ -70,7 +78,16 @@ def load_subject(
         loaded = _bind_class_prompts(data, loaded)
     if loaded.task == "generic":
         data = _keyed_inputs(loaded)
-    subject = Subject(loaded.model, loaded.tokenizer, data, loaded.info, task=loaded.task, batches=batches)
+    subject = Subject(
+        loaded.model,
+        loaded.tokenizer,
+        data,
+        loaded.info,
+        task=loaded.task,
+        batches=batches,
+        kind=loaded.kind,
+        processor=loaded.processor,
+    )
     return subject, cache
 
 
@@ -93,6 +110,8 @@ def _check_dataset_kind(dataset: Any, loaded: LoadedModel) -> None:
     """Text for a language model, labelled examples for a classifier: checked before any data loads."""
     from modelxray.data.base import TextDataset
 
+    if loaded.kind in TASK_KINDS:
+        return  # data.for_kind says which datasets fit, in one line
     if loaded.task == "classification" and isinstance(dataset, TextDataset):
         raise ConfigError(
             "dataset",

@@ -30,6 +30,7 @@ from modelxray.core.result import Result, RunContext
 from modelxray.core.subject import Subject
 from modelxray.data.identity import identify
 from modelxray.models import process_cache
+from modelxray.models.kinds import SPEECH_KINDS, TEXT_KINDS
 from modelxray.report.writer import Written, write_reports, write_result
 from modelxray.tracking.mlflow_tracker import DONE_TAG, PID_TAG, store_key
 from modelxray.tracking.run_names import run_name as readable_run_name
@@ -111,6 +112,7 @@ def run(
         )
         if cache:
             tracker_run.set_tags({"modelxray.model_cache": cache})
+        tracker_run.set_tags(kind_tags(subject, run_name, resumed=resume_id is not None))
         check_task(subject, components.analyzers, components.quant)
         preflight(subject, components.analyzers)
         params.update(subject.info.as_params())
@@ -131,7 +133,7 @@ def run(
         if pending and _keeps_reference(subject, components):
             from modelxray.measure.reference_outputs import capture
 
-            subject = dataclasses.replace(subject, reference=capture(subject))
+            subject = dataclasses.replace(subject, reference=capture(subject, components.analyzers.get("performance")))
         in_place = _quantize_in_place(cfg, job, components, given_model=model is not None)
         if in_place:  # the cache must not hand the quantized model to a later run as the loaded one
             process_cache.evict(components.model)
@@ -192,6 +194,16 @@ def run(
     )
 
 
+def kind_tags(subject: Subject, run_name: str, resumed: bool = False) -> dict[str, str]:
+    """``modelxray.kind`` and ``modelxray.task`` (the UI filters runs by them); the run of an encoder,
+    seq2seq or speech model also says its kind in its name (a resumed run keeps its name)."""
+    kind = subject.kind or subject.task
+    tags = {"modelxray.kind": kind, "modelxray.task": subject.task}
+    if subject.kind in (*TEXT_KINDS, *SPEECH_KINDS) and not resumed:
+        tags["mlflow.runName"] = f"{run_name} {kind}"
+    return tags
+
+
 def keep_stage(name: str, result: Result, out_dir: Path, tracker_run, written: dict[str, Written]) -> None:
     """Save one stage the moment it ends: its files in the run directory (``results/<name>.json``,
     tables, plots) and its metrics and files in the tracker, so a later crash loses none of it."""
@@ -221,6 +233,8 @@ def run_summary(config: dict, job: JobInfo, subject: Subject, tracking: str) -> 
         dataset = "user-supplied batches"
     elif subject.task == "generic":
         dataset = f"{data.name}: {data.description}; from {data.source}"
+    elif hasattr(data, "windows"):  # a text or speech task's own examples
+        dataset = f"{data.name}: {data.description}"
     elif hasattr(data, "n_tokens"):
         dataset = f"{data.name}: {data.n_tokens:,} of {data.available_tokens:,} tokens, windows of {data.seq_len}"
         if getattr(data, "note", None):  # e.g. a text shorter than one window

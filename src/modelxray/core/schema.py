@@ -42,6 +42,9 @@ SCHEMA: dict[str, dict[str, str]] = {
         "modular_addition": "modelxray.data.modular_addition.ModularArithmetic",
         "image_folder": "modelxray.data.image_folder.ImageFolder",
         "sample_images": "modelxray.data.sample_images.SampleImages",
+        "labelled_text": "modelxray.data.user_text.LabelledText",
+        "text_pairs": "modelxray.data.user_text.TextPairs",
+        "audio_folder": "modelxray.data.speech.AudioFolder",
     },
     "analyzer": {
         "performance": "modelxray.analyzers.performance.PerformanceAnalyzer",

@@ -41,9 +41,11 @@ class LoadedModel:
     model: nn.Module
     tokenizer: Any
     info: ModelInfo
-    task: str = "causal_lm"  # causal_lm | classification | generic | weights: which analyzers and datasets apply
+    task: str = "causal_lm"  # causal_lm | classification | generic | weights | TASK_OF_KIND's: what applies
     image_shape: tuple[int, int, int] | None = None  # (C, H, W) an image model expects; images are fit to it
     example_inputs: Any = None  # a generic model's named example inputs (data.example_inputs.ExampleInputs)
+    kind: str | None = None  # the model kind (models.kinds): masked_lm, seq2seq_lm, speech_ctc ...
+    processor: Any = None  # a speech model's feature extractor (audio -> model inputs)
 
 
 @dataclass
@@ -52,12 +54,14 @@ class Subject:
     tokenizer: Any
     data: TokenData | ClassificationData | ExampleInputs | None
     info: ModelInfo
-    task: str = "causal_lm"  # causal_lm | classification | generic | weights
+    task: str = "causal_lm"  # causal_lm | classification | generic | weights | a text or speech task (models.kinds)
     batches: Any = None  # a user's DataLoader (Python API); used instead of windows over ``data``
     applied: list[dict[str, Any]] = field(default_factory=list)  # transformations (quantization...) so far
     # the model's outputs before the run transformed it (quantization), to score agreement against:
     # a classifier's test-split logits, a generic model's outputs on its example inputs
     reference: Any = None
+    kind: str | None = None  # the model kind (models.kinds), where it was loaded as one
+    processor: Any = None  # a speech model's feature extractor
 
     def with_model(self, model: nn.Module, step: dict[str, Any]) -> Subject:
         """A copy of this subject holding a transformed model, recording the step that made it."""

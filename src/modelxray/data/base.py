@@ -46,9 +46,24 @@ class TextDataset(Configurable):
     max_tokens: int | None = 8192
     calibration_windows: int = 128  # windows of seq_len after the evaluated tokens (GPTQ, AWQ)
     cache_dir: str = "~/.cache/modelxray"
+    # models that are not causal LMs get examples built from this text (data.text_tasks, data.speech):
+    examples: int = 64  # masked windows, source/target pairs, paragraphs or spoken sentences
+    mask_rate: float = 0.15  # masked LMs: share of each window's tokens masked and scored
+    drop_rate: float = 0.15  # seq2seq models: share of a passage's words dropped from its source
+    task_seed: int = 0  # which tokens are masked, words dropped, paragraphs and sentences picked
+    speech_voice: str = "en"  # speech models: the espeak-ng voice that speaks the sentences
+    speech_words_per_minute: int = 160
 
     def validate(self) -> None:
         self.require_positive("seq_len")
+        self.require_positive("examples")
+        self.require_positive("speech_words_per_minute")
+        for key in ("mask_rate", "drop_rate"):
+            value = getattr(self, key)
+            if not 0 < value < 1:
+                from modelxray.core.errors import ConfigError
+
+                raise ConfigError(key, f"must be between 0 and 1 (a share of tokens or words), got {value!r}")
         self.require_non_negative("calibration_windows")
         self.require_positive("max_tokens", allow_none=True)
         if self.max_tokens is not None and self.max_tokens < MIN_TOKENS:

@@ -8,13 +8,14 @@ from torch import nn
 
 from modelxray.core.progress import bar
 from modelxray.measure.scoring import forward_logits, model_device
-from modelxray.metrics.lm import LMScore, divergence_summary, ratio_se, token_divergence
+from modelxray.metrics.lm import LMScore, divergence_at, divergence_summary, ratio_se
 from modelxray.metrics.windows import IGNORE, Window, batched
 
 
 class Reference:
     """Holds the reference argmax for every scored token and the reference log-probabilities of the
-    first ``kl_windows`` windows (B x T x vocab floats: the memory cost of exact KL)."""
+    scored positions of the first ``kl_windows`` windows (scored tokens x vocab floats: the memory
+    cost of exact KL; a masked LM keeps its masked tokens only, a text classifier one row per text)."""
 
     def __init__(
         self,
@@ -29,7 +30,8 @@ class Reference:
         self.batch_size = batch_size
         self.device = model_device(model)
         self.argmax: list[torch.Tensor] = []
-        self.logprobs: list[torch.Tensor | None] = []
+        # per batch: the scored positions of its first rows, and their log-probabilities (N, vocab)
+        self.logprobs: list[tuple[torch.Tensor, torch.Tensor] | None] = []
         self._scores: list[LMScore] = []  # per window, for the reference metrics of any prefix of windows
         self.vocab_size = 0
         seen = 0
@@ -44,7 +46,9 @@ class Reference:
                     self._scores.append(score)
                 self.argmax.append(logits.argmax(-1))
                 keep = max(0, min(inputs.shape[0], kl_windows - seen))
-                self.logprobs.append(torch.log_softmax(logits[:keep].float(), -1) if keep else None)
+                scored = targets[:keep] != IGNORE
+                kept = (scored, torch.log_softmax(logits[:keep][scored].float(), -1)) if keep else None
+                self.logprobs.append(kept)
                 seen += inputs.shape[0]
         self.metrics = self.metrics_of(None)
 
@@ -114,8 +118,11 @@ class Comparison:
         self.agree_rows.append(torch.stack([same.sum(1), mask.sum(1)], dim=1).double().cpu())
         ref = self.ref.logprobs[batch_index]
         if ref is not None:
-            k = min(ref.shape[0], rows)
-            kl, dp, win = token_divergence(ref[:k], logits[:k], mask[:k])
+            scored, logp = ref
+            k = min(scored.shape[0], rows)
+            both = mask[:k] & scored[:k]  # a variant may score fewer positions (tokens it replaced)
+            logp = logp[: int(scored[:k].sum())][both[scored[:k]]]
+            kl, dp, win = divergence_at(logp, logits[:k][both], both)
             self.kl_sum += float(kl.sum())
             self.kl_n += int(kl.numel())
             self.kl_parts.append((kl, dp, win + self.windows_seen))

@@ -63,8 +63,13 @@ def generic_outputs(model: nn.Module, inputs: dict[str, torch.Tensor]) -> Any:
         return detached(model(**inputs))
 
 
-def capture(subject) -> Any:
-    """What ``subject.reference`` holds for its task, or ``None`` for tasks that keep none here."""
+def capture(subject, performance: Any = None) -> Any:
+    """What ``subject.reference`` holds for its task, or ``None`` for tasks that keep none here
+    (``performance``: the performance analyzer's settings, for a text or speech task)."""
+    if getattr(subject.data, "windows", None) is not None or getattr(subject.data, "meta", {}).get("speech_kind"):
+        from modelxray.measure.task_outputs import capture_task
+
+        return capture_task(subject, performance)
     if subject.task == "classification" and hasattr(subject.data, "x_test"):
         ref = {"logits": classifier_logits(subject.model, subject.data.x_test)}
         if is_dual_encoder(subject.model):

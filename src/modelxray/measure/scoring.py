@@ -15,7 +15,7 @@ from torch import nn
 
 from modelxray.core.progress import bar
 from modelxray.metrics.lm import LMScore
-from modelxray.metrics.windows import Window, batched
+from modelxray.metrics.windows import NamedTensors, Window, batched
 
 
 def logits_of(output: Any) -> torch.Tensor:
@@ -37,7 +37,12 @@ def is_hf_model(model: nn.Module) -> bool:
 
 def forward_logits(model: nn.Module, input_ids: torch.Tensor | dict[str, torch.Tensor]) -> Any:
     """One forward pass: token ids (no KV cache for a Hugging Face LM), one input tensor, or named
-    tensors passed by keyword (a generic model), whose whole output is returned."""
+    tensors passed by keyword (a generic model), whose whole output is returned; ``NamedTensors``
+    (a model of another task: an encoder, a seq2seq or speech model), whose logits are returned."""
+    if isinstance(input_ids, NamedTensors):
+        extra = {"use_cache": False} if getattr(getattr(model, "config", None), "is_encoder_decoder", False) else {}
+        logits = logits_of(model(**_floating(model, input_ids), **extra))
+        return logits.unsqueeze(1) if logits.dim() == 2 else logits  # one label per text: one scored position
     if isinstance(input_ids, dict):
         return model(**input_ids)
     if is_hf_model(model):
@@ -45,9 +50,18 @@ def forward_logits(model: nn.Module, input_ids: torch.Tensor | dict[str, torch.T
     return logits_of(model(input_ids))
 
 
+def _floating(model: nn.Module, inputs: NamedTensors) -> dict:
+    """Named inputs with floating tensors (audio features) in the model's floating dtype, so a cast
+    model (fp16, bf16) gets inputs it can multiply."""
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
+    if dtype is None:
+        return dict(inputs)
+    return {k: v.to(dtype) if v.is_floating_point() else v for k, v in inputs.items()}
+
+
 def device_of(inputs: torch.Tensor | dict[str, torch.Tensor]) -> torch.device:
     """Where an input (a tensor, or the first of named tensors) lives."""
-    return next(iter(inputs.values())).device if isinstance(inputs, dict) else inputs.device
+    return next(iter(dict.values(inputs))).device if isinstance(inputs, dict) else inputs.device
 
 
 def model_device(model: nn.Module) -> torch.device:

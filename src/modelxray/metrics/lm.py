@@ -130,8 +130,16 @@ def token_divergence(
     """Per scored position (``mask`` (B, T)): KL(reference || model) in nats, the change in the
     probability of the reference's top token (model minus reference), and the row (window) it is
     in; float64 on the CPU, in row-major order."""
-    logq = torch.log_softmax(logits[mask].float(), dim=-1)
-    logp = ref_logprobs[mask]
+    return divergence_at(ref_logprobs[mask], logits[mask], mask)
+
+
+def divergence_at(
+    logp: torch.Tensor, logits: torch.Tensor, mask: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``token_divergence`` from the reference log-probabilities and the model's logits already
+    gathered at the positions of ``mask`` (N, V each, row-major): what a reference that keeps only
+    its scored positions (a masked LM's masked tokens, a classifier's one label) compares with."""
+    logq = torch.log_softmax(logits.float(), dim=-1)
     kl = (logp.exp() * (logp - logq)).sum(-1).clamp_min(0.0)
     top = logp.argmax(-1, keepdim=True)
     dp = logq.gather(-1, top).exp() - logp.gather(-1, top).exp()

@@ -27,10 +27,54 @@ IGNORE = -100
 PROTOCOLS = ("disjoint", "sliding", "lm_eval_rolling")
 
 
+class NamedTensors(dict):
+    """The named inputs of one window or batch (``input_ids``, ``decoder_input_ids``,
+    ``input_features`` ...) of a model that takes more than token ids: an encoder's masked text, a
+    seq2seq model's source and target, a speech model's audio features. It answers the few tensor
+    questions the scoring loops ask (``to``, ``shape`` and ``numel`` of the scored sequence, row
+    slicing), so one loop serves every kind; the model is called with them by keyword."""
+
+    primary: str = "input_ids"  # the tensor whose length is the window's: what ``shape``/``numel`` describe
+
+    def _main(self) -> torch.Tensor:
+        return self[self.primary] if self.primary in self else next(iter(self.values()))
+
+    def to(self, *args, **kwargs) -> NamedTensors:
+        return self._like({k: v.to(*args, **kwargs) for k, v in self.items()})
+
+    @property
+    def shape(self) -> torch.Size:
+        return self._main().shape
+
+    def numel(self) -> int:
+        return self._main().numel()
+
+    def dim(self) -> int:
+        return self._main().dim()
+
+    def signature(self) -> tuple:
+        """Names and shapes: windows batch together only when every tensor's shape agrees."""
+        return tuple((k, tuple(v.shape)) for k, v in self.items())
+
+    def _like(self, tensors: dict) -> NamedTensors:
+        out = NamedTensors(tensors)
+        out.primary = self.primary
+        return out
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            return dict.__getitem__(self, key)
+        return self._like({k: v[key] for k, v in self.items()})  # rows of a batch
+
+    @staticmethod
+    def stack(rows: list[NamedTensors]) -> NamedTensors:
+        return rows[0]._like({k: torch.stack([r[k] for r in rows]) for k in rows[0]})
+
+
 @dataclass
 class Window:
-    inputs: torch.Tensor  # 1-D
-    targets: torch.Tensor  # 1-D, same length, IGNORE where not scored
+    inputs: torch.Tensor | NamedTensors  # 1-D token ids, or a model's named inputs for one example
+    targets: torch.Tensor  # 1-D, IGNORE where not scored; aligned with the model's output positions
 
 
 def disjoint_windows(ids: torch.Tensor, seq_len: int) -> list[Window]:
@@ -75,16 +119,33 @@ def make_windows(
     raise ValueError(f"unknown protocol {protocol!r}; expected one of {PROTOCOLS}")
 
 
-def batched(windows: list[Window], batch_size: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """Stack windows of equal length into (B, T) batches, in order; a length change starts a new batch."""
+def _shape_key(window: Window) -> tuple:
+    inputs = window.inputs
+    key = inputs.signature() if isinstance(inputs, NamedTensors) else inputs.numel()
+    return key, tuple(window.targets.shape)
+
+
+def batched(windows: list[Window], batch_size: int) -> Iterator[tuple[torch.Tensor | NamedTensors, torch.Tensor]]:
+    """Stack windows of equal shape into (B, T) batches, in order; a shape change starts a new batch."""
     i = 0
     while i < len(windows):
-        length = windows[i].inputs.numel()
+        key = _shape_key(windows[i])
         j = i
-        while j < len(windows) and j - i < batch_size and windows[j].inputs.numel() == length:
+        while j < len(windows) and j - i < batch_size and _shape_key(windows[j]) == key:
             j += 1
-        yield (torch.stack([w.inputs for w in windows[i:j]]), torch.stack([w.targets for w in windows[i:j]]))
+        rows = [w.inputs for w in windows[i:j]]
+        inputs = NamedTensors.stack(rows) if isinstance(rows[0], NamedTensors) else torch.stack(rows)
+        yield inputs, torch.stack([w.targets for w in windows[i:j]])
         i = j
+
+
+def stack_inputs(windows: list[Window], batch_size: int) -> torch.Tensor | NamedTensors:
+    """The inputs of the first ``batch_size`` windows of the first window's shape, cycling through
+    them when there are fewer: a batch of real examples to time a model on."""
+    key = _shape_key(windows[0])
+    same = [w.inputs for w in windows if _shape_key(w) == key]
+    rows = [same[i % len(same)] for i in range(batch_size)]
+    return NamedTensors.stack(rows) if isinstance(rows[0], NamedTensors) else torch.stack(rows)
 
 
 def windows_from_batches(batches) -> list[Window]:
@@ -114,7 +175,9 @@ def speed_inputs(ids: torch.Tensor, batch_size: int, seq_len: int) -> torch.Tens
 def lm_eval_windows(data, batches, limit: int | None = None) -> list[Window]:
     """The windows an analyzer scores a language model on: the dataset's disjoint windows, else the
     rows of the user's DataLoader (``windows_from_batches``), the first ``limit`` of them."""
-    if data is not None:
+    if data is not None and hasattr(data, "windows"):  # a task's own examples (encoders, seq2seq, speech)
+        windows = data.windows
+    elif data is not None:
         windows = make_windows(data.ids, data.seq_len, "disjoint")
     elif batches is not None:
         windows = windows_from_batches(batches)

@@ -1,5 +1,7 @@
-"""Any Hugging Face causal LM, image classifier or CLIP-style dual encoder: a hub id (needs the network
-or a filled cache) or a local directory. The kind comes from the directory's config (``models/kinds.py``).
+"""Any Hugging Face model of a kind modelxray analyzes (causal and masked LMs, seq2seq models, text
+classifiers, speech recognisers, image classifiers, CLIP-style dual encoders): a hub id (needs the
+network or a filled cache) or a local directory. The kind comes from the directory's config
+(``models/kinds.py``); encoders, seq2seq and speech models load in ``models/hf_tasks.py``.
 A dual encoder (CLIP, SigLIP) loads as a zero-shot classifier bound to the dataset's class names when
 the run knows them (``models/vision_language.py``)."""
 
@@ -13,6 +15,7 @@ from modelxray.core.errors import ConfigError
 from modelxray.core.schema import REQUIRED
 from modelxray.core.subject import LoadedModel, ModelInfo
 from modelxray.models.base import ModelSource
+from modelxray.models.hf_tasks import AUTO_CLASS, load_task_model
 from modelxray.models.kinds import KINDS, TASK_OF_KIND, kind_of_config
 from modelxray.models.tokenizers import load_tokenizer
 
@@ -108,7 +111,7 @@ class HFSource(ModelSource):
     trust_remote_code: bool = False  # off unless the user opts in: remote code runs on this machine
     local_files_only: bool = False
     tokenizer: str | None = None  # defaults to name_or_path (language models, dual encoders); byte = built-in
-    kind: str = "auto"  # auto (from the config's architectures) | causal_lm | image_classification | vision_language
+    kind: str = "auto"  # auto (from the config's architectures) or one of models.kinds.KINDS, e.g. masked_lm
     image_size: int | None = None  # image models: input size when neither config nor image processor names it
     prompt_template: str | None = None  # dual encoders: class prompt with {label}; null = the dataset's
 
@@ -167,7 +170,9 @@ class HFSource(ModelSource):
         try:
             config = AutoConfig.from_pretrained(path, **kwargs)
             kind = kind_of_config(config, self.name_or_path) if self.kind == "auto" else self.kind
-            if kind == "image_classification":
+            if kind in AUTO_CLASS:
+                loaded = load_task_model(self, kind, path, kwargs)
+            elif kind == "image_classification":
                 loaded = self._load_image_classifier(path, kwargs)
             elif kind == "vision_language":
                 loaded = self._load_vision_language(path, kwargs, config)
@@ -189,6 +194,7 @@ class HFSource(ModelSource):
             notes=[*loaded.info.notes, *([f"loaded from the local Hugging Face cache: {offline}"] if offline else [])],
         )
         loaded.task = TASK_OF_KIND[kind]
+        loaded.kind = kind
         loaded.model = self.place(loaded.model)
         return loaded
 

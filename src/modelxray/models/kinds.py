@@ -1,16 +1,23 @@
-"""Which kind of model a Hugging Face config describes, from its ``model_type`` and ``architectures``.
+"""Which kind of model a Hugging Face config describes, from its ``architectures`` and ``model_type``.
 
 A kind decides how inputs are built, which datasets fit and what quality means:
 
 - ``causal_lm``: next-token prediction on token windows (task ``causal_lm``);
+- ``masked_lm``: BERT-style encoders, scored on a seeded pattern of masked tokens (task ``masked_lm``);
+- ``seq2seq_lm``: encoder-decoders (T5, BART, Marian): a target scored given its source, teacher-forced,
+  and greedy generations (task ``seq2seq_lm``);
+- ``sequence_classification`` / ``token_classification``: text encoders with a label per text or per
+  token (tasks of the same names);
+- ``speech_seq2seq`` (Whisper) and ``speech_ctc`` (Wav2Vec2, HuBERT): speech to text, scored by word
+  error rate (task ``speech_recognition``);
 - ``image_classification``: pixels in, class logits out (task ``classification``);
 - ``vision_language``: CLIP-style dual encoders (``CLIPModel``, ``SiglipModel``): zero-shot image
   classification by class-name prompts (task ``classification``, ``models/vision_language.py``);
 - ``generic``: any other module, on named example inputs the user declares (task ``generic``,
   ``models/generic.py``); chosen by ``model.kind``, never guessed from a config.
 
-transformers' own auto-class tables decide, so every architecture they know is classified the way
-``AutoModelFor...`` would load it.
+transformers' own auto-class tables (``MODEL_FOR_*_MAPPING_NAMES``) decide, so every architecture
+they know is classified the way ``AutoModelFor...`` would load it.
 """
 
 from __future__ import annotations
@@ -19,32 +26,105 @@ from typing import Any
 
 from modelxray.core.errors import ConfigError
 
-KINDS = ("auto", "causal_lm", "image_classification", "vision_language")  # what model=hf loads (generic: model=file)
-TASK_OF_KIND = {"causal_lm": "causal_lm", "image_classification": "classification", "vision_language": "classification"}
+# what model=hf loads (generic: model=file), in the order a config is matched against them
+KINDS = (
+    "auto",
+    "causal_lm",
+    "masked_lm",
+    "seq2seq_lm",
+    "sequence_classification",
+    "token_classification",
+    "speech_seq2seq",
+    "speech_ctc",
+    "image_classification",
+    "vision_language",
+)
+TASK_OF_KIND = {
+    "causal_lm": "causal_lm",
+    "masked_lm": "masked_lm",
+    "seq2seq_lm": "seq2seq_lm",
+    "sequence_classification": "sequence_classification",
+    "token_classification": "token_classification",
+    "speech_seq2seq": "speech_recognition",
+    "speech_ctc": "speech_recognition",
+    "image_classification": "classification",
+    "vision_language": "classification",
+}
+# the tasks of encoders, seq2seq and speech models: scored on examples built for the kind (data.for_kind)
+TEXT_AND_SPEECH_TASKS = (
+    "masked_lm",
+    "seq2seq_lm",
+    "sequence_classification",
+    "token_classification",
+    "speech_recognition",
+)
+# kinds whose inputs are text: they are scored on data built from a text dataset
+TEXT_KINDS = ("masked_lm", "seq2seq_lm", "sequence_classification", "token_classification")
+SPEECH_KINDS = ("speech_seq2seq", "speech_ctc")
+
+# each kind's transformers table, in matching order: a config's architecture is looked up in these
+_TABLES = (
+    ("causal_lm", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"),
+    ("seq2seq_lm", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"),
+    ("speech_seq2seq", "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES"),
+    ("speech_ctc", "MODEL_FOR_CTC_MAPPING_NAMES"),
+    ("masked_lm", "MODEL_FOR_MASKED_LM_MAPPING_NAMES"),
+    ("sequence_classification", "MODEL_FOR_SEQUENCE_CLASSIFICATION_MAPPING_NAMES"),
+    ("token_classification", "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES"),
+    ("image_classification", "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES"),
+    ("vision_language", "MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION_MAPPING_NAMES"),
+)
+
+
+def _class_names(table: dict) -> set[str]:
+    """The class names of a mapping table (a value may be a tuple of names)."""
+    out: set[str] = set()
+    for v in table.values():
+        out.update(v if isinstance(v, (tuple, list)) else (v,))
+    return out
+
+
+def kind_tables() -> list[tuple[str, dict]]:
+    """(kind, transformers' model_type -> class name table), in matching order."""
+    from transformers.models.auto import modeling_auto as auto
+
+    return [(kind, getattr(auto, table, {})) for kind, table in _TABLES]
 
 
 def kind_of_config(config: Any, name: str) -> str:
-    """The kind of the model ``config`` describes, or a one-line ConfigError naming its architecture."""
-    from transformers.models.auto import modeling_auto as auto
+    """The kind of the model ``config`` describes, or a one-line ConfigError naming its architecture.
 
+    An architecture listed in the config (``BertForMaskedLM``) is found in the table whose classes
+    include it; a config without architectures falls back to its ``model_type``, in the order of
+    ``_TABLES`` (a model type with a causal-LM head is a causal LM)."""
     model_type = getattr(config, "model_type", "")
-    arch = ", ".join(getattr(config, "architectures", None) or []) or model_type or "unknown"
-    archs = getattr(config, "architectures", None) or []
-    if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs):
-        return "causal_lm"
-    if any(a.endswith("ForImageClassification") for a in archs):
-        return "image_classification"
-    zero_shot = auto.MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION_MAPPING_NAMES
-    if model_type in zero_shot or any(a.endswith(("CLIPModel", "SiglipModel")) for a in archs):
+    archs = list(getattr(config, "architectures", None) or [])
+    tables = kind_tables()
+    for arch in archs:
+        for kind, table in tables:
+            if arch in _class_names(table):
+                return kind
+    if any(a.endswith(("CLIPModel", "SiglipModel")) for a in archs):
         return "vision_language"
-    if not archs and model_type in auto.MODEL_FOR_CAUSAL_LM_MAPPING_NAMES:
-        return "causal_lm"
-    if not archs and model_type in auto.MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES:
-        return "image_classification"
+    if not archs:
+        for kind, table in tables:
+            if model_type in table:
+                return kind
+    arch = ", ".join(archs) or model_type or "unknown"
     raise ConfigError(
         "model",
-        f"{name} ({arch}) fits no model kind modelxray analyzes: causal language models (...ForCausalLM), "
-        "image classifiers (...ForImageClassification) and CLIP-style dual encoders (CLIPModel, SiglipModel); "
-        "set model.kind if the config is mislabelled, or analyze it as any module on example inputs: "
+        f"{name} ({arch}) fits no model kind modelxray analyzes (causal and masked LMs, seq2seq models, text "
+        "classifiers, speech recognisers, image classifiers, CLIP-style dual encoders); set model.kind if the "
+        "config is mislabelled, or analyze it as any module on example inputs: "
         "model=file model.path=DIR model.kind=generic model.inputs='{input_ids: [1, 16]}'",
     )
+
+
+def refuse_ctc(subject: Any, key: str) -> None:
+    """A CTC speech model has no per-position targets to score variants on: one line, before any work."""
+    if getattr(subject, "kind", None) == "speech_ctc":
+        raise ConfigError(
+            key,
+            f"{subject.info.name} is a CTC speech model, scored by its transcripts (word error rate), which "
+            "analyzer=performance measures with and without quant=...; this analyzer scores token predictions",
+        )

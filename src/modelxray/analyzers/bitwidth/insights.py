@@ -16,7 +16,12 @@ def insights(result: Result, mode, cfg) -> list[str]:
     out = _pareto(result, mode) + _same_as_reference(result.tables.get("configurations") or [], mode)
     sens = result.tables.get("layer_sensitivity") or []
     if sens:
-        out += _sensitivity_lm(sens, cfg) if mode.task == "causal_lm" else _sensitivity_classifier(sens, cfg)
+        if mode.task == "causal_lm":
+            out += _sensitivity_lm(sens, cfg)
+        elif mode.key == "perplexity":  # a text or speech task: blocks of each stack, by loss
+            out += _sensitivity_blocks(sens, cfg)
+        else:
+            out += _sensitivity_classifier(sens, cfg)
     rec = result.data.get("recommendation")
     if rec:
         out.append(_recommendation(result, rec, mode, cfg))
@@ -35,7 +40,7 @@ def _pareto(result: Result, mode) -> list[str]:
     if not front:
         return []
     ref = mode.metrics[mode.key]
-    if mode.task == "causal_lm":
+    if mode.key == "perplexity":
         tail = f"unquantized {ref:.2f}"
         points = ", ".join(f"{r['config']} {r['effective_bits']:.2f} -> {r['perplexity']:.4g}" for r in front)
     else:
@@ -74,6 +79,15 @@ def _sensitivity_classifier(sens: list[dict], cfg) -> list[str]:
         sums = " vs ".join(f"{v:.3g} {k}" for k, v in by_tower.items())
         out.append(f"Summed over blocks, the {worse} tower is the more sensitive ({sums}, KL in nats).")
     return out
+
+
+def _sensitivity_blocks(sens: list[dict], cfg) -> list[str]:
+    top = sorted(sens, key=lambda r: r["rank"])[:3]
+    return [
+        f"Most sensitive to {cfg.sensitivity_bits}-bit weights, one block at a time: "
+        + ", ".join(f"{r['block']} ({_kind(r)}{r['loss_increase']:+.4f} loss, KL {r['kl']:.3g})" for r in top)
+        + "."
+    ]
 
 
 def _kind(row: dict) -> str:

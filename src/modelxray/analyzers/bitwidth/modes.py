@@ -228,6 +228,28 @@ class ClassifierMode:
         return rules, ""
 
 
+class TaskMode(LanguageModelMode):
+    """A text or speech task (masked LM, seq2seq, text classifier, Whisper): scored like a language
+    model at its scored positions (perplexity, paired loss changes), with units and a progressive plan
+    found by structure as a classifier's are, so each stack (an encoder's and a decoder's layers)
+    has its own blocks."""
+
+    unit_noun = "blocks"
+
+    def __init__(self, cfg, subject, work, targets: list[Target], progress: bool):
+        super().__init__(cfg, subject, work, targets, progress)
+        self.task = subject.task
+        self.blocks: list[Block] = find_blocks(work, [t for t in targets if t.kind in cfg.targets])
+
+    units = ClassifierMode.units
+    progressive_rules = ClassifierMode.progressive_rules
+
+
 def mode_for(cfg, subject, work, targets: list[Target], progress: bool):
-    cls = ClassifierMode if subject.task == "classification" else LanguageModelMode
+    if subject.task == "classification":
+        cls = ClassifierMode
+    elif subject.task == "causal_lm":
+        cls = LanguageModelMode
+    else:
+        cls = TaskMode
     return cls(cfg, subject, work, targets, progress)

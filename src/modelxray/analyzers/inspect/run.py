@@ -83,6 +83,12 @@ def _given_inputs(cfg, subject):
     from modelxray.data.example_inputs import ExampleInputs
 
     own = cfg.inputs or cfg.input_shape
+    if hasattr(subject.data, "windows") and not own:  # a text or speech task: one of its own examples
+        from modelxray.measure.task_outputs import example_batch
+
+        batch = dict(example_batch(subject, cfg.batch_size))
+        desc = ", ".join(f"{n} {list(t.shape)}" for n, t in batch.items())
+        return ExampleInputs(batch, f"{subject.data.name} (its first example)", desc)
     return subject.data if isinstance(subject.data, ExampleInputs) and not own else None
 
 

@@ -11,6 +11,7 @@ from typing import ClassVar
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
+from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS
 
 PROTOCOLS = ("disjoint", "sliding", "lm_eval_rolling")  # implemented by modelxray.metrics.windows.make_windows
 # keys that only mean something for token windows, with the value that leaves them unused
@@ -21,7 +22,7 @@ LM_ONLY = {"protocol": "disjoint", "stride": None, "prefix_token": "none", "spee
 class PerformanceAnalyzer(Analyzer):
     name: ClassVar[str] = "performance"
     plots_module: ClassVar[str] = "modelxray.analyzers.performance.plots"
-    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", "generic")
+    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", "generic", *TEXT_AND_SPEECH_TASKS)
 
     # quality. A language model: loss, perplexity, bits per byte, top-k next-token accuracy over
     # token windows. A classifier: loss, top-k accuracy (95% interval) on the dataset's test split, and
@@ -48,13 +49,20 @@ class PerformanceAnalyzer(Analyzer):
     server_min_tokens_per_s: float = 1000.0  # throughput a "server" deployment of a language model needs
     server_min_examples_per_s: float = 100.0  # throughput (examples/s) a "server" deployment of a classifier needs
     tail_ratio: float = 1.5  # p99/p50 latency above this is called jittery
+    # text and speech tasks (masked LMs, seq2seq, text classifiers, speech recognisers)
+    generate_examples: int = 16  # greedy outputs (seq2seq, Whisper) or transcripts (CTC) scored; 0 = none
+    max_new_tokens: int = 48  # tokens a greedy output may run to
+    kl_examples: int = 32  # examples whose scored positions keep the unquantized log-probabilities (exact KL)
+    bootstrap: int = 200  # resamples for the standard errors of chrF and BLEU
+    shown_outputs: int = 8  # greedy outputs listed in the report (all are in the JSON)
 
     def validate(self) -> None:
         self.require_choice("protocol", PROTOCOLS)
         self.require_choice("prefix_token", ["none", "bos", "eos"])
         self.require_positive("batch_size", "top_k", "speed_batch_sizes", "iters", "layer_timing_iters", "top_layers")
         self.require_positive("stride", "speed_seq_len", allow_none=True)
-        self.require_non_negative("warmup")
+        self.require_non_negative("warmup", "generate_examples", "kl_examples", "shown_outputs")
+        self.require_positive("max_new_tokens", "bootstrap")
         self.require_positive(
             "realtime_latency_ms",
             "edge_max_weight_mb",
@@ -69,6 +77,9 @@ class PerformanceAnalyzer(Analyzer):
             return
         if subject.task == "generic":
             self._refuse_lm_keys(subject, "a generic model (named example inputs)")
+            return
+        if subject.task in TEXT_AND_SPEECH_TASKS:
+            self._refuse_lm_keys(subject, f"a {subject.kind or subject.task} model (its own examples)")
             return
         data = subject.data
         if data is not None and self.stride is not None and self.stride > data.seq_len:

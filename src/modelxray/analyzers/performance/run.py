@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from modelxray.analyzers.performance.config import TEXT_AND_SPEECH_TASKS
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 from modelxray.measure.layer_time import time_by_type, time_modules
@@ -51,6 +52,12 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         generic.quality(cfg, subject, ctx, result)
         generic.speed(cfg, subject, ctx, result)
         layer_input = generic.layer_input
+    elif subject.task in TEXT_AND_SPEECH_TASKS:
+        from modelxray.analyzers.performance import tasks
+
+        tasks.quality(cfg, subject, ctx, result)
+        tasks.speed(cfg, subject, ctx, result)
+        layer_input = tasks.layer_input
     elif subject.task == "causal_lm":
         _quality(cfg, subject, ctx, result)
         _speed(cfg, subject, ctx, result)

@@ -22,6 +22,7 @@ from typing import ClassVar
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
+from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, refuse_ctc
 
 # the strategies table of summary_report.md: quality, agreement, speed, size and the score
 SUMMARY_COLUMNS = (
@@ -83,7 +84,7 @@ def load_strategy(name: str):
 class QuantImpactAnalyzer(Analyzer):
     name: ClassVar[str] = "quant_impact"
     plots_module: ClassVar[str] = "modelxray.analyzers.quant_impact.plots"
-    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification")
+    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS)
     strategies: list[str] = field(default_factory=lambda: ["none", "int8", "int4", "gptq_int4", "awq_int4"])
     priority: str = "balanced"  # accuracy | speed | memory | balanced: weights of the efficiency score
     eval_windows: int = 8  # windows of the dataset for quality per strategy
@@ -123,6 +124,7 @@ class QuantImpactAnalyzer(Analyzer):
                     "analyzer.quant_impact", "needs the test split of a classification dataset for a classifier"
                 )
             return
+        refuse_ctc(subject, "analyzer.quant_impact")
         if subject.data is None and subject.batches is None:
             raise ConfigError(
                 "analyzer.quant_impact",

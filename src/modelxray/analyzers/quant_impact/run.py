@@ -21,7 +21,7 @@ from modelxray.measure.speed import time_forward
 from modelxray.metrics.distinguish import indistinguishable
 from modelxray.metrics.measurements import Latency
 from modelxray.metrics.memory import tensor_bytes_by_dtype
-from modelxray.metrics.windows import lm_eval_windows, speed_inputs
+from modelxray.metrics.windows import NamedTensors, lm_eval_windows, speed_inputs, stack_inputs
 
 
 def efficiency_scores(rows: list[dict], priority: str) -> list[float]:
@@ -32,6 +32,15 @@ def efficiency_scores(rows: list[dict], priority: str) -> list[float]:
     best = [max(a[i] for a in axes) or 1.0 for i in range(3)]
     return [math.exp(sum(w * math.log(max(a[i] / best[i], 1e-9)) for i, w in enumerate((wq, ws, wm)))) for a in axes]
 
+
+# what a perplexity measures on each task (exp of the mean loss at its scored positions)
+TASK_QUALITY = {
+    "masked_lm": "masked-token perplexity",
+    "seq2seq_lm": "target perplexity (teacher-forced)",
+    "speech_recognition": "transcript perplexity (teacher-forced)",
+    "sequence_classification": "label perplexity",
+    "token_classification": "tag perplexity",
+}
 
 # what every strategy costs and saves, logged per strategy for every kind of model
 COST_KEYS = (
@@ -74,8 +83,11 @@ class _Mode:
             self.ref = Reference(
                 subject.model, windows, cfg.batch_size, cfg.kl_windows, ctx.progress, "quant_impact: reference"
             )
-            ids = torch.cat([w.inputs for w in windows])  # the scored tokens, cycled to fill the speed batch
-            self.lm_batch = speed_inputs(ids, cfg.speed_batch_size, windows[0].inputs.numel()).to(device)
+            if isinstance(windows[0].inputs, NamedTensors):  # a text or speech task: its own examples
+                self.lm_batch = stack_inputs(windows, cfg.speed_batch_size).to(device)
+            else:
+                ids = torch.cat([w.inputs for w in windows])  # the scored tokens, cycled to fill the speed batch
+                self.lm_batch = speed_inputs(ids, cfg.speed_batch_size, windows[0].inputs.numel()).to(device)
             self.quality_keys = (
                 "loss",
                 "loss_se",
@@ -93,7 +105,7 @@ class _Mode:
             self.throughput = "tokens_per_s"
             self.unit = "tokens/s"
             self.zero_shot = False
-            self.quality = "perplexity"
+            self.quality = TASK_QUALITY.get(subject.task, "perplexity")
 
     def evaluate(self, model, progress: bool, desc: str) -> dict:
         return self.ref.evaluate(model, progress=progress, desc=desc)

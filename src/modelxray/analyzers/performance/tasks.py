@@ -1,0 +1,171 @@
+"""The performance analyzer on text and speech tasks (masked LMs, seq2seq models, text classifiers,
+speech recognisers): the task's quality on its examples, its agreement with the unquantized model
+when the run quantized it, and speed per batch of examples.
+
+Quality by task, each with its uncertainty:
+- masked LM: loss, perplexity and accuracy at the masked tokens (standard errors, windows as units);
+- seq2seq and Whisper: teacher-forced loss, perplexity and accuracy of the target tokens, and the
+  greedy outputs' chrF and BLEU (seq2seq) or word and character error rates (speech);
+- a CTC speech model: word and character error rates of its greedy transcripts;
+- text classifiers: accuracy (a 95% Wilson interval for one label per text; a standard error with
+  texts as units for per-token labels) and loss.
+Agreement: top-1 agreement, KL and the paired loss change at the scored positions (``Reference``),
+and the outputs against the unquantized outputs (chrF / WER / exact match; a CTC model's frames)."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from modelxray.core.result import Result, RunContext
+from modelxray.measure.scoring import model_device, score_windows
+from modelxray.measure.speed import time_forward
+from modelxray.measure.task_outputs import ctc_outputs, example_batch, generations, is_ctc
+from modelxray.metrics.lm import divergence_summary, ratio_se
+from modelxray.metrics.measurements import Latency, Quality, Speed
+from modelxray.metrics.text_quality import error_rate, exact_match, generation_scores
+
+AGREEMENT_KEYS = ("top1_agree", "top1_agree_se", "kl", "kl_se", "kl_p99", "delta_loss", "delta_loss_se")
+
+
+def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
+    data, task = subject.data, subject.task
+    result.data["quality"] = {"protocol_description": data.description, "examples": data.n_examples}
+    result.metrics["examples"] = float(data.n_examples)
+    if data.windows:
+        _scored(cfg, subject, ctx, result)
+    if is_ctc(subject):
+        _ctc(cfg, subject, ctx, result)
+    elif data.meta.get("prompt"):
+        _generated(cfg, subject, ctx, result, speech=task == "speech_recognition")
+
+
+def _scored(cfg, subject, ctx: RunContext, result: Result) -> None:
+    """Loss and accuracy at the scored positions; agreement with the unquantized model's."""
+    data, task = subject.data, subject.task
+    ks = [1] if task in ("sequence_classification", "token_classification") else sorted(set(cfg.top_k) | {1})
+    score, seconds = score_windows(
+        subject.model, data.windows, cfg.batch_size, ks, ctx.progress, "performance: scoring"
+    )
+    raw = score.result()
+    if task == "sequence_classification":
+        q = Quality.of_classifier(raw["loss"], raw["tokens_scored"], {1: raw["accuracy"]})
+        result.record("quality", q)  # accuracy with its Wilson interval, loss, examples_scored
+        result.metrics["accuracy_se"] = raw["accuracy_se"]
+    elif task == "token_classification":  # labelled tokens: no perplexity, texts as the units
+        for k in ("loss", "loss_se", "accuracy", "accuracy_se", "tokens_scored", "windows_scored"):
+            result.metrics[k] = raw[k]
+    else:
+        result.record("quality", Quality.from_dict(raw))  # loss, perplexity, accuracy, with errors
+    result.metrics["eval_examples_per_s"] = len(data.windows) / seconds
+    result.data["quality"].update({k: v for k, v in raw.items()})
+    ref = getattr(subject.reference, "windows", None)
+    if ref is not None:
+        comp = ref.compare(subject.model, progress=ctx.progress, desc="performance: agreement")
+        agreement = {k: v for k, v in comp.result().items() if k in AGREEMENT_KEYS}
+        result.metrics.update(agreement)
+        result.data["agreement"] = agreement
+
+
+def _generated(cfg, subject, ctx: RunContext, result: Result, speech: bool) -> None:
+    """Greedy outputs of the first ``generate_examples``: chrF/BLEU (seq2seq) or WER/CER (speech)
+    against the references, and against the unquantized model's outputs."""
+    data = subject.data
+    n = min(cfg.generate_examples, data.n_examples)
+    if n == 0:
+        return
+    texts = generations(subject.model, subject, n, cfg.batch_size, cfg.max_new_tokens, ctx.progress)
+    refs = data.meta["references"][:n]
+    scores = _text_scores(refs, texts, speech, cfg.bootstrap, "")
+    ref_texts = getattr(subject.reference, "texts", None)
+    if ref_texts is not None:
+        scores.update(_text_scores(ref_texts[:n], texts, speech, cfg.bootstrap, "unquantized_"))
+    result.metrics.update(scores)
+    result.metrics["generated_examples"] = float(n)
+    sources = data.meta.get("sources") or [""] * n
+    rows = [
+        {"source": s[:120], "reference": r[:120], "output": t[:120], **({"unquantized": u[:120]} if ref_texts else {})}
+        for s, r, t, u in zip(sources, refs, texts, ref_texts or [""] * n)
+    ]
+    result.tables["outputs"] = rows[: cfg.shown_outputs]
+    result.data["outputs"] = rows
+
+
+def _text_scores(refs: list[str], texts: list[str], speech: bool, bootstrap: int, prefix: str) -> dict:
+    """Error rates (speech) or chrF/BLEU (text) of ``texts`` against ``refs``, keys ``prefix``ed; the
+    share of identical outputs when comparing with the unquantized model."""
+    if speech:
+        out = {**error_rate(refs, texts, "word"), **error_rate(refs, texts, "char")}
+    else:
+        out = generation_scores(refs, texts, bootstrap)
+    if prefix:
+        out["exact_match"] = exact_match(refs, texts)
+    return {f"{prefix}{k}": v for k, v in out.items()}
+
+
+def _ctc(cfg, subject, ctx: RunContext, result: Result) -> None:
+    """A CTC model: WER/CER of its greedy transcripts; against the unquantized model, the transcripts'
+    WER and the frames' KL and top-1 agreement (utterances as units)."""
+    data = subject.data
+    n = min(cfg.generate_examples, data.n_examples)
+    start = time.perf_counter()
+    logits, texts = ctc_outputs(subject.model, subject, n, cfg.batch_size)
+    result.metrics["eval_examples_per_s"] = n / (time.perf_counter() - start)
+    refs = data.meta["references"][:n]
+    result.metrics.update(_text_scores(refs, texts, True, cfg.bootstrap, ""))
+    ref = subject.reference
+    rows = [{"reference": r[:120], "output": t[:120]} for r, t in zip(refs, texts)]
+    if ref is not None and ref.frame_logprobs is not None:
+        result.metrics.update(_text_scores(ref.texts, texts, True, cfg.bootstrap, "unquantized_"))
+        result.metrics.update(frame_agreement(ref.frame_logprobs, logits))
+        rows = [{**row, "unquantized": u[:120]} for row, u in zip(rows, ref.texts)]
+    result.tables["outputs"] = rows[: cfg.shown_outputs]
+    result.data["outputs"] = rows
+
+
+def frame_agreement(ref_logprobs: list[torch.Tensor], logits: list[torch.Tensor]) -> dict[str, float]:
+    """KL(unquantized || model) per frame and the share of frames with the same best token, over
+    every frame of every utterance, with standard errors (utterances as units)."""
+    kls, agree, rows = [], [], []
+    for b, (logp, x) in enumerate(zip(ref_logprobs, logits)):
+        logq = torch.log_softmax(x.float(), -1)
+        kl = (logp.exp() * (logp - logq)).sum(-1).clamp_min(0.0)  # (B, frames)
+        kls.append(kl.double().reshape(-1))
+        agree.append((logp.argmax(-1) == logq.argmax(-1)).double().reshape(-1))
+        rows.append((torch.arange(kl.shape[0])[:, None].expand_as(kl) + 1000 * b).reshape(-1))
+    kl, same, row = torch.cat(kls), torch.cat(agree), torch.cat(rows)
+    units = torch.unique(row, return_inverse=True)[1]
+    m = int(units.max()) + 1
+    sums = torch.zeros(m, dtype=torch.float64).index_add_(0, units, same)
+    counts = torch.zeros(m, dtype=torch.float64).index_add_(0, units, torch.ones_like(same))
+    out = {"frame_top1_agree": float(same.mean()), "frame_top1_agree_se": ratio_se(sums, counts)}
+    summary = divergence_summary(kl, torch.zeros_like(kl), units)
+    out.update({"frame_kl": float(kl.mean()), "frame_kl_se": summary.get("kl_se", float("nan"))})
+    return out
+
+
+def speed(cfg, subject, ctx: RunContext, result: Result) -> None:
+    """Forward latency at each of ``speed_batch_sizes`` examples (scored windows, or audio)."""
+    model = subject.model
+    device = model_device(model)
+    speeds = []
+    for bs in cfg.speed_batch_sizes:
+        batch = _speed_batch(subject, bs, device)
+        times = time_forward(model, batch, cfg.warmup, cfg.iters, ctx.progress, desc=f"performance: latency bs={bs}")
+        shape = tuple(next(iter(dict.values(batch))).shape[1:])
+        sp = Speed.of_examples(bs, shape, Latency.from_values(times))
+        result.record(f"speed/bs{bs}", sp)
+        speeds.append(sp)
+    result.tables["speed"] = [s.row() for s in speeds]
+    result.data["speed"] = [s.to_dict() for s in speeds]
+
+
+def _speed_batch(subject, batch_size: int, device):
+    return example_batch(subject, batch_size).to(device)
+
+
+def layer_input(subject) -> tuple:
+    """One example (batch 1) for per-module timing, and how to describe it."""
+    batch = _speed_batch(subject, 1, model_device(subject.model))
+    return batch, {"inputs": {n: list(t.shape) for n, t in dict.items(batch)}}

@@ -1,0 +1,169 @@
+"""The evaluation examples of a model that is not a causal LM, from the configured dataset: a text
+dataset (``pydoc_topics`` by default, ``text_files``...) becomes masked windows, denoising pairs,
+topic-labelled paragraphs, tagged words or spoken sentences, by the model's kind; a user's
+``labelled_text``, ``text_pairs`` or ``audio_folder`` gives its examples directly. So
+``model=hf model.name_or_path=DIR`` with no ``dataset=`` runs on every kind, offline."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from modelxray.core.errors import ConfigError
+from modelxray.data.base import TextDataset, tokenize_cached
+from modelxray.data.text_tasks import (
+    TaskData,
+    classification_windows,
+    decoder_prompt,
+    denoising_pairs,
+    masked_windows,
+    seq2seq_windows,
+    tagged_windows,
+    topic_paragraphs,
+)
+
+# the datasets that fit each kind, for the one-line error that names them
+FITTING = {
+    "masked_lm": "a text dataset (pydoc_topics, text_files, wikitext2)",
+    "seq2seq_lm": "a text dataset (pydoc_topics: denoising pairs) or dataset=text_pairs",
+    "sequence_classification": "dataset=pydoc_topics (paragraphs labelled by topic) or dataset=labelled_text",
+    "token_classification": "a text dataset (words tagged by shape) or dataset=labelled_text is not per-token",
+    "speech_seq2seq": "a text dataset (sentences spoken by espeak-ng) or dataset=audio_folder",
+    "speech_ctc": "a text dataset (sentences spoken by espeak-ng) or dataset=audio_folder",
+}
+
+
+def _cache(dataset: Any) -> str:
+    import os
+    from pathlib import Path
+
+    return str(Path(os.path.expanduser(getattr(dataset, "cache_dir", "~/.cache/modelxray"))))
+
+
+def _num_labels(model: Any) -> int:
+    return int(getattr(getattr(model, "config", None), "num_labels", 2) or 2)
+
+
+def task_data(kind: str, dataset: Any, loaded: Any, progress: bool = False) -> TaskData:
+    """``dataset`` as the examples a ``kind`` model is scored on (``loaded``: its model, tokenizer and
+    feature extractor), or a one-line ConfigError naming the datasets that fit."""
+    from modelxray.data.speech import AudioFolder
+    from modelxray.data.user_text import LabelledText, TextPairs
+
+    tok, model = loaded.tokenizer, loaded.model
+    if isinstance(dataset, TextDataset):
+        return _from_text(kind, dataset, loaded, progress)
+    if isinstance(dataset, TextPairs) and kind == "seq2seq_lm":
+        pairs = dataset.read()
+        prompt = decoder_prompt(model.config, getattr(model, "generation_config", None))
+        desc = f"{len(pairs)} source/target pairs from {dataset.path}"
+        return seq2seq_windows(pairs, tok, prompt, dataset.seq_len, dataset.seq_len, dataset.name, desc)
+    if isinstance(dataset, LabelledText) and kind == "sequence_classification":
+        texts, labels = dataset.read()
+        ids, names = _label_ids(labels, model, dataset.path)
+        desc = f"{len(texts)} labelled texts from {dataset.path}"
+        return classification_windows(texts, ids, tok, dataset.seq_len, dataset.name, desc, names)
+    if isinstance(dataset, AudioFolder) and kind in ("speech_seq2seq", "speech_ctc"):
+        rate = getattr(loaded.processor, "sampling_rate", None)
+        return _speech(kind, dataset.load_utterances(rate), loaded, dataset.name)
+    raise ConfigError(
+        "dataset",
+        f"{getattr(dataset, 'name', type(dataset).__name__)} does not fit a {kind} model ({loaded.info.name}); "
+        f"use {FITTING.get(kind, 'a text dataset')}",
+    )
+
+
+def _from_text(kind: str, dataset: TextDataset, loaded: Any, progress: bool) -> TaskData:
+    tok, model, n, seed = loaded.tokenizer, loaded.model, dataset.examples, dataset.task_seed
+    name = dataset.name
+    if kind == "masked_lm":
+        text = dataset.read_text()
+        from pathlib import Path
+
+        ids = tokenize_cached(text, tok, Path(_cache(dataset)) / "tokens")
+        return masked_windows(ids, tok, dataset.seq_len, n, dataset.mask_rate, seed, name)
+    if kind == "seq2seq_lm":
+        pairs = denoising_pairs(dataset.read_text(), n, dataset.drop_rate, seed)
+        prompt = decoder_prompt(model.config, getattr(model, "generation_config", None))
+        desc = (
+            f"{len(pairs)} passages of {name} with a seeded {dataset.drop_rate:.0%} of words dropped from the "
+            "source; the target is the whole passage"
+        )
+        return seq2seq_windows(pairs, tok, prompt, dataset.seq_len, dataset.seq_len, name, desc)
+    if kind == "sequence_classification":
+        if name != "pydoc_topics":
+            raise ConfigError("dataset", f"{name} has no labels; use {FITTING[kind]}")
+        from pydoc_data.topics import topics
+
+        texts, labels, names = topic_paragraphs(topics, _num_labels(model), n, seed)
+        desc = f"{len(texts)} paragraphs of the Python docs labelled by their topic ({len(names)} topics)"
+        return classification_windows(texts, labels, tok, dataset.seq_len, name, desc, names)
+    if kind == "token_classification":
+        import random
+
+        from modelxray.data.text_tasks import passages
+
+        found = passages(dataset.read_text(), 8, 48)
+        rng = random.Random(seed)
+        texts = [found[i] for i in sorted(rng.sample(range(len(found)), min(n, len(found))))]
+        return tagged_windows(texts, tok, dataset.seq_len, min(_num_labels(model), 5), name)
+    if kind in ("speech_seq2seq", "speech_ctc"):
+        from modelxray.data.speech import spoken_sentences
+
+        rate = int(getattr(loaded.processor, "sampling_rate", 16000) or 16000)
+        utts = spoken_sentences(
+            dataset.read_text(),
+            n,
+            seed=seed,
+            voice=dataset.speech_voice,
+            words_per_minute=dataset.speech_words_per_minute,
+            sample_rate=rate,
+            cache_dir=dataset.cache_dir,
+            name=f"{name} spoken",
+            progress=progress,
+        )
+        return _speech(kind, utts, loaded, f"{name} (spoken by espeak-ng)")
+    raise ConfigError("dataset", f"no examples can be built for a {kind} model from {name}")
+
+
+def _speech(kind: str, utterances: Any, loaded: Any, name: str) -> TaskData:
+    from modelxray.data.speech_tasks import ctc_examples, whisper_windows
+
+    if kind == "speech_ctc":
+        return ctc_examples(utterances, name)
+    model = loaded.model
+    prompt = decoder_prompt(model.config, getattr(model, "generation_config", None))
+    prompt = _whisper_prompt(loaded.tokenizer, prompt)
+    max_target = int(getattr(model.config, "max_target_positions", 448) or 448)
+    return whisper_windows(utterances, loaded.processor, loaded.tokenizer, prompt, min(max_target, 128), name)
+
+
+def _whisper_prompt(tokenizer: Any, prompt: list[int]) -> list[int]:
+    """Whisper's decoder prompt: start of transcript, then English, transcribe and no timestamps where
+    the tokenizer knows those tokens (a real Whisper tokenizer does)."""
+    vocab = tokenizer.get_vocab() if hasattr(tokenizer, "get_vocab") else {}
+    for token in ("<|en|>", "<|transcribe|>", "<|notimestamps|>"):
+        if token in vocab and vocab[token] not in prompt:
+            prompt = [*prompt, int(vocab[token])]
+    return prompt
+
+
+def _label_ids(labels: list[str], model: Any, path: str) -> tuple[list[int], list]:
+    """Label names mapped through the model's ``label2id`` (or class indices), checked against its
+    number of labels."""
+    config = getattr(model, "config", None)
+    label2id = {str(k).lower(): int(v) for k, v in (getattr(config, "label2id", None) or {}).items()}
+    n = _num_labels(model)
+    out = []
+    for value in labels:
+        key = value.strip().lower()
+        if key in label2id:
+            out.append(label2id[key])
+        elif key.lstrip("-").isdigit() and 0 <= int(key) < n:
+            out.append(int(key))
+        else:
+            known = ", ".join(sorted(label2id)[:8])
+            raise ConfigError(
+                "dataset.path", f"{path}: label {value!r} is neither one of the model's labels ({known}) nor 0..{n - 1}"
+            )
+    id2label = getattr(config, "id2label", None) or {}
+    return out, [str(id2label.get(i, i)) for i in range(n)]

@@ -1,0 +1,72 @@
+"""Hugging Face encoders, seq2seq and speech models: each kind through its own ``AutoModelFor...``
+class, with the tokenizer (and a speech model's feature extractor) from the same directory. A
+directory that lacks one is a one-line error naming the file to add, before any data is built."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from modelxray.core.errors import ConfigError
+from modelxray.core.subject import LoadedModel, ModelInfo
+
+AUTO_CLASS = {
+    "masked_lm": "AutoModelForMaskedLM",
+    "seq2seq_lm": "AutoModelForSeq2SeqLM",
+    "sequence_classification": "AutoModelForSequenceClassification",
+    "token_classification": "AutoModelForTokenClassification",
+    "speech_seq2seq": "AutoModelForSpeechSeq2Seq",
+    "speech_ctc": "AutoModelForCTC",
+}
+PROCESSOR_FILE = "preprocessor_config.json"
+TOKENIZER_HINT = "tokenizer.json (or vocab.txt / spiece.model / vocab.json) with tokenizer_config.json"
+
+
+def load_task_model(source: Any, kind: str, path: str, kwargs: dict) -> LoadedModel:
+    """The model of ``kind`` at ``path``, its tokenizer and (speech) its feature extractor."""
+    import transformers
+
+    auto = getattr(transformers, AUTO_CLASS[kind])
+    tokenizer = load_task_tokenizer(source, path, kwargs)
+    processor = load_feature_extractor(source, path, kwargs) if kind in ("speech_seq2seq", "speech_ctc") else None
+    model = auto.from_pretrained(path, dtype=source.torch_dtype(), **kwargs)
+    return LoadedModel(model, tokenizer, ModelInfo(source.name_or_path, "hf", ""), kind=kind, processor=processor)
+
+
+def load_task_tokenizer(source: Any, path: str, kwargs: dict) -> Any:
+    """The tokenizer of ``model.tokenizer`` or the model's directory; none is a one-line error."""
+    from transformers import AutoTokenizer
+
+    where = os.path.expanduser(source.tokenizer or path)
+    local = Path(where)
+    files = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model")
+    if local.is_dir() and not any((local / f).is_file() for f in files):
+        raise ConfigError(
+            "model.tokenizer",
+            f"{where} holds no tokenizer: add {TOKENIZER_HINT} (tokenizer.save_pretrained(DIR)) "
+            "or set model.tokenizer to a tokenizer directory",
+        )
+    try:
+        return AutoTokenizer.from_pretrained(where, **kwargs)
+    except (OSError, ValueError, TypeError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise ConfigError("model.tokenizer", f"cannot load the tokenizer of {where}: {first}") from None
+
+
+def load_feature_extractor(source: Any, path: str, kwargs: dict) -> Any:
+    """A speech model's feature extractor (``preprocessor_config.json``); none is a one-line error."""
+    from transformers import AutoFeatureExtractor
+
+    local = Path(path)
+    if local.is_dir() and not (local / PROCESSOR_FILE).is_file():
+        raise ConfigError(
+            "model.name_or_path",
+            f"{path} has no {PROCESSOR_FILE}: a speech model needs its feature extractor "
+            "(feature_extractor.save_pretrained(DIR)) to turn audio into model inputs",
+        )
+    try:
+        return AutoFeatureExtractor.from_pretrained(path, **kwargs)
+    except (OSError, ValueError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise ConfigError("model.name_or_path", f"cannot load the feature extractor of {path}: {first}") from None
