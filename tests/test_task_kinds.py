@@ -77,9 +77,13 @@ KIND_RUNS = {
 
 
 @pytest.mark.parametrize("name", list(KIND_RUNS))
-def test_every_kind_runs_quantized_from_the_command_line_with_quality_and_agreement(
+def test_every_kind_runs_quantized_with_quality_uncertainty_and_agreement(
     name, dirs, tmp_path, tracking_uri, cache_dir
 ):
+    """What ``python run.py model=hf model.name_or_path=DIR quant=int8`` runs (in process, to keep the
+    suite fast; the command line itself is tested on the seq2seq model below)."""
+    import modelxray
+
     kind, task, (quality, error), agreement = KIND_RUNS[name]
     exp = f"kinds_{name}"
     args = [
@@ -92,8 +96,7 @@ def test_every_kind_runs_quantized_from_the_command_line_with_quality_and_agreem
         *SMALL,
         *PERF,
     ]
-    proc = run_cli(args, tmp_path)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    modelxray.analyze(args, output_dir=tmp_path)
     _, (run,) = mlflow_runs(tracking_uri, exp)
     assert run.data.tags["modelxray.kind"] == kind and run.data.tags["modelxray.task"] == task
     assert run.info.run_name.endswith(kind)
@@ -132,20 +135,18 @@ def test_every_analyzer_runs_on_a_seq2seq_model(dirs, tmp_path, cache_dir):
 @pytest.mark.parametrize(
     "name, analyzer, message",
     [
-        ("wav2vec2_ctc", "quant_impact", r"analyzer.quant_impact: .* is a CTC speech model"),
-        ("bert_mlm", "robustness", r"analyzer.robustness: analyzes .* is a masked_lm model"),
+        ("wav2vec2_ctc", "quant_impact", r"^analyzer.quant_impact: .* is a CTC speech model"),
+        ("wav2vec2_ctc", "bitwidth", r"^analyzer.bitwidth: .* is a CTC speech model"),
+        ("bert_mlm", "robustness", r"^analyzer.robustness: analyzes .* is a masked_lm model"),
     ],
 )
-def test_an_analyzer_that_does_not_fit_refuses_in_one_line_before_any_work(
-    name, analyzer, message, dirs, tmp_path, cache_dir
-):
-    args = ["model=hf", f"model.name_or_path={dirs[name]}", f"analyzer={analyzer}", "tracker=none"]
-    proc = run_cli([*args, f"dataset.cache_dir={cache_dir}", *SMALL], tmp_path)
-    assert proc.returncode == 2
-    line = proc.stderr.strip().splitlines()[-1]
-    import re
+def test_an_analyzer_that_does_not_fit_refuses_in_one_line_before_any_work(name, analyzer, message, dirs, cache_dir):
+    import modelxray
 
-    assert re.search(message, line), line
+    args = ["model=hf", f"model.name_or_path={dirs[name]}", f"analyzer={analyzer}", "tracker=none"]
+    with pytest.raises(ConfigError, match=message) as info:
+        modelxray.analyze([*args, f"dataset.cache_dir={cache_dir}", *SMALL])
+    assert "\n" not in str(info.value)
 
 
 def test_a_directory_without_its_tokenizer_or_feature_extractor_is_one_line(dirs, tmp_path):
@@ -347,3 +348,38 @@ def test_user_labelled_text_and_pairs_files_and_their_errors(tmp_path):
         TextPairs(path=str(j)).read()
     with pytest.raises(ConfigError, match=r"^path: file '.*missing.csv' does not exist"):
         LabelledText(path=str(tmp_path / "missing.csv"))
+
+
+# -- the Python API -----------------------------------------------------------------------------
+def test_any_transformers_model_in_memory_is_analyzed_as_its_kind(dirs, tmp_path, cache_dir):
+    import modelxray
+
+    loaded = _loaded(dirs, "t5")
+    out = modelxray.analyze(
+        ["tracker=none", "quant=int8", f"dataset.cache_dir={cache_dir}", *SMALL, *PERF],
+        model=loaded.model,
+        tokenizer=loaded.tokenizer,
+        output_dir=tmp_path / "t5",
+    )
+    assert "performance/chrf" in out.metrics and "performance/top1_agree" in out.metrics
+    speech = _loaded(dirs, "whisper")
+    with pytest.raises(ConfigError, match=r"^processor: .* is a speech model: pass its feature extractor"):
+        modelxray.analyze(["tracker=none"], model=speech.model, tokenizer=speech.tokenizer)
+
+
+def test_model_analyzer_scores_a_dataloader_of_the_kinds_own_batches(dirs, tmp_path):
+    from modelxray import ModelAnalyzer
+
+    loaded = _loaded(dirs, "bert_classifier")
+    enc = loaded.tokenizer(["the cat sat", "a dog ran fast", "it rains", "lists are mutable"], padding=True)
+    batches = [
+        {"input_ids": torch.tensor(enc["input_ids"][i : i + 2]), "labels": torch.tensor([1, 3][:2])} for i in (0, 2)
+    ]
+    analyzer = ModelAnalyzer(
+        loaded.model, ["analyzer=[performance]", "tracker=none", *PERF], tokenizer=loaded.tokenizer,
+        output_dir=tmp_path,
+    )  # fmt: skip
+    out = analyzer.analyze_performance(batches)
+    logits = loaded.model(input_ids=torch.tensor(enc["input_ids"])).logits
+    expected = float((logits.argmax(-1) == torch.tensor([1, 3, 1, 3])).float().mean())
+    assert out["metrics"]["accuracy"] == pytest.approx(expected) and out["metrics"]["examples_scored"] == 4

@@ -10,6 +10,10 @@ out = modelxray.analyze(["analyzer=[performance]", "tracker=none"], model=my_mod
 # an image classifier of your own (pixels in [0, 1] -> logits), on a configured image dataset
 out = modelxray.analyze(["dataset=digits", "quant=int8"], model=my_cnn, image_shape=(1, 28, 28))
 
+# a transformers encoder, seq2seq or speech model: analyzed as its kind, on the shipped text
+out = modelxray.analyze(["quant=int8"], model=t5, tokenizer=t5_tokenizer)
+out = modelxray.analyze(["quant=int8"], model=whisper, tokenizer=tok, processor=feature_extractor)
+
 # any module, on named example inputs (tensors, or shapes to draw them from)
 out = modelxray.analyze(["analyzer=[performance,inspect]", "quant=int8"], model=net,
                         example_inputs={"x": torch.randn(4, 16), "mask": torch.ones(4, 16)})
@@ -55,6 +59,7 @@ def analyze(
     output_dir: str | Path | None = None,
     image_shape: tuple[int, int, int] | None = None,
     example_inputs: Any = None,
+    processor: Any = None,
 ) -> RunOutcome:
     """Run the analyzers chosen by ``overrides`` and return their results (also written and tracked).
 
@@ -63,6 +68,9 @@ def analyze(
     classifier instead gives ``image_shape`` (C, H, W): the configured image dataset is fit to it. Any
     other module gives ``example_inputs``: name -> tensor, or name -> shape (batch first) as in
     ``model.inputs``; it is analyzed as a generic model (speed, memory, inspect, quantization agreement).
+    A transformers encoder, seq2seq or speech model is analyzed as its kind (from its class), on the
+    configured dataset or a ``dataloader`` of its batches (mappings with ``labels``); a speech model
+    also gives its feature extractor as ``processor``.
     """
     from modelxray.app import JobInfo, choices_of, run
 
@@ -82,4 +90,5 @@ def analyze(
         batches=dataloader,
         image_shape=image_shape,
         example_inputs=example_inputs,
+        processor=processor,
     )

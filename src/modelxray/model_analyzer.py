@@ -46,7 +46,7 @@ class ModelAnalyzer:
     ``"tracker=none"``, ``"quant=int8"``); the analyzers are performance, bitwidth and robustness
     unless an ``analyzer=[...]`` override chooses others. ``output_dir``: where each analyzer's files
     go (default ``outputs/api/<date>/<time>``). ``tokenizer``, ``image_shape``, ``example_inputs``:
-    as for ``modelxray.analyze`` with an in-memory model."""
+    ``processor``: as for ``modelxray.analyze`` with an in-memory model."""
 
     def __init__(
         self,
@@ -56,6 +56,7 @@ class ModelAnalyzer:
         tokenizer: Any = None,
         image_shape: tuple[int, int, int] | None = None,
         example_inputs: Any = None,
+        processor: Any = None,
         output_dir: str | Path | None = None,
     ):
         import torch
@@ -81,6 +82,7 @@ class ModelAnalyzer:
         self.components.tracker.check()
         self._given = dict(model=model if in_memory else None, tokenizer=tokenizer, image_shape=image_shape)
         self._given["example_inputs"] = example_inputs
+        self._given["processor"] = processor
         self._base = None  # the loaded (and quantized) subject for DataLoaders, loaded on first use
         self._with_dataset = None  # the same on the configured dataset, loaded on first use
         self._run = None
@@ -188,6 +190,13 @@ class ModelAnalyzer:
         if data_loader is not None:
             if self._base is None:
                 self._base = self._load(load_dataset=False)
+            from modelxray.app.loading import TASK_KINDS
+
+            if self._base.kind in TASK_KINDS:  # a text or speech model: its own batches as windows
+                from modelxray.data.for_kind import task_data_from_batches
+
+                data = task_data_from_batches(self._base, data_loader, key="data_loader")
+                return dataclasses.replace(self._base, data=data)
             if self._base.task != "classification":
                 return dataclasses.replace(self._base, batches=data_loader)
             from modelxray.data.images import fit_images

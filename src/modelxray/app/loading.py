@@ -18,12 +18,25 @@ TASK_KINDS = (*TEXT_KINDS, *SPEECH_KINDS)
 
 
 def _in_memory(
-    model: torch.nn.Module, tokenizer: Any, image_shape: tuple | None = None, example_inputs: Any = None
+    model: torch.nn.Module,
+    tokenizer: Any,
+    image_shape: tuple | None = None,
+    example_inputs: Any = None,
+    processor: Any = None,
 ) -> LoadedModel:
     """A user's module: a language model (with a tokenizer or token batches), an image classifier
-    (``image_shape``) or a generic module (``example_inputs``: name -> tensor or shape)."""
+    (``image_shape``), a generic module (``example_inputs``: name -> tensor or shape), or a
+    transformers encoder, seq2seq or speech model (its kind from its class; a speech model with its
+    feature extractor, ``processor``)."""
     dtypes = {str(p.dtype).replace("torch.", "") for p in model.parameters()}
     info = ModelInfo(name=type(model).__name__, source_format="in-memory", source_dtype=",".join(sorted(dtypes)))
+    from modelxray.models.kinds import TASK_OF_KIND, kind_of_architecture
+
+    kind = kind_of_architecture(type(model).__name__) if hasattr(model, "config") else None
+    if kind in TASK_KINDS and image_shape is None and example_inputs is None:
+        if kind in SPEECH_KINDS and processor is None:
+            raise ConfigError("processor", f"{info.name} is a speech model: pass its feature extractor (processor=...)")
+        return LoadedModel(model.eval(), tokenizer, info, task=TASK_OF_KIND[kind], kind=kind, processor=processor)
     if image_shape is not None:
         return LoadedModel(model.eval(), None, info, task="classification", image_shape=tuple(image_shape))
     if example_inputs is not None:
@@ -43,6 +56,7 @@ def load_subject(
     batches: Any = None,
     image_shape: tuple | None = None,
     example_inputs: Any = None,
+    processor: Any = None,
     load_dataset: bool = True,
 ) -> tuple[Subject, str | None]:
     """The model under analysis with its data: the configured model (through the process cache:
@@ -54,7 +68,7 @@ def load_subject(
         loaded, hit = process_cache.lookup(components.model, cfg.model_cache_size)
         cache = "hit" if hit else "miss"
     else:
-        loaded = _in_memory(model, tokenizer, image_shape, example_inputs)
+        loaded = _in_memory(model, tokenizer, image_shape, example_inputs, processor)
     needs_data = (
         load_dataset
         and batches is None
@@ -63,12 +77,20 @@ def load_subject(
     )
     if needs_data:
         _check_dataset_kind(components.dataset, loaded)
+    if needs_data and loaded.kind in TASK_KINDS and loaded.tokenizer is None:
+        raise ConfigError(
+            "tokenizer", f"{loaded.info.name} is a {loaded.kind} model: pass its tokenizer (tokenizer=...)"
+        )
     if needs_data and loaded.kind in TASK_KINDS:  # encoders, seq2seq and speech models: their own examples
         from modelxray.data.for_kind import task_data
 
         data = task_data(loaded.kind, components.dataset, loaded, progress=bool(cfg.get("progress", False)))
     else:
         data = components.dataset.load(loaded.tokenizer) if needs_data else None
+    if batches is not None and loaded.kind in TASK_KINDS:  # the user's batches of the kind's inputs
+        from modelxray.data.for_kind import task_data_from_batches
+
+        data, batches = task_data_from_batches(loaded, batches), None
     if batches is not None and loaded.task == "classification":  # images and labels: the split to score
         from modelxray.data.loader_data import classification_from_loader
 

@@ -61,6 +61,7 @@ def run(
     batches: Any = None,
     image_shape: tuple[int, int, int] | None = None,
     example_inputs: Any = None,
+    processor: Any = None,
 ) -> RunOutcome:
     """Run the configured analyzers on the configured (or given) model and record everything."""
     if model is not None and tokenizer is None and batches is None and image_shape is None and example_inputs is None:
@@ -109,6 +110,7 @@ def run(
             batches=batches,
             image_shape=image_shape,
             example_inputs=example_inputs,
+            processor=processor,
         )
         if cache:
             tracker_run.set_tags({"modelxray.model_cache": cache})

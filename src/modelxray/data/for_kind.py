@@ -167,3 +167,35 @@ def _label_ids(labels: list[str], model: Any, path: str) -> tuple[list[int], lis
             )
     id2label = getattr(config, "id2label", None) or {}
     return out, [str(id2label.get(i, i)) for i in range(n)]
+
+
+def task_data_from_batches(loaded: Any, batches: Any, key: str = "dataloader") -> TaskData:
+    """A user's DataLoader of a text or speech model's batches (Hugging Face style mappings: the
+    model's inputs and ``labels``, -100 = not scored) as windows: a seq2seq model's decoder input is
+    its labels shifted behind the start token, as transformers does in training."""
+    import torch
+
+    from modelxray.metrics.windows import IGNORE, NamedTensors, Window
+
+    kind, model = loaded.kind, loaded.model
+    if kind == "speech_ctc":
+        raise ConfigError(key, "a CTC speech model is scored by transcripts: use dataset=audio_folder")
+    windows = []
+    for batch in batches:
+        if not isinstance(batch, dict) or "labels" not in batch:
+            raise ConfigError(key, f"each batch must be a mapping of the model's inputs and labels, got {type(batch)}")
+        labels = torch.as_tensor(batch["labels"])
+        inputs = {k: torch.as_tensor(v) for k, v in batch.items() if k != "labels"}
+        if kind in ("seq2seq_lm", "speech_seq2seq") and "decoder_input_ids" not in inputs:
+            inputs["decoder_input_ids"] = model.prepare_decoder_input_ids_from_labels(labels=labels)
+        primary = "decoder_input_ids" if "decoder_input_ids" in inputs else "input_ids"
+        for row in range(labels.shape[0]):
+            named = NamedTensors({k: v[row] for k, v in inputs.items()})
+            named.primary = primary
+            target = labels[row].reshape(-1) if labels.dim() > 1 else labels[row : row + 1]
+            windows.append(Window(named, target.long()))
+    if not windows:
+        raise ConfigError(key, "the DataLoader gave no batches")
+    n = sum(int((w.targets != IGNORE).sum()) for w in windows)
+    desc = f"{len(windows)} examples from your DataLoader ({n:,} scored positions)"
+    return TaskData("dataloader", loaded.task, windows, desc, len(windows), {})

@@ -91,6 +91,14 @@ def kind_tables() -> list[tuple[str, dict]]:
     return [(kind, getattr(auto, table, {})) for kind, table in _TABLES]
 
 
+def kind_of_architecture(arch: str) -> str | None:
+    """The kind of a model class by name (``BertForMaskedLM`` -> ``masked_lm``), or None."""
+    for kind, table in kind_tables():
+        if arch in _class_names(table):
+            return kind
+    return None
+
+
 def kind_of_config(config: Any, name: str) -> str:
     """The kind of the model ``config`` describes, or a one-line ConfigError naming its architecture.
 
