@@ -24,12 +24,14 @@ import tempfile
 import wave
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
 from modelxray.core.schema import REQUIRED
+
+if TYPE_CHECKING:
+    import numpy as np
 
 TRANSCRIPT_NAMES = ("transcripts.tsv", "transcripts.csv", "transcripts.jsonl")
 FILE_KEYS = ("file", "audio", "path")
@@ -152,6 +154,8 @@ def synthesize(
 ) -> np.ndarray:
     """``sentence`` spoken by espeak-ng, float32 mono in [-1, 1] at ``sample_rate`` (read from the
     cache when the same voice, speed, rate, sentence and espeak-ng version were spoken before)."""
+    import numpy as np
+
     exe = _espeak()
     version = espeak_version(exe)
     path = _cache_path(cache_dir, voice, words_per_minute, sample_rate, sentence, version)
@@ -226,6 +230,8 @@ def spoken_sentences(
 
 def resample(audio: np.ndarray, rate: int, sample_rate: int) -> np.ndarray:
     """``audio`` from ``rate`` to ``sample_rate`` Hz (polyphase, float32, overshoot clipped to [-1, 1])."""
+    import numpy as np
+
     if rate == sample_rate or audio.size == 0:
         return audio.astype(np.float32, copy=False)
     from scipy.signal import resample_poly
@@ -236,6 +242,8 @@ def resample(audio: np.ndarray, rate: int, sample_rate: int) -> np.ndarray:
 
 def _decode_wav(source, shown: str) -> tuple[np.ndarray, int]:
     """A PCM WAV (8, 16, 24 or 32 bit, any channel count) as float32 mono in [-1, 1] and its rate."""
+    import numpy as np
+
     with wave.open(source, "rb") as w:
         channels, width, rate = w.getnchannels(), w.getsampwidth(), w.getframerate()
         # espeak-ng writes a streaming header whose frame count is a placeholder: read what is there
