@@ -61,11 +61,11 @@ def test_image_size_comes_from_the_config_or_processor_or_a_key_never_a_guess(re
 
 
 def test_models_of_no_supported_kind_fail_in_one_line_naming_the_architecture(tmp_path):
-    from transformers import BertConfig, BertForMaskedLM
+    from transformers import BertConfig, BertForNextSentencePrediction
 
     small = dict(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64)
-    BertForMaskedLM(BertConfig(vocab_size=100, **small)).save_pretrained(tmp_path / "bert")
-    with pytest.raises(ConfigError, match=r"^model: .*\(BertForMaskedLM\) fits no model kind"):
+    BertForNextSentencePrediction(BertConfig(vocab_size=100, **small)).save_pretrained(tmp_path / "bert")
+    with pytest.raises(ConfigError, match=r"^model: .*\(BertForNextSentencePrediction\) fits no model kind"):
         HFSource(name_or_path=str(tmp_path / "bert"), device="cpu").load()
 
 
