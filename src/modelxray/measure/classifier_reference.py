@@ -19,7 +19,7 @@ from torch import nn
 
 from modelxray.core.errors import ConfigError
 from modelxray.core.progress import bar
-from modelxray.measure.scoring import logits_of, model_device
+from modelxray.measure.scoring import input_dtype, logits_of, model_device  # noqa: F401 - input_dtype re-exported
 from modelxray.metrics.measurements import wilson_interval
 
 QUALITY_KEYS = ("loss", "accuracy", "accuracy_ci_low", "accuracy_ci_high", "kl", "top1_agree", "examples_scored")
@@ -28,14 +28,6 @@ QUALITY_KEYS = ("loss", "accuracy", "accuracy_ci_low", "accuracy_ci_high", "kl",
 def is_zero_shot(model: nn.Module) -> bool:
     """A CLIP/SigLIP dual encoder bound to the dataset's classes (its accuracy is zero-shot accuracy)."""
     return type(model).__name__ == "ZeroShotClassifier"
-
-
-def input_dtype(model: nn.Module) -> torch.dtype:
-    """The dtype of the model's first floating-point parameter (float32 when it has none)."""
-    for p in model.parameters():
-        if p.is_floating_point():
-            return p.dtype
-    return torch.float32
 
 
 def example_inputs(data, n: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:

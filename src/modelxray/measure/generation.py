@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from modelxray.core.progress import bar
-from modelxray.measure.scoring import model_device
+from modelxray.measure.scoring import input_dtype, model_device
 
 
 @torch.inference_mode()
@@ -26,9 +26,9 @@ def greedy_decode(
     device = model_device(model)
     encoder_inputs = {k: v.to(device) for k, v in encoder_inputs.items()}
     mask = encoder_inputs.get("attention_mask")
-    encoder_args = {k: v for k, v in encoder_inputs.items()}
-    if "input_features" in encoder_args and encoder_args["input_features"].is_floating_point():
-        encoder_args["input_features"] = encoder_args["input_features"].to(_float_dtype(model))
+    encoder_args = dict(encoder_inputs)
+    if "input_features" in encoder_args:
+        encoder_args["input_features"] = encoder_args["input_features"].to(input_dtype(model))
     encoded = model.get_encoder()(**encoder_args)
     rows = next(iter(encoder_inputs.values())).shape[0]
     cur = torch.tensor([prompt] * rows, device=device)
@@ -68,13 +68,6 @@ def _cache_argument(model: nn.Module) -> str:
     return "cache" if "cache" in params else "past_key_values"
 
 
-def _float_dtype(model: nn.Module) -> torch.dtype:
-    for p in model.parameters():
-        if p.is_floating_point():
-            return p.dtype
-    return torch.float32
-
-
 def generate_texts(
     model: nn.Module,
     tokenizer: Any,
@@ -96,7 +89,7 @@ def generate_texts(
 @torch.inference_mode()
 def ctc_logits(model: nn.Module, batches: list[dict[str, torch.Tensor]]) -> list[torch.Tensor]:
     """A CTC model's frame logits (float32, CPU) for every batch of ``input_values``."""
-    device, dtype = model_device(model), _float_dtype(model)
+    device, dtype = model_device(model), input_dtype(model)
     out = []
     for batch in batches:
         values = batch["input_values"].to(device=device, dtype=dtype)

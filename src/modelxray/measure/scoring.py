@@ -50,12 +50,18 @@ def forward_logits(model: nn.Module, input_ids: torch.Tensor | dict[str, torch.T
     return logits_of(model(input_ids))
 
 
+def input_dtype(model: nn.Module) -> torch.dtype:
+    """The dtype of the model's first floating-point parameter (float32 when it has none)."""
+    for p in model.parameters():
+        if p.is_floating_point():
+            return p.dtype
+    return torch.float32
+
+
 def _floating(model: nn.Module, inputs: NamedTensors) -> dict:
     """Named inputs with floating tensors (audio features) in the model's floating dtype, so a cast
     model (fp16, bf16) gets inputs it can multiply."""
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), None)
-    if dtype is None:
-        return dict(inputs)
+    dtype = input_dtype(model)
     return {k: v.to(dtype) if v.is_floating_point() else v for k, v in inputs.items()}
 
 

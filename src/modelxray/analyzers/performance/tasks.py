@@ -151,7 +151,7 @@ def speed(cfg, subject, ctx: RunContext, result: Result) -> None:
     device = model_device(model)
     speeds = []
     for bs in cfg.speed_batch_sizes:
-        batch = _speed_batch(subject, bs, device)
+        batch = example_batch(subject, bs).to(device)
         times = time_forward(model, batch, cfg.warmup, cfg.iters, ctx.progress, desc=f"performance: latency bs={bs}")
         shape = tuple(next(iter(dict.values(batch))).shape[1:])
         sp = Speed.of_examples(bs, shape, Latency.from_values(times))
@@ -161,11 +161,7 @@ def speed(cfg, subject, ctx: RunContext, result: Result) -> None:
     result.data["speed"] = [s.to_dict() for s in speeds]
 
 
-def _speed_batch(subject, batch_size: int, device):
-    return example_batch(subject, batch_size).to(device)
-
-
 def layer_input(subject) -> tuple:
     """One example (batch 1) for per-module timing, and how to describe it."""
-    batch = _speed_batch(subject, 1, model_device(subject.model))
+    batch = example_batch(subject, 1).to(model_device(subject.model))
     return batch, {"inputs": {n: list(t.shape) for n, t in dict.items(batch)}}
