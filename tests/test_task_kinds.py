@@ -126,7 +126,8 @@ def test_every_analyzer_runs_on_a_seq2seq_model(dirs, tmp_path, cache_dir):
     assert all(r["ok"] for r in results.values()), {k: r.get("error") for k, r in results.items()}
     qi = results["quant_impact"]
     assert qi["data"]["quality_metric"] == "target perplexity (teacher-forced)"
-    assert [r["strategy"] for r in qi["tables"]["unsupported"]] == ["gptq_int4"]  # no calibration text: listed
+    assert not qi["tables"]["unsupported"]  # GPTQ calibrates on other denoising pairs
+    assert [r["strategy"] for r in qi["tables"]["strategies"]] == ["none", "int8", "gptq_int4"]
     sens = results["bitwidth"]["tables"]["layer_sensitivity"]
     stacks = {row["block"].split(".")[0] for row in sens}
     assert {"encoder", "decoder"} <= stacks, stacks  # blocks of each stack apart
@@ -137,7 +138,6 @@ def test_every_analyzer_runs_on_a_seq2seq_model(dirs, tmp_path, cache_dir):
     [
         ("wav2vec2_ctc", "quant_impact", r"^analyzer.quant_impact: .* is a CTC speech model"),
         ("wav2vec2_ctc", "bitwidth", r"^analyzer.bitwidth: .* is a CTC speech model"),
-        ("bert_mlm", "robustness", r"^analyzer.robustness: analyzes .* is a masked_lm model"),
     ],
 )
 def test_an_analyzer_that_does_not_fit_refuses_in_one_line_before_any_work(name, analyzer, message, dirs, cache_dir):
@@ -319,6 +319,31 @@ def test_topic_paragraphs_are_balanced_seeded_and_named():
     again = topic_paragraphs(topics, 4, 40, seed=0)
     assert (texts, labels) == again[:2] and len(names) == 4 and names == sorted(names)
     assert sorted(set(labels)) == [0, 1, 2, 3] and all(labels.count(k) == 10 for k in range(4))
+
+
+def test_calibration_examples_of_a_text_kind_are_never_evaluated(dirs, cache_dir):
+    from modelxray.data.for_kind import task_data
+    from modelxray.data.pydoc_topics import PydocTopics
+    from modelxray.quant.calibration import subject_calibration
+    from modelxray.quant.gptq import GPTQQuantizer
+
+    mlm = _loaded(dirs, "bert_mlm")
+    data = task_data("masked_lm", PydocTopics(examples=4, seq_len=32, calibration_windows=3, cache_dir=cache_dir), mlm)
+    ids = mlm.tokenizer(PydocTopics().read_text(), add_special_tokens=False, return_tensors="pt")["input_ids"][0]
+    first = data.calibration[0]
+    shown = first.inputs["input_ids"][1:-1]
+    kept = shown != mlm.tokenizer.mask_token_id
+    assert len(data.calibration) == 3 and torch.equal(shown[kept], ids[4 * 30 : 5 * 30][kept])  # after the evaluated
+    s2s = _loaded(dirs, "t5")
+    pairs = task_data("seq2seq_lm", PydocTopics(examples=4, calibration_windows=5, cache_dir=cache_dir), s2s)
+    assert len(pairs.calibration) == 5
+    from modelxray.data.text_tasks import denoising_pairs
+
+    text, evaluated = PydocTopics().read_text(), frozenset(pairs.meta["references"])
+    assert not {t for _, t in denoising_pairs(text, 200, 0.15, 1, exclude=evaluated)} & evaluated
+    subject = type("S", (), {"task": "seq2seq_lm", "data": pairs})()
+    cal = subject_calibration(subject, GPTQQuantizer())
+    assert cal.kind == "named" and cal.n_rows == 5 and "other passages" in cal.origin
 
 
 def test_denoising_pairs_drop_words_from_the_source_only():

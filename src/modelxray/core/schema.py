@@ -29,6 +29,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "tiny_gpt2": "modelxray.models.tiny_gpt2.TinyGPT2Source",
         "digits_mlp": "modelxray.models.digits_classifier.DigitsClassifierSource",
         "digits_clip": "modelxray.models.digits_clip.DigitsCLIPSource",
+        "pydoc_text": "modelxray.models.pydoc_text.PydocTextSource",
         "mlp": "modelxray.models.grokking.MLPSource",
         "grokking_transformer": "modelxray.models.grokking.GrokkingTransformerSource",
     },

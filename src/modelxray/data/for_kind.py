@@ -6,6 +6,7 @@ topic-labelled paragraphs, tagged words or spoken sentences, by the model's kind
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from modelxray.core.errors import ConfigError
@@ -73,6 +74,50 @@ def task_data(kind: str, dataset: Any, loaded: Any, progress: bool = False) -> T
 
 
 def _from_text(kind: str, dataset: TextDataset, loaded: Any, progress: bool) -> TaskData:
+    data = _evaluated(kind, dataset, loaded, progress)
+    if kind in ("masked_lm", "seq2seq_lm", "sequence_classification", "token_classification"):
+        _add_calibration(kind, data, dataset, loaded)
+    return data
+
+
+def _add_calibration(kind: str, data: TaskData, dataset: TextDataset, loaded: Any) -> None:
+    """Examples of the same task that are never evaluated, for GPTQ and AWQ (``dataset.calibration_windows``
+    of them): masked windows after the evaluated ones, other passages with words dropped, other
+    paragraphs. A text too short for any leaves ``calibration`` empty (GPTQ then says so)."""
+    n = dataset.calibration_windows
+    if n == 0:
+        return
+    tok, text, seed = loaded.tokenizer, dataset.read_text(), dataset.task_seed + 1
+    try:
+        if kind == "masked_lm":
+            from pathlib import Path
+
+            from modelxray.data.text_tasks import masked_body
+
+            ids = tokenize_cached(text, tok, Path(_cache(dataset)) / "tokens")
+            rest = ids[data.n_examples * masked_body(tok, dataset.seq_len) :]
+            cal = masked_windows(rest, tok, dataset.seq_len, n, dataset.mask_rate, seed, dataset.name)
+            origin = "masked windows after the evaluated ones"
+        elif kind == "seq2seq_lm":
+            evaluated = frozenset(data.meta["references"])
+            pairs = denoising_pairs(text, n, dataset.drop_rate, seed, exclude=evaluated)
+            cal = seq2seq_windows(pairs, tok, data.meta["prompt"], dataset.seq_len, dataset.seq_len, dataset.name, "")
+            origin = f"other passages with {dataset.drop_rate:.0%} of words dropped"
+        else:
+            from modelxray.data.text_tasks import passages
+
+            evaluated = set(data.meta.get("texts", []))
+            found = [p for p in passages(text, 8, 48) if p not in evaluated]
+            rng = random.Random(seed)
+            texts = [found[i] for i in sorted(rng.sample(range(len(found)), min(n, len(found))))]
+            cal = classification_windows(texts, [0] * len(texts), tok, dataset.seq_len, dataset.name, "", [])
+            origin = "paragraphs that are not evaluated"
+    except ConfigError:
+        return
+    data.calibration, data.calibration_origin = cal.windows, f"{origin} ({dataset.name}, seed {seed})"
+
+
+def _evaluated(kind: str, dataset: TextDataset, loaded: Any, progress: bool) -> TaskData:
     tok, model, n, seed = loaded.tokenizer, loaded.model, dataset.examples, dataset.task_seed
     name = dataset.name
     if kind == "masked_lm":

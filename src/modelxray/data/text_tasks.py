@@ -35,6 +35,9 @@ class TaskData:
     description: str  # one line: what each example is and how it was made
     n_examples: int
     meta: dict[str, Any] = field(default_factory=dict)
+    # inputs that GPTQ and AWQ calibrate on: examples of the same task that are never evaluated
+    calibration: list[Window] | None = None
+    calibration_origin: str = ""
 
     @property
     def n_scored(self) -> int:
@@ -75,7 +78,7 @@ def masked_windows(
             "model.tokenizer", f"{name}: the tokenizer has no mask token, which a masked LM is scored with"
         )
     start, end = _special_id(tokenizer, "cls", "bos"), _special_id(tokenizer, "sep", "eos")
-    body = seq_len - (start is not None) - (end is not None)
+    body = masked_body(tokenizer, seq_len)
     if body < 2:
         raise ConfigError("dataset.seq_len", f"must leave at least 2 text tokens per window, got {seq_len}")
     gen = torch.Generator().manual_seed(seed)
@@ -101,6 +104,12 @@ def masked_windows(
     return TaskData(name, "masked_lm", windows, desc, len(windows), {"mask_rate": mask_rate})
 
 
+def masked_body(tokenizer: Any, seq_len: int) -> int:
+    """Text tokens per masked window: ``seq_len`` less the start and end tokens the tokenizer has."""
+    start, end = _special_id(tokenizer, "cls", "bos"), _special_id(tokenizer, "sep", "eos")
+    return seq_len - (start is not None) - (end is not None)
+
+
 def _wrap(t: torch.Tensor, start: int | None, end: int | None) -> torch.Tensor:
     parts = ([torch.tensor([start])] if start is not None else []) + [t]
     parts += [torch.tensor([end])] if end is not None else []
@@ -121,13 +130,15 @@ def passages(text: str, min_words: int, max_words: int) -> list[str]:
     return out
 
 
-def denoising_pairs(text: str, n: int, drop_rate: float, seed: int, words: int = 24) -> list[tuple[str, str]]:
+def denoising_pairs(
+    text: str, n: int, drop_rate: float, seed: int, words: int = 24, exclude: frozenset[str] = frozenset()
+) -> list[tuple[str, str]]:
     """(source, target) pairs for a seq2seq model: a passage of prose with a seeded ``drop_rate`` of
-    its words deleted, and the whole passage. Reconstruction is what BART was trained on and what a
+    its words deleted, and the whole passage (none of the passages in ``exclude``). Reconstruction is what BART was trained on and what a
     small seq2seq model learns in minutes, so the target's loss and a greedy output's chrF mean
     something for any model; a user's own pairs come from ``dataset=text_pairs``."""
     rng = random.Random(seed)
-    found = [p for p in passages(text, words // 2, words) if len(p.split()) >= words // 2]
+    found = [p for p in passages(text, words // 2, words) if len(p.split()) >= words // 2 and p not in exclude]
     if len(found) < n:
         raise ConfigError("dataset.examples", f"the text holds {len(found)} passages of prose, fewer than {n}")
     chosen = sorted(rng.sample(range(len(found)), n))
@@ -230,7 +241,7 @@ def classification_windows(
         row[: len(ids)] = torch.tensor(ids)
         mask = (torch.arange(length) < len(ids)).long()
         windows.append(Window(_named("input_ids", input_ids=row, attention_mask=mask), torch.tensor([label])))
-    meta = {"label_names": names, "labels": labels}
+    meta = {"label_names": names, "labels": labels, "texts": list(texts)}
     return TaskData(name, "sequence_classification", windows, description, len(windows), meta)
 
 
@@ -281,4 +292,5 @@ def tagged_windows(
         mask = (torch.arange(length) < len(ids)).long()
         windows.append(Window(_named("input_ids", input_ids=row, attention_mask=mask), tgt))
     desc = f"{len(windows)} paragraphs, each word tagged by its shape ({', '.join(WORD_TAGS[:n_classes])})"
-    return TaskData(name, "token_classification", windows, desc, len(windows), {"label_names": WORD_TAGS[:n_classes]})
+    meta = {"label_names": WORD_TAGS[:n_classes], "texts": list(texts)}
+    return TaskData(name, "token_classification", windows, desc, len(windows), meta)

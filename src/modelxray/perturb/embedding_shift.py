@@ -32,24 +32,40 @@ def input_embedding(model: nn.Module) -> nn.Module:
 
 
 class EmbeddingShift:
-    """While active, ``module``'s output becomes ``output + delta`` (``delta`` None = unchanged)."""
+    """While active, ``module``'s output becomes ``output + delta`` (``delta`` None = unchanged).
 
-    def __init__(self, module: nn.Module):
-        self.module = module
+    ``within``: shift only the calls made inside that module's forward (a seq2seq model's encoder,
+    whose token embedding its decoder shares), so the decoder's inputs stay clean."""
+
+    def __init__(self, module: nn.Module, within: nn.Module | None = None):
+        self.module, self.within = module, within
         self.delta: torch.Tensor | None = None
-        self._handle = None
+        self._handles: list = []
+        self._inside = within is None
 
     def _hook(self, _module, _inputs, output):
-        if self.delta is None:
+        if self.delta is None or not self._inside:
             return output
         return output + self.delta.to(output.dtype)
 
+    def _enter_scope(self, *_args, **_kwargs):
+        self._inside = True
+
+    def _leave_scope(self, *_args, **_kwargs):
+        self._inside = False
+
     def __enter__(self) -> EmbeddingShift:
-        self._handle = self.module.register_forward_hook(self._hook)
+        self._handles = [self.module.register_forward_hook(self._hook)]
+        if self.within is not None:
+            self._inside = False
+            self._handles.append(self.within.register_forward_pre_hook(self._enter_scope))
+            self._handles.append(self.within.register_forward_hook(self._leave_scope))
         return self
 
     def __exit__(self, *exc) -> None:
-        self._handle.remove()
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
         self.delta = None
 
 

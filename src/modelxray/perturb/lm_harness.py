@@ -59,6 +59,12 @@ class LMHarness:
         """Attack radii are relative to the std of the input-embedding weights."""
         return float(self.embedding.weight.detach().float().std())
 
+    shift_within = None  # the module inside which the embedding is shifted (None: every call)
+
+    def token_shape(self, inputs) -> tuple[int, ...]:
+        """(batch, tokens) of what the input embedding reads."""
+        return tuple(inputs.shape)
+
     def clean_of(self, n_windows: int) -> dict[str, float]:
         return self.ref.metrics_of(max_windows=n_windows)
 
@@ -83,7 +89,7 @@ class LMHarness:
         total = sum(min(b[0].shape[0], max(0, n_windows - i * self.batch_size)) for i, b in work)
         with (
             frozen(self.model),
-            EmbeddingShift(self.embedding) as shift,
+            EmbeddingShift(self.embedding, self.shift_within) as shift,
             bar(total=total, desc=desc, unit="window", enabled=self.progress) as pbar,
         ):
             for i, (inputs, targets) in work:
@@ -93,7 +99,7 @@ class LMHarness:
                 left -= rows
                 inputs, targets = inputs[:rows].to(self.ref.device), targets[:rows].to(self.ref.device)
                 grad_fn = self._grad_fn(shift, inputs, targets)
-                zero = torch.zeros((*inputs.shape, self.embedding.weight.shape[1]), device=self.ref.device)
+                zero = torch.zeros((*self.token_shape(inputs), self.embedding.weight.shape[1]), device=self.ref.device)
                 g0 = grad_fn(zero)
                 for eps in eps_list:
                     e = eps * scale

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import torch
 from torch import nn
+from torch.nn.utils.parametrize import is_parametrized
 
 from modelxray.quant.targets import _is_conv1d, find_targets
 
@@ -24,7 +25,8 @@ class NoiseTarget:
 
 def noise_targets(model: nn.Module, which: str) -> list[NoiseTarget]:
     """``linear``: weights of the linear and convolution layers (no embedding, no output head, no
-    norms or biases);
+    norms or biases; no weight computed by a parametrization, such as Wav2Vec2's weight-normed
+    positional convolution, whose stored tensors are not a weight matrix);
     ``matrices``: every parameter with >= 2 dims (embeddings included); ``all``: every parameter."""
     if which not in NOISE_TARGETS:
         raise ValueError(f"unknown noise target set {which!r}; expected one of {NOISE_TARGETS}")
@@ -34,7 +36,8 @@ def noise_targets(model: nn.Module, which: str) -> list[NoiseTarget]:
         return [
             NoiseTarget(f"{name}.weight", m.weight, 1 if id(m.weight) in conv1d else 0)
             for name, m in model.named_modules()
-            if id(m) in linear or isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d))
+            if (id(m) in linear or isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d)))
+            and not is_parametrized(m, "weight")
         ]
     out = []
     for name, p in model.named_parameters():  # shared (tied) parameters are listed once

@@ -14,8 +14,10 @@ states) are kept once. Linear layers outside every stack (a classifier head, a d
 projections) see the calibration batches through a forward of the whole model (``ModelInputs``).
 
 Calibration data comes from the run (``subject_calibration``): a language model's windows after the
-evaluated span, or a classifier's training examples (a seeded draw from the train split, fed as
-the performance analyzer feeds test examples: in the dtype of the model's weights); or from the
+evaluated span, a classifier's training examples (a seeded draw from the train split, fed as
+the performance analyzer feeds test examples: in the dtype of the model's weights), or a text
+model's examples of its own task that are not evaluated (masked windows, denoising pairs,
+paragraphs; an encoder-decoder's two stacks are each driven in turn); or from the
 caller of ``modelxray.quantize`` (``as_calibration``: token ids or float inputs).
 """
 
@@ -32,6 +34,7 @@ from torch import nn
 from modelxray.core.errors import ConfigError
 from modelxray.measure.classifier_reference import input_dtype
 from modelxray.measure.scoring import forward_logits, model_device
+from modelxray.metrics.windows import NamedTensors
 from modelxray.quant.targets import _is_conv1d
 
 
@@ -78,6 +81,8 @@ class Calibration:
 
     @property
     def kind(self) -> str:
+        if isinstance(self.chunks[0], NamedTensors):
+            return "named"  # a text model's named inputs (masked ids, source and decoder ids)
         return "examples" if self.chunks[0].is_floating_point() else "tokens"
 
     @property
@@ -86,7 +91,8 @@ class Calibration:
 
     def batches(self, batch_size: int) -> Iterator[torch.Tensor]:
         for chunk in self.chunks:
-            yield from chunk.split(batch_size)
+            for start in range(0, chunk.shape[0], batch_size):
+                yield chunk[start : start + batch_size]
 
     def n_batches(self, batch_size: int) -> int:
         return sum(-(-c.shape[0] // batch_size) for c in self.chunks)
@@ -94,7 +100,7 @@ class Calibration:
     def forward(self, model: nn.Module, batch: torch.Tensor) -> Any:
         """One forward of ``model`` on a batch: token ids as a language model takes them (no KV
         cache), float inputs as a classifier takes them (on its device, in its weights' dtype)."""
-        if self.kind == "tokens":
+        if self.kind in ("tokens", "named"):
             return forward_logits(model, batch.to(model_device(model)))
         return model(batch.to(device=model_device(model), dtype=input_dtype(model)))
 
@@ -235,11 +241,33 @@ def example_calibration(data, n: int, seed: int, method: str) -> Calibration:
     return Calibration([x[idx]], f"{what} drawn from the {data.name} training split of {x.shape[0]:,}, seed {seed}")
 
 
+def task_calibration(subject, method: str) -> Calibration:
+    """An encoder's, seq2seq model's or text classifier's calibration: examples of its own task that
+    are never evaluated (``TaskData.calibration``), batched by shape."""
+    from modelxray.metrics.windows import batched
+
+    data = subject.data
+    windows = getattr(data, "calibration", None)
+    if not windows:
+        what = "audio" if subject.task == "speech_recognition" else "a text dataset"
+        raise ConfigError(
+            "quant",
+            f"{method} calibrates a {subject.task} model on examples of its task built from {what} beside the "
+            f"evaluated ones, and {getattr(data, 'name', 'this run')} gives none; use an RTN config such as quant=int4",
+        )
+    chunks = [inputs for inputs, _ in batched(windows, len(windows))]
+    return Calibration(chunks, data.calibration_origin or f"{len(windows)} examples that are not evaluated")
+
+
 def subject_calibration(subject, quantizer) -> Calibration:
     """The run's calibration data: a classifier's training examples (``quant.calibration_examples``,
-    seeded by ``quant.seed``), else the dataset's token windows after the evaluated span."""
-    if getattr(subject, "task", "causal_lm") == "classification":
+    seeded by ``quant.seed``), a text model's examples of its task that are not evaluated, else the
+    dataset's token windows after the evaluated span."""
+    task = getattr(subject, "task", "causal_lm")
+    if task == "classification":
         return example_calibration(subject.data, quantizer.calibration_examples, quantizer.seed, quantizer.name)
+    if task != "causal_lm":  # an encoder, a seq2seq model, a text classifier, a speech model
+        return task_calibration(subject, quantizer.name)
     return Calibration([calibration_windows(subject)], "windows after the evaluated span")
 
 

@@ -68,17 +68,21 @@ def _finite(x) -> bool:
 
 
 def _lm_quality(result, q: Quality) -> str:
-    """Perplexity with its 95% interval and the loss with its standard error (windows as units)."""
-    bpb = float("nan") if q.bits_per_byte is None else q.bits_per_byte
+    """Perplexity with its 95% interval and the loss with its standard error (windows as units);
+    bits per byte where the text's bytes are known (a causal LM's stream), and the perplexity named
+    for what it is of (``Quality.name``: masked-token, target, transcript)."""
     desc = result.data.get("quality", {}).get("protocol_description", "")
     ci = q.perplexity_ci95
     interval = f"95% CI {ci[0]:.4g}-{ci[1]:.4g}; " if ci else ""
     loss_err = f" ± {q.loss_se:.4f}" if ci else ""
+    bpb = f", {q.bits_per_byte:.3f} bits/byte" if _finite(q.bits_per_byte) else ""
     windows = f" in {int(q.windows):,} windows" if q.windows else ""
     acc_err = f" ± {q.accuracy_se:.3f}" if _finite(q.accuracy_se) else ""
+    predicted = "next-token" if q.name == "perplexity" else "predicted-token"
+    on = f", {desc}" if desc else ""
     return (
-        f"Perplexity {q.perplexity:.3f} ({interval}loss {q.loss:.4f}{loss_err} nats/token, {bpb:.3f} bits/byte) over "
-        f"{int(q.n_scored or 0):,} scored tokens{windows}, {desc}. Top-1 next-token accuracy "
+        f"{q.name[0].upper() + q.name[1:]} {q.perplexity:.3f} ({interval}loss {q.loss:.4f}{loss_err} nats/token{bpb}) "
+        f"over {int(q.n_scored or 0):,} scored tokens{windows}{on}. Top-1 {predicted} accuracy "
         f"{q.accuracy or 0:.3f}{acc_err}" + (" (standard errors with the window as the unit)." if ci else ".")
     )
 

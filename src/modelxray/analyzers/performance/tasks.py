@@ -14,6 +14,7 @@ and the outputs against the unquantized outputs (chrF / WER / exact match; a CTC
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import torch
@@ -41,6 +42,14 @@ def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
         _generated(cfg, subject, ctx, result, speech=task == "speech_recognition")
 
 
+# what a text or speech model's perplexity is of, in the report's quality line
+PERPLEXITY_NAME = {
+    "masked_lm": "masked-token perplexity",
+    "seq2seq_lm": "target perplexity (teacher-forced)",
+    "speech_recognition": "transcript perplexity (teacher-forced)",
+}
+
+
 def _scored(cfg, subject, ctx: RunContext, result: Result) -> None:
     """Loss and accuracy at the scored positions; agreement with the unquantized model's."""
     data, task = subject.data, subject.task
@@ -57,7 +66,8 @@ def _scored(cfg, subject, ctx: RunContext, result: Result) -> None:
         for k in ("loss", "loss_se", "accuracy", "accuracy_se", "tokens_scored", "windows_scored"):
             result.metrics[k] = raw[k]
     else:
-        result.record("quality", Quality.from_dict(raw))  # loss, perplexity, accuracy, with errors
+        q = Quality.from_dict(raw)  # loss, perplexity, accuracy, with errors
+        result.record("quality", dataclasses.replace(q, name=PERPLEXITY_NAME.get(task, "perplexity")))
     result.metrics["eval_examples_per_s"] = len(data.windows) / seconds
     result.data["quality"].update({k: v for k, v in raw.items()})
     ref = getattr(subject.reference, "windows", None)

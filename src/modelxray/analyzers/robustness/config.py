@@ -6,8 +6,12 @@ in their linear weights, and fed text with dropped or substituted tokens. Classi
 in input space inside the feature range (eps a fraction of it) and fed inputs with blanked or
 randomised features; image classifiers (data with ``meta["image_shape"]``) also get Gaussian
 pixel noise, Gaussian blur and occlusion patches (an image levels key set on a model without
-images is a ConfigError; left at null it is skipped with a note). The perturbation families are
-task-agnostic; a harness per task (``perturb/lm_harness.py``, ``perturb/classifier_harness.py``) evaluates them. One clean pass is computed first and every family is compared against it. Metrics are named
+images is a ConfigError; left at null it is skipped with a note). Encoders, seq2seq models and text
+classifiers are attacked on the token embeddings their encoder reads and fed text with substituted
+tokens; speech recognisers hear noise at set signal-to-noise ratios, shifted and sped-up clips, and
+are scored by word error rate. The perturbation families are task-agnostic; a harness per task
+(``perturb/lm_harness.py``, ``classifier_harness.py``, ``text_task_harness.py``,
+``speech_harness.py``) evaluates them. One clean pass is computed first and every family is compared against it. Metrics are named
 ``<family>_<level>_<metric>`` (``fgsm_0.03_perplexity``, ``quant_noise_4bit_kl``...).
 """
 
@@ -46,6 +50,7 @@ SUMMARY_COLUMNS = (
     "level",
     "windows",
     "samples",
+    "utterances",
     "seeds",
     "loss",
     "loss_se",
@@ -54,6 +59,11 @@ SUMMARY_COLUMNS = (
     "accuracy",
     "accuracy_se",
     "accuracy_std",
+    "wer",
+    "wer_se",
+    "wer_std",
+    "cer",
+    "transcript_change",
     "top1_agree",
     "kl",
     "gap",
@@ -71,7 +81,15 @@ SUMMARY_COLUMNS = (
 class RobustnessAnalyzer(Analyzer):
     name: ClassVar[str] = "robustness"
     plots_module: ClassVar[str] = "modelxray.analyzers.robustness.plots"
-    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification")
+    tasks: ClassVar[tuple[str, ...]] = (
+        "causal_lm",
+        "classification",
+        "masked_lm",
+        "seq2seq_lm",
+        "sequence_classification",
+        "token_classification",
+        "speech_recognition",
+    )
     eval_windows: int = 8  # language models: dataset windows (the clean pass is computed once)
     batch_size: int = 4  # windows per forward pass
     attack_batch_size: int = 1  # language models: windows per attack gradient (its backward holds their activations)
@@ -99,13 +117,23 @@ class RobustnessAnalyzer(Analyzer):
     occlusion_sides: list[float] | None = None  # images: patch side / image side in [0, 1]; null = [0.25, 0.5, 0.75]
     occlusion_fill: str = "mid"  # mid (grey: the middle of the feature range) | low (its bottom: blank digits)
     image_grid: str = "default"  # default | full (wider): the levels of the image keys left at null
+    snr_db: list[float] = field(default_factory=lambda: [20.0, 10.0, 0.0])  # speech: white noise, signal/noise in dB
+    time_shifts: list[float] = field(default_factory=lambda: [0.1, 0.25, 0.5])  # speech: delay of each clip, seconds
+    speed_factors: list[float] = field(default_factory=lambda: [0.9, 1.1, 1.25])  # speech: playback speed
+    utterances: int = 16  # speech: utterances transcribed per perturbation (the clean pass included)
+    max_new_tokens: int = 48  # speech (encoder-decoder): the longest transcript decoded
 
     def validate(self) -> None:
         self.require_positive(
             "eval_windows", "batch_size", "attack_batch_size", "seeds", "pgd_windows", "quant_noise_bits"
         )
         self.require_positive("pgd_step_size", "eval_samples", "pgd_samples", allow_none=True)
-        self.require_positive("sample_batch_size")
+        self.require_positive("sample_batch_size", "utterances", "max_new_tokens")
+        self.require_non_negative("time_shifts")
+        if any(not f > 0 for f in self.speed_factors):
+            raise ConfigError(
+                "speed_factors", f"speed factors must be positive (1 = unchanged); got {self.speed_factors}"
+            )
         self.require_non_negative("kl_windows", "fgsm_eps", "pgd_eps", "pgd_steps", "weight_noise_levels")
         self.require_choice("noise_targets", NOISE_TARGETS)
         self.require_choice("quant_noise_granularity", STEP_GRANULARITY)
@@ -145,7 +173,9 @@ class RobustnessAnalyzer(Analyzer):
             grid = IMAGE_GRIDS[self.image_grid]
             levels = {f: grid[k] if getattr(self, k) is None else getattr(self, k) for f, k in IMAGE_KEYS.items()}
             return {f: v for f, v in levels.items() if v}, None
-        if subject.task == "causal_lm":
+        if subject.task == "speech_recognition":
+            why = "a speech model's inputs are audio, not images"
+        elif subject.task != "classification":
             why = "a language model's inputs are tokens, not images"
         else:
             name = getattr(subject.data, "name", "the dataset")

@@ -23,8 +23,9 @@ from modelxray.perturb.weight_noise import (
 
 # per family: the metrics logged for each level (the rest stay in the tables), and their standard
 # errors where the harness measures them (language models: windows as units)
-_LOGGED = ("loss", "perplexity", "accuracy", "top1_agree", "kl", "gap")
-_ERRORS = ("loss_se", "accuracy_se", "top1_agree_se", "kl_se", "gap_se")
+_LOGGED = ("loss", "perplexity", "accuracy", "top1_agree", "kl", "gap", "wer", "cer", "transcript_change")
+_ERRORS = ("loss_se", "accuracy_se", "top1_agree_se", "kl_se", "gap_se", "wer_se", "cer_se", "transcript_change_se")
+LOWER_IS_BETTER = ("perplexity", "wer")  # headline metrics that grow as quality falls
 
 
 def level_name(family: str, level: float) -> str:
@@ -32,9 +33,9 @@ def level_name(family: str, level: float) -> str:
 
 
 def count_key(task: str) -> str:
-    """The column saying what each row was measured on: ``windows`` of a language model's text,
-    ``samples`` of a classifier's test set."""
-    return "windows" if task == "causal_lm" else "samples"
+    """The column saying what each row was measured on: ``windows`` of a text model's examples,
+    ``samples`` of a classifier's test set, ``utterances`` of a speech recogniser's audio."""
+    return {"classification": "samples", "speech_recognition": "utterances"}.get(task, "windows")
 
 
 def run(cfg, subject, ctx: RunContext) -> Result:
@@ -42,7 +43,9 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     clean = harness.clean
     result = cfg.new_result()
     result.data.update({"task": harness.task, "clean": clean, "config": _grid(cfg)})
-    result.metrics.update({f"clean_{k}": clean[k] for k in ("loss", "perplexity", "accuracy") if k in clean})
+    result.metrics.update(
+        {f"clean_{k}": clean[k] for k in ("loss", "perplexity", "accuracy", "wer", "cer") if k in clean}
+    )
     gen = lambda k: torch.Generator().manual_seed(ctx.seed * 1_000_003 + k)  # noqa: E731
 
     rows: list[dict] = []
@@ -52,6 +55,11 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         note = "inputs are integers, not features: input-space attacks and feature corruption do not apply"
         result.data["input_attacks"] = {"skipped": note}
         result.insights.append(note[0].upper() + note[1:] + "; weight and quantization noise still do.")
+        fgsm_eps, pgd_eps = [], []
+    if harness.task == "speech_recognition" and (fgsm_eps or pgd_eps):
+        note = "inputs are audio: embedding-space attacks do not apply; noise, time shift and speed do"
+        result.data["input_attacks"] = {"skipped": note}
+        result.insights.append(note[0].upper() + note[1:] + ".")
         fgsm_eps, pgd_eps = [], []
     eps_union = sorted(set(fgsm_eps) | set(pgd_eps))
     if fgsm_eps:
@@ -63,7 +71,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     if pgd_eps:
         scale = harness.eps_scale
         result.data["eps_scale"] = scale
-        n = min(cfg.pgd_windows if harness.task == "causal_lm" else (cfg.pgd_samples or harness.size), harness.size)
+        n = min(cfg.pgd_samples or harness.size if harness.task == "classification" else cfg.pgd_windows, harness.size)
         sub_clean = harness.clean_of(n)
         attacks = harness.attack(
             pgd_eps,
@@ -128,6 +136,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
             continue
         for rate in rates:
             rows.append(_seeded(cfg, family, rate, clean, harness, ctx, gen, None, None))
+    rows.extend(_audio_corruptions(cfg, harness, result, clean, ctx, gen))
     rows.extend(_image_corruptions(cfg, subject, harness, result, clean, ctx, gen))
 
     result.tables["robustness"] = rows
@@ -169,7 +178,26 @@ def _harness(cfg, subject, ctx: RunContext):
             image_shape=image_shape_of(subject),
             occlusion_fill=cfg.occlusion_fill,
         )
-    raise ConfigError("analyzer.robustness", f"does not support task {subject.task!r} (causal_lm, classification)")
+    if subject.task == "speech_recognition":
+        from modelxray.perturb.speech_harness import SpeechHarness
+
+        n = min(cfg.utterances, subject.data.n_examples)
+        return SpeechHarness(subject.model, subject, n, cfg.batch_size, cfg.max_new_tokens, ctx.progress)
+    if subject.data is not None and getattr(subject.data, "windows", None):
+        from modelxray.perturb.text_task_harness import TextTaskHarness
+
+        windows = subject.data.windows[: cfg.eval_windows]
+        return TextTaskHarness(
+            subject.model,
+            windows,
+            subject.task,
+            subject.tokenizer,
+            cfg.batch_size,
+            cfg.kl_windows,
+            ctx.progress,
+            cfg.attack_batch_size,
+        )
+    raise ConfigError("analyzer.robustness", f"does not support task {subject.task!r}")
 
 
 def _row(harness, family: str, level: float, m: dict, clean: dict, n: int, **extra) -> dict:
@@ -181,12 +209,14 @@ def _row(harness, family: str, level: float, m: dict, clean: dict, n: int, **ext
         "level": level,
         count_key(harness.task): n,
         **{k: m.get(k) for k in ("loss", "perplexity", "accuracy", "top1_agree", "kl", "tokens_scored")},
+        **{k: m.get(k) for k in ("wer", "cer", "transcript_change")},
         **{k: m.get(k) for k in _ERRORS if k != "gap_se"},
         "gap_se": m.get("delta_loss_se"),
         **extra,
     }
     row = {k: v for k, v in row.items() if v is not None}
-    row["gap"] = m["loss"] - clean["loss"]
+    if "loss" in m and "loss" in clean:
+        row["gap"] = m["loss"] - clean["loss"]
     if "accuracy" in m and "accuracy" in clean:
         row["accuracy_drop"] = clean["accuracy"] - m["accuracy"]
     if harness.task == "classification" and "accuracy_se" not in row and n > 0 and "accuracy" in row:
@@ -205,6 +235,22 @@ def _same_windows(fgsm: dict, clean: dict, quality: str) -> dict:
         out["fgsm_accuracy_drop"] = clean["accuracy"] - fgsm["accuracy"]
     out.update({f"clean_{k}": clean[k] for k in ("loss", quality) if k in clean})
     return out
+
+
+def _audio_corruptions(cfg, harness, result, clean, ctx, gen) -> list[dict]:
+    """Noise at each signal-to-noise ratio, time shift and speed on a speech recogniser's audio
+    (shift and speed are deterministic: one pass); nothing for other models."""
+    if harness.task != "speech_recognition":
+        return []
+    from modelxray.perturb.speech_harness import RANDOM_FAMILIES
+
+    levels = {"audio_noise": cfg.snr_db, "time_shift": cfg.time_shifts, "speed": cfg.speed_factors}
+    result.data["audio_corruptions"] = {"levels": levels, "sample_rate": harness.rate}
+    pairs = [(family, level) for family, lv in levels.items() for level in lv]
+    return [
+        _seeded(cfg, f, lv, clean, harness, ctx, gen, None, None, seeds=None if f in RANDOM_FAMILIES else 1)
+        for f, lv in bar(pairs, desc="robustness: audio corruptions", enabled=ctx.progress)
+    ]
 
 
 def _image_corruptions(cfg, subject, harness, result, clean, ctx, gen) -> list[dict]:
@@ -252,7 +298,8 @@ def _mean_row(cfg, family, level, runs, clean, harness) -> dict:
         mean["perplexity"] = Quality(loss=mean["loss"]).perplexity
     row = _row(harness, family, level, mean, clean, harness.size, seeds=len(runs))
     row[f"{q}_std"] = _std([r[q] for r in runs])
-    row["loss_std"] = _std([r["loss"] for r in runs])
+    if all("loss" in r for r in runs):
+        row["loss_std"] = _std([r["loss"] for r in runs])
     row["per_seed_" + q] = [r[q] for r in runs]
     return row
 
@@ -269,6 +316,9 @@ def _grid(cfg) -> dict:
         **{key: getattr(cfg, key) for key in IMAGE_KEYS.values()},
         "occlusion_fill": cfg.occlusion_fill,
         "image_grid": cfg.image_grid,
+        "snr_db": cfg.snr_db,
+        "time_shifts": cfg.time_shifts,
+        "speed_factors": cfg.speed_factors,
         "seeds": cfg.seeds,
     }
 
@@ -283,6 +333,9 @@ _UNITS = {
     "gaussian_noise": "noise std, pixel units",
     "blur": "blur std, pixels",
     "occlusion": "patch side / image side",
+    "audio_noise": "signal-to-noise ratio, dB",
+    "time_shift": "seconds",
+    "speed": "playback speed factor",
 }
 
 
@@ -293,21 +346,28 @@ def _insights(rows: list[dict], clean: dict, quality: str, unit: str) -> list[st
     out = []
     for family in dict.fromkeys(r["family"] for r in rows):
         fam = [r for r in rows if r["family"] == family and quality in r and not math.isnan(r[quality])]
-        if family == "quant_noise":
+        if family in ("quant_noise", "audio_noise"):  # from the mildest: most bits, highest SNR
             fam = sorted(fam, key=lambda r: -r["level"])
+        elif family == "speed":
+            fam = sorted(fam, key=lambda r: abs(r["level"] - 1.0))
         elif family in _UNITS:
             fam = sorted(fam, key=lambda r: r["level"])
         if not fam:
             continue
         base = fam[0].get(f"clean_{quality}", clean[quality])  # PGD: the clean value of its own windows
-        worse = (lambda v, b=base: v > 1.1 * b) if quality == "perplexity" else (lambda v, b=base: v < b - 0.1 * abs(b))
+        if quality == "wer":  # an error rate: 10% of the words more, not 10% of a small rate
+            worse = lambda v, b=base: v > b + 0.1  # noqa: E731
+        elif quality in LOWER_IS_BETTER:
+            worse = lambda v, b=base: v > 1.1 * b  # noqa: E731
+        else:
+            worse = lambda v, b=base: v < b - 0.1 * abs(b)  # noqa: E731
         n = int(fam[0].get(unit, 0))
         on = f" ({n} {unit if n != 1 else unit[:-1]})" if n else ""
         unit_note = f" ({_UNITS[family]})" if family in _UNITS else ""
         first = next((r for r in fam if worse(r[quality])), None)
         if first is None:
             out.append(
-                f"{family}: {quality} stays within 10% of clean ({base:.3g}) up to level "
+                f"{family}: {quality} stays within {'0.1' if quality == 'wer' else '10%'} of clean ({base:.3g}) up to level "
                 f"{level_name(family, fam[-1]['level'])}{unit_note}{on}."
             )
         else:

@@ -68,6 +68,7 @@ class Quality:
     loss_se: float | None = None
     accuracy_se: float | None = None
     windows: float | None = None  # windows scored
+    name: str = field(default="perplexity", repr=False)  # what the perplexity is of, said in reports
 
     @classmethod
     def of_classifier(cls, loss: float, n_scored: float, accuracy_at: dict[int, float]) -> Quality:
@@ -224,7 +225,7 @@ class Quality:
                 rest.append(f"loss {self.loss:.4f} nats")
             rest += [f"top-{k} accuracy {v:.3f}" for k, v in sorted(self.accuracy_at.items()) if k != 1]
             return head, rest
-        head = f"perplexity {self.perplexity:.4g}"
+        head = f"{self.name} {self.perplexity:.4g}"
         ci = self.perplexity_ci95
         if ci is not None:
             head += f" ± {self.perplexity_se:.2g}"

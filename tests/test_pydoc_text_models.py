@@ -1,0 +1,54 @@
+"""The trained text defaults (model=pydoc_bart, model=pydoc_bert): they load as their kind through
+the Hugging Face path, never train on the examples the evaluation scores, and a second load reuses
+the cached directory. Tiny settings here; the real ones train in minutes (docs/model_kinds.md)."""
+
+import pytest
+
+from modelxray.core.errors import ConfigError
+from modelxray.data.for_kind import task_data
+from modelxray.data.pydoc_topics import PydocTopics
+from modelxray.models.pydoc_text import PydocTextSource, shipped_text
+
+TINY = dict(vocab_size=300, dim=32, heads=2, ffn=64, depth=1, steps=3, batch_size=4, max_len=32, progress=False)
+
+
+@pytest.mark.parametrize("arch, kind", [("bart", "seq2seq_lm"), ("t5", "seq2seq_lm"), ("bert", "masked_lm")])
+def test_a_trained_default_loads_as_its_kind_and_is_cached(arch, kind, tmp_path):
+    src = PydocTextSource(arch=arch, cache_dir=str(tmp_path), device="cpu", held_out_examples=4, **TINY)
+    first = src.load()
+    assert first.kind == kind and first.info.name == f"pydoc-{arch}"
+    assert first.info.notes[0].startswith("trained now: 3 steps")
+    again = src.load()
+    assert again.info.notes[0].startswith("trained before with these settings")
+    assert (src.cache_path() / "tokenizer.json").is_file()
+    other = PydocTextSource(
+        arch=arch, cache_dir=str(tmp_path), device="cpu", held_out_examples=4, **{**TINY, "seed": 1}
+    )
+    assert other.cache_path() != src.cache_path()  # every setting that shapes the weights is in the key
+
+
+def test_the_seq2seq_default_never_trains_on_the_evaluated_passages(tmp_path):
+    src = PydocTextSource(arch="bart", cache_dir=str(tmp_path), device="cpu", held_out_examples=8, **TINY)
+    loaded = src.load()
+    data = task_data("seq2seq_lm", PydocTopics(examples=8, cache_dir=str(tmp_path)), loaded)
+    evaluated = set(data.meta["references"])
+    assert evaluated == src.held_out_passages(shipped_text())
+    trained = " ".join(src.training_words(shipped_text()))
+    assert not [p for p in evaluated if p in trained]
+
+
+def test_bad_settings_are_one_line():
+    with pytest.raises(ConfigError, match=r"^arch: must be one of"):
+        PydocTextSource(arch="gpt")
+    with pytest.raises(ConfigError, match=r"^heads: must divide dim"):
+        PydocTextSource(dim=30, heads=4)
+
+
+def test_the_configs_hold_out_what_the_dataset_evaluates():
+    from modelxray.api import compose
+    from modelxray.config.components import build_components
+
+    bart = build_components(compose(["model=pydoc_bart", "dataset.examples=10", "dataset.task_seed=3"])).model
+    assert (bart.arch, bart.held_out_examples, bart.held_out_seed) == ("bart", 10, 3)
+    bert = build_components(compose(["model=pydoc_bert", "dataset.seq_len=128", "dataset.mask_rate=0.2"])).model
+    assert (bert.arch, bert.held_out_seq_len, bert.mask_rate) == ("bert", 128, 0.2)
