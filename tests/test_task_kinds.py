@@ -330,13 +330,14 @@ def test_calibration_examples_of_a_text_kind_are_never_evaluated(dirs, cache_dir
     mlm = _loaded(dirs, "bert_mlm")
     data = task_data("masked_lm", PydocTopics(examples=4, seq_len=32, calibration_windows=3, cache_dir=cache_dir), mlm)
     ids = mlm.tokenizer(PydocTopics().read_text(), add_special_tokens=False, return_tensors="pt")["input_ids"][0]
-    first = data.calibration[0]
-    shown = first.inputs["input_ids"][1:-1]
+    windows, origin = data.calibration_examples()
+    shown = windows[0].inputs["input_ids"][1:-1]
     kept = shown != mlm.tokenizer.mask_token_id
-    assert len(data.calibration) == 3 and torch.equal(shown[kept], ids[4 * 30 : 5 * 30][kept])  # after the evaluated
+    assert len(windows) == 3 and torch.equal(shown[kept], ids[4 * 30 : 5 * 30][kept])  # after the evaluated
+    assert origin.startswith("masked windows after the evaluated ones")
     s2s = _loaded(dirs, "t5")
     pairs = task_data("seq2seq_lm", PydocTopics(examples=4, calibration_windows=5, cache_dir=cache_dir), s2s)
-    assert len(pairs.calibration) == 5
+    assert len(pairs.calibration_examples()[0]) == 5
     from modelxray.data.text_tasks import denoising_pairs
 
     text, evaluated = PydocTopics().read_text(), frozenset(pairs.meta["references"])
@@ -344,6 +345,17 @@ def test_calibration_examples_of_a_text_kind_are_never_evaluated(dirs, cache_dir
     subject = type("S", (), {"task": "seq2seq_lm", "data": pairs})()
     cal = subject_calibration(subject, GPTQQuantizer())
     assert cal.kind == "named" and cal.n_rows == 5 and "other passages" in cal.origin
+
+
+def test_whisper_is_quantized_by_gptq_calibrated_on_other_spoken_sentences(dirs, tmp_path, cache_dir):
+    import modelxray
+
+    args = ["model=hf", f"model.name_or_path={dirs['whisper']}", "quant=gptq_int4", "dataset.calibration_windows=3"]
+    args += ["analyzer=performance", "tracker=none", f"dataset.cache_dir={cache_dir}", *SMALL, *PERF]
+    out = modelxray.analyze(args, output_dir=tmp_path)
+    report = next(tmp_path.rglob("insights.md")).read_text()
+    assert "GPTQ calibrated on 3 other sentences spoken by espeak-ng" in report, report[:2000]
+    assert out.results["performance"].metrics["top1_agree"] > 0
 
 
 def test_denoising_pairs_drop_words_from_the_source_only():

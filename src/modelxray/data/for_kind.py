@@ -75,19 +75,17 @@ def task_data(kind: str, dataset: Any, loaded: Any, progress: bool = False) -> T
 
 def _from_text(kind: str, dataset: TextDataset, loaded: Any, progress: bool) -> TaskData:
     data = _evaluated(kind, dataset, loaded, progress)
-    if kind in ("masked_lm", "seq2seq_lm", "sequence_classification", "token_classification"):
-        _add_calibration(kind, data, dataset, loaded)
+    if dataset.calibration_windows > 0:
+        data.make_calibration = lambda: _calibration(kind, data, dataset, loaded, progress)
     return data
 
 
-def _add_calibration(kind: str, data: TaskData, dataset: TextDataset, loaded: Any) -> None:
+def _calibration(kind: str, data: TaskData, dataset: TextDataset, loaded: Any, progress: bool):
     """Examples of the same task that are never evaluated, for GPTQ and AWQ (``dataset.calibration_windows``
     of them): masked windows after the evaluated ones, other passages with words dropped, other
-    paragraphs. A text too short for any leaves ``calibration`` empty (GPTQ then says so)."""
-    n = dataset.calibration_windows
-    if n == 0:
-        return
-    tok, text, seed = loaded.tokenizer, dataset.read_text(), dataset.task_seed + 1
+    paragraphs, other sentences spoken. A text too short for any gives None (GPTQ then says so)."""
+    n, tok, seed = dataset.calibration_windows, loaded.tokenizer, dataset.task_seed + 1
+    text = dataset.read_text()
     try:
         if kind == "masked_lm":
             from pathlib import Path
@@ -96,25 +94,43 @@ def _add_calibration(kind: str, data: TaskData, dataset: TextDataset, loaded: An
 
             ids = tokenize_cached(text, tok, Path(_cache(dataset)) / "tokens")
             rest = ids[data.n_examples * masked_body(tok, dataset.seq_len) :]
-            cal = masked_windows(rest, tok, dataset.seq_len, n, dataset.mask_rate, seed, dataset.name)
+            windows = masked_windows(rest, tok, dataset.seq_len, n, dataset.mask_rate, seed, dataset.name).windows
             origin = "masked windows after the evaluated ones"
         elif kind == "seq2seq_lm":
             evaluated = frozenset(data.meta["references"])
             pairs = denoising_pairs(text, n, dataset.drop_rate, seed, exclude=evaluated)
-            cal = seq2seq_windows(pairs, tok, data.meta["prompt"], dataset.seq_len, dataset.seq_len, dataset.name, "")
+            windows = seq2seq_windows(pairs, tok, data.meta["prompt"], dataset.seq_len, dataset.seq_len, "", "").windows
             origin = f"other passages with {dataset.drop_rate:.0%} of words dropped"
-        else:
+        elif kind == "speech_seq2seq":
+            from modelxray.data.speech import spoken_sentences
+
+            utts = spoken_sentences(
+                text,
+                n,
+                seed=seed,
+                voice=dataset.speech_voice,
+                words_per_minute=dataset.speech_words_per_minute,
+                sample_rate=data.meta["sample_rate"],
+                cache_dir=dataset.cache_dir,
+                progress=progress,
+                exclude=frozenset(data.meta["references"]),
+            )
+            windows = _speech(kind, utts, loaded, dataset.name).windows
+            origin = "other sentences spoken by espeak-ng"
+        elif kind in ("sequence_classification", "token_classification"):
             from modelxray.data.text_tasks import passages
 
             evaluated = set(data.meta.get("texts", []))
             found = [p for p in passages(text, 8, 48) if p not in evaluated]
             rng = random.Random(seed)
             texts = [found[i] for i in sorted(rng.sample(range(len(found)), min(n, len(found))))]
-            cal = classification_windows(texts, [0] * len(texts), tok, dataset.seq_len, dataset.name, "", [])
+            windows = classification_windows(texts, [0] * len(texts), tok, dataset.seq_len, "", "", []).windows
             origin = "paragraphs that are not evaluated"
+        else:
+            return None
     except ConfigError:
-        return
-    data.calibration, data.calibration_origin = cal.windows, f"{origin} ({dataset.name}, seed {seed})"
+        return None
+    return windows, f"{origin} ({dataset.name}, seed {seed})"
 
 
 def _evaluated(kind: str, dataset: TextDataset, loaded: Any, progress: bool) -> TaskData:

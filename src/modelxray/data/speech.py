@@ -101,10 +101,12 @@ def usable_sentences(text: str, min_words: int = 4, max_words: int = 12) -> list
     return list(found)
 
 
-def pick_sentences(text: str, n: int, seed: int = 0, min_words: int = 4, max_words: int = 12) -> list[str]:
-    """``n`` plain-word sentences of ``text``, a seeded sample kept in text order, so a seed names
-    the same sentences on every machine."""
-    usable = usable_sentences(text, min_words, max_words)
+def pick_sentences(
+    text: str, n: int, seed: int = 0, min_words: int = 4, max_words: int = 12, exclude: frozenset[str] = frozenset()
+) -> list[str]:
+    """``n`` plain-word sentences of ``text`` (none in ``exclude``), a seeded sample kept in text
+    order, so a seed names the same sentences on every machine."""
+    usable = [s for s in usable_sentences(text, min_words, max_words) if s not in exclude]
     if len(usable) < n:
         raise ConfigError(
             "dataset",
@@ -204,12 +206,13 @@ def spoken_sentences(
     cache_dir: str | Path = "~/.cache/modelxray",
     name: str = "spoken text",
     progress: bool = False,
+    exclude: frozenset[str] = frozenset(),
 ) -> Utterances:
-    """``n`` sentences of ``text`` (``pick_sentences``) and their espeak-ng audio; the transcripts are
-    the sentences as written."""
+    """``n`` sentences of ``text`` (``pick_sentences``, none in ``exclude``) and their espeak-ng audio;
+    the transcripts are the sentences as written."""
     from modelxray.core.progress import bar
 
-    sentences = pick_sentences(text, n, seed=seed)
+    sentences = pick_sentences(text, n, seed=seed, exclude=exclude)
     audio = [
         synthesize(s, voice, words_per_minute, sample_rate, cache_dir)
         for s in bar(sentences, desc="speaking sentences", enabled=progress)

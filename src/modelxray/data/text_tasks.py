@@ -35,9 +35,17 @@ class TaskData:
     description: str  # one line: what each example is and how it was made
     n_examples: int
     meta: dict[str, Any] = field(default_factory=dict)
-    # inputs that GPTQ and AWQ calibrate on: examples of the same task that are never evaluated
-    calibration: list[Window] | None = None
-    calibration_origin: str = ""
+    # inputs that GPTQ and AWQ calibrate on: examples of the same task that are never evaluated,
+    # built when first asked for (``calibration_examples``) by ``make_calibration``
+    make_calibration: Any = field(default=None, repr=False)  # () -> (windows, origin) or None
+    _calibration: tuple[list[Window], str] | None = field(default=None, repr=False)
+
+    def calibration_examples(self) -> tuple[list[Window], str] | None:
+        """The calibration windows and where they come from, or None when the data gives none."""
+        if self._calibration is None and self.make_calibration is not None:
+            self._calibration = self.make_calibration()
+            self.make_calibration = None
+        return self._calibration
 
     @property
     def n_scored(self) -> int:

@@ -247,16 +247,17 @@ def task_calibration(subject, method: str) -> Calibration:
     from modelxray.metrics.windows import batched
 
     data = subject.data
-    windows = getattr(data, "calibration", None)
+    found = data.calibration_examples() if hasattr(data, "calibration_examples") else None
+    windows, origin = found or (None, "")
     if not windows:
-        what = "audio" if subject.task == "speech_recognition" else "a text dataset"
+        what = "a text dataset (spoken for a speech model)"
         raise ConfigError(
             "quant",
             f"{method} calibrates a {subject.task} model on examples of its task built from {what} beside the "
             f"evaluated ones, and {getattr(data, 'name', 'this run')} gives none; use an RTN config such as quant=int4",
         )
     chunks = [inputs for inputs, _ in batched(windows, len(windows))]
-    return Calibration(chunks, data.calibration_origin or f"{len(windows)} examples that are not evaluated")
+    return Calibration(chunks, origin)
 
 
 def subject_calibration(subject, quantizer) -> Calibration:
