@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel, ModelInfo, Subject
 from modelxray.models import process_cache
-from modelxray.models.kinds import SPEECH_KINDS, TEXT_KINDS
+from modelxray.models.kinds import SPEECH_KINDS, TEXT_KINDS, VISION_KINDS
 
 TASK_KINDS = (*TEXT_KINDS, *SPEECH_KINDS)
 
@@ -85,6 +85,10 @@ def load_subject(
         from modelxray.data.for_kind import task_data
 
         data = task_data(loaded.kind, components.dataset, loaded, progress=bool(cfg.get("progress", False)))
+    elif needs_data and loaded.kind in VISION_KINDS:  # detectors, segmenters, backbones: scenes with labels
+        from modelxray.data.for_vision_kind import vision_task_data
+
+        data = vision_task_data(loaded.kind, components.dataset, loaded)
     else:
         data = components.dataset.load(loaded.tokenizer) if needs_data else None
     if batches is not None and loaded.kind in TASK_KINDS:  # the user's batches of the kind's inputs
@@ -132,8 +136,8 @@ def _check_dataset_kind(dataset: Any, loaded: LoadedModel) -> None:
     """Text for a language model, labelled examples for a classifier: checked before any data loads."""
     from modelxray.data.base import TextDataset
 
-    if loaded.kind in TASK_KINDS:
-        return  # data.for_kind says which datasets fit, in one line
+    if loaded.kind in (*TASK_KINDS, *VISION_KINDS):
+        return  # data.for_kind and data.for_vision_kind say which datasets fit, in one line
     if loaded.task == "classification" and isinstance(dataset, TextDataset):
         raise ConfigError(
             "dataset",

@@ -235,7 +235,7 @@ def run_summary(config: dict, job: JobInfo, subject: Subject, tracking: str) -> 
         dataset = "user-supplied batches"
     elif subject.task == "generic":
         dataset = f"{data.name}: {data.description}; from {data.source}"
-    elif hasattr(data, "windows"):  # a text or speech task's own examples
+    elif hasattr(data, "windows") or hasattr(data, "images"):  # a text, speech or vision task's own examples
         dataset = f"{data.name}: {data.description}"
     elif hasattr(data, "n_tokens"):
         dataset = f"{data.name}: {data.n_tokens:,} of {data.available_tokens:,} tokens, windows of {data.seq_len}"

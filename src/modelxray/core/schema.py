@@ -46,6 +46,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "labelled_text": "modelxray.data.user_text.LabelledText",
         "text_pairs": "modelxray.data.user_text.TextPairs",
         "audio_folder": "modelxray.data.speech.AudioFolder",
+        "digit_canvases": "modelxray.data.digit_canvases.DigitCanvases",
     },
     "analyzer": {
         "performance": "modelxray.analyzers.performance.PerformanceAnalyzer",

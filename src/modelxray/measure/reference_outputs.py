@@ -70,6 +70,10 @@ def capture(subject, performance: Any = None) -> Any:
         from modelxray.measure.task_outputs import capture_task
 
         return capture_task(subject, performance)
+    if subject.task in ("object_detection", "semantic_segmentation", "image_features"):
+        from modelxray.measure.vision_outputs import vision_outputs
+
+        return vision_outputs(subject, performance.batch_size, performance.max_detections)
     if subject.task == "classification" and hasattr(subject.data, "x_test"):
         ref = {"logits": classifier_logits(subject.model, subject.data.x_test)}
         if is_dual_encoder(subject.model):

@@ -19,7 +19,8 @@ from modelxray.metrics.windows import NamedTensors, Window, batched
 
 
 def logits_of(output: Any) -> torch.Tensor:
-    """Logits from whatever a model returns: a tensor, a ModelOutput/dict with ``logits``, or a tuple."""
+    """Logits from whatever a model returns: a tensor, a ModelOutput/dict with ``logits``, or a tuple
+    (a ModelOutput without logits, a vision backbone's: its first tensor)."""
     if isinstance(output, torch.Tensor):
         return output
     if hasattr(output, "logits"):
@@ -28,6 +29,8 @@ def logits_of(output: Any) -> torch.Tensor:
         return output["logits"]
     if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
         return output[0]
+    if hasattr(output, "to_tuple") and output.to_tuple():  # a backbone's output: its first tensor (hidden states)
+        return output.to_tuple()[0]
     raise TypeError(f"cannot find logits in a model output of type {type(output).__name__}")
 
 

@@ -16,7 +16,7 @@ from modelxray.core.schema import REQUIRED
 from modelxray.core.subject import LoadedModel, ModelInfo
 from modelxray.models.base import ModelSource
 from modelxray.models.hf_tasks import AUTO_CLASS, load_task_model
-from modelxray.models.kinds import KINDS, TASK_OF_KIND, kind_of_config
+from modelxray.models.kinds import KINDS, TASK_OF_KIND, VISION_KINDS, kind_of_config
 from modelxray.models.tokenizers import load_tokenizer
 
 # any of these in a model directory means it ships a tokenizer (transformers 5 otherwise builds an empty one)
@@ -174,6 +174,10 @@ class HFSource(ModelSource):
                 loaded = load_task_model(self, kind, path, kwargs)
             elif kind == "image_classification":
                 loaded = self._load_image_classifier(path, kwargs)
+            elif kind in VISION_KINDS:
+                from modelxray.models.hf_vision_tasks import load_vision_task
+
+                loaded = load_vision_task(self, kind, path, kwargs)
             elif kind == "vision_language":
                 loaded = self._load_vision_language(path, kwargs, config)
             else:

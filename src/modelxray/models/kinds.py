@@ -11,6 +11,11 @@ A kind decides how inputs are built, which datasets fit and what quality means:
 - ``speech_seq2seq`` (Whisper) and ``speech_ctc`` (Wav2Vec2, HuBERT): speech to text, scored by word
   error rate (task ``speech_recognition``);
 - ``image_classification``: pixels in, class logits out (task ``classification``);
+- ``object_detection`` (DETR, YOLOS, RT-DETR ...): boxes and labels, scored by COCO mAP (task
+  ``object_detection``); ``semantic_segmentation`` (SegFormer, UperNet, DPT ...): a class per pixel,
+  scored by mean IoU (task ``semantic_segmentation``); ``image_features`` (DINOv2, ViTModel,
+  ConvNeXt backbones): an embedding per image, scored by k-NN accuracy and embedding drift (task
+  ``image_features``);
 - ``vision_language``: CLIP-style dual encoders (``CLIPModel``, ``SiglipModel``): zero-shot image
   classification by class-name prompts (task ``classification``, ``models/vision_language.py``);
 - ``generic``: any other module, on named example inputs the user declares (task ``generic``,
@@ -38,6 +43,9 @@ KINDS = (
     "speech_ctc",
     "image_classification",
     "vision_language",
+    "object_detection",
+    "semantic_segmentation",
+    "image_features",
 )
 TASK_OF_KIND = {
     "causal_lm": "causal_lm",
@@ -49,6 +57,9 @@ TASK_OF_KIND = {
     "speech_ctc": "speech_recognition",
     "image_classification": "classification",
     "vision_language": "classification",
+    "object_detection": "object_detection",
+    "semantic_segmentation": "semantic_segmentation",
+    "image_features": "image_features",
 }
 # the tasks of encoders, seq2seq and speech models: scored on examples built for the kind (data.for_kind)
 TEXT_AND_SPEECH_TASKS = (
@@ -58,6 +69,9 @@ TEXT_AND_SPEECH_TASKS = (
     "token_classification",
     "speech_recognition",
 )
+# kinds whose inputs are images and whose outputs are not one label per image
+VISION_KINDS = ("object_detection", "semantic_segmentation", "image_features")
+VISION_TASKS = VISION_KINDS  # each such kind is its own task
 # kinds whose inputs are text: they are scored on data built from a text dataset
 TEXT_KINDS = ("masked_lm", "seq2seq_lm", "sequence_classification", "token_classification")
 SPEECH_KINDS = ("speech_seq2seq", "speech_ctc")
@@ -73,6 +87,9 @@ _TABLES = (
     ("token_classification", "MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES"),
     ("image_classification", "MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES"),
     ("vision_language", "MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION_MAPPING_NAMES"),
+    ("object_detection", "MODEL_FOR_OBJECT_DETECTION_MAPPING_NAMES"),
+    ("semantic_segmentation", "MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES"),
+    ("image_features", "MODEL_FOR_IMAGE_MAPPING_NAMES"),  # bare vision backbones, last: a fallback
 )
 
 
@@ -122,7 +139,8 @@ def kind_of_config(config: Any, name: str) -> str:
     raise ConfigError(
         "model",
         f"{name} ({arch}) fits no model kind modelxray analyzes (causal and masked LMs, seq2seq models, text "
-        "classifiers, speech recognisers, image classifiers, CLIP-style dual encoders); set model.kind if the "
+        "classifiers, speech recognisers, image classifiers, CLIP-style dual encoders, object detectors, "
+        "semantic segmenters, vision backbones); set model.kind if the "
         "config is mislabelled, or analyze it as any module on example inputs: "
         "model=file model.path=DIR model.kind=generic model.inputs='{input_ids: [1, 16]}'",
     )

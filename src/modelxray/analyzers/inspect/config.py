@@ -21,7 +21,7 @@ from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 from modelxray.data.example_inputs import normalize_inputs
 from modelxray.measure.energy import check_cpu_tdp_w
-from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS
+from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS
 
 SPECTRAL = ("power", "exact", "none")
 
@@ -30,7 +30,14 @@ SPECTRAL = ("power", "exact", "none")
 class InspectAnalyzer(Analyzer):
     name: ClassVar[str] = "inspect"
     plots_module: ClassVar[str] = "modelxray.analyzers.inspect.plots"
-    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", "generic", "weights", *TEXT_AND_SPEECH_TASKS)
+    tasks: ClassVar[tuple[str, ...]] = (
+        "causal_lm",
+        "classification",
+        "generic",
+        "weights",
+        *TEXT_AND_SPEECH_TASKS,
+        *VISION_TASKS,
+    )
     bins: int = 256  # histogram bins per tensor (entropy is of this histogram)
     outlier_k: float = 3.0  # outlier: |x - mean| > k std
     small_threshold: float = 1e-3  # "near zero": |x| < small_threshold x max|x|

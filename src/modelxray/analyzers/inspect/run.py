@@ -89,6 +89,9 @@ def _given_inputs(cfg, subject):
         batch = dict(example_batch(subject, cfg.batch_size))
         desc = ", ".join(f"{n} {list(t.shape)}" for n, t in batch.items())
         return ExampleInputs(batch, f"{subject.data.name} (its first example)", desc)
+    if hasattr(subject.data, "images") and not own:  # a detector, segmenter or backbone: its first images
+        images = subject.data.images[: cfg.batch_size]
+        return ExampleInputs({"x": images}, f"{subject.data.name} (its first images)", f"x {list(images.shape)}")
     return subject.data if isinstance(subject.data, ExampleInputs) and not own else None
 
 

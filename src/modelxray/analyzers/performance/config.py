@@ -11,7 +11,7 @@ from typing import ClassVar
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
-from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS
+from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS
 
 PROTOCOLS = ("disjoint", "sliding", "lm_eval_rolling")  # implemented by modelxray.metrics.windows.make_windows
 # keys that only mean something for token windows, with the value that leaves them unused
@@ -22,7 +22,7 @@ LM_ONLY = {"protocol": "disjoint", "stride": None, "prefix_token": "none", "spee
 class PerformanceAnalyzer(Analyzer):
     name: ClassVar[str] = "performance"
     plots_module: ClassVar[str] = "modelxray.analyzers.performance.plots"
-    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", "generic", *TEXT_AND_SPEECH_TASKS)
+    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", "generic", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
 
     # quality. A language model: loss, perplexity, bits per byte, top-k next-token accuracy over
     # token windows. A classifier: loss, top-k accuracy (95% interval) on the dataset's test split, and
@@ -55,6 +55,11 @@ class PerformanceAnalyzer(Analyzer):
     kl_examples: int = 32  # examples whose scored positions keep the unquantized log-probabilities (exact KL)
     bootstrap: int = 200  # resamples for the standard errors of chrF and BLEU
     shown_outputs: int = 8  # greedy outputs listed in the report (all are in the JSON)
+    # detectors, segmenters and vision backbones
+    max_detections: int = 100  # a detector's highest-scoring boxes kept per image (COCO's limit)
+    detection_bootstrap: int = 50  # resamples of images for the standard error of mAP (a COCO evaluation each)
+    agreement_score: float = 0.5  # the unquantized detections at least this confident are the agreement's truth
+    knn_k: int = 5  # neighbours voting in a backbone's k-NN accuracy
 
     def validate(self) -> None:
         self.require_choice("protocol", PROTOCOLS)
@@ -62,7 +67,9 @@ class PerformanceAnalyzer(Analyzer):
         self.require_positive("batch_size", "top_k", "speed_batch_sizes", "iters", "layer_timing_iters", "top_layers")
         self.require_positive("stride", "speed_seq_len", allow_none=True)
         self.require_non_negative("warmup", "generate_examples", "kl_examples", "shown_outputs")
-        self.require_positive("max_new_tokens", "bootstrap")
+        self.require_positive("max_new_tokens", "bootstrap", "max_detections", "detection_bootstrap", "knn_k")
+        if not 0 <= self.agreement_score <= 1:
+            raise ConfigError("agreement_score", f"must be a score in [0, 1], got {self.agreement_score}")
         self.require_positive(
             "realtime_latency_ms",
             "edge_max_weight_mb",
@@ -78,7 +85,7 @@ class PerformanceAnalyzer(Analyzer):
         if subject.task == "generic":
             self._refuse_lm_keys(subject, "a generic model (named example inputs)")
             return
-        if subject.task in TEXT_AND_SPEECH_TASKS:
+        if subject.task in (*TEXT_AND_SPEECH_TASKS, *VISION_TASKS):
             self._refuse_lm_keys(subject, f"a {subject.kind or subject.task} model (its own examples)")
             return
         data = subject.data

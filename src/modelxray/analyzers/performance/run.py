@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from modelxray.analyzers.performance.config import TEXT_AND_SPEECH_TASKS
+from modelxray.analyzers.performance.config import TEXT_AND_SPEECH_TASKS, VISION_TASKS
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 from modelxray.measure.layer_time import time_by_type, time_modules
@@ -58,6 +58,12 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         tasks.quality(cfg, subject, ctx, result)
         tasks.speed(cfg, subject, ctx, result)
         layer_input = tasks.layer_input
+    elif subject.task in VISION_TASKS:
+        from modelxray.analyzers.performance import vision_tasks
+
+        vision_tasks.quality(cfg, subject, ctx, result)
+        vision_tasks.speed(cfg, subject, ctx, result)
+        layer_input = vision_tasks.layer_input
     elif subject.task == "causal_lm":
         _quality(cfg, subject, ctx, result)
         _speed(cfg, subject, ctx, result)

@@ -24,6 +24,7 @@ from typing import ClassVar
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
+from modelxray.models.kinds import VISION_TASKS
 
 NOISE_TARGETS = ("linear", "matrices", "all")  # as in modelxray.perturb.weight_noise
 STEP_GRANULARITY = ("channel", "tensor")
@@ -51,6 +52,7 @@ SUMMARY_COLUMNS = (
     "windows",
     "samples",
     "utterances",
+    "images",
     "seeds",
     "loss",
     "loss_se",
@@ -64,6 +66,14 @@ SUMMARY_COLUMNS = (
     "wer_std",
     "cer",
     "transcript_change",
+    "map",
+    "map_50",
+    "miou",
+    "pixel_accuracy",
+    "knn_accuracy",
+    "agree_map_50",
+    "pixel_agree",
+    "embedding_drift",
     "top1_agree",
     "kl",
     "gap",
@@ -89,6 +99,7 @@ class RobustnessAnalyzer(Analyzer):
         "sequence_classification",
         "token_classification",
         "speech_recognition",
+        *VISION_TASKS,
     )
     eval_windows: int = 8  # language models: dataset windows (the clean pass is computed once)
     batch_size: int = 4  # windows per forward pass
@@ -122,13 +133,16 @@ class RobustnessAnalyzer(Analyzer):
     speed_factors: list[float] = field(default_factory=lambda: [0.9, 1.1, 1.25])  # speech: playback speed
     utterances: int = 16  # speech: utterances transcribed per perturbation (the clean pass included)
     max_new_tokens: int = 48  # speech (encoder-decoder): the longest transcript decoded
+    vision_bootstrap: int = 0  # detectors, segmenters: resamples for mAP / mean IoU errors per level (0 = none)
+    knn_k: int = 5  # vision backbones: neighbours voting in the k-NN accuracy of the embeddings
 
     def validate(self) -> None:
         self.require_positive(
             "eval_windows", "batch_size", "attack_batch_size", "seeds", "pgd_windows", "quant_noise_bits"
         )
         self.require_positive("pgd_step_size", "eval_samples", "pgd_samples", allow_none=True)
-        self.require_positive("sample_batch_size", "utterances", "max_new_tokens")
+        self.require_positive("sample_batch_size", "utterances", "max_new_tokens", "knn_k")
+        self.require_non_negative("vision_bootstrap")
         self.require_non_negative("time_shifts")
         if any(not f > 0 for f in self.speed_factors):
             raise ConfigError(
@@ -205,6 +219,8 @@ def image_shape_of(subject) -> tuple[int, int, int] | None:
     """(C, H, W) of a classifier's test inputs when its data are images (``meta["image_shape"]``
     holding each sample's features: (1, 8, 8) for the flat 64 digits pixels), else None."""
     data = subject.data
+    if subject.task in VISION_TASKS and getattr(data, "images", None) is not None:
+        return tuple(int(s) for s in data.images.shape[1:])
     shape = getattr(data, "meta", {}).get("image_shape") if subject.task == "classification" else None
     if shape is None or len(shape) != 3 or getattr(data, "x_test", None) is None or data.x_test.shape[0] == 0:
         return None

@@ -15,6 +15,7 @@ from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
 from modelxray.metrics.measurements import Quality
 from modelxray.metrics.windows import lm_eval_windows
+from modelxray.models.kinds import VISION_TASKS
 from modelxray.perturb.weight_noise import (
     add_gaussian_noise_,
     add_quant_step_noise_,
@@ -23,8 +24,32 @@ from modelxray.perturb.weight_noise import (
 
 # per family: the metrics logged for each level (the rest stay in the tables), and their standard
 # errors where the harness measures them (language models: windows as units)
-_LOGGED = ("loss", "perplexity", "accuracy", "top1_agree", "kl", "gap", "wer", "cer", "transcript_change")
-_ERRORS = ("loss_se", "accuracy_se", "top1_agree_se", "kl_se", "gap_se", "wer_se", "cer_se", "transcript_change_se")
+# vision tasks: each one's quality against the labels and its agreement with the clean outputs
+VISION_KEYS = (
+    "map",
+    "map_50",
+    "miou",
+    "pixel_accuracy",
+    "knn_accuracy",
+    "agree_map_50",
+    "pixel_agree",
+    "embedding_drift",
+)
+_LOGGED = ("loss", "perplexity", "accuracy", "top1_agree", "kl", "gap", "wer", "cer", "transcript_change", *VISION_KEYS)
+_ERRORS = (
+    "loss_se",
+    "accuracy_se",
+    "top1_agree_se",
+    "kl_se",
+    "gap_se",
+    "wer_se",
+    "cer_se",
+    "transcript_change_se",
+    "map_se",
+    "map_50_se",
+    "miou_se",
+)
+CLEAN_KEYS = ("loss", "perplexity", "accuracy", "wer", "cer", "map", "map_50", "miou", "pixel_accuracy", "knn_accuracy")
 LOWER_IS_BETTER = ("perplexity", "wer")  # headline metrics that grow as quality falls
 
 
@@ -35,6 +60,8 @@ def level_name(family: str, level: float) -> str:
 def count_key(task: str) -> str:
     """The column saying what each row was measured on: ``windows`` of a text model's examples,
     ``samples`` of a classifier's test set, ``utterances`` of a speech recogniser's audio."""
+    if task in VISION_TASKS:
+        return "images"
     return {"classification": "samples", "speech_recognition": "utterances"}.get(task, "windows")
 
 
@@ -43,9 +70,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     clean = harness.clean
     result = cfg.new_result()
     result.data.update({"task": harness.task, "clean": clean, "config": _grid(cfg)})
-    result.metrics.update(
-        {f"clean_{k}": clean[k] for k in ("loss", "perplexity", "accuracy", "wer", "cer") if k in clean}
-    )
+    result.metrics.update({f"clean_{k}": clean[k] for k in CLEAN_KEYS if k in clean})
     gen = lambda k: torch.Generator().manual_seed(ctx.seed * 1_000_003 + k)  # noqa: E731
 
     rows: list[dict] = []
@@ -56,8 +81,13 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         result.data["input_attacks"] = {"skipped": note}
         result.insights.append(note[0].upper() + note[1:] + "; weight and quantization noise still do.")
         fgsm_eps, pgd_eps = [], []
-    if harness.task == "speech_recognition" and (fgsm_eps or pgd_eps):
-        note = "inputs are audio: embedding-space attacks do not apply; noise, time shift and speed do"
+    if harness.task in (*VISION_TASKS, "speech_recognition") and (fgsm_eps or pgd_eps):
+        note = (
+            "inputs are audio: embedding-space attacks do not apply; noise, time shift and speed do"
+            if harness.task == "speech_recognition"
+            else f"gradient attacks on the task loss ({harness.task}) are not run yet; image corruptions, "
+            "weight and quantization noise are"
+        )
         result.data["input_attacks"] = {"skipped": note}
         result.insights.append(note[0].upper() + note[1:] + ".")
         fgsm_eps, pgd_eps = [], []
@@ -178,6 +208,11 @@ def _harness(cfg, subject, ctx: RunContext):
             image_shape=image_shape_of(subject),
             occlusion_fill=cfg.occlusion_fill,
         )
+    if subject.task in VISION_TASKS:
+        from modelxray.perturb.vision_task_harness import VisionTaskHarness
+
+        n = min(cfg.eval_samples or subject.data.n_examples, subject.data.n_examples)
+        return VisionTaskHarness(subject, n, cfg.batch_size, cfg.vision_bootstrap, cfg.knn_k, cfg.occlusion_fill)
     if subject.task == "speech_recognition":
         from modelxray.perturb.speech_harness import SpeechHarness
 
@@ -209,7 +244,7 @@ def _row(harness, family: str, level: float, m: dict, clean: dict, n: int, **ext
         "level": level,
         count_key(harness.task): n,
         **{k: m.get(k) for k in ("loss", "perplexity", "accuracy", "top1_agree", "kl", "tokens_scored")},
-        **{k: m.get(k) for k in ("wer", "cer", "transcript_change")},
+        **{k: m.get(k) for k in ("wer", "cer", "transcript_change", *VISION_KEYS)},
         **{k: m.get(k) for k in _ERRORS if k != "gap_se"},
         "gap_se": m.get("delta_loss_se"),
         **extra,

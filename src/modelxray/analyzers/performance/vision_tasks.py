@@ -1,0 +1,127 @@
+"""The performance analyzer on detectors, semantic segmenters and vision backbones: the task's
+quality on its images, its agreement with the unquantized model when the run quantized it, and
+speed per batch of images.
+
+Quality by task, each with its uncertainty:
+- detector: COCO mAP@[.5:.95] and mAP@.5 (pycocotools) against the labelled boxes, bootstrap
+  standard errors over images;
+- segmenter: mean IoU and pixel accuracy against the masks, bootstrap standard errors over images;
+- backbone: leave-one-out k-NN accuracy of the embeddings on the images' labels (Wilson interval).
+Agreement, label-free: the detections scored by mAP against the unquantized model's confident
+detections (``agreement_score``; the top 5 of an image where none is that confident), the class
+maps by mean IoU and pixel agreement against the unquantized maps, the embeddings by cosine drift."""
+
+from __future__ import annotations
+
+import torch
+
+from modelxray.core.result import Result, RunContext
+from modelxray.measure.classifier_reference import input_dtype
+from modelxray.measure.scoring import model_device
+from modelxray.measure.speed import time_forward
+from modelxray.measure.vision_outputs import vision_outputs
+from modelxray.metrics.detection import coco_map
+from modelxray.metrics.embeddings import cosine_drift, knn_accuracy
+from modelxray.metrics.measurements import Latency, Speed
+from modelxray.metrics.segmentation import segmentation_scores
+
+FALLBACK_TOP = 5  # an image with no confident unquantized detection: its top boxes stand in as truth
+
+
+def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
+    data, task = subject.data, subject.task
+    result.data["quality"] = {"protocol_description": data.description, "examples": data.n_examples}
+    result.metrics["examples"] = float(data.n_examples)
+    out = vision_outputs(subject, cfg.batch_size, cfg.max_detections, ctx.progress)
+    ref = subject.reference
+    if task == "object_detection":
+        truth = [{"boxes": b, "labels": lab} for b, lab in zip(data.boxes, data.labels)]
+        result.metrics.update(coco_map(out["detections"], truth, cfg.detection_bootstrap))
+        if ref is not None:
+            pseudo = _confident(ref["detections"], cfg.agreement_score)
+            vs = coco_map(out["detections"], pseudo, cfg.detection_bootstrap, seed=1)
+            result.metrics.update({f"unquantized_{k}": vs[k] for k in ("map", "map_se", "map_50", "map_50_se")})
+        result.data["detections"] = _shown(out["detections"], cfg.shown_outputs)
+    elif task == "semantic_segmentation":
+        n_classes = int(max(int(data.masks.max()), int(out["class_maps"].max()))) + 1
+        result.metrics.update(segmentation_scores(out["class_maps"], data.masks, n_classes, cfg.bootstrap))
+        if ref is not None:
+            maps = ref["class_maps"]
+            n = int(max(n_classes, int(maps.max()) + 1))
+            vs = segmentation_scores(out["class_maps"], maps, n, cfg.bootstrap, seed=1)
+            result.metrics.update({"unquantized_miou": vs["miou"], "unquantized_miou_se": vs["miou_se"]})
+            result.metrics["pixel_agree"] = vs["pixel_accuracy"]
+            result.metrics["pixel_agree_se"] = vs["pixel_accuracy_se"]
+    else:
+        result.metrics.update(knn_accuracy(out["embeddings"], data.image_labels, cfg.knn_k))
+        result.metrics["embedding_dim"] = float(out["embeddings"].shape[1])
+        if ref is not None:
+            result.metrics.update(cosine_drift(out["embeddings"], ref["embeddings"]))
+    result.insights.append(_sentence(task, result.metrics, data.description, ref is not None))
+
+
+def _confident(dets: list[dict], score: float) -> list[dict]:
+    """The unquantized detections as truth: those scoring at least ``score``, else an image's top few."""
+    out = []
+    for d in dets:
+        keep = d["scores"] >= score
+        if not keep.any():
+            keep = torch.arange(len(d["scores"])) < FALLBACK_TOP
+        out.append({"boxes": d["boxes"][keep], "labels": d["labels"][keep]})
+    return out
+
+
+def _shown(dets: list[dict], n: int) -> list[dict]:
+    return [
+        {
+            "boxes": d["boxes"][:5].round(decimals=1).tolist(),
+            "scores": d["scores"][:5].tolist(),
+            "labels": d["labels"][:5].tolist(),
+        }
+        for d in dets[:n]
+    ]
+
+
+def _sentence(task: str, m: dict, desc: str, quantized: bool) -> str:
+    if task == "object_detection":
+        s = f"mAP@[.5:.95] {m['map']:.3f} ± {m['map_se']:.3f} and mAP@.5 {m['map_50']:.3f} ± {m['map_50_se']:.3f}"
+        s += f" over {int(m['objects'])} objects in {int(m['images_scored'])} images ({desc})"
+        if quantized:
+            s += f"; against the unquantized model's detections mAP@.5 {m['unquantized_map_50']:.3f}"
+    elif task == "semantic_segmentation":
+        s = f"mean IoU {m['miou']:.3f} ± {m['miou_se']:.3f}, pixel accuracy {m['pixel_accuracy']:.3f} ({desc})"
+        if quantized:
+            s += f"; against the unquantized masks: mean IoU {m['unquantized_miou']:.3f}, pixels agree {m['pixel_agree']:.4f}"
+    else:
+        s = (
+            f"k-NN accuracy of the embeddings {m['knn_accuracy']:.3f} (95% CI {m['knn_accuracy_ci_low']:.3f}-"
+            f"{m['knn_accuracy_ci_high']:.3f}, k={int(m['knn_k'])}, leave-one-out on {desc})"
+        )
+        if quantized:
+            s += f"; cosine drift from the unquantized embeddings {m['embedding_drift']:.2e} ± {m['embedding_drift_se']:.1e}"
+    return (s if s.startswith("mAP") else s[0].upper() + s[1:]) + "."
+
+
+def speed(cfg, subject, ctx: RunContext, result: Result) -> None:
+    """Forward latency at each of ``speed_batch_sizes`` images; throughput in images/s."""
+    model = subject.model
+    speeds = []
+    for bs in cfg.speed_batch_sizes:
+        batch = _images(subject, bs)
+        times = time_forward(model, batch, cfg.warmup, cfg.iters, ctx.progress, desc=f"performance: latency bs={bs}")
+        sp = Speed.of_examples(bs, tuple(batch.shape[1:]), Latency.from_values(times))
+        result.record(f"speed/bs{bs}", sp)
+        speeds.append(sp)
+    result.tables["speed"] = [s.row() for s in speeds]
+    result.data["speed"] = [s.to_dict() for s in speeds]
+
+
+def _images(subject, n: int) -> torch.Tensor:
+    images = subject.data.images
+    idx = torch.arange(n) % int(images.shape[0])
+    return images[idx].to(device=model_device(subject.model), dtype=input_dtype(subject.model))
+
+
+def layer_input(subject) -> tuple:
+    batch = _images(subject, 1)
+    return batch, {"input_shape": list(batch.shape[1:])}

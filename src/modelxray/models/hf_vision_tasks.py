@@ -1,0 +1,100 @@
+"""Hugging Face detectors, semantic segmenters and vision backbones as ``pixels -> outputs`` modules.
+
+As for image classifiers (``models/hf_vision.py``), the analyzers feed images (N, C, H, W) in
+[0, 1] and the image processor's normalisation lives inside the wrapper, so perturbations stay in
+pixel space. The wrapper returns the model's own output (``logits`` and ``pred_boxes`` of a
+detector, per-pixel ``logits`` of a segmenter, ``pooler_output`` / ``last_hidden_state`` of a
+backbone); ``measure/vision_outputs.py`` turns those into boxes, masks and embeddings. A detector
+also needs its image processor, whose ``post_process_object_detection`` decodes its boxes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from modelxray.core.errors import ConfigError
+from modelxray.core.subject import LoadedModel, ModelInfo
+from modelxray.models.hf_vision import processor_settings
+
+AUTO_VISION_CLASS = {
+    "object_detection": "AutoModelForObjectDetection",
+    "semantic_segmentation": "AutoModelForSemanticSegmentation",
+    "image_features": "AutoModel",
+}
+DEFAULT_IMAGE_SIZE = 64  # the digit canvases' side when neither config nor processor names a size
+
+
+class PixelTaskModel(nn.Module):
+    """``net(pixel_values=(x - mean) / std)`` for pixels ``x`` in [0, 1]; the model's output as is."""
+
+    def __init__(self, net: nn.Module, mean: list[float], std: list[float], image_shape: tuple[int, int, int]):
+        super().__init__()
+        self.net = net
+        self.image_shape = tuple(image_shape)
+        self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).view(-1, 1, 1), persistent=False)
+        self.register_buffer("std", torch.tensor(std, dtype=torch.float32).view(-1, 1, 1), persistent=False)
+
+    @property
+    def config(self):
+        return self.net.config
+
+    def forward(self, x: torch.Tensor):
+        return self.net(pixel_values=(x - self.mean.to(x)) / self.std.to(x))
+
+
+def _image_size(config: Any, processor: dict[str, Any], override: int | None) -> int:
+    if override:
+        return int(override)
+    size = getattr(config, "image_size", None)
+    if isinstance(size, (list, tuple)):
+        size = size[0]
+    if not size:
+        size = processor.get("size")
+        if isinstance(size, dict):
+            size = size.get("height") or size.get("shortest_edge")
+    return int(size) if isinstance(size, int) and size <= 1024 else DEFAULT_IMAGE_SIZE
+
+
+def load_vision_task(source: Any, kind: str, path: str, kwargs: dict) -> LoadedModel:
+    """The detector, segmenter or backbone at ``path`` wrapped for pixels in [0, 1], with its image
+    processor (a detector's is required: it decodes the boxes)."""
+    import transformers
+
+    net = getattr(transformers, AUTO_VISION_CLASS[kind]).from_pretrained(path, dtype=source.torch_dtype(), **kwargs)
+    settings = processor_settings(path)
+    processor = None
+    if kind == "object_detection":
+        processor = _image_processor(path, kwargs)
+    channels = int(getattr(net.config, "num_channels", 3) or 3)
+    size = _image_size(net.config, settings, source.image_size)
+    notes = []
+    if "image_mean" in settings:
+        mean, std = list(settings["image_mean"]), list(settings["image_std"])
+    else:
+        mean, std = [0.0] * channels, [1.0] * channels
+        notes.append("No image processor found: pixels are fed in [0, 1] without normalisation.")
+    if len(mean) != channels:
+        mean, std = [mean[0]] * channels, [std[0]] * channels
+    model = PixelTaskModel(net, mean, std, (channels, size, size))
+    info = ModelInfo(source.name_or_path, "hf", "", notes=notes)
+    return LoadedModel(model, None, info, kind=kind, processor=processor, image_shape=model.image_shape)
+
+
+def _image_processor(path: str, kwargs: dict) -> Any:
+    from pathlib import Path
+
+    from transformers import AutoImageProcessor
+
+    if Path(path).is_dir() and not (Path(path) / "preprocessor_config.json").is_file():
+        raise ConfigError(
+            "model.name_or_path",
+            f"{path} has no preprocessor_config.json: a detector needs its image processor "
+            "(image_processor.save_pretrained(DIR)), which decodes its boxes",
+        )
+    try:
+        return AutoImageProcessor.from_pretrained(path, **kwargs)
+    except (OSError, ValueError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise ConfigError("model.name_or_path", f"cannot load the image processor of {path}: {first}") from None

@@ -1,0 +1,224 @@
+"""Detectors, semantic segmenters and vision backbones through model=hf: the kind comes from
+transformers' task tables, each is scored on digit canvases (boxes, masks, labels) with its quality
+and uncertainty, agrees or not with its unquantized self, and every analyzer runs or refuses in one
+line. Each metric is checked against a hand computation."""
+
+import math
+
+import pytest
+import torch
+
+import vision_task_models
+from conftest import mlflow_runs
+from modelxray.core.errors import ConfigError
+from modelxray.data.digit_canvases import DigitCanvases
+from modelxray.metrics.detection import coco_map
+from modelxray.metrics.embeddings import cosine_drift, knn_accuracy
+from modelxray.metrics.segmentation import segmentation_scores
+from modelxray.models.hf import HFSource
+from modelxray.models.kinds import kind_of_config
+
+SMALL = [
+    "dataset=digit_canvases",
+    "dataset.examples=6",
+    "progress=false",
+    "report.dashboard=false",
+    "analyzer=performance",
+    "analyzer.performance.iters=1",
+    "analyzer.performance.layer_timing_iters=1",
+    "analyzer.performance.speed_batch_sizes=[1]",
+    "analyzer.performance.detection_bootstrap=5",
+    "analyzer.performance.bootstrap=5",
+]
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("vision_kinds")
+    return {name: build(root / name) for name, build in vision_task_models.ALL.items()}
+
+
+@pytest.mark.parametrize(
+    "arch, kind",
+    [
+        ("DetrForObjectDetection", "object_detection"),
+        ("YolosForObjectDetection", "object_detection"),
+        ("RTDetrForObjectDetection", "object_detection"),
+        ("SegformerForSemanticSegmentation", "semantic_segmentation"),
+        ("UperNetForSemanticSegmentation", "semantic_segmentation"),
+        ("Dinov2Model", "image_features"),
+        ("ConvNextModel", "image_features"),
+        ("DeiTForImageClassificationWithTeacher", "image_classification"),
+    ],
+)
+def test_vision_kinds_come_from_transformers_task_tables(arch, kind):
+    from transformers import PretrainedConfig
+
+    assert kind_of_config(PretrainedConfig(architectures=[arch]), arch) == kind
+
+
+RUNS = {
+    # directory: (kind, quality metric, its uncertainty, agreement with the unquantized model)
+    "detr": ("object_detection", "map", "map_se", "unquantized_map_50"),
+    "yolos": ("object_detection", "map_50", "map_50_se", "unquantized_map"),
+    "segformer": ("semantic_segmentation", "miou", "miou_se", "pixel_agree"),
+    "dinov2": ("image_features", "knn_accuracy", "knn_accuracy_ci_low", "embedding_drift"),
+}
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_every_vision_kind_runs_quantized_with_quality_uncertainty_and_agreement(name, dirs, tmp_path, tracking_uri):
+    import modelxray
+
+    kind, quality, error, agreement = RUNS[name]
+    exp = f"vision_{name}"
+    args = ["model=hf", f"model.name_or_path={dirs[name]}", "quant=int8", f"tracker.uri={tracking_uri}"]
+    modelxray.analyze([*args, f"tracker.experiment={exp}", *SMALL], output_dir=tmp_path)
+    _, (run,) = mlflow_runs(tracking_uri, exp)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["modelxray.kind"] == kind and run.data.tags["modelxray.task"] == kind
+    m = run.data.metrics
+    for key in (quality, error, agreement):
+        assert f"performance/{key}" in m, sorted(m)
+    assert 0 <= m[f"performance/{quality}"] <= 1 and m[f"performance/{error}"] >= 0
+
+
+def test_inspect_runs_and_the_others_refuse_in_one_line(dirs, tmp_path):
+    import modelxray
+
+    args = ["model=hf", f"model.name_or_path={dirs['segformer']}", "tracker=none", "progress=false"]
+    out = modelxray.analyze([*args, "analyzer=inspect", "report.dashboard=false"], output_dir=tmp_path)
+    inspect = out.results["inspect"].metrics
+    assert inspect["parameters"] > 0 and "compute_failed" not in inspect
+    with pytest.raises(ConfigError, match=r"^analyzer.quant_impact: analyzes .* is a semantic_segmentation model") as e:
+        modelxray.analyze([*args, "analyzer=quant_impact"])
+    assert "\n" not in str(e.value)
+
+
+ROBUST = {
+    # directory: metrics that must be logged (the kind's quality under corruptions and noise, agreement)
+    "detr": ("clean_map_50", "gaussian_noise_0.2_map_50", "blur_1_agree_map_50", "weight_noise_0.1_map"),
+    "segformer": ("clean_miou", "gaussian_noise_0.2_miou", "occlusion_0.5_pixel_agree", "quant_noise_4bit_miou"),
+    "dinov2": (
+        "clean_knn_accuracy",
+        "blur_1_knn_accuracy",
+        "occlusion_0.5_embedding_drift",
+        "weight_noise_0.1_knn_accuracy",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(ROBUST))
+def test_robustness_scores_image_corruptions_and_noise_by_the_task(name, dirs, tmp_path):
+    import modelxray
+
+    args = ["model=hf", f"model.name_or_path={dirs[name]}", "analyzer=robustness", "tracker=none", "progress=false"]
+    levels = [
+        "analyzer.robustness.seeds=1",
+        "analyzer.robustness.weight_noise_levels=[0.1]",
+        "analyzer.robustness.quant_noise_bits=[4]",
+        "analyzer.robustness.gaussian_noise_sigmas=[0.2]",
+        "analyzer.robustness.blur_sigmas=[1]",
+        "analyzer.robustness.occlusion_sides=[0.5]",
+    ]
+    out = modelxray.analyze([*args, *levels, "dataset.examples=6", "report.dashboard=false"], output_dir=tmp_path)
+    result = out.results["robustness"]
+    assert result.ok, result.error
+    for key in ROBUST[name]:
+        assert key in result.metrics, sorted(result.metrics)
+    assert {r["images"] for r in result.tables["robustness"]} == {6}
+    assert any("gradient attacks" in s.lower() for s in result.insights)
+
+
+def test_a_detector_without_its_image_processor_is_one_line(dirs, tmp_path):
+    import shutil
+
+    bare = tmp_path / "bare"
+    shutil.copytree(dirs["detr"], bare)
+    (bare / "preprocessor_config.json").unlink()
+    with pytest.raises(ConfigError, match=r"^model.name_or_path: .* has no preprocessor_config.json: a detector"):
+        HFSource(name_or_path=str(bare), device="cpu").load()
+
+
+def test_a_text_dataset_becomes_canvases_and_a_foreign_one_is_one_line(dirs, tmp_path):
+    from modelxray.data.for_vision_kind import vision_task_data
+    from modelxray.data.pydoc_topics import PydocTopics
+    from modelxray.data.user_text import LabelledText
+
+    loaded = HFSource(name_or_path=str(dirs["dinov2"]), device="cpu").load()
+    data = vision_task_data("image_features", PydocTopics(), loaded)
+    assert data.images.shape[1:] == (3, 64, 64) and all(len(lab) == 1 for lab in data.labels)  # one digit each
+    with pytest.raises(ConfigError, match=r"^dataset: labelled_text:l.csv does not fit a image_features model"):
+        (tmp_path / "l.csv").write_text("text,label\na,0\n")
+        vision_task_data("image_features", LabelledText(path=str(tmp_path / "l.csv")), loaded)
+
+
+# -- the canvases -------------------------------------------------------------------------------
+def test_canvases_are_seeded_and_every_box_holds_its_digits_pixels():
+    a, b = DigitCanvases(examples=12, seed=3).load(), DigitCanvases(examples=12, seed=3).load()
+    assert torch.equal(a.images, b.images) and all(torch.equal(x, y) for x, y in zip(a.boxes, b.boxes))
+    for img, boxes, labels, mask in zip(a.images, a.boxes, a.labels, a.masks):
+        assert 1 <= len(labels) <= 3
+        inside = torch.zeros_like(mask, dtype=torch.bool)
+        for (x0, y0, x1, y1), lab in zip(boxes.int().tolist(), labels.tolist()):
+            region = mask[y0:y1, x0:x1]
+            assert (region == lab + 1).any()
+            inside[y0:y1, x0:x1] = True
+        assert not (mask[~inside] > 0).any()  # no labelled pixel outside every box
+    bigger = DigitCanvases(examples=2).load(canvas_size=128)
+    assert bigger.images.shape[-1] == 128 and "digits of 32 px" in bigger.description  # digits scale too
+
+
+# -- each metric against a hand computation ----------------------------------------------------
+def _boxes(*rows):
+    return torch.tensor(rows, dtype=torch.float32)
+
+
+def test_coco_map_of_hand_made_boxes():
+    truth = [
+        {"boxes": _boxes([0, 0, 10, 10], [20, 20, 30, 30]), "labels": torch.tensor([1, 2])},
+        {"boxes": _boxes([5, 5, 15, 15]), "labels": torch.tensor([3])},
+    ]
+    perfect = [{"boxes": t["boxes"], "scores": torch.ones(len(t["labels"])), "labels": t["labels"]} for t in truth]
+    m = coco_map(perfect, truth, bootstrap=5)
+    assert m["map"] == pytest.approx(1.0) and m["map_50"] == pytest.approx(1.0) and m["map_se"] < 1e-9
+    # image 2's box labelled 2 and scored above the true class-2 box: class 2 has precision 1/2 at
+    # full recall (AP 0.5), class 3 is never found (AP 0), class 1 is perfect: mean 0.5
+    wrong = [perfect[0], {"boxes": _boxes([5, 5, 15, 15]), "scores": torch.tensor([2.0]), "labels": torch.tensor([2])}]
+    assert coco_map(wrong, truth, bootstrap=0)["map"] == pytest.approx(0.5)
+    # a box shifted to IoU 0.626 with its truth counts at IoU .5, .55 and .6 only: 3 of the 10 thresholds
+    shifted = [
+        {"boxes": _boxes([0, 0, 10, 10], [20, 20, 30, 30]), "scores": torch.ones(2), "labels": torch.tensor([1, 2])},
+        {"boxes": _boxes([7.5, 5, 17.5, 15]), "scores": torch.ones(1), "labels": torch.tensor([3])},
+    ]
+    iou = (7.5 * 10) / (10 * 10 * 2 - 7.5 * 10)
+    assert iou == pytest.approx(0.6)
+    m = coco_map(shifted, truth, bootstrap=0)
+    assert m["map_50"] == pytest.approx(1.0) and m["map"] == pytest.approx((1 + 1 + 3 / 10) / 3)
+
+
+def test_mean_iou_and_pixel_accuracy_by_hand():
+    truth = torch.tensor([[[0, 0], [1, 1]], [[2, 2], [2, 0]]])
+    pred = torch.tensor([[[0, 1], [1, 1]], [[2, 2], [0, 0]]])
+    m = segmentation_scores(pred, truth, 3, bootstrap=20)
+    # class 0: inter 2 (img1 (0,0), img2 (1,1)), union 2+1+1 = 4 -> 0.5 ... counted by hand:
+    # truth 0 pixels: img1 (0,0),(0,1); img2 (1,1) -> 3; pred 0: img1 (0,0); img2 (1,0),(1,1) -> 3; both: 2
+    iou0 = 2 / (3 + 3 - 2)
+    iou1 = 2 / (2 + 3 - 2)  # truth 1: img1 row 1; pred 1: img1 (0,1), row 1
+    iou2 = 2 / (3 + 2 - 2)
+    assert m["miou"] == pytest.approx((iou0 + iou1 + iou2) / 3)
+    assert m["pixel_accuracy"] == pytest.approx(6 / 8) and m["miou_se"] >= 0
+
+
+def test_knn_accuracy_and_drift_by_hand():
+    z = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.8, 0.2], [0.0, 1.0], [0.1, 0.9], [0.2, 0.8]])
+    labels = torch.tensor([0, 0, 0, 1, 1, 1])
+    m = knn_accuracy(z, labels, k=2)
+    assert m["knn_accuracy"] == 1.0 and m["knn_accuracy_ci_high"] == pytest.approx(1.0)
+    flipped = torch.tensor([0, 0, 1, 1, 1, 1])  # the third point's two nearest are class 0: wrong
+    assert knn_accuracy(z, flipped, k=2)["knn_accuracy"] == pytest.approx(5 / 6)
+    d = cosine_drift(z, z)
+    assert d["embedding_drift"] == pytest.approx(0.0, abs=1e-12)
+    rotated = torch.tensor([[0.0, 1.0]]).expand(6, 2)
+    d = cosine_drift(torch.tensor([[1.0, 0.0]]).expand(6, 2), rotated)
+    assert d["embedding_drift"] == pytest.approx(1.0) and math.isclose(d["embedding_drift_se"], 0.0, abs_tol=1e-12)
