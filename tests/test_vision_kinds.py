@@ -49,6 +49,9 @@ def dirs(tmp_path_factory):
         ("Dinov2Model", "image_features"),
         ("ConvNextModel", "image_features"),
         ("DeiTForImageClassificationWithTeacher", "image_classification"),
+        ("LlavaForConditionalGeneration", "image_text_to_text"),
+        ("Idefics3ForConditionalGeneration", "image_text_to_text"),
+        ("PaliGemmaForConditionalGeneration", "image_text_to_text"),
     ],
 )
 def test_vision_kinds_come_from_transformers_task_tables(arch, kind):
@@ -63,6 +66,7 @@ RUNS = {
     "yolos": ("object_detection", "map_50", "map_50_se", "unquantized_map"),
     "segformer": ("semantic_segmentation", "miou", "miou_se", "pixel_agree"),
     "dinov2": ("image_features", "knn_accuracy", "knn_accuracy_ci_low", "embedding_drift"),
+    "llava": ("image_text_to_text", "perplexity", "loss_se", "kl"),
 }
 
 
@@ -73,14 +77,21 @@ def test_every_vision_kind_runs_quantized_with_quality_uncertainty_and_agreement
     kind, quality, error, agreement = RUNS[name]
     exp = f"vision_{name}"
     args = ["model=hf", f"model.name_or_path={dirs[name]}", "quant=int8", f"tracker.uri={tracking_uri}"]
-    modelxray.analyze([*args, f"tracker.experiment={exp}", *SMALL], output_dir=tmp_path)
+    small = [a for a in SMALL if a != "dataset=digit_canvases"] if kind == "image_text_to_text" else SMALL
+    modelxray.analyze(
+        [*args, f"tracker.experiment={exp}", *small, "analyzer.performance.max_new_tokens=3"], output_dir=tmp_path
+    )
     _, (run,) = mlflow_runs(tracking_uri, exp)
     assert run.info.status == "FINISHED"
     assert run.data.tags["modelxray.kind"] == kind and run.data.tags["modelxray.task"] == kind
     m = run.data.metrics
     for key in (quality, error, agreement):
         assert f"performance/{key}" in m, sorted(m)
-    assert 0 <= m[f"performance/{quality}"] <= 1 and m[f"performance/{error}"] >= 0
+    assert m[f"performance/{error}"] >= 0
+    if kind == "image_text_to_text":  # answers generated, and matched with the unquantized model's
+        assert {"performance/exact_match_ci_high", "performance/unquantized_exact_match"} <= set(m)
+    else:
+        assert 0 <= m[f"performance/{quality}"] <= 1
 
 
 def test_inspect_runs_and_the_others_refuse_in_one_line(dirs, tmp_path):
@@ -128,6 +139,49 @@ def test_robustness_scores_image_corruptions_and_noise_by_the_task(name, dirs, t
         assert key in result.metrics, sorted(result.metrics)
     assert {r["images"] for r in result.tables["robustness"]} == {6}
     assert any("gradient attacks" in s.lower() for s in result.insights)
+
+
+def test_answer_loss_is_the_models_own_loss_on_the_answer_tokens(dirs):
+    """The window's scored positions give the loss transformers computes from ``labels`` (the answer
+    tokens and the end token, shifted inside the model)."""
+    from modelxray.data.for_kind import task_data
+    from modelxray.data.pydoc_topics import PydocTopics
+    from modelxray.measure.scoring import score_windows
+    from modelxray.metrics.windows import IGNORE
+
+    loaded = HFSource(name_or_path=str(dirs["llava"]), device="cpu").load()
+    data = task_data("image_text_to_text", PydocTopics(examples=3), loaded, False)
+    w = data.windows[0]
+    inputs = {k: v[None] for k, v in w.inputs.items()}
+    labels = torch.full_like(inputs["input_ids"], IGNORE)
+    scored = (w.targets != IGNORE).nonzero()[:, 0]
+    labels[0, scored + 1] = inputs["input_ids"][0, scored + 1]  # HF shifts labels by one inside
+    with torch.no_grad():
+        expected = loaded.model(**inputs, labels=labels).loss
+    score, _ = score_windows(loaded.model, [w], 1, [1], False, "")
+    assert score.result()["loss"] == pytest.approx(float(expected), rel=1e-5)
+    answer = loaded.tokenizer.decode(inputs["input_ids"][0, scored + 1], skip_special_tokens=True)
+    assert answer.strip() == data.meta["references"][0].strip()  # the scored tokens are the answer
+
+
+def test_every_analyzer_runs_on_a_vision_language_model(dirs, tmp_path):
+    import modelxray
+
+    args = ["model=hf", f"model.name_or_path={dirs['llava']}", "tracker=none", "progress=false", "dataset.examples=4"]
+    analyzers = "analyzer=[inspect,quant_impact,bitwidth,robustness]"
+    fast = [
+        "analyzer.quant_impact.strategies=[none,int8,int4]",
+        "analyzer.bitwidth.max_windows=4",
+        "analyzer.bitwidth.sensitivity_windows=2",
+        "analyzer.robustness.seeds=1",
+        "analyzer.robustness.pgd_eps=[]",
+        "report.dashboard=false",
+    ]
+    out = modelxray.analyze([*args, analyzers, *fast], output_dir=tmp_path)
+    assert all(r.ok for r in out.results.values()), {k: r.error for k, r in out.results.items() if not r.ok}
+    tables = out.results["bitwidth"].tables.values()
+    towers = {row["tower"] for rows in tables for row in rows if isinstance(row, dict) and "tower" in row}
+    assert {"vision", "text"} <= towers  # each tower's blocks apart
 
 
 def test_a_detector_without_its_image_processor_is_one_line(dirs, tmp_path):

@@ -100,3 +100,59 @@ def dinov2(d) -> Path:
 
 
 ALL = {"detr": detr, "yolos": yolos, "segformer": segformer, "dinov2": dinov2}
+
+
+def llava(d) -> Path:
+    """LlavaForConditionalGeneration: a CLIP vision tower (32 px images in 8 px patches: 16 image
+    positions), a Llama language model, the byte-level BPE of the shipped text with an <image> token."""
+    import copy
+
+    from transformers import (
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+    )
+
+    import task_models
+
+    d = _prepare(d)
+    tok = copy.deepcopy(task_models.tokenizer("bart"))
+    tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    vision = CLIPVisionConfig(
+        hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, image_size=32, patch_size=8
+    )
+    text = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    config = LlavaConfig(
+        vision_config=vision,
+        text_config=text,
+        image_token_id=tok.convert_tokens_to_ids("<image>"),
+        vision_feature_layer=-1,
+    )
+    LlavaForConditionalGeneration(config).save_pretrained(d)
+    images = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    processor = LlavaProcessor(
+        image_processor=images,
+        tokenizer=tok,
+        patch_size=8,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+    )
+    processor.save_pretrained(d)
+    return d
+
+
+ALL["llava"] = llava

@@ -30,6 +30,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "digits_mlp": "modelxray.models.digits_classifier.DigitsClassifierSource",
         "digits_clip": "modelxray.models.digits_clip.DigitsCLIPSource",
         "pydoc_text": "modelxray.models.pydoc_text.PydocTextSource",
+        "digits_vlm": "modelxray.models.digits_vlm.DigitsVLMSource",
         "mlp": "modelxray.models.grokking.MLPSource",
         "grokking_transformer": "modelxray.models.grokking.GrokkingTransformerSource",
     },

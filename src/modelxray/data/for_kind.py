@@ -30,6 +30,7 @@ FITTING = {
     "token_classification": "a text dataset (words tagged by shape) or dataset=labelled_text is not per-token",
     "speech_seq2seq": "a text dataset (sentences spoken by espeak-ng) or dataset=audio_folder",
     "speech_ctc": "a text dataset (sentences spoken by espeak-ng) or dataset=audio_folder",
+    "image_text_to_text": "dataset=digits (each digit asked what it is), or leave the default",
 }
 
 
@@ -47,6 +48,7 @@ def _num_labels(model: Any) -> int:
 def task_data(kind: str, dataset: Any, loaded: Any, progress: bool = False) -> TaskData:
     """``dataset`` as the examples a ``kind`` model is scored on (``loaded``: its model, tokenizer and
     feature extractor), or a one-line ConfigError naming the datasets that fit."""
+    from modelxray.data.digits import Digits
     from modelxray.data.speech import AudioFolder
     from modelxray.data.user_text import LabelledText, TextPairs
 
@@ -63,6 +65,12 @@ def task_data(kind: str, dataset: Any, loaded: Any, progress: bool = False) -> T
         ids, names = _label_ids(labels, model, dataset.path)
         desc = f"{len(texts)} labelled texts from {dataset.path}"
         return classification_windows(texts, ids, tok, dataset.seq_len, dataset.name, desc, names)
+    if kind == "image_text_to_text" and isinstance(dataset, Digits):
+        from modelxray.data.image_questions import digit_questions
+
+        return digit_questions(
+            loaded.processor, dataset.max_test, 0, dataset.name, dataset.test_fraction, dataset.split_seed
+        )
     if isinstance(dataset, AudioFolder) and kind in ("speech_seq2seq", "speech_ctc"):
         rate = getattr(loaded.processor, "sampling_rate", None)
         return _speech(kind, dataset.load_utterances(rate), loaded, dataset.name)
@@ -136,6 +144,10 @@ def _calibration(kind: str, data: TaskData, dataset: TextDataset, loaded: Any, p
 def _evaluated(kind: str, dataset: TextDataset, loaded: Any, progress: bool) -> TaskData:
     tok, model, n, seed = loaded.tokenizer, loaded.model, dataset.examples, dataset.task_seed
     name = dataset.name
+    if kind == "image_text_to_text":  # questions about images: the text dataset's count and seed
+        from modelxray.data.image_questions import digit_questions
+
+        return digit_questions(loaded.processor, n, seed, "digits")
     if kind == "masked_lm":
         text = dataset.read_text()
         from pathlib import Path

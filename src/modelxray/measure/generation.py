@@ -86,6 +86,35 @@ def generate_texts(
     return texts
 
 
+def prompt_inputs(processor: Any, prompt: str, image: Any) -> dict[str, torch.Tensor]:
+    """The processor's inputs for ``prompt`` and ``image``, ready for the answer to follow: an end
+    token the tokenizer appends to every text (BART-style post-processing) is cut off."""
+    out = dict(processor(text=prompt, images=image, return_tensors="pt"))
+    eos = getattr(getattr(processor, "tokenizer", processor), "eos_token_id", None)
+    if eos is not None and int(out["input_ids"][0, -1]) == eos:
+        out["input_ids"], out["attention_mask"] = out["input_ids"][:, :-1], out["attention_mask"][:, :-1]
+    return out
+
+
+@torch.inference_mode()
+def generate_answers(
+    model: nn.Module, processor: Any, images: list, prompts: list[str], max_new_tokens: int, progress: bool = False
+) -> list[str]:
+    """A generative vision-language model's greedy answers (transformers' ``generate``, no sampling)
+    to each prompt about its image, decoded without special tokens."""
+
+    device = next(model.parameters()).device
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    texts = []
+    for image, prompt in bar(list(zip(images, prompts)), desc="answers", enabled=progress):
+        inputs = prompt_inputs(processor, prompt, image)
+        inputs = {k: v.to(device=device, dtype=dtype if v.is_floating_point() else v.dtype) for k, v in inputs.items()}
+        out = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False)
+        tok = getattr(processor, "tokenizer", processor)
+        texts.append(tok.decode(out[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True).strip())
+    return texts
+
+
 @torch.inference_mode()
 def ctc_logits(model: nn.Module, batches: list[dict[str, torch.Tensor]]) -> list[torch.Tensor]:
     """A CTC model's frame logits (float32, CPU) for every batch of ``input_values``."""

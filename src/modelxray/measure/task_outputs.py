@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from modelxray.measure.generation import ctc_logits, ctc_transcripts, generate_texts
+from modelxray.measure.generation import ctc_logits, ctc_transcripts, generate_answers, generate_texts
 from modelxray.metrics.windows import NamedTensors
 
 ENCODER_KEYS = ("input_ids", "attention_mask", "input_features")
@@ -49,6 +49,12 @@ def generations(model: nn.Module, subject: Any, n: int, batch_size: int, max_new
     batches = encoder_batches(subject.data, n, batch_size)
     prompt = subject.data.meta["prompt"]
     return generate_texts(model, subject.tokenizer, batches, prompt, max_new_tokens, progress, "greedy outputs")
+
+
+def answers(model: nn.Module, subject: Any, n: int, max_new_tokens: int, progress: bool) -> list[str]:
+    """A generative vision-language model's greedy answers to the first ``n`` questions."""
+    meta = subject.data.meta
+    return generate_answers(model, subject.processor, meta["images"][:n], meta["prompts"][:n], max_new_tokens, progress)
 
 
 def ctc_outputs(model: nn.Module, subject: Any, n: int, batch_size: int) -> tuple[list[torch.Tensor], list[str]]:
@@ -94,7 +100,9 @@ def capture_task(subject: Any, cfg: Any, progress: bool = False) -> TaskReferenc
     if data.windows:
         ref.windows = Reference(subject.model, data.windows, cfg.batch_size, cfg.kl_examples, progress, "reference")
     n = min(cfg.generate_examples, data.n_examples)
-    if is_ctc(subject):
+    if subject.task == "image_text_to_text" and n > 0:
+        ref.texts = answers(subject.model, subject, n, cfg.max_new_tokens, progress)
+    elif is_ctc(subject):
         logits, ref.texts = ctc_outputs(subject.model, subject, n, cfg.batch_size)
         ref.frame_logprobs = [torch.log_softmax(x, -1) for x in logits]
     elif "prompt" in data.meta and data.meta["prompt"] and n > 0:

@@ -18,6 +18,7 @@ AUTO_CLASS = {
     "token_classification": "AutoModelForTokenClassification",
     "speech_seq2seq": "AutoModelForSpeechSeq2Seq",
     "speech_ctc": "AutoModelForCTC",
+    "image_text_to_text": "AutoModelForImageTextToText",
 }
 PROCESSOR_FILE = "preprocessor_config.json"
 TOKENIZER_HINT = "tokenizer.json (or vocab.txt / spiece.model / vocab.json) with tokenizer_config.json"
@@ -29,7 +30,11 @@ def load_task_model(source: Any, kind: str, path: str, kwargs: dict) -> LoadedMo
 
     auto = getattr(transformers, AUTO_CLASS[kind])
     tokenizer = load_task_tokenizer(source, path, kwargs)
-    processor = load_feature_extractor(source, path, kwargs) if kind in ("speech_seq2seq", "speech_ctc") else None
+    processor = None
+    if kind in ("speech_seq2seq", "speech_ctc"):
+        processor = load_feature_extractor(source, path, kwargs)
+    elif kind == "image_text_to_text":
+        processor = load_multimodal_processor(path, kwargs)
     model = auto.from_pretrained(path, dtype=source.torch_dtype(), **kwargs)
     return LoadedModel(model, tokenizer, ModelInfo(source.name_or_path, "hf", ""), kind=kind, processor=processor)
 
@@ -52,6 +57,25 @@ def load_task_tokenizer(source: Any, path: str, kwargs: dict) -> Any:
     except (OSError, ValueError, TypeError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
         raise ConfigError("model.tokenizer", f"cannot load the tokenizer of {where}: {first}") from None
+
+
+def load_multimodal_processor(path: str, kwargs: dict) -> Any:
+    """A generative vision-language model's processor (image processor and tokenizer together: it
+    expands the image token into the model's image positions); none is a one-line error."""
+    from transformers import AutoProcessor
+
+    local = Path(path)
+    if local.is_dir() and not any((local / f).is_file() for f in ("processor_config.json", PROCESSOR_FILE)):
+        raise ConfigError(
+            "model.name_or_path",
+            f"{path} has no processor_config.json or {PROCESSOR_FILE}: a vision-language model needs its "
+            "processor (processor.save_pretrained(DIR)) to place the image among the prompt's tokens",
+        )
+    try:
+        return AutoProcessor.from_pretrained(path, **kwargs)
+    except (OSError, ValueError, TypeError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
+        raise ConfigError("model.name_or_path", f"cannot load the processor of {path}: {first}") from None
 
 
 def load_feature_extractor(source: Any, path: str, kwargs: dict) -> Any:

@@ -16,6 +16,8 @@ A kind decides how inputs are built, which datasets fit and what quality means:
   scored by mean IoU (task ``semantic_segmentation``); ``image_features`` (DINOv2, ViTModel,
   ConvNeXt backbones): an embedding per image, scored by k-NN accuracy and embedding drift (task
   ``image_features``);
+- ``image_text_to_text`` (LLaVA, Idefics3 / SmolVLM, PaliGemma ...): an image and a prompt in, text
+  out; scored on the answer tokens given the image, teacher-forced (task ``image_text_to_text``);
 - ``vision_language``: CLIP-style dual encoders (``CLIPModel``, ``SiglipModel``): zero-shot image
   classification by class-name prompts (task ``classification``, ``models/vision_language.py``);
 - ``generic``: any other module, on named example inputs the user declares (task ``generic``,
@@ -46,6 +48,7 @@ KINDS = (
     "object_detection",
     "semantic_segmentation",
     "image_features",
+    "image_text_to_text",
 )
 TASK_OF_KIND = {
     "causal_lm": "causal_lm",
@@ -60,24 +63,28 @@ TASK_OF_KIND = {
     "object_detection": "object_detection",
     "semantic_segmentation": "semantic_segmentation",
     "image_features": "image_features",
+    "image_text_to_text": "image_text_to_text",
 }
-# the tasks of encoders, seq2seq and speech models: scored on examples built for the kind (data.for_kind)
+# the tasks scored on windows of examples built for the kind (data.for_kind): encoders, seq2seq,
+# speech and generative vision-language models
 TEXT_AND_SPEECH_TASKS = (
     "masked_lm",
     "seq2seq_lm",
     "sequence_classification",
     "token_classification",
     "speech_recognition",
+    "image_text_to_text",  # a generative vision-language model, scored on its answers like a seq2seq model
 )
 # kinds whose inputs are images and whose outputs are not one label per image
 VISION_KINDS = ("object_detection", "semantic_segmentation", "image_features")
 VISION_TASKS = VISION_KINDS  # each such kind is its own task
 # kinds whose inputs are text: they are scored on data built from a text dataset
-TEXT_KINDS = ("masked_lm", "seq2seq_lm", "sequence_classification", "token_classification")
+TEXT_KINDS = ("masked_lm", "seq2seq_lm", "sequence_classification", "token_classification", "image_text_to_text")
 SPEECH_KINDS = ("speech_seq2seq", "speech_ctc")
 
 # each kind's transformers table, in matching order: a config's architecture is looked up in these
 _TABLES = (
+    ("image_text_to_text", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES"),  # before causal LMs: some are both
     ("causal_lm", "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES"),
     ("seq2seq_lm", "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES"),
     ("speech_seq2seq", "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES"),
@@ -140,7 +147,7 @@ def kind_of_config(config: Any, name: str) -> str:
         "model",
         f"{name} ({arch}) fits no model kind modelxray analyzes (causal and masked LMs, seq2seq models, text "
         "classifiers, speech recognisers, image classifiers, CLIP-style dual encoders, object detectors, "
-        "semantic segmenters, vision backbones); set model.kind if the "
+        "semantic segmenters, vision backbones, generative vision-language models); set model.kind if the "
         "config is mislabelled, or analyze it as any module on example inputs: "
         "model=file model.path=DIR model.kind=generic model.inputs='{input_ids: [1, 16]}'",
     )

@@ -22,9 +22,10 @@ import torch
 from modelxray.core.result import Result, RunContext
 from modelxray.measure.scoring import model_device, score_windows
 from modelxray.measure.speed import time_forward
-from modelxray.measure.task_outputs import ctc_outputs, example_batch, generations, is_ctc
+from modelxray.measure.task_outputs import answers, ctc_outputs, example_batch, generations, is_ctc
 from modelxray.metrics.lm import divergence_summary, ratio_se
 from modelxray.metrics.measurements import Latency, Quality, Speed
+from modelxray.metrics.measurements.quality import wilson_interval
 from modelxray.metrics.text_quality import error_rate, exact_match, generation_scores
 
 AGREEMENT_KEYS = ("top1_agree", "top1_agree_se", "kl", "kl_se", "kl_p99", "delta_loss", "delta_loss_se")
@@ -38,6 +39,8 @@ def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
         _scored(cfg, subject, ctx, result)
     if is_ctc(subject):
         _ctc(cfg, subject, ctx, result)
+    elif task == "image_text_to_text":
+        _answered(cfg, subject, ctx, result)
     elif data.meta.get("prompt"):
         _generated(cfg, subject, ctx, result, speech=task == "speech_recognition")
 
@@ -47,6 +50,7 @@ PERPLEXITY_NAME = {
     "masked_lm": "masked-token perplexity",
     "seq2seq_lm": "target perplexity (teacher-forced)",
     "speech_recognition": "transcript perplexity (teacher-forced)",
+    "image_text_to_text": "answer perplexity (teacher-forced)",
 }
 
 
@@ -100,6 +104,36 @@ def _generated(cfg, subject, ctx: RunContext, result: Result, speech: bool) -> N
     ]
     result.tables["outputs"] = rows[: cfg.shown_outputs]
     result.data["outputs"] = rows
+
+
+def _answered(cfg, subject, ctx: RunContext, result: Result) -> None:
+    """Greedy answers of a generative vision-language model to the first ``generate_examples``
+    questions: exact match with the reference answers (Wilson interval), and with the unquantized
+    model's answers."""
+    data = subject.data
+    n = min(cfg.generate_examples, data.n_examples)
+    if n == 0:
+        return
+    texts = answers(subject.model, subject, n, cfg.max_new_tokens, ctx.progress)
+    refs = data.meta["references"][:n]
+    result.metrics.update(_exact(refs, texts, ""))
+    ref_texts = getattr(subject.reference, "texts", None)
+    if ref_texts is not None:
+        result.metrics.update(_exact(ref_texts[:n], texts, "unquantized_"))
+    result.metrics["generated_examples"] = float(n)
+    rows = [
+        {"question": q[-60:], "reference": r, "output": t[:60], **({"unquantized": u[:60]} if ref_texts else {})}
+        for q, r, t, u in zip(data.meta["prompts"], refs, texts, ref_texts or [""] * n)
+    ]
+    result.tables["outputs"] = rows[: cfg.shown_outputs]
+    result.data["outputs"] = rows
+
+
+def _exact(refs: list[str], texts: list[str], prefix: str) -> dict[str, float]:
+    """The share of answers equal to the references (after ``normalize``), with its Wilson interval."""
+    share = exact_match(refs, texts)
+    low, high = wilson_interval(share * len(refs), len(refs))
+    return {f"{prefix}exact_match": share, f"{prefix}exact_match_ci_low": low, f"{prefix}exact_match_ci_high": high}
 
 
 def _text_scores(refs: list[str], texts: list[str], speech: bool, bootstrap: int, prefix: str) -> dict:

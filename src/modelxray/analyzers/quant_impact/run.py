@@ -40,6 +40,7 @@ TASK_QUALITY = {
     "speech_recognition": "transcript perplexity (teacher-forced)",
     "sequence_classification": "label perplexity",
     "token_classification": "tag perplexity",
+    "image_text_to_text": "answer perplexity (teacher-forced)",
 }
 
 # what every strategy costs and saves, logged per strategy for every kind of model

@@ -99,6 +99,7 @@ class RobustnessAnalyzer(Analyzer):
         "sequence_classification",
         "token_classification",
         "speech_recognition",
+        "image_text_to_text",
         *VISION_TASKS,
     )
     eval_windows: int = 8  # language models: dataset windows (the clean pass is computed once)

@@ -1,6 +1,6 @@
-"""The trained text defaults (model=pydoc_bart, model=pydoc_bert): they load as their kind through
-the Hugging Face path, never train on the examples the evaluation scores, and a second load reuses
-the cached directory. Tiny settings here; the real ones train in minutes (docs/model_kinds.md)."""
+"""The trained text and vision-language defaults (model=pydoc_bart, pydoc_bert, digits_vlm): they
+load as their kind through the Hugging Face path, never train on the examples the evaluation scores,
+and a second load reuses the cached directory. Tiny settings here; the real ones train in minutes (docs/model_kinds.md)."""
 
 import pytest
 
@@ -52,3 +52,15 @@ def test_the_configs_hold_out_what_the_dataset_evaluates():
     assert (bart.arch, bart.held_out_examples, bart.held_out_seed) == ("bart", 10, 3)
     bert = build_components(compose(["model=pydoc_bert", "dataset.seq_len=128", "dataset.mask_rate=0.2"])).model
     assert (bert.arch, bert.held_out_seq_len, bert.mask_rate) == ("bert", 128, 0.2)
+
+
+def test_the_vision_language_default_loads_as_its_kind_and_is_cached(tmp_path):
+    from modelxray.models.digits_vlm import DigitsVLMSource
+
+    tiny = dict(dim=16, depth=1, heads=2, vocab_size=300, steps=2, batch_size=4, progress=False, device="cpu")
+    src = DigitsVLMSource(cache_dir=str(tmp_path), **tiny)
+    first = src.load()
+    assert first.kind == "image_text_to_text" and first.info.name == "digits-vlm"
+    assert first.info.notes[0].startswith("trained now: 2 steps") and first.processor is not None
+    assert src.load().info.notes[0].startswith("trained before")
+    assert DigitsVLMSource(cache_dir=str(tmp_path), **{**tiny, "split_seed": 1}).cache_path() != src.cache_path()

@@ -1,0 +1,92 @@
+"""Questions about images for generative vision-language models (LLaVA-style: an image and a prompt
+in, text out), offline: scikit-learn's handwritten digits, each asked "What digit is this?" and
+answered with its label.
+
+Each example is one window: the model's processor places the image among the prompt's tokens (it
+expands the image token into the model's image positions), the answer follows, and only the answer's
+tokens (and the end token) are scored, each from the position before it, as a causal LM is scored.
+So the answer's loss, perplexity and accuracy, and the KL and top-1 agreement of a quantized model
+with the unquantized one, come from the same scoring loop as every other text kind.
+
+The prompt is the model's chat template where its tokenizer has one (real models), else
+``USER: <image>\\n{question} ASSISTANT:``."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import torch
+
+from modelxray.core.errors import ConfigError
+from modelxray.data.text_tasks import TaskData, _named
+from modelxray.measure.generation import prompt_inputs
+from modelxray.metrics.windows import IGNORE, Window
+
+QUESTION = "What digit is this?"
+
+
+def prompt_for(processor: Any, question: str) -> str:
+    """The text before the answer: the chat template's user turn with an image, or a plain one."""
+    tok = getattr(processor, "tokenizer", processor)
+    if getattr(tok, "chat_template", None) or getattr(processor, "chat_template", None):
+        turn = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}]
+        return processor.apply_chat_template(turn, add_generation_prompt=True)
+    image = getattr(processor, "image_token", None) or "<image>"
+    return f"USER: {image}\n{question} ASSISTANT:"
+
+
+def to_rgb(digit: torch.Tensor, side: int = 32):
+    """An (8, 8) digit in [0, 1] as an RGB uint8 image of ``side`` pixels (each pixel a square)."""
+    import numpy as np
+
+    scale = max(1, side // 8)
+    grey = (digit.numpy() * 255).astype(np.uint8).repeat(scale, 0).repeat(scale, 1)
+    return np.stack([grey] * 3, axis=-1)
+
+
+def digit_images(
+    n: int, seed: int, side: int = 32, test_fraction: float = 0.25, split_seed: int = 0
+) -> tuple[list, list[int]]:
+    """``n`` digits of the test split (seeded), as RGB uint8 images of ``side`` pixels."""
+    from modelxray.data.digits import load_digits_split
+
+    split = load_digits_split(test_fraction, split_seed)
+    if n > split.x_test.shape[0]:
+        raise ConfigError("dataset.examples", f"the digits test split holds {split.x_test.shape[0]} images, not {n}")
+    chosen = sorted(random.Random(seed).sample(range(split.x_test.shape[0]), n))
+    return [to_rgb(split.x_test[i].view(8, 8), side) for i in chosen], [int(split.y_test[i]) for i in chosen]
+
+
+def answer_windows(
+    processor: Any, images: list, prompts: list[str], answers: list[str], name: str, description: str
+) -> TaskData:
+    """One window per (image, prompt, answer): the processor's inputs for prompt + answer, scored on
+    the tokens after the prompt (the answer's, and the end token where the tokenizer adds one)."""
+    windows = []
+    for image, prompt, answer in zip(images, prompts, answers):
+        full = processor(text=prompt + answer, images=image, return_tensors="pt")
+        ids = full["input_ids"][0]
+        head = prompt_inputs(processor, prompt, image)["input_ids"][0]
+        same = int((ids[: head.numel()] == head).long().cumprod(0).sum())  # the prompt's tokens in the whole
+        targets = torch.full_like(ids, IGNORE)
+        targets[same - 1 : -1] = ids[same:]  # the logits at t predict token t + 1
+        inputs = {"input_ids": ids, "attention_mask": full["attention_mask"][0]}
+        inputs.update({k: v[0] for k, v in full.items() if k not in inputs and torch.is_tensor(v)})
+        windows.append(Window(_named("input_ids", **inputs), targets))
+    meta = {"prompts": prompts, "references": answers, "images": images}
+    return TaskData(name, "image_text_to_text", windows, description, len(windows), meta)
+
+
+def digit_questions(
+    processor: Any, n: int | None, seed: int, name: str = "digits", test_fraction: float = 0.25, split_seed: int = 0
+) -> TaskData:
+    """``n`` digits of the test split (None: all) asked "What digit is this?", answered with their label."""
+    if n is None:
+        from modelxray.data.digits import load_digits_split
+
+        n = int(load_digits_split(test_fraction, split_seed).x_test.shape[0])
+    images, labels = digit_images(n, seed, 32, test_fraction, split_seed)
+    prompt = prompt_for(processor, QUESTION)
+    desc = f'{n} handwritten digits (test split, seed {seed}) asked "{QUESTION}", scored on the answer tokens'
+    return answer_windows(processor, images, [prompt] * n, [f" {y}" for y in labels], name, desc)

@@ -1,0 +1,193 @@
+"""A small generative vision-language model trained here to answer what digit an image shows: a
+Hugging Face LLaVA (a CLIP vision tower on 32x32 images in 8-pixel patches, a two-layer projector,
+a small Llama language model) with the byte-level BPE of the Python docs and an ``<image>`` token.
+
+It is trained on the digits' train split, each image asked "What digit is this?" with the loss on
+the answer's tokens only (the evaluation's questions, ``data/image_questions.py``, are asked about
+the test split, so it is scored on digits it never saw). Seeded AdamW; the first run trains (a
+minute or two on 2 cores, with a progress bar), then the model directory (config, weights,
+processor) is kept under ``cache_dir`` keyed by every setting that shapes it and loads like
+``model=hf`` on that directory."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from modelxray.core.errors import ConfigError
+from modelxray.core.subject import LoadedModel
+from modelxray.models.base import ModelSource
+
+CACHE_FORMAT = 1  # bump when training changes, so stale cached models are not reused
+IMAGE_SIDE = 32  # the 8x8 digits scaled up 4x: 16 patches of 8 pixels
+
+
+@dataclass
+class DigitsVLMSource(ModelSource):
+    dim: int = 64  # width of both towers
+    depth: int = 2  # blocks of each tower
+    heads: int = 2
+    vocab_size: int = 1000  # byte-level BPE trained on the shipped text, plus <image>
+    steps: int = 800  # optimizer steps
+    batch_size: int = 32
+    lr: float = 0.002  # peak learning rate (5% warm-up, then linear decay)
+    weight_decay: float = 0.01
+    seed: int = 0
+    test_fraction: float = 0.25  # the digits split: trained on its train part, evaluated on its test part
+    split_seed: int = 0
+    cache_dir: str = "~/.cache/modelxray"  # trained model directories are kept here
+    use_disk_cache: bool = True  # reuse a model trained before with the same settings
+    save_pretrained: str | None = None  # also copy the Hugging Face directory here (model=hf loads it)
+    progress: bool = True  # a progress bar while training
+
+    def validate(self) -> None:
+        super().validate()
+        self.require_positive("dim", "depth", "heads", "vocab_size", "steps", "batch_size", "lr")
+        self.require_non_negative("weight_decay")
+        if self.dim % self.heads:
+            raise ConfigError("heads", f"must divide dim, got dim {self.dim} and {self.heads} heads")
+        if not 0.0 < self.test_fraction < 1.0:
+            raise ConfigError("test_fraction", f"must lie strictly between 0 and 1, got {self.test_fraction}")
+
+    def settings(self) -> dict[str, Any]:
+        keys = ("dim", "depth", "heads", "vocab_size", "steps", "batch_size", "lr", "weight_decay", "seed")
+        return {k: getattr(self, k) for k in (*keys, "test_fraction", "split_seed")}
+
+    def cache_path(self) -> Path:
+        from modelxray.models.trained_cache import cache_file
+
+        return cache_file(self.cache_dir, "digits-vlm", self.settings(), CACHE_FORMAT).with_suffix("")
+
+    def load(self) -> LoadedModel:
+        from modelxray.models.hf import HFSource
+
+        directory = self.cache_path()
+        if self.use_disk_cache and (directory / "config.json").is_file():
+            note = f"trained before with these settings ({self.steps} steps, seed {self.seed}), loaded from {directory}"
+        else:
+            if not self.use_disk_cache:
+                directory = Path(self.cache_dir).expanduser() / "digits-vlm-uncached"
+            note = self._train_into(directory)
+        if self.save_pretrained:
+            shutil.copytree(directory, Path(self.save_pretrained).expanduser(), dirs_exist_ok=True)
+        loaded = HFSource(name_or_path=str(directory), dtype=self.dtype, device=self.device).load()
+        loaded.info.name = "digits-vlm"
+        loaded.info.source_format = "config"
+        loaded.info.notes = [note, *loaded.info.notes]
+        return loaded
+
+    def build(self):
+        """The untrained model and its processor (seeded by the caller)."""
+        from transformers import (
+            CLIPImageProcessor,
+            CLIPVisionConfig,
+            LlamaConfig,
+            LlavaConfig,
+            LlavaForConditionalGeneration,
+            LlavaProcessor,
+        )
+
+        from modelxray.models.pydoc_text import shipped_text
+        from modelxray.models.text_tokenizer import train_tokenizer
+
+        tok = train_tokenizer(shipped_text(), self.vocab_size, "bart")
+        tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
+        tower = dict(hidden_size=self.dim, intermediate_size=2 * self.dim, num_hidden_layers=self.depth)
+        vision = CLIPVisionConfig(**tower, num_attention_heads=self.heads, image_size=IMAGE_SIDE, patch_size=8)
+        text = LlamaConfig(
+            **tower,
+            vocab_size=len(tok),
+            num_attention_heads=self.heads,
+            num_key_value_heads=self.heads,
+            max_position_embeddings=256,
+            pad_token_id=tok.pad_token_id,
+            bos_token_id=tok.bos_token_id,
+            eos_token_id=tok.eos_token_id,
+        )
+        config = LlavaConfig(
+            vision_config=vision,
+            text_config=text,
+            image_token_id=tok.convert_tokens_to_ids("<image>"),
+            vision_feature_layer=-1,
+        )
+        images = CLIPImageProcessor(
+            size={"shortest_edge": IMAGE_SIDE},
+            crop_size={"height": IMAGE_SIDE, "width": IMAGE_SIDE},
+            image_mean=[0.5] * 3,
+            image_std=[0.5] * 3,
+        )
+        processor = LlavaProcessor(
+            image_processor=images,
+            tokenizer=tok,
+            patch_size=8,
+            vision_feature_select_strategy="default",
+            num_additional_image_tokens=1,
+        )
+        return LlavaForConditionalGeneration(config), processor
+
+    def _train_into(self, directory: Path) -> str:
+        import torch
+
+        start = time.perf_counter()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            net, processor = self.build()
+            final = self._train(net, processor)
+        tmp = directory.with_name(directory.name + f".tmp{random.randrange(1 << 30)}")
+        net.eval().save_pretrained(tmp)
+        processor.save_pretrained(tmp)
+        if directory.exists():
+            shutil.rmtree(directory)
+        tmp.replace(directory)
+        return (
+            f"trained now: {self.steps} steps of AdamW (lr {self.lr}, seed {self.seed}) answering what digit each "
+            f"image of the digits train split shows, {time.perf_counter() - start:.0f} s, final training loss {final:.3f}"
+        )
+
+    def _train(self, net: Any, processor: Any) -> float:
+        """Cross-entropy on the answer tokens of batches of train-split questions."""
+        import torch
+        import torch.nn.functional as F
+
+        from modelxray.core.progress import bar
+        from modelxray.data.digits import load_digits_split
+        from modelxray.data.image_questions import QUESTION, answer_windows, prompt_for, to_rgb
+        from modelxray.metrics.windows import IGNORE, batched
+
+        split = load_digits_split(self.test_fraction, self.split_seed)
+        images = [to_rgb(x.view(8, 8), IMAGE_SIDE) for x in split.x_train]
+        prompt = prompt_for(processor, QUESTION)
+        answers = [f" {int(y)}" for y in split.y_train]
+        data = answer_windows(processor, images, [prompt] * len(images), answers, "digits", "")
+        groups: dict[tuple, list] = {}
+        for w in data.windows:
+            groups.setdefault(tuple(w.inputs["input_ids"].shape), []).append(w)
+        pools = list(groups.values())
+        weights = [len(p) for p in pools]
+        rng = random.Random(self.seed)
+        opt = torch.optim.AdamW(net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+        warm = max(1, self.steps // 20)
+        sched = torch.optim.lr_scheduler.LambdaLR(
+            opt, lambda s: min((s + 1) / warm, max(0.05, (self.steps - s) / (self.steps - warm + 1)))
+        )
+        recent: list[float] = []
+        net.train()
+        with torch.enable_grad():
+            for _ in bar(range(self.steps), desc="training digits-vlm (first run only)", enabled=self.progress):
+                pool = rng.choices(pools, weights)[0]
+                chosen = [pool[rng.randrange(len(pool))] for _ in range(self.batch_size)]
+                inputs, targets = next(batched(chosen, len(chosen)))
+                logits = net(**inputs).logits
+                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE)
+                opt.zero_grad()
+                loss.backward()
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
+                opt.step()
+                sched.step()
+                recent = [*recent[-19:], float(loss.detach())]
+        net.eval()
+        return sum(recent) / len(recent)
