@@ -101,8 +101,8 @@ def test_inspect_runs_and_the_others_refuse_in_one_line(dirs, tmp_path):
     out = modelxray.analyze([*args, "analyzer=inspect", "report.dashboard=false"], output_dir=tmp_path)
     inspect = out.results["inspect"].metrics
     assert inspect["parameters"] > 0 and "compute_failed" not in inspect
-    with pytest.raises(ConfigError, match=r"^analyzer.quant_impact: analyzes .* is a semantic_segmentation model") as e:
-        modelxray.analyze([*args, "analyzer=quant_impact"])
+    with pytest.raises(ConfigError, match=r"^analyzer.bitwidth: analyzes .* is a semantic_segmentation model") as e:
+        modelxray.analyze([*args, "analyzer=bitwidth"])
     assert "\n" not in str(e.value)
 
 
@@ -182,6 +182,25 @@ def test_every_analyzer_runs_on_a_vision_language_model(dirs, tmp_path):
     tables = out.results["bitwidth"].tables.values()
     towers = {row["tower"] for rows in tables for row in rows if isinstance(row, dict) and "tower" in row}
     assert {"vision", "text"} <= towers  # each tower's blocks apart
+
+
+@pytest.mark.parametrize("name, quality", [("dinov2", "knn_accuracy"), ("segformer", "miou")])
+def test_quant_impact_compares_strategies_by_the_task_and_calibrates_on_train_canvases(name, quality, dirs, tmp_path):
+    import modelxray
+
+    args = ["model=hf", f"model.name_or_path={dirs[name]}", "analyzer=quant_impact", "tracker=none", "progress=false"]
+    fast = ["analyzer.quant_impact.strategies=[none,int8,gptq_int4]", "analyzer.quant_impact.iters=1"]
+    out = modelxray.analyze([*args, *fast, "dataset.examples=6", "report.dashboard=false"], output_dir=tmp_path)
+    result = out.results["quant_impact"]
+    assert result.ok, result.error
+    rows = {r["strategy"]: r for r in result.tables["strategies"]}
+    assert rows["none"]["top1_agree"] == pytest.approx(1.0) and quality in rows["int8"]
+    assert rows["int8"]["accuracy"] == rows["int8"][quality]  # the task's quality is the compared axis
+    if name == "dinov2":  # a chain of ViT blocks: GPTQ calibrates on canvases of the train split
+        assert "gptq_int4" in rows and 0 < rows["gptq_int4"]["top1_agree"] <= 1
+    else:  # SegFormer's decode head is parallel projections, not a chain: listed, in one line
+        (why,) = [u["reason"] for u in result.tables["unsupported"]]
+        assert "is not a chain of blocks" in why and "\n" not in why
 
 
 def test_a_detector_without_its_image_processor_is_one_line(dirs, tmp_path):

@@ -112,8 +112,11 @@ class DigitCanvases(Configurable):
     def name(self) -> str:
         return "digit_canvases"
 
-    def load(self, tokenizer=None, canvas_size: int | None = None, channels: int | None = None) -> VisionTaskData:
-        """The canvases at ``canvas_size`` and ``channels`` (a model's own input; default: the keys)."""
+    def load(
+        self, tokenizer=None, canvas_size: int | None = None, channels: int | None = None, part: str = "test"
+    ) -> VisionTaskData:
+        """The canvases at ``canvas_size`` and ``channels`` (a model's own input; default: the keys),
+        from the ``test`` part of the digits split (``train``: calibration canvases, never evaluated)."""
         import torch
 
         from modelxray.data.digits import load_digits_split
@@ -121,14 +124,18 @@ class DigitCanvases(Configurable):
         size = canvas_size or self.canvas_size
         digit = min(max(4, round(self.digit_size * size / self.canvas_size)), size)  # digits scale with the canvas
         split = load_digits_split(self.test_fraction, self.split_seed)
+        x, y = (split.x_train, split.y_train) if part == "train" else (split.x_test, split.y_test)
         grey, boxes, labels, masks = paste_digits(
-            split.x_test.view(-1, 8, 8), split.y_test, self.examples, size, digit, self.max_digits, self.seed
+            x.view(-1, 8, 8), y, self.examples, size, digit, self.max_digits, self.seed
         )
         images = grey.expand(-1, channels or self.channels, -1, -1).contiguous()
         n_obj = sum(len(lab) for lab in labels)
         desc = (
             f"{self.examples} canvases of {size}x{size} px with {n_obj} handwritten digits of {digit} px "
-            f"(1 to {self.max_digits} each, seed {self.seed}) from the digits test split, with boxes and masks"
+            f"(1 to {self.max_digits} each, seed {self.seed}) from the digits {part} split, with boxes and masks"
         )
         first = torch.tensor([int(lab[0]) for lab in labels])
-        return VisionTaskData(self.name, images, boxes, labels, masks, first, [str(i) for i in range(10)], desc)
+        split_keys = {"test_fraction": self.test_fraction, "split_seed": self.split_seed}
+        return VisionTaskData(
+            self.name, images, boxes, labels, masks, first, [str(i) for i in range(10)], desc, {"split": split_keys}
+        )

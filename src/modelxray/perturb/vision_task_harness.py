@@ -50,10 +50,12 @@ class VisionTaskHarness:
         self.clean_outputs = self._outputs(self.images)
         self.clean = self.score(self.clean_outputs)
 
-    def _outputs(self, images: torch.Tensor) -> dict:
+    def _outputs(self, images: torch.Tensor, model: Any = None) -> dict:
         import dataclasses
 
         view = dataclasses.replace(self.subject, data=dataclasses.replace(self.data, images=images))
+        if model is not None:
+            view = dataclasses.replace(view, model=model)
         return vision_outputs(view, self.batch_size, 100)
 
     def score(self, out: dict) -> dict[str, float]:
@@ -81,9 +83,10 @@ class VisionTaskHarness:
     def clean_of(self, n: int) -> dict[str, float]:
         return self.clean
 
-    def evaluate(self, desc: str) -> dict[str, float]:
-        """The model as it is now (after weight noise) on the clean images."""
-        return self.score(self._outputs(self.images))
+    def evaluate(self, desc: str, model: Any = None) -> dict[str, float]:
+        """The model as it is now (after weight noise), or another ``model`` (a quantized copy), on
+        the clean images."""
+        return self.score(self._outputs(self.images, model))
 
     def perturb_inputs(self, family: str, level: float, generator: torch.Generator, desc: str) -> dict[str, float]:
         """Scores on the images under an image corruption at ``level`` (as ``ClassifierHarness``)."""

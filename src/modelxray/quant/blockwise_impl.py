@@ -79,9 +79,17 @@ def _quantize_stack(
         return rows
     for block in bar(blocks, desc=f"{quantizer.name}: {stack_name}", enabled=progress):
         layer_targets = [planned[m] for m in block.modules() if m in planned]
-        if layer_targets:
-            rows += quantizer.quantize_block(block, layer_targets, plan, inputs)
-        inputs.run(block, update=True)
+        try:
+            if layer_targets:
+                rows += quantizer.quantize_block(block, layer_targets, plan, inputs)
+            inputs.run(block, update=True)
+        except RuntimeError as exc:  # a list of parallel heads (SegFormer's decode head), not a chain
+            first = (str(exc).splitlines() or [""])[0][:120]
+            raise ConfigError(
+                "quant",
+                f"{quantizer.name}: {stack_name} is not a chain of blocks (a block does not take the one before's "
+                f"output: {first}); use an RTN config such as quant=int4",
+            ) from None
     return rows
 
 

@@ -260,6 +260,20 @@ def task_calibration(subject, method: str) -> Calibration:
     return Calibration(chunks, origin)
 
 
+def canvas_calibration(subject, quantizer) -> Calibration:
+    """A detector's, segmenter's or backbone's calibration: ``calibration_examples`` digit canvases of
+    its input size built from the digits train split (the evaluated canvases use the test split)."""
+    import dataclasses
+
+    from modelxray.data.digit_canvases import DigitCanvases
+
+    images = subject.data.images
+    spec = DigitCanvases(examples=quantizer.calibration_examples, seed=quantizer.seed)
+    spec = dataclasses.replace(spec, **{k: v for k, v in subject.data.meta.get("split", {}).items()})
+    data = spec.load(canvas_size=int(images.shape[-1]), channels=int(images.shape[1]), part="train")
+    return Calibration([data.images], f"digit canvases from the digits train split, seed {quantizer.seed}")
+
+
 def subject_calibration(subject, quantizer) -> Calibration:
     """The run's calibration data: a classifier's training examples (``quant.calibration_examples``,
     seeded by ``quant.seed``), a text model's examples of its task that are not evaluated, else the
@@ -267,6 +281,8 @@ def subject_calibration(subject, quantizer) -> Calibration:
     task = getattr(subject, "task", "causal_lm")
     if task == "classification":
         return example_calibration(subject.data, quantizer.calibration_examples, quantizer.seed, quantizer.name)
+    if task in ("object_detection", "semantic_segmentation", "image_features"):
+        return canvas_calibration(subject, quantizer)
     if task != "causal_lm":  # an encoder, a seq2seq model, a text classifier, a speech model
         return task_calibration(subject, quantizer.name)
     return Calibration([calibration_windows(subject)], "windows after the evaluated span")

@@ -22,7 +22,7 @@ from typing import ClassVar
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
-from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, refuse_ctc
+from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS, refuse_ctc
 
 # the strategies table of summary_report.md: quality, agreement, speed, size and the score
 SUMMARY_COLUMNS = (
@@ -84,7 +84,7 @@ def load_strategy(name: str):
 class QuantImpactAnalyzer(Analyzer):
     name: ClassVar[str] = "quant_impact"
     plots_module: ClassVar[str] = "modelxray.analyzers.quant_impact.plots"
-    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS)
+    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
     strategies: list[str] = field(default_factory=lambda: ["none", "int8", "int4", "gptq_int4", "awq_int4"])
     priority: str = "balanced"  # accuracy | speed | memory | balanced: weights of the efficiency score
     eval_windows: int = 8  # windows of the dataset for quality per strategy
@@ -93,6 +93,7 @@ class QuantImpactAnalyzer(Analyzer):
     speed_batch_size: int = 1  # sequences (classifier: test examples) per timed forward pass
     eval_examples: int = 512  # classifier: test examples for quality per strategy
     eval_batch_size: int = 64  # classifier: test examples per forward pass while evaluating
+    knn_k: int = 5  # vision backbone: neighbours voting in the k-NN accuracy of its embeddings
     warmup: int = 1
     iters: int = 3
     memory_interval_ms: float = 50.0  # memory sampling period of the timeline
@@ -116,6 +117,8 @@ class QuantImpactAnalyzer(Analyzer):
             load_strategy(s)  # unknown names and bad configs fail before any model loads
 
     def preflight(self, subject) -> None:
+        if subject.task in VISION_TASKS:
+            return  # its images come with the run (data.for_vision_kind)
         if subject.task == "classification":
             from modelxray.data.base import ClassificationData
 

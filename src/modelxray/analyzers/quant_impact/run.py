@@ -22,6 +22,7 @@ from modelxray.metrics.distinguish import indistinguishable
 from modelxray.metrics.measurements import Latency
 from modelxray.metrics.memory import tensor_bytes_by_dtype
 from modelxray.metrics.windows import NamedTensors, lm_eval_windows, speed_inputs, stack_inputs
+from modelxray.models.kinds import VISION_TASKS
 
 
 def efficiency_scores(rows: list[dict], priority: str) -> list[float]:
@@ -43,6 +44,13 @@ TASK_QUALITY = {
     "image_text_to_text": "answer perplexity (teacher-forced)",
 }
 
+# detectors, segmenters and backbones: what their quality is called, and their own columns
+VISION_NAMES = {"object_detection": "mAP@.5", "semantic_segmentation": "mean IoU", "image_features": "k-NN accuracy"}
+VISION_QUALITY = {
+    "object_detection": ("map", "map_50", "agree_map_50"),
+    "semantic_segmentation": ("miou", "pixel_accuracy", "pixel_agree"),
+    "image_features": ("knn_accuracy", "embedding_drift"),
+}
 # what every strategy costs and saves, logged per strategy for every kind of model
 COST_KEYS = (
     "inference_time",
@@ -61,9 +69,12 @@ class _Mode:
     quality columns and axis, the throughput unit and the metrics logged per strategy."""
 
     def __init__(self, cfg, subject, ctx: RunContext):
-        self.classifier = subject.task == "classification"
+        self.vision = subject.task in VISION_TASKS
+        self.classifier = subject.task == "classification" or self.vision  # one score per example
         device = model_device(subject.model)
-        if self.classifier:
+        if self.vision:
+            self._vision(cfg, subject)
+        elif self.classifier:
             from modelxray.measure.classifier_reference import QUALITY_KEYS, ClassifierReference, is_zero_shot
 
             self.ref = ClassifierReference(
@@ -108,10 +119,33 @@ class _Mode:
             self.zero_shot = False
             self.quality = TASK_QUALITY.get(subject.task, "perplexity")
 
+    def _vision(self, cfg, subject) -> None:
+        """A detector, segmenter or backbone, scored like a classifier: ``accuracy`` is the task's
+        quality (mAP@.5, mean IoU, k-NN accuracy) and ``top1_agree`` its agreement with the
+        unquantized outputs (mAP@.5 against its top detections, pixel agreement, 1 - cosine drift)."""
+        from modelxray.perturb.vision_task_harness import QUALITY, VisionTaskHarness
+
+        n = min(cfg.eval_examples, subject.data.n_examples)
+        self.ref = VisionTaskHarness(subject, n, cfg.eval_batch_size, 0, cfg.knn_k, "mid")
+        self.ref.n = n
+        self.ref.metrics = self.ref.clean  # what the results record as the reference
+        self.task_key = QUALITY[subject.task]
+        self.quality_keys = ("accuracy", "top1_agree", *VISION_QUALITY[subject.task])
+        self.throughput, self.unit, self.zero_shot = "examples_per_s", "images/s", False
+        self.quality = VISION_NAMES[subject.task]
+
     def evaluate(self, model, progress: bool, desc: str) -> dict:
+        if self.vision:
+            m = self.ref.evaluate(desc, model)
+            agree = m.get("agree_map_50", m.get("pixel_agree", 1.0 - m.get("embedding_drift", 0.0)))
+            return {**m, "accuracy": m[self.task_key], "top1_agree": agree}
         return self.ref.evaluate(model, progress=progress, desc=desc)
 
     def speed_batch(self, model, batch_size: int):
+        if self.vision:
+            images = self.ref.images
+            idx = torch.arange(batch_size) % images.shape[0]
+            return images[idx].to(model_device(model))
         return self.ref.speed_batch(model, batch_size) if self.classifier else self.lm_batch
 
     def quality_ratio(self, base: dict, row: dict) -> float:
@@ -124,7 +158,9 @@ class _Mode:
     def metric_keys(self, priority: str) -> tuple[str, ...]:
         """The per-strategy columns logged to MLflow as ``<strategy>_<key>``: quality (with its errors
         for a language model), then speed, size and the score, shared by every kind."""
-        if self.classifier:
+        if self.vision:
+            quality = ("accuracy", "top1_agree", "latency_p50_ms", "examples_per_s")
+        elif self.classifier:
             quality = ("accuracy", "loss", "kl", "top1_agree", "latency_p50_ms", "examples_per_s")
         else:
             quality = (
