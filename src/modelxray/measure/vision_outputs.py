@@ -71,13 +71,18 @@ def embeddings(model: nn.Module, images: torch.Tensor, batch_size: int, progress
     out = []
     with torch.inference_mode():
         for x in bar(list(_batches(images, batch_size)), desc="embeddings", enabled=progress):
-            raw = model(x.to(device=device, dtype=dtype))
-            pooled = getattr(raw, "pooler_output", None)
-            if pooled is None:
-                hidden = raw.last_hidden_state
-                pooled = hidden.mean(dim=tuple(range(2, hidden.dim()))) if hidden.dim() == 4 else hidden.mean(1)
-            out.append(pooled.reshape(pooled.shape[0], -1).float().cpu())
+            out.append(pooled(model(x.to(device=device, dtype=dtype))).float().cpu())
     return torch.cat(out)
+
+
+def pooled(raw: Any) -> torch.Tensor:
+    """(N, D) one embedding per image of a backbone's output: ``pooler_output`` where it has one,
+    else the mean of the last hidden state over positions (tokens, or pixels of a feature map)."""
+    value = getattr(raw, "pooler_output", None)
+    if value is None:
+        hidden = raw.last_hidden_state
+        value = hidden.mean(dim=tuple(range(2, hidden.dim()))) if hidden.dim() == 4 else hidden.mean(1)
+    return value.reshape(value.shape[0], -1)
 
 
 def vision_outputs(subject: Any, batch_size: int, max_detections: int, progress: bool = False) -> dict[str, Any]:

@@ -5,7 +5,10 @@ against the masks (and pixel agreement with the clean class maps), k-NN accuracy
 
 The image corruptions are the classifiers' (``perturb/images.py``): Gaussian pixel noise, blur and
 occlusion patches, applied to the images before the model's own normalisation. Weight and
-quantization noise act on the model and are scored by ``evaluate``."""
+quantization noise act on the model and are scored by ``evaluate``. FGSM and PGD (``perturb/attacks.py``)
+step in pixel space, inside [0, 1], to raise the task's own loss: a detector's training loss against
+the labelled boxes (its set-matching loss, computed by the model from ``labels``), a segmenter's
+per-pixel cross-entropy against the masks, a backbone's cosine distance from its clean embeddings."""
 
 from __future__ import annotations
 
@@ -21,6 +24,19 @@ from modelxray.perturb.images import gaussian_blur, gaussian_noise, occlude, pat
 
 QUALITY = {"object_detection": "map_50", "semantic_segmentation": "miou", "image_features": "knn_accuracy"}
 BOUNDS = (0.0, 1.0)  # images are pixels in [0, 1]
+
+
+def _first(data, n: int):
+    import dataclasses
+
+    return dataclasses.replace(
+        data,
+        images=data.images[:n],
+        boxes=data.boxes[:n],
+        labels=data.labels[:n],
+        masks=data.masks[:n],
+        image_labels=data.image_labels[:n],
+    )
 
 
 class VisionTaskHarness:
@@ -58,9 +74,13 @@ class VisionTaskHarness:
             view = dataclasses.replace(view, model=model)
         return vision_outputs(view, self.batch_size, 100)
 
-    def score(self, out: dict) -> dict[str, float]:
-        """The task's quality against the labels, and agreement with the clean outputs once known."""
+    def score(self, out: dict, n: int | None = None) -> dict[str, float]:
+        """The task's quality against the labels, and agreement with the clean outputs once known
+        (``n``: on the first ``n`` images only, whose outputs ``out`` holds)."""
         d, clean = self.data, getattr(self, "clean_outputs", None)
+        if n is not None and n < self.size:
+            d = _first(d, n)
+            clean = None if clean is None else {k: v[:n] for k, v in clean.items()}
         if self.task == "object_detection":
             truth = [{"boxes": b, "labels": lab} for b, lab in zip(d.boxes, d.labels)]
             m = coco_map(out["detections"], truth, self.bootstrap)
@@ -81,7 +101,88 @@ class VisionTaskHarness:
         return m
 
     def clean_of(self, n: int) -> dict[str, float]:
-        return self.clean
+        return self.clean if n >= self.size else self.score({k: v[:n] for k, v in self.clean_outputs.items()}, n)
+
+    # -- attacks in pixel space ------------------------------------------------------------------
+    eps_scale = 1.0  # pixels span [0, 1]: eps is a fraction of the range
+
+    def attack(
+        self,
+        eps_list: list[float],
+        steps: int,
+        step_size: float | None,
+        random_start: bool,
+        generator: torch.Generator,
+        n: int,
+        desc: str,
+    ) -> dict[float, dict[str, dict]]:
+        """FGSM (and PGD when ``steps`` > 0) at each eps on the first ``n`` images, raising the task's
+        loss; the gradient at the clean point is shared by every eps and PGD's first step."""
+        from modelxray.perturb.attacks import default_step_size, fgsm, pgd
+        from modelxray.perturb.embedding_shift import frozen
+
+        adv_f: dict[float, list] = {e: [] for e in eps_list}
+        adv_p: dict[float, list] = {e: [] for e in eps_list}
+        model = self.subject.model
+        with frozen(model):
+            for start in range(0, n, self.batch_size):
+                rows = slice(start, min(start + self.batch_size, n))
+                xb = self.images[rows]
+                grad_fn = self._grad_fn(rows)
+                # a backbone's cosine distance from its clean embedding has a zero gradient at the clean
+                # image: its first gradient is taken a tiny seeded step away
+                nudge = (
+                    1e-3 * (torch.rand(xb.shape, generator=generator) * 2 - 1) if self.task == "image_features" else 0
+                )
+                g0 = grad_fn((xb + nudge).clamp(*BOUNDS))
+                for eps in eps_list:
+                    adv_f[eps].append(fgsm(xb, g0, eps, BOUNDS))
+                    if steps > 0:
+                        size = (step_size * eps) if step_size else default_step_size(eps, steps)
+                        adv_p[eps].append(pgd(xb, grad_fn, eps, steps, size, random_start, generator, BOUNDS, g0))
+        out = {}
+        for eps in eps_list:
+            out[eps] = {"fgsm": self.score(self._outputs(torch.cat(adv_f[eps])), n)}
+            if steps > 0:
+                out[eps]["pgd"] = self.score(self._outputs(torch.cat(adv_p[eps])), n)
+        return out
+
+    def _grad_fn(self, rows: slice):
+        """x -> d(task loss)/dx for the images ``rows``."""
+        import torch.nn.functional as F
+
+        model, d = self.subject.model, self.data
+        device = next(model.parameters()).device
+
+        def loss_of(x: torch.Tensor) -> torch.Tensor:
+            if self.task == "semantic_segmentation":
+                logits = model(x).logits.float()
+                logits = F.interpolate(logits, size=x.shape[-2:], mode="bilinear", align_corners=False)
+                masks = d.masks[rows].to(device)
+                masks = masks.masked_fill(masks >= logits.shape[1], -100)  # classes the head does not have
+                return F.cross_entropy(logits, masks, ignore_index=-100)
+            if self.task == "image_features":
+                from modelxray.measure.vision_outputs import pooled
+
+                clean = self.clean_outputs["embeddings"][rows].to(device)
+                return (1 - F.cosine_similarity(pooled(model(x)).float(), clean, dim=-1)).mean()
+            side = x.shape[-1]
+            labels = []
+            for boxes, classes in zip(d.boxes[rows], d.labels[rows]):
+                cx, cy = (boxes[:, 0] + boxes[:, 2]) / 2 / side, (boxes[:, 1] + boxes[:, 3]) / 2 / side
+                w, h = (boxes[:, 2] - boxes[:, 0]) / side, (boxes[:, 3] - boxes[:, 1]) / side
+                box = torch.stack([cx, cy, w, h], 1).to(device)
+                labels.append({"class_labels": classes.to(device), "boxes": box})
+            net = model.net
+            return net(pixel_values=(x - model.mean.to(x)) / model.std.to(x), labels=labels).loss
+
+        def grad(x: torch.Tensor) -> torch.Tensor:
+            x = x.detach().to(device).requires_grad_(True)
+            with torch.enable_grad():
+                (g,) = torch.autograd.grad(loss_of(x), x)
+            return g.cpu()
+
+        return grad
 
     def evaluate(self, desc: str, model: Any = None) -> dict[str, float]:
         """The model as it is now (after weight noise), or another ``model`` (a quantized copy), on

@@ -81,13 +81,8 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         result.data["input_attacks"] = {"skipped": note}
         result.insights.append(note[0].upper() + note[1:] + "; weight and quantization noise still do.")
         fgsm_eps, pgd_eps = [], []
-    if harness.task in (*VISION_TASKS, "speech_recognition") and (fgsm_eps or pgd_eps):
-        note = (
-            "inputs are audio: embedding-space attacks do not apply; noise, time shift and speed do"
-            if harness.task == "speech_recognition"
-            else f"gradient attacks on the task loss ({harness.task}) are not run yet; image corruptions, "
-            "weight and quantization noise are"
-        )
+    if harness.task == "speech_recognition" and (fgsm_eps or pgd_eps):
+        note = "inputs are audio: embedding-space attacks do not apply; noise, time shift and speed do"
         result.data["input_attacks"] = {"skipped": note}
         result.insights.append(note[0].upper() + note[1:] + ".")
         fgsm_eps, pgd_eps = [], []
@@ -101,7 +96,8 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     if pgd_eps:
         scale = harness.eps_scale
         result.data["eps_scale"] = scale
-        n = min(cfg.pgd_samples or harness.size if harness.task == "classification" else cfg.pgd_windows, harness.size)
+        per_example = harness.task in ("classification", *VISION_TASKS)  # samples or images, not windows
+        n = min(cfg.pgd_samples or harness.size if per_example else cfg.pgd_windows, harness.size)
         sub_clean = harness.clean_of(n)
         attacks = harness.attack(
             pgd_eps,
