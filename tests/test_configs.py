@@ -44,6 +44,10 @@ def _required(group: str, option: str, hf_dir: Path, tmp_path: Path) -> list[str
         f = tmp_path / "rows.csv"
         f.write_text("text,label,source,target\nhello,1,a,b\n")
         return [f"dataset.path={f}"]
+    if (group, option) == ("dataset", "coco_folder"):
+        (tmp_path / "scenes").mkdir()
+        (tmp_path / "scenes" / "instances.json").write_text('{"images": [], "annotations": [], "categories": []}')
+        return [f"dataset.root={tmp_path / 'scenes'}"]
     if (group, option) == ("dataset", "audio_folder"):
         (tmp_path / "clips").mkdir()
         (tmp_path / "clips" / "transcripts.tsv").write_text("a.wav\thello\n")

@@ -48,6 +48,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "text_pairs": "modelxray.data.user_text.TextPairs",
         "audio_folder": "modelxray.data.speech.AudioFolder",
         "digit_canvases": "modelxray.data.digit_canvases.DigitCanvases",
+        "coco_folder": "modelxray.data.coco_folder.CocoFolder",
     },
     "analyzer": {
         "performance": "modelxray.analyzers.performance.PerformanceAnalyzer",
