@@ -101,8 +101,8 @@ def test_inspect_runs_and_the_others_refuse_in_one_line(dirs, tmp_path):
     out = modelxray.analyze([*args, "analyzer=inspect", "report.dashboard=false"], output_dir=tmp_path)
     inspect = out.results["inspect"].metrics
     assert inspect["parameters"] > 0 and "compute_failed" not in inspect
-    with pytest.raises(ConfigError, match=r"^analyzer.bitwidth: analyzes .* is a semantic_segmentation model") as e:
-        modelxray.analyze([*args, "analyzer=bitwidth"])
+    with pytest.raises(ConfigError, match=r"^analyzer.learning_dynamics: .*semantic_segmentation") as e:
+        modelxray.analyze([*args, "analyzer=learning_dynamics"])
     assert "\n" not in str(e.value)
 
 
@@ -212,6 +212,22 @@ def test_quant_impact_compares_strategies_by_the_task_and_calibrates_on_train_ca
     else:  # SegFormer's decode head is parallel projections, not a chain: listed, in one line
         (why,) = [u["reason"] for u in result.tables["unsupported"]]
         assert "is not a chain of blocks" in why and "\n" not in why
+
+
+@pytest.mark.parametrize("name", ["segformer", "dinov2"])
+def test_bitwidth_ranks_blocks_by_agreement_and_budgets_the_task_quality(name, dirs, tmp_path):
+    import modelxray
+
+    args = ["model=hf", f"model.name_or_path={dirs[name]}", "analyzer=bitwidth", "tracker=none", "progress=false"]
+    fast = ["analyzer.bitwidth.uniform_bits=[8,2]", "dataset.examples=6", "report.dashboard=false"]
+    out = modelxray.analyze([*args, *fast], output_dir=tmp_path)
+    result = out.results["bitwidth"]
+    assert result.ok, result.error
+    sens = result.tables["layer_sensitivity"]
+    assert sens and all(0 <= r["disagreement"] <= 1 for r in sens)
+    rows = {r["config"]: r for r in result.tables["configurations"]}
+    assert rows["uniform_int8"]["top1_agree"] > rows["uniform_int2"]["top1_agree"]  # 2 bits moves more
+    assert any("agreement with the unquantized outputs" in s for s in result.insights)
 
 
 def test_a_detector_without_its_image_processor_is_one_line(dirs, tmp_path):

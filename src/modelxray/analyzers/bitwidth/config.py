@@ -24,7 +24,7 @@ from typing import ClassVar
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
-from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, refuse_ctc
+from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS, refuse_ctc
 
 # keys that only mean something for token windows: a classifier run must leave them at their defaults
 LM_ONLY = ("max_windows", "kl_windows", "sensitivity_windows", "batch_size", "budget_ppl_increase")
@@ -34,7 +34,7 @@ LM_ONLY = ("max_windows", "kl_windows", "sensitivity_windows", "batch_size", "bu
 class BitwidthAnalyzer(Analyzer):
     name: ClassVar[str] = "bitwidth"
     plots_module: ClassVar[str] = "modelxray.analyzers.bitwidth.plots"
-    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS)
+    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
     uniform_bits: list[int] = field(default_factory=lambda: [8, 6, 4, 3, 2])
     symmetric: bool = True
     granularity: str = "group"  # tensor | channel | group
@@ -104,6 +104,8 @@ class BitwidthAnalyzer(Analyzer):
 
     def preflight(self, subject) -> None:
         refuse_ctc(subject, "analyzer.bitwidth")
+        if subject.task in VISION_TASKS:
+            return  # its images come with the run (data.for_vision_kind)
         if subject.task == "classification":
             self._preflight_classifier(subject)
         elif subject.data is None and subject.batches is None:

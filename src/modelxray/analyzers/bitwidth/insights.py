@@ -20,6 +20,8 @@ def insights(result: Result, mode, cfg) -> list[str]:
             out += _sensitivity_lm(sens, cfg)
         elif mode.key == "perplexity":  # a text or speech task: blocks of each stack, by loss
             out += _sensitivity_blocks(sens, cfg)
+        elif "disagreement" in sens[0]:  # a detector, segmenter or backbone: by agreement with itself
+            out += _sensitivity_vision(sens, cfg, mode)
         else:
             out += _sensitivity_classifier(sens, cfg)
     rec = result.data.get("recommendation")
@@ -86,6 +88,19 @@ def _sensitivity_blocks(sens: list[dict], cfg) -> list[str]:
     return [
         f"Most sensitive to {cfg.sensitivity_bits}-bit weights, one block at a time: "
         + ", ".join(f"{r['block']} ({_kind(r)}{r['loss_increase']:+.4f} loss, KL {r['kl']:.3g})" for r in top)
+        + "."
+    ]
+
+
+def _sensitivity_vision(sens: list[dict], cfg, mode) -> list[str]:
+    top = sorted(sens, key=lambda r: r["rank"])[:3]
+    return [
+        f"Most sensitive to {cfg.sensitivity_bits}-bit weights, one block at a time: "
+        + ", ".join(
+            f"{r['block']} ({_kind(r)}agreement with the unquantized outputs {r['top1_agree']:.3f}, "
+            f"{mode.quality} {0.0 - r['accuracy_drop']:+.3f})"
+            for r in top
+        )
         + "."
     ]
 

@@ -245,8 +245,59 @@ class TaskMode(LanguageModelMode):
     progressive_rules = ClassifierMode.progressive_rules
 
 
+class VisionMode(ClassifierMode):
+    """A detector, segmenter or backbone on its images: ``accuracy`` is the task's quality (mAP@.5,
+    mean IoU, k-NN accuracy; higher is better, the budget an absolute drop) and ``top1_agree`` its
+    agreement with the unquantized outputs; units of one block ranked by disagreement."""
+
+    row_keys = ("accuracy", "top1_agree")
+    reference_keys = ("accuracy",)
+    rec_keys = ("accuracy", "top1_agree")
+    rank_by = ("disagreement", "accuracy_drop")
+    names = {"object_detection": "mAP@.5", "semantic_segmentation": "mean IoU", "image_features": "k-NN accuracy"}
+
+    def __init__(self, cfg, subject, work, targets: list[Target], progress: bool):
+        import dataclasses
+
+        from modelxray.perturb.vision_task_harness import QUALITY, VisionTaskHarness
+
+        self.cfg, self.task = cfg, subject.task
+        n = min(cfg.eval_examples, subject.data.n_examples)
+        self.ref = VisionTaskHarness(dataclasses.replace(subject, model=work), n, cfg.eval_batch_size, 0, 5, "mid")
+        self.ref.n = n
+        self.task_key = QUALITY[subject.task]
+        self.metrics = {"accuracy": self.ref.clean[self.task_key], "top1_agree": 1.0}
+        self.quality = self.names[subject.task]
+        self.probe = None
+        self.budget = cfg.budget_accuracy_drop
+        self.blocks = find_blocks(work, [t for t in targets if t.kind in cfg.targets])
+
+    def evaluate(self, model, probe: bool, progress: bool, desc: str) -> dict:
+        m = self.ref.evaluate(desc, model)
+        agree = m.get("agree_map_50", m.get("pixel_agree", 1.0 - m.get("embedding_drift", 0.0)))
+        return {**m, "accuracy": m[self.task_key], "top1_agree": agree}
+
+    def probe_reference(self) -> dict:
+        return self.metrics
+
+    def sample_text(self) -> str:
+        return f"{self.ref.n:,} images"
+
+    def sensitivity_row(self, unit: Unit, m: dict, base: dict, params: int) -> dict:
+        return {
+            **unit.fields,
+            "bits": self.cfg.sensitivity_bits,
+            "top1_agree": m["top1_agree"],
+            "disagreement": 1.0 - m["top1_agree"],
+            "accuracy_drop": base["accuracy"] - m["accuracy"],
+            "params": params,
+        }
+
+
 def mode_for(cfg, subject, work, targets: list[Target], progress: bool):
-    if subject.task == "classification":
+    if subject.task in ("object_detection", "semantic_segmentation", "image_features"):
+        cls = VisionMode
+    elif subject.task == "classification":
         cls = ClassifierMode
     elif subject.task == "causal_lm":
         cls = LanguageModelMode
