@@ -12,6 +12,7 @@ import math
 
 import pandas as pd
 import seaborn as sns
+from matplotlib.ticker import MaxNLocator
 
 from modelxray.core.formatting import human_bytes
 from modelxray.metrics.distinguish import interval_of
@@ -53,7 +54,7 @@ def quality_line(result, short: bool = False) -> str | None:
         return text + (f", acc {q.accuracy:.3f}" if q.accuracy is not None else "")
     ci = q.perplexity_ci95
     interval = f", 95% CI {ci[0]:.4g}-{ci[1]:.4g}" if ci else ""
-    return f"perplexity {q.perplexity:.3f} ({desc}{interval})"
+    return f"{q.name} {q.perplexity:.3f} ({desc}{interval})"
 
 
 # -- quality with its uncertainty ---------------------------------------------------------------
@@ -76,8 +77,10 @@ def quality_intervals(result) -> list[dict]:
 
     if isinstance(q, Quality) and not q.is_classifier:
         m = q.to_metrics()
-        add("perplexity", "perplexity", m, "perplexity")
-        add("next-token accuracy", "top-1 accuracy", m, "accuracy")
+        name = q.name.split(" (")[0]  # "answer perplexity (teacher-forced)" -> "answer perplexity"
+        add(name, name, m, "perplexity")
+        predicted = "next-token accuracy" if q.name == "perplexity" else "scored-token accuracy"
+        add(predicted, "top-1 accuracy", m, "accuracy")
     elif isinstance(q, Quality):
         n = q.n_scored or 0
         for k, v in sorted(q.accuracy_at.items()):
@@ -120,8 +123,12 @@ def _quality(result):
         ax.set_ylim(-0.7, len(df) - 0.3)
         ax.invert_yaxis()
         ax.set_title(panel)
+        ax.xaxis.set_major_locator(MaxNLocator(5))  # a narrow interval would crowd the tick labels
+    import textwrap
+
     line = quality_line(result)
-    fig.suptitle((line + "\n" if line else "") + "error bars: 95% intervals", fontsize=10)
+    width = max(60, int(len(panels) * 5.5 * 14))  # characters that fit the figure's width at this size
+    fig.suptitle((textwrap.fill(line, width) + "\n" if line else "") + "error bars: 95% intervals", fontsize=10)
     return fig
 
 
