@@ -181,7 +181,8 @@ def test_every_analyzer_runs_on_a_vision_language_model(dirs, tmp_path):
     args = ["model=hf", f"model.name_or_path={dirs['llava']}", "tracker=none", "progress=false", "dataset.examples=4"]
     analyzers = "analyzer=[inspect,quant_impact,bitwidth,robustness]"
     fast = [
-        "analyzer.quant_impact.strategies=[none,int8,int4]",
+        "analyzer.quant_impact.strategies=[none,int8,gptq_int4]",
+        "dataset.calibration_windows=8",
         "analyzer.bitwidth.max_windows=4",
         "analyzer.bitwidth.sensitivity_windows=2",
         "analyzer.robustness.seeds=1",
@@ -190,6 +191,7 @@ def test_every_analyzer_runs_on_a_vision_language_model(dirs, tmp_path):
     ]
     out = modelxray.analyze([*args, analyzers, *fast], output_dir=tmp_path)
     assert all(r.ok for r in out.results.values()), {k: r.error for k, r in out.results.items() if not r.ok}
+    assert not out.results["quant_impact"].tables["unsupported"]  # GPTQ on questions about train digits
     tables = out.results["bitwidth"].tables.values()
     towers = {row["tower"] for rows in tables for row in rows if isinstance(row, dict) and "tower" in row}
     assert {"vision", "text"} <= towers  # each tower's blocks apart
@@ -228,6 +230,19 @@ def test_bitwidth_ranks_blocks_by_agreement_and_budgets_the_task_quality(name, d
     rows = {r["config"]: r for r in result.tables["configurations"]}
     assert rows["uniform_int8"]["top1_agree"] > rows["uniform_int2"]["top1_agree"]  # 2 bits moves more
     assert any("agreement with the unquantized outputs" in s for s in result.insights)
+
+
+def test_the_quantization_analyzer_benchmarks_a_vision_language_model_directory(dirs, tmp_path):
+    """``get_quantization_analyzer(DIR).run_benchmark(...)`` gives the same result fields on a LLaVA
+    directory as on a CLIP-style model."""
+    from modelxray.quantization_api import get_quantization_analyzer
+
+    config = ["dataset.examples=4", "tracker=none", "progress=false", "report.dashboard=false"]
+    bench = get_quantization_analyzer(dirs["llava"], config, tmp_path).run_benchmark(["none", "int8"])
+    assert bench.task == "image_text_to_text" and bench.quality_metric == "answer perplexity (teacher-forced)"
+    assert [r.strategy for r in bench.results] == ["none", "int8"] and bench.recommended in ("none", "int8")
+    int8 = bench.results[1]
+    assert int8.perplexity > 0 and 0 <= int8.top1_agree <= 1 and int8.memory_used_gb < bench.results[0].memory_used_gb
 
 
 def test_a_detector_without_its_image_processor_is_one_line(dirs, tmp_path):

@@ -68,9 +68,10 @@ def task_data(kind: str, dataset: Any, loaded: Any, progress: bool = False) -> T
     if kind == "image_text_to_text" and isinstance(dataset, Digits):
         from modelxray.data.image_questions import digit_questions
 
-        return digit_questions(
-            loaded.processor, dataset.max_test, 0, dataset.name, dataset.test_fraction, dataset.split_seed
-        )
+        split = (dataset.test_fraction, dataset.split_seed)
+        data = digit_questions(loaded.processor, dataset.max_test, 0, dataset.name, *split)
+        data.make_calibration = lambda: _questions_calibration(loaded, 128, 0, *split)
+        return data
     if isinstance(dataset, AudioFolder) and kind in ("speech_seq2seq", "speech_ctc"):
         rate = getattr(loaded.processor, "sampling_rate", None)
         return _speech(kind, dataset.load_utterances(rate), loaded, dataset.name)
@@ -93,7 +94,7 @@ def _calibration(kind: str, data: TaskData, dataset: TextDataset, loaded: Any, p
     of them): masked windows after the evaluated ones, other passages with words dropped, other
     paragraphs, other sentences spoken. A text too short for any gives None (GPTQ then says so)."""
     n, tok, seed = dataset.calibration_windows, loaded.tokenizer, dataset.task_seed + 1
-    text = dataset.read_text()
+    text = dataset.read_text() if kind != "image_text_to_text" else ""
     try:
         if kind == "masked_lm":
             from pathlib import Path
@@ -125,6 +126,8 @@ def _calibration(kind: str, data: TaskData, dataset: TextDataset, loaded: Any, p
             )
             windows = _speech(kind, utts, loaded, dataset.name).windows
             origin = "other sentences spoken by espeak-ng"
+        elif kind == "image_text_to_text":
+            return _questions_calibration(loaded, n, seed)
         elif kind in ("sequence_classification", "token_classification"):
             from modelxray.data.text_tasks import passages
 
@@ -139,6 +142,14 @@ def _calibration(kind: str, data: TaskData, dataset: TextDataset, loaded: Any, p
     except ConfigError:
         return None
     return windows, f"{origin} ({dataset.name}, seed {seed})"
+
+
+def _questions_calibration(loaded: Any, n: int, seed: int, test_fraction: float = 0.25, split_seed: int = 0):
+    """A vision-language model's calibration: ``n`` questions about digits of the train split."""
+    from modelxray.data.image_questions import digit_questions
+
+    data = digit_questions(loaded.processor, n, seed, "digits", test_fraction, split_seed, part="train")
+    return data.windows, f"questions about digits of the train split (seed {seed})"
 
 
 def _evaluated(kind: str, dataset: TextDataset, loaded: Any, progress: bool) -> TaskData:

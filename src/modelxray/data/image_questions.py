@@ -46,16 +46,18 @@ def to_rgb(digit: torch.Tensor, side: int = 32):
 
 
 def digit_images(
-    n: int, seed: int, side: int = 32, test_fraction: float = 0.25, split_seed: int = 0
+    n: int, seed: int, side: int = 32, test_fraction: float = 0.25, split_seed: int = 0, part: str = "test"
 ) -> tuple[list, list[int]]:
-    """``n`` digits of the test split (seeded), as RGB uint8 images of ``side`` pixels."""
+    """``n`` digits of the ``test`` (or ``train``) part of the split (seeded), as RGB uint8 images of
+    ``side`` pixels."""
     from modelxray.data.digits import load_digits_split
 
     split = load_digits_split(test_fraction, split_seed)
-    if n > split.x_test.shape[0]:
-        raise ConfigError("dataset.examples", f"the digits test split holds {split.x_test.shape[0]} images, not {n}")
-    chosen = sorted(random.Random(seed).sample(range(split.x_test.shape[0]), n))
-    return [to_rgb(split.x_test[i].view(8, 8), side) for i in chosen], [int(split.y_test[i]) for i in chosen]
+    x, y = (split.x_train, split.y_train) if part == "train" else (split.x_test, split.y_test)
+    if n > x.shape[0]:
+        raise ConfigError("dataset.examples", f"the digits {part} split holds {x.shape[0]} images, not {n}")
+    chosen = sorted(random.Random(seed).sample(range(x.shape[0]), n))
+    return [to_rgb(x[i].view(8, 8), side) for i in chosen], [int(y[i]) for i in chosen]
 
 
 def answer_windows(
@@ -79,14 +81,21 @@ def answer_windows(
 
 
 def digit_questions(
-    processor: Any, n: int | None, seed: int, name: str = "digits", test_fraction: float = 0.25, split_seed: int = 0
+    processor: Any,
+    n: int | None,
+    seed: int,
+    name: str = "digits",
+    test_fraction: float = 0.25,
+    split_seed: int = 0,
+    part: str = "test",
 ) -> TaskData:
-    """``n`` digits of the test split (None: all) asked "What digit is this?", answered with their label."""
+    """``n`` digits of the ``test`` split (None: all; ``train``: calibration questions, never
+    evaluated) asked "What digit is this?", answered with their label."""
     if n is None:
         from modelxray.data.digits import load_digits_split
 
         n = int(load_digits_split(test_fraction, split_seed).x_test.shape[0])
-    images, labels = digit_images(n, seed, 32, test_fraction, split_seed)
+    images, labels = digit_images(n, seed, 32, test_fraction, split_seed, part)
     prompt = prompt_for(processor, QUESTION)
-    desc = f'{n} handwritten digits (test split, seed {seed}) asked "{QUESTION}", scored on the answer tokens'
+    desc = f'{n} handwritten digits ({part} split, seed {seed}) asked "{QUESTION}", scored on the answer tokens'
     return answer_windows(processor, images, [prompt] * n, [f" {y}" for y in labels], name, desc)
