@@ -44,6 +44,10 @@ def _required(group: str, option: str, hf_dir: Path, tmp_path: Path) -> list[str
         f = tmp_path / "rows.csv"
         f.write_text("text,label,source,target\nhello,1,a,b\n")
         return [f"dataset.path={f}"]
+    if (group, option) == ("dataset", "image_questions"):
+        f = tmp_path / "questions.jsonl"
+        f.write_text('{"image": "a.png", "prompt": "What is it?", "answer": "a square"}\n')
+        return [f"dataset.path={f}"]
     if (group, option) == ("dataset", "coco_folder"):
         (tmp_path / "scenes").mkdir()
         (tmp_path / "scenes" / "instances.json").write_text('{"images": [], "annotations": [], "categories": []}')

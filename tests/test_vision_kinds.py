@@ -245,6 +245,39 @@ def test_the_quantization_analyzer_benchmarks_a_vision_language_model_directory(
     assert int8.perplexity > 0 and 0 <= int8.top1_agree <= 1 and int8.memory_used_gb < bench.results[0].memory_used_gb
 
 
+def test_a_users_questions_about_images_score_a_vision_language_model(dirs, tmp_path):
+    import json
+
+    from PIL import Image
+
+    import modelxray
+
+    folder = tmp_path / "vqa"
+    folder.mkdir()
+    rows = []
+    for i, colour in enumerate(("red", "green", "blue")):
+        Image.new("RGB", (20, 20), {"red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255)}[colour]).save(
+            folder / f"{i}.png"
+        )
+        rows.append({"image": f"{i}.png", "prompt": "What colour is this?", "answer": colour})
+    (folder / "q.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    args = [
+        "model=hf",
+        f"model.name_or_path={dirs['llava']}",
+        "dataset=image_questions",
+        f"dataset.path={folder / 'q.jsonl'}",
+    ]
+    fast = ["analyzer=performance", "analyzer.performance.iters=1", "analyzer.performance.max_new_tokens=3"]
+    out = modelxray.analyze(
+        [*args, *fast, "tracker=none", "progress=false", "report.dashboard=false"], output_dir=tmp_path
+    )
+    m = out.results["performance"].metrics
+    assert m["windows_scored"] == 3 and m["loss_se"] >= 0 and "exact_match" in m
+    (folder / "bad.jsonl").write_text(json.dumps({"image": "nope.png", "prompt": "?", "answer": "x"}))
+    with pytest.raises(ConfigError, match=r"^dataset.path: .*bad.jsonl row 1: image 'nope.png' is not in"):
+        modelxray.analyze([*args[:3], f"dataset.path={folder / 'bad.jsonl'}", "tracker=none"])
+
+
 def test_a_detector_without_its_image_processor_is_one_line(dirs, tmp_path):
     import shutil
 

@@ -46,6 +46,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "sample_images": "modelxray.data.sample_images.SampleImages",
         "labelled_text": "modelxray.data.user_text.LabelledText",
         "text_pairs": "modelxray.data.user_text.TextPairs",
+        "image_questions": "modelxray.data.user_text.ImageQuestions",
         "audio_folder": "modelxray.data.speech.AudioFolder",
         "digit_canvases": "modelxray.data.digit_canvases.DigitCanvases",
         "coco_folder": "modelxray.data.coco_folder.CocoFolder",

@@ -30,7 +30,7 @@ FITTING = {
     "token_classification": "a text dataset (words tagged by shape) or dataset=labelled_text is not per-token",
     "speech_seq2seq": "a text dataset (sentences spoken by espeak-ng) or dataset=audio_folder",
     "speech_ctc": "a text dataset (sentences spoken by espeak-ng) or dataset=audio_folder",
-    "image_text_to_text": "dataset=digits (each digit asked what it is), or leave the default",
+    "image_text_to_text": "dataset=digits (each digit asked what it is), dataset=image_questions, or the default",
 }
 
 
@@ -50,7 +50,7 @@ def task_data(kind: str, dataset: Any, loaded: Any, progress: bool = False) -> T
     feature extractor), or a one-line ConfigError naming the datasets that fit."""
     from modelxray.data.digits import Digits
     from modelxray.data.speech import AudioFolder
-    from modelxray.data.user_text import LabelledText, TextPairs
+    from modelxray.data.user_text import ImageQuestions, LabelledText, TextPairs
 
     tok, model = loaded.tokenizer, loaded.model
     if isinstance(dataset, TextDataset):
@@ -65,6 +65,10 @@ def task_data(kind: str, dataset: Any, loaded: Any, progress: bool = False) -> T
         ids, names = _label_ids(labels, model, dataset.path)
         desc = f"{len(texts)} labelled texts from {dataset.path}"
         return classification_windows(texts, ids, tok, dataset.seq_len, dataset.name, desc, names)
+    if kind == "image_text_to_text" and isinstance(dataset, ImageQuestions):
+        from modelxray.data.image_questions import user_questions
+
+        return user_questions(loaded.processor, dataset.read(), dataset.name, dataset.path)
     if kind == "image_text_to_text" and isinstance(dataset, Digits):
         from modelxray.data.image_questions import digit_questions
 

@@ -80,6 +80,21 @@ def answer_windows(
     return TaskData(name, "image_text_to_text", windows, description, len(windows), meta)
 
 
+def user_questions(processor: Any, rows: list, name: str, path: str) -> TaskData:
+    """A user's (image file, question, answer) rows: each question in the model's prompt format, the
+    answer scored after it (with a leading space, as an answer follows the prompt)."""
+    from PIL import Image
+
+    images = []
+    for where, _, _ in rows:
+        with Image.open(where) as im:
+            images.append(im.convert("RGB").copy())
+    prompts = [prompt_for(processor, q) for _, q, _ in rows]
+    answers = [a if a[:1].isspace() else f" {a}" for _, _, a in rows]
+    desc = f"{len(rows)} questions about images from {path}, scored on the answer tokens"
+    return answer_windows(processor, images, prompts, answers, name, desc)
+
+
 def digit_questions(
     processor: Any,
     n: int | None,

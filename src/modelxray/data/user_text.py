@@ -1,5 +1,6 @@
 """A user's own examples for text tasks: labelled texts (CSV or JSONL of text and label) for a text
-classifier, and (source, target) pairs (JSONL) for a seq2seq model. Read whole at load; every bad
+classifier, (source, target) pairs (JSONL) for a seq2seq model, and questions about images (image
+path, prompt, answer) for a generative vision-language model. Read whole at load; every bad
 file or row is one line naming ``dataset.path`` and what would fix it."""
 
 from __future__ import annotations
@@ -93,3 +94,25 @@ class TextPairs(_UserFile):
     def read(self) -> list[tuple[str, str]]:
         rows = _rows(self.path, (("source", "input", "text"), ("target", "output", "summary")))
         return [(r[0], r[1]) for r in rows[: self.max_examples]]
+
+
+@dataclass
+class ImageQuestions(_UserFile):
+    """Questions about images (``image``, ``prompt``, ``answer`` fields; the image path relative to
+    the file's folder): a generative vision-language model's test set, scored on the answers."""
+
+    @property
+    def name(self) -> str:
+        return f"image_questions:{Path(self.path).name}"
+
+    def read(self) -> list[tuple[Path, str, str]]:
+        rows = _rows(self.path, (("image", "image_path", "file"), ("prompt", "question"), ("answer", "target")))
+        folder = Path(os.path.expanduser(self.path)).parent
+        out = []
+        for i, (image, prompt, answer) in enumerate(rows[: self.max_examples], 1):
+            where = Path(os.path.expanduser(image))
+            where = where if where.is_absolute() else folder / where
+            if not where.is_file():
+                raise ConfigError("dataset.path", f"{self.path} row {i}: image {image!r} is not in {folder}")
+            out.append((where, prompt, answer))
+        return out
