@@ -278,6 +278,29 @@ def test_a_users_questions_about_images_score_a_vision_language_model(dirs, tmp_
         modelxray.analyze([*args[:3], f"dataset.path={folder / 'bad.jsonl'}", "tracker=none"])
 
 
+@pytest.mark.parametrize("name, key", [("detr", "map_50"), ("segformer", "miou"), ("llava", "perplexity")])
+def test_any_transformers_vision_model_in_memory_is_analyzed_as_its_kind(name, key, dirs, tmp_path):
+    """``modelxray.analyze(model=..., processor=...)`` on the objects a user already holds."""
+    import transformers
+
+    import modelxray
+
+    auto = {"detr": "AutoModelForObjectDetection", "segformer": "AutoModelForSemanticSegmentation"}
+    auto["llava"] = "AutoModelForImageTextToText"
+    net = getattr(transformers, auto[name]).from_pretrained(dirs[name])
+    loader = transformers.AutoProcessor if name == "llava" else transformers.AutoImageProcessor
+    processor = loader.from_pretrained(dirs[name])
+    args = ["analyzer=performance", "analyzer.performance.iters=1", "analyzer.performance.max_new_tokens=2"]
+    args += ["dataset.examples=4", "tracker=none", "progress=false", "report.dashboard=false"]
+    out = modelxray.analyze(args, model=net, processor=processor, output_dir=tmp_path)
+    assert key in out.results["performance"].metrics
+    if name == "detr":
+        with pytest.raises(
+            ConfigError, match=r"^processor: DetrForObjectDetection is a detector: pass its image processor"
+        ):
+            modelxray.analyze(args, model=net)
+
+
 def test_a_detector_without_its_image_processor_is_one_line(dirs, tmp_path):
     import shutil
 

@@ -26,8 +26,8 @@ def _in_memory(
 ) -> LoadedModel:
     """A user's module: a language model (with a tokenizer or token batches), an image classifier
     (``image_shape``), a generic module (``example_inputs``: name -> tensor or shape), or a
-    transformers encoder, seq2seq or speech model (its kind from its class; a speech model with its
-    feature extractor, ``processor``)."""
+    transformers encoder, seq2seq, speech, vision-language model, detector, segmenter or backbone (its
+    kind from its class; with its feature extractor, processor or image processor: ``processor``)."""
     dtypes = {str(p.dtype).replace("torch.", "") for p in model.parameters()}
     info = ModelInfo(name=type(model).__name__, source_format="in-memory", source_dtype=",".join(sorted(dtypes)))
     from modelxray.models.kinds import TASK_OF_KIND, kind_of_architecture
@@ -36,7 +36,21 @@ def _in_memory(
     if kind in TASK_KINDS and image_shape is None and example_inputs is None:
         if kind in SPEECH_KINDS and processor is None:
             raise ConfigError("processor", f"{info.name} is a speech model: pass its feature extractor (processor=...)")
+        if kind == "image_text_to_text":
+            if processor is None:
+                raise ConfigError(
+                    "processor", f"{info.name} is a vision-language model: pass its processor (processor=...)"
+                )
+            tokenizer = tokenizer if tokenizer is not None else getattr(processor, "tokenizer", None)
         return LoadedModel(model.eval(), tokenizer, info, task=TASK_OF_KIND[kind], kind=kind, processor=processor)
+    if kind in VISION_KINDS and image_shape is None and example_inputs is None:
+        from modelxray.models.hf_vision_tasks import settings_of, wrap_vision_task
+
+        if kind == "object_detection" and processor is None:
+            raise ConfigError("processor", f"{info.name} is a detector: pass its image processor (processor=...)")
+        loaded = wrap_vision_task(model, kind, settings_of(processor), processor, None, info.name)
+        loaded.model, loaded.task, loaded.info = loaded.model.eval(), TASK_OF_KIND[kind], info
+        return loaded
     if image_shape is not None:
         return LoadedModel(model.eval(), None, info, task="classification", image_shape=tuple(image_shape))
     if example_inputs is not None:

@@ -64,11 +64,13 @@ def run(
     processor: Any = None,
 ) -> RunOutcome:
     """Run the configured analyzers on the configured (or given) model and record everything."""
-    if model is not None and tokenizer is None and batches is None and image_shape is None and example_inputs is None:
+    given = (tokenizer, batches, image_shape, example_inputs, processor)
+    if model is not None and all(g is None for g in given) and not _vision_kind(model):
         raise ConfigError(
             "tokenizer",
             "an in-memory model needs a tokenizer or a dataloader of token batches (a language model), "
-            "image_shape (an image classifier) or example_inputs (any other module)",
+            "image_shape (an image classifier), a processor (a transformers detector, segmenter, vision-language "
+            "or speech model) or example_inputs (any other module)",
         )
     components = build_components(cfg, skip_model=model is not None, skip_dataset=batches is not None)
     if cfg.threads:
@@ -226,6 +228,14 @@ def run_stage(name: str, analyzer, subject: Subject, ctx: RunContext) -> Result:
     result.analyzer = name
     result.seconds = time.perf_counter() - start
     return result
+
+
+def _vision_kind(model: torch.nn.Module) -> bool:
+    """A transformers detector, segmenter or backbone: it needs nothing beside itself (a detector says
+    in one line that it needs its image processor)."""
+    from modelxray.models.kinds import VISION_KINDS, kind_of_architecture
+
+    return hasattr(model, "config") and kind_of_architecture(type(model).__name__) in VISION_KINDS
 
 
 def run_summary(config: dict, job: JobInfo, subject: Subject, tracking: str) -> dict[str, Any]:

@@ -52,8 +52,10 @@ def _image_size(config: Any, processor: dict[str, Any], override: int | None) ->
         size = size[0]
     if not size:
         size = processor.get("size")
-        if isinstance(size, dict):
-            size = size.get("height") or size.get("shortest_edge")
+        if size is not None and not isinstance(size, int):  # a dict, or an image processor's SizeDict
+            size = getattr(size, "height", None) or (
+                size.get("height") or size.get("shortest_edge") if hasattr(size, "get") else None
+            )
     return int(size) if isinstance(size, int) and size <= 1024 else DEFAULT_IMAGE_SIZE
 
 
@@ -63,12 +65,18 @@ def load_vision_task(source: Any, kind: str, path: str, kwargs: dict) -> LoadedM
     import transformers
 
     net = getattr(transformers, AUTO_VISION_CLASS[kind]).from_pretrained(path, dtype=source.torch_dtype(), **kwargs)
-    settings = processor_settings(path)
-    processor = None
-    if kind == "object_detection":
-        processor = _image_processor(path, kwargs)
+    processor = _image_processor(path, kwargs) if kind == "object_detection" else None
+    return wrap_vision_task(net, kind, processor_settings(path), processor, source.image_size, source.name_or_path)
+
+
+def wrap_vision_task(
+    net: nn.Module, kind: str, settings: dict[str, Any], processor: Any, image_size: int | None, name: str
+) -> LoadedModel:
+    """``net`` wrapped for pixels in [0, 1]: the normalisation of ``settings`` (an image processor's
+    ``image_mean``, ``image_std``, ``size``) inside, its input size from ``image_size``, the config or
+    the processor."""
     channels = int(getattr(net.config, "num_channels", 3) or 3)
-    size = _image_size(net.config, settings, source.image_size)
+    size = _image_size(net.config, settings, image_size)
     notes = []
     if "image_mean" in settings:
         mean, std = list(settings["image_mean"]), list(settings["image_std"])
@@ -78,8 +86,17 @@ def load_vision_task(source: Any, kind: str, path: str, kwargs: dict) -> LoadedM
     if len(mean) != channels:
         mean, std = [mean[0]] * channels, [std[0]] * channels
     model = PixelTaskModel(net, mean, std, (channels, size, size))
-    info = ModelInfo(source.name_or_path, "hf", "", notes=notes)
+    info = ModelInfo(name, "hf", "", notes=notes)
     return LoadedModel(model, None, info, kind=kind, processor=processor, image_shape=model.image_shape)
+
+
+def settings_of(processor: Any) -> dict[str, Any]:
+    """An in-memory image processor's ``image_mean``, ``image_std`` and ``size`` (what its saved
+    ``preprocessor_config.json`` would hold), or {}."""
+    if processor is None:
+        return {}
+    image = getattr(processor, "image_processor", processor)
+    return {k: getattr(image, k) for k in ("image_mean", "image_std", "size") if getattr(image, k, None) is not None}
 
 
 def _image_processor(path: str, kwargs: dict) -> Any:
