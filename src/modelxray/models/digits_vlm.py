@@ -12,7 +12,6 @@ processor) is kept under ``cache_dir`` keyed by every setting that shapes it and
 from __future__ import annotations
 
 import random
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,22 +62,9 @@ class DigitsVLMSource(ModelSource):
         return cache_file(self.cache_dir, "digits-vlm", self.settings(), CACHE_FORMAT).with_suffix("")
 
     def load(self) -> LoadedModel:
-        from modelxray.models.hf import HFSource
+        from modelxray.models.trained_cache import load_trained_directory
 
-        directory = self.cache_path()
-        if self.use_disk_cache and (directory / "config.json").is_file():
-            note = f"trained before with these settings ({self.steps} steps, seed {self.seed}), loaded from {directory}"
-        else:
-            if not self.use_disk_cache:
-                directory = Path(self.cache_dir).expanduser() / "digits-vlm-uncached"
-            note = self._train_into(directory)
-        if self.save_pretrained:
-            shutil.copytree(directory, Path(self.save_pretrained).expanduser(), dirs_exist_ok=True)
-        loaded = HFSource(name_or_path=str(directory), dtype=self.dtype, device=self.device).load()
-        loaded.info.name = "digits-vlm"
-        loaded.info.source_format = "config"
-        loaded.info.notes = [note, *loaded.info.notes]
-        return loaded
+        return load_trained_directory(self, "digits-vlm", self._train_into)
 
     def build(self):
         """The untrained model and its processor (seeded by the caller)."""
@@ -132,17 +118,14 @@ class DigitsVLMSource(ModelSource):
     def _train_into(self, directory: Path) -> str:
         import torch
 
+        from modelxray.models.trained_cache import write_directory
+
         start = time.perf_counter()
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             net, processor = self.build()
             final = self._train(net, processor)
-        tmp = directory.with_name(directory.name + f".tmp{random.randrange(1 << 30)}")
-        net.eval().save_pretrained(tmp)
-        processor.save_pretrained(tmp)
-        if directory.exists():
-            shutil.rmtree(directory)
-        tmp.replace(directory)
+        write_directory(directory, net.eval(), processor)
         return (
             f"trained now: {self.steps} steps of AdamW (lr {self.lr}, seed {self.seed}) answering what digit each "
             f"image of the digits train split shows, {time.perf_counter() - start:.0f} s, final training loss {final:.3f}"
@@ -150,13 +133,12 @@ class DigitsVLMSource(ModelSource):
 
     def _train(self, net: Any, processor: Any) -> float:
         """Cross-entropy on the answer tokens of batches of train-split questions."""
-        import torch
         import torch.nn.functional as F
 
-        from modelxray.core.progress import bar
         from modelxray.data.digits import load_digits_split
         from modelxray.data.image_questions import QUESTION, answer_windows, prompt_for, to_rgb
         from modelxray.metrics.windows import IGNORE, batched
+        from modelxray.models.trained_cache import optimize
 
         split = load_digits_split(self.test_fraction, self.split_seed)
         images = [to_rgb(x.view(8, 8), IMAGE_SIDE) for x in split.x_train]
@@ -169,25 +151,13 @@ class DigitsVLMSource(ModelSource):
         pools = list(groups.values())
         weights = [len(p) for p in pools]
         rng = random.Random(self.seed)
-        opt = torch.optim.AdamW(net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
-        warm = max(1, self.steps // 20)
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: min((s + 1) / warm, max(0.05, (self.steps - s) / (self.steps - warm + 1)))
-        )
-        recent: list[float] = []
-        net.train()
-        with torch.enable_grad():
-            for _ in bar(range(self.steps), desc="training digits-vlm (first run only)", enabled=self.progress):
-                pool = rng.choices(pools, weights)[0]
-                chosen = [pool[rng.randrange(len(pool))] for _ in range(self.batch_size)]
-                inputs, targets = next(batched(chosen, len(chosen)))
-                logits = net(**inputs).logits
-                loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE)
-                opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-                opt.step()
-                sched.step()
-                recent = [*recent[-19:], float(loss.detach())]
-        net.eval()
-        return sum(recent) / len(recent)
+
+        def loss_of(_step: int):
+            pool = rng.choices(pools, weights)[0]
+            chosen = [pool[rng.randrange(len(pool))] for _ in range(self.batch_size)]
+            inputs, targets = next(batched(chosen, len(chosen)))
+            logits = net(**inputs).logits
+            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE)
+
+        desc = "training digits-vlm (first run only)"
+        return optimize(net, loss_of, self.steps, self.lr, self.weight_decay, desc, self.progress)

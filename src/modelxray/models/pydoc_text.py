@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import random
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,23 +98,9 @@ class PydocTextSource(ModelSource):
         return cache_file(self.cache_dir, self.model_name, self.settings(), CACHE_FORMAT).with_suffix("")
 
     def load(self) -> LoadedModel:
-        from modelxray.models.hf import HFSource
+        from modelxray.models.trained_cache import load_trained_directory
 
-        directory = self.cache_path()
-        if self.use_disk_cache and (directory / "config.json").is_file():
-            note = f"trained before with these settings ({self.steps} steps, seed {self.seed}), loaded from {directory}"
-        else:
-            if not self.use_disk_cache:
-                directory = Path(self.cache_dir).expanduser() / f"{self.model_name}-uncached"
-            note = self._train_into(directory)
-        if self.save_pretrained:
-            out = Path(self.save_pretrained).expanduser()
-            shutil.copytree(directory, out, dirs_exist_ok=True)
-        loaded = HFSource(name_or_path=str(directory), dtype=self.dtype, device=self.device).load()
-        loaded.info.name = self.model_name
-        loaded.info.source_format = "config"
-        loaded.info.notes = [note, *loaded.info.notes]
-        return loaded
+        return load_trained_directory(self, self.model_name, self._train_into)
 
     # -- training ---------------------------------------------------------------------------------
     def _train_into(self, directory: Path) -> str:
@@ -123,6 +108,7 @@ class PydocTextSource(ModelSource):
         import torch
 
         from modelxray.models.text_tokenizer import save_tokenizer, train_tokenizer
+        from modelxray.models.trained_cache import write_directory
 
         text = shipped_text()
         start = time.perf_counter()
@@ -136,12 +122,7 @@ class PydocTextSource(ModelSource):
             else:
                 final = self._train_bert(net, tok, text)
         seconds = time.perf_counter() - start
-        tmp = directory.with_name(directory.name + f".tmp{random.randrange(1 << 30)}")
-        net.eval().save_pretrained(tmp)
-        save_tokenizer(tok, tmp)
-        if directory.exists():
-            shutil.rmtree(directory)
-        tmp.replace(directory)
+        write_directory(directory, net.eval(), lambda d: save_tokenizer(tok, d))
         what = "filling masked tokens" if self.arch == "bert" else "restoring dropped words"
         return (
             f"trained now: {self.steps} steps of AdamW (lr {self.lr}, seed {self.seed}) {what} in the Python docs "
@@ -206,30 +187,12 @@ class PydocTextSource(ModelSource):
         return BertForMaskedLM(config)
 
     def _optimize(self, net: Any, batch_of, desc: str) -> float:
-        """``steps`` of AdamW with a linear warm-up (5%) and decay; ``batch_of(step)`` gives the
-        model's keyword inputs with ``labels``. Returns the mean loss of the last 50 steps."""
-        import torch
+        """``trained_cache.optimize`` on the model's own loss of ``batch_of(step)`` (its keyword
+        inputs with ``labels``)."""
+        from modelxray.models.trained_cache import optimize
 
-        from modelxray.core.progress import bar
-
-        opt = torch.optim.AdamW(net.parameters(), lr=self.lr, weight_decay=self.weight_decay)
-        warm = max(1, self.steps // 20)
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: min((s + 1) / warm, max(0.05, (self.steps - s) / (self.steps - warm + 1)))
-        )
-        recent: list[float] = []
-        net.train()
-        with torch.enable_grad():
-            for step in bar(range(self.steps), desc=desc, enabled=self.progress):
-                loss = net(**batch_of(step)).loss
-                opt.zero_grad()
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
-                opt.step()
-                sched.step()
-                recent = [*recent[-49:], float(loss.detach())]
-        net.eval()
-        return sum(recent) / len(recent)
+        loss_of = lambda step: net(**batch_of(step)).loss  # noqa: E731
+        return optimize(net, loss_of, self.steps, self.lr, self.weight_decay, desc, self.progress)
 
     def held_out_passages(self, text: str) -> set[str]:
         """The passages the seq2seq evaluation scores with these dataset settings."""

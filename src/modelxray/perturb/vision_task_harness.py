@@ -23,6 +23,7 @@ from modelxray.metrics.segmentation import segmentation_scores
 from modelxray.perturb.images import gaussian_blur, gaussian_noise, occlude, patch_positions
 
 QUALITY = {"object_detection": "map_50", "semantic_segmentation": "miou", "image_features": "knn_accuracy"}
+QUALITY_NAME = {"object_detection": "mAP@.5", "semantic_segmentation": "mean IoU", "image_features": "k-NN accuracy"}
 BOUNDS = (0.0, 1.0)  # images are pixels in [0, 1]
 
 
@@ -99,6 +100,14 @@ class VisionTaskHarness:
         if clean is not None and out is not clean:
             m["embedding_drift"] = cosine_drift(out["embeddings"], clean["embeddings"])["embedding_drift"]
         return m
+
+    def evaluate_as_classifier(self, model: Any, desc: str) -> dict[str, float]:
+        """``evaluate`` of ``model`` with the task's quality as ``accuracy`` and its agreement with the
+        clean outputs as ``top1_agree`` (mAP@.5 against the clean top detections, pixel agreement,
+        1 - cosine drift): the columns the classifier paths of quant_impact and bitwidth compare."""
+        m = self.evaluate(desc, model)
+        agree = m.get("agree_map_50", m.get("pixel_agree", 1.0 - m.get("embedding_drift", 0.0)))
+        return {**m, "accuracy": m[self.quality], "top1_agree": agree}
 
     def clean_of(self, n: int) -> dict[str, float]:
         return self.clean if n >= self.size else self.score({k: v[:n] for k, v in self.clean_outputs.items()}, n)

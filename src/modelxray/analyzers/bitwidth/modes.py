@@ -254,28 +254,24 @@ class VisionMode(ClassifierMode):
     reference_keys = ("accuracy",)
     rec_keys = ("accuracy", "top1_agree")
     rank_by = ("disagreement", "accuracy_drop")
-    names = {"object_detection": "mAP@.5", "semantic_segmentation": "mean IoU", "image_features": "k-NN accuracy"}
 
     def __init__(self, cfg, subject, work, targets: list[Target], progress: bool):
         import dataclasses
 
-        from modelxray.perturb.vision_task_harness import QUALITY, VisionTaskHarness
+        from modelxray.perturb.vision_task_harness import QUALITY_NAME, VisionTaskHarness
 
         self.cfg, self.task = cfg, subject.task
         n = min(cfg.eval_examples, subject.data.n_examples)
         self.ref = VisionTaskHarness(dataclasses.replace(subject, model=work), n, cfg.eval_batch_size, 0, 5, "mid")
         self.ref.n = n
-        self.task_key = QUALITY[subject.task]
-        self.metrics = {"accuracy": self.ref.clean[self.task_key], "top1_agree": 1.0}
-        self.quality = self.names[subject.task]
+        self.metrics = {"accuracy": self.ref.clean[self.ref.quality], "top1_agree": 1.0}
+        self.quality = QUALITY_NAME[subject.task]
         self.probe = None
         self.budget = cfg.budget_accuracy_drop
         self.blocks = find_blocks(work, [t for t in targets if t.kind in cfg.targets])
 
     def evaluate(self, model, probe: bool, progress: bool, desc: str) -> dict:
-        m = self.ref.evaluate(desc, model)
-        agree = m.get("agree_map_50", m.get("pixel_agree", 1.0 - m.get("embedding_drift", 0.0)))
-        return {**m, "accuracy": m[self.task_key], "top1_agree": agree}
+        return self.ref.evaluate_as_classifier(model, desc)
 
     def probe_reference(self) -> dict:
         return self.metrics

@@ -45,7 +45,6 @@ TASK_QUALITY = {
 }
 
 # detectors, segmenters and backbones: what their quality is called, and their own columns
-VISION_NAMES = {"object_detection": "mAP@.5", "semantic_segmentation": "mean IoU", "image_features": "k-NN accuracy"}
 VISION_QUALITY = {
     "object_detection": ("map", "map_50", "agree_map_50"),
     "semantic_segmentation": ("miou", "pixel_accuracy", "pixel_agree"),
@@ -123,22 +122,19 @@ class _Mode:
         """A detector, segmenter or backbone, scored like a classifier: ``accuracy`` is the task's
         quality (mAP@.5, mean IoU, k-NN accuracy) and ``top1_agree`` its agreement with the
         unquantized outputs (mAP@.5 against its top detections, pixel agreement, 1 - cosine drift)."""
-        from modelxray.perturb.vision_task_harness import QUALITY, VisionTaskHarness
+        from modelxray.perturb.vision_task_harness import QUALITY_NAME, VisionTaskHarness
 
         n = min(cfg.eval_examples, subject.data.n_examples)
         self.ref = VisionTaskHarness(subject, n, cfg.eval_batch_size, 0, cfg.knn_k, "mid")
         self.ref.n = n
         self.ref.metrics = self.ref.clean  # what the results record as the reference
-        self.task_key = QUALITY[subject.task]
         self.quality_keys = ("accuracy", "top1_agree", *VISION_QUALITY[subject.task])
         self.throughput, self.unit, self.zero_shot = "examples_per_s", "images/s", False
-        self.quality = VISION_NAMES[subject.task]
+        self.quality = QUALITY_NAME[subject.task]
 
     def evaluate(self, model, progress: bool, desc: str) -> dict:
         if self.vision:
-            m = self.ref.evaluate(desc, model)
-            agree = m.get("agree_map_50", m.get("pixel_agree", 1.0 - m.get("embedding_drift", 0.0)))
-            return {**m, "accuracy": m[self.task_key], "top1_agree": agree}
+            return self.ref.evaluate_as_classifier(model, desc)
         return self.ref.evaluate(model, progress=progress, desc=desc)
 
     def speed_batch(self, model, batch_size: int):
