@@ -52,6 +52,14 @@ def _required(group: str, option: str, hf_dir: Path, tmp_path: Path) -> list[str
         (tmp_path / "scenes").mkdir()
         (tmp_path / "scenes" / "instances.json").write_text('{"images": [], "annotations": [], "categories": []}')
         return [f"dataset.root={tmp_path / 'scenes'}"]
+    if (group, option) == ("dataset", "mask_folder"):
+        from PIL import Image
+
+        for sub in ("images", "masks"):
+            (tmp_path / "segments" / sub).mkdir(parents=True)
+        Image.new("RGB", (8, 8)).save(tmp_path / "segments" / "images" / "a.jpg")
+        Image.new("L", (8, 8)).save(tmp_path / "segments" / "masks" / "a.png")
+        return [f"dataset.root={tmp_path / 'segments'}"]
     if (group, option) == ("dataset", "audio_folder"):
         (tmp_path / "clips").mkdir()
         (tmp_path / "clips" / "transcripts.tsv").write_text("a.wav\thello\n")

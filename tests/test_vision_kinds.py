@@ -195,6 +195,33 @@ def test_every_analyzer_runs_on_a_vision_language_model(dirs, tmp_path):
     tables = out.results["bitwidth"].tables.values()
     towers = {row["tower"] for rows in tables for row in rows if isinstance(row, dict) and "tower" in row}
     assert {"vision", "text"} <= towers  # each tower's blocks apart
+    robust = out.results["robustness"]
+    assert robust.data["attack_space"] == "pixels" and "fgsm_0.1_kl" in robust.metrics
+
+
+def test_vision_language_attacks_step_in_pixels_inside_the_range(dirs):
+    """The harness undoes the processor's normalisation exactly, and FGSM moves every pixel by at
+    most eps inside [0, 1], raising the answer loss."""
+    from modelxray.api import compose
+    from modelxray.app.loading import load_subject
+    from modelxray.config.components import build_components
+    from modelxray.perturb.vision_language_harness import VisionLanguageHarness
+
+    cfg = compose(["model=hf", f"model.name_or_path={dirs['llava']}", "dataset.examples=2"])
+    subject, _ = load_subject(cfg, build_components(cfg))
+    harness = VisionLanguageHarness(
+        subject.model, subject.data.windows[:2], subject.tokenizer, subject.processor, 2, 2, False
+    )
+    inputs, targets = harness.ref.batches[0]
+    x0 = harness._pixels(inputs)
+    assert torch.allclose(harness._with_pixels(inputs, x0)["pixel_values"], inputs["pixel_values"], atol=1e-5)
+    grad = harness._pixel_grad_fn(inputs, targets)(x0)
+    from modelxray.perturb.attacks import fgsm
+
+    x = fgsm(x0, grad, 0.05, (0.0, 1.0))
+    assert (x - x0).abs().max() <= 0.05 + 1e-6 and x.min() >= 0 and x.max() <= 1
+    m = harness.attack([0.05], 0, None, False, torch.Generator().manual_seed(0), 2, "")[0.05]["fgsm"]
+    assert m["loss"] > harness.clean["loss"]
 
 
 @pytest.mark.parametrize("name, quality", [("dinov2", "knn_accuracy"), ("segformer", "miou")])
@@ -379,6 +406,10 @@ def test_mean_iou_and_pixel_accuracy_by_hand():
     iou2 = 2 / (3 + 2 - 2)
     assert m["miou"] == pytest.approx((iou0 + iou1 + iou2) / 3)
     assert m["pixel_accuracy"] == pytest.approx(6 / 8) and m["miou_se"] >= 0
+    # ignored truth pixels (-1) are not scored: here every wrong pixel is ignored
+    ignored = truth.masked_fill(pred != truth, -1)
+    m = segmentation_scores(pred, ignored, 3, bootstrap=20)
+    assert m["miou"] == 1.0 and m["pixel_accuracy"] == 1.0
 
 
 def test_knn_accuracy_and_drift_by_hand():
@@ -393,3 +424,15 @@ def test_knn_accuracy_and_drift_by_hand():
     rotated = torch.tensor([[0.0, 1.0]]).expand(6, 2)
     d = cosine_drift(torch.tensor([[1.0, 0.0]]).expand(6, 2), rotated)
     assert d["embedding_drift"] == pytest.approx(1.0) and math.isclose(d["embedding_drift_se"], 0.0, abs_tol=1e-12)
+
+
+def test_pixels_are_normalised_as_the_image_processor_says():
+    from modelxray.models.hf_vision import normalisation
+
+    imagenet = {"image_mean": [0.485, 0.456, 0.406], "image_std": [0.229, 0.224, 0.225]}
+    assert normalisation(imagenet, 3)[:2] == (imagenet["image_mean"], imagenet["image_std"])
+    # RT-DETR's processor carries ImageNet statistics but does not apply them
+    assert normalisation({**imagenet, "do_normalize": False}, 3) == ([0.0] * 3, [1.0] * 3, [])
+    mean, std, notes = normalisation({}, 1)
+    assert (mean, std) == ([0.0], [1.0]) and "No image processor" in notes[0]
+    assert normalisation({"image_mean": [0.5], "image_std": [0.5]}, 3)[:2] == ([0.5] * 3, [0.5] * 3)

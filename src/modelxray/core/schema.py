@@ -31,6 +31,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "digits_clip": "modelxray.models.digits_clip.DigitsCLIPSource",
         "pydoc_text": "modelxray.models.pydoc_text.PydocTextSource",
         "digits_vlm": "modelxray.models.digits_vlm.DigitsVLMSource",
+        "digits_detector": "modelxray.models.digits_detector.DigitsDetectorSource",
         "mlp": "modelxray.models.grokking.MLPSource",
         "grokking_transformer": "modelxray.models.grokking.GrokkingTransformerSource",
     },
@@ -50,6 +51,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "audio_folder": "modelxray.data.speech.AudioFolder",
         "digit_canvases": "modelxray.data.digit_canvases.DigitCanvases",
         "coco_folder": "modelxray.data.coco_folder.CocoFolder",
+        "mask_folder": "modelxray.data.mask_folder.MaskFolder",
     },
     "analyzer": {
         "performance": "modelxray.analyzers.performance.PerformanceAnalyzer",

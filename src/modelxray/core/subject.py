@@ -45,7 +45,7 @@ class LoadedModel:
     image_shape: tuple[int, int, int] | None = None  # (C, H, W) an image model expects; images are fit to it
     example_inputs: Any = None  # a generic model's named example inputs (data.example_inputs.ExampleInputs)
     kind: str | None = None  # the model kind (models.kinds): masked_lm, seq2seq_lm, speech_ctc ...
-    processor: Any = None  # a speech model's feature extractor (audio -> model inputs)
+    processor: Any = None  # a speech model's feature extractor, a detector's or VLM's processor
 
 
 @dataclass
@@ -61,7 +61,7 @@ class Subject:
     # a classifier's test-split logits, a generic model's outputs on its example inputs
     reference: Any = None
     kind: str | None = None  # the model kind (models.kinds), where it was loaded as one
-    processor: Any = None  # a speech model's feature extractor
+    processor: Any = None  # a speech model's feature extractor, a detector's or VLM's processor
 
     def with_model(self, model: nn.Module, step: dict[str, Any]) -> Subject:
         """A copy of this subject holding a transformed model, recording the step that made it."""

@@ -5,8 +5,10 @@
 Each image is resized to the model's square input size when read, its boxes scaled alike. A
 category becomes the model's label id when the model's config names it (``label2id``, matched
 without case), else its COCO ``category_id``. Masks are the annotations' polygons or RLEs drawn by
-pycocotools (``annToMask``), each pixel labelled with its category's label + 1 (0 is background, as
-the digit canvases count); an annotation without a segmentation fills its box."""
+pycocotools (``annToMask``), each pixel labelled with its category's label, as the segmenter's class
+maps count; an annotation without a segmentation fills its box. Pixels no annotation covers are the
+model's background class when it names one (``background``, ``__background__``, ``unlabeled``), else
+not scored: COCO leaves unannotated whatever it does not name."""
 
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from typing import Any
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
 from modelxray.core.schema import REQUIRED
+
+BACKGROUND_NAMES = ("background", "__background__", "unlabeled", "unlabelled")
 
 
 @dataclass
@@ -81,6 +85,7 @@ class CocoFolder(Configurable):
         names = {c["id"]: str(c.get("name", c["id"])) for c in spec["categories"]}
         by_name = {str(k).lower(): int(v) for k, v in (label2id or {}).items()}
         label_of = {cid: by_name.get(name.lower(), cid) for cid, name in names.items()}
+        background = next((by_name[n] for n in BACKGROUND_NAMES if n in by_name), -1)  # -1: not scored
         ids = sorted(img["id"] for img in spec["images"] if coco.getAnnIds(imgIds=img["id"]))
         if self.max_images is not None:
             ids = ids[: self.max_images]
@@ -99,7 +104,7 @@ class CocoFolder(Configurable):
                 pixels = np.asarray(im.convert(mode).resize((canvas_size, canvas_size)), dtype=np.float32) / 255
             sx, sy = canvas_size / w, canvas_size / h
             anns = coco.loadAnns(coco.getAnnIds(imgIds=image_id))
-            mask = np.zeros((h, w), dtype=np.int64)
+            mask = np.full((h, w), background, dtype=np.int64)
             b, lab = [], []
             for a in anns:
                 x, y, bw, bh = a["bbox"]
@@ -110,7 +115,7 @@ class CocoFolder(Configurable):
                 else:
                     on = np.zeros((h, w), dtype=bool)
                     on[int(y) : int(y + bh), int(x) : int(x + bw)] = True
-                mask[on] = label_of[a["category_id"]] + 1
+                mask[on] = label_of[a["category_id"]]
             small = Image.fromarray(mask.astype(np.int32)).resize((canvas_size, canvas_size), Image.NEAREST)
             image = torch.from_numpy(pixels)
             images.append(image.permute(2, 0, 1) if image.dim() == 3 else image[None])

@@ -27,8 +27,9 @@ if TYPE_CHECKING:
 @dataclass
 class VisionTaskData:
     """Images (N, C, H, W) in [0, 1] with what a vision task scores them against: boxes (a list of
-    (k, 4) xyxy pixel tensors) and their labels, masks (N, H, W; 0 = background, c + 1 = class c),
-    and one label per image (its first digit) for k-NN accuracy of embeddings."""
+    (k, 4) xyxy pixel tensors) and their labels, masks (N, H, W) of the segmenter's class ids (-1:
+    a pixel not scored; the canvases' segmenter counts 0 = background, c + 1 = digit c), and one label
+    per image (its first digit) for k-NN accuracy of embeddings."""
 
     name: str
     images: torch.Tensor

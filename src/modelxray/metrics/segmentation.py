@@ -1,6 +1,7 @@
 """Semantic segmentation quality from a confusion matrix: mean IoU over the classes present in the
 truth or the prediction (the usual mIoU), and pixel accuracy, each with a bootstrap standard error
-over images (IoU pools pixels over images, so images are the resampled unit)."""
+over images (IoU pools pixels over images, so images are the resampled unit). Truth pixels below 0
+are not scored (a dataset's "ignore" pixels, or those no annotation covers)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ import torch
 
 
 def confusions(pred: torch.Tensor, truth: torch.Tensor, n_classes: int) -> torch.Tensor:
-    """(images, n_classes, n_classes) counts: [i, t, p] pixels of image i of class t predicted p."""
-    idx = truth.long().reshape(truth.shape[0], -1) * n_classes + pred.long().reshape(pred.shape[0], -1)
+    """(images, n_classes, n_classes) counts: [i, t, p] pixels of image i of class t predicted p;
+    truth pixels below 0 are left out."""
+    truth = truth.long().reshape(truth.shape[0], -1)
+    scored = truth >= 0
+    idx = truth.clamp(min=0) * n_classes + pred.long().reshape(pred.shape[0], -1)
     out = torch.zeros(truth.shape[0], n_classes * n_classes, dtype=torch.float64)
-    out.scatter_add_(1, idx, torch.ones_like(idx, dtype=torch.float64))
+    out.scatter_add_(1, idx, scored.to(torch.float64))
     return out.view(-1, n_classes, n_classes)
 
 

@@ -225,7 +225,7 @@ class HFSource(ModelSource):
     def _load_vision_language(self, path: str, kwargs: dict, config) -> LoadedModel:
         from transformers import AutoModel
 
-        from modelxray.models.hf_vision import image_shape_of, processor_settings
+        from modelxray.models.hf_vision import image_shape_of, normalisation, processor_settings
         from modelxray.models.vision_language import ZeroShotClassifier, family_of
 
         family = family_of(config, self.name_or_path)
@@ -233,13 +233,8 @@ class HFSource(ModelSource):
         tokenizer, notes = self._dual_encoder_tokenizer(path, kwargs, config)
         processor = processor_settings(path)
         shape = image_shape_of(config.vision_config, processor, self.image_size, self.name_or_path)
-        if "image_mean" in processor:
-            mean, std = list(processor["image_mean"]), list(processor["image_std"])
-        else:
-            mean, std = [0.0] * shape[0], [1.0] * shape[0]
-            notes.append("No image processor found: pixels are fed in [0, 1] without normalisation.")
-        if len(mean) != shape[0]:
-            mean, std = [mean[0]] * shape[0], [std[0]] * shape[0]
+        mean, std, more = normalisation(processor, shape[0])
+        notes.extend(more)
         model = ZeroShotClassifier(net, mean, std, shape, family, self.prompt_template)
         info = ModelInfo(self.name_or_path, "hf", "", notes=notes)
         return LoadedModel(model, tokenizer, info, task="classification", image_shape=shape)

@@ -53,7 +53,7 @@ class ToImage(nn.Module):
 
 
 def processor_settings(path: str) -> dict[str, Any]:
-    """``image_mean``, ``image_std`` and ``size`` from a local ``preprocessor_config.json`` (or {})."""
+    """A local ``preprocessor_config.json`` (``image_mean``, ``image_std``, ``do_normalize``, ``size``), or {}."""
     f = Path(path) / "preprocessor_config.json"
     return json.loads(f.read_text()) if f.is_file() else {}
 
@@ -81,16 +81,23 @@ def image_shape_of(config: Any, processor: dict[str, Any], override: int | None,
     return channels, int(size), int(size)
 
 
+def normalisation(processor: dict[str, Any], channels: int) -> tuple[list[float], list[float], list[str]]:
+    """The per-channel mean and std the image processor applies to pixels in [0, 1] (none where it
+    says ``do_normalize: false``, as RT-DETR's does), and the notes a report shows about it."""
+    if processor.get("do_normalize") is False:
+        return [0.0] * channels, [1.0] * channels, []
+    if "image_mean" not in processor:
+        note = "No image processor found: pixels are fed in [0, 1] without normalisation."
+        return [0.0] * channels, [1.0] * channels, [note]
+    mean, std = list(processor["image_mean"]), list(processor["image_std"])
+    if len(mean) != channels:
+        mean, std = [mean[0]] * channels, [std[0]] * channels
+    return mean, std, []
+
+
 def wrap_image_classifier(net: nn.Module, path: str, image_size: int | None, name: str) -> tuple[PixelClassifier, list]:
     """The wrapped model and the notes a report shows about its inputs."""
     processor = processor_settings(path)
     shape = image_shape_of(net.config, processor, image_size, name)
-    notes = []
-    if "image_mean" in processor:
-        mean, std = processor["image_mean"], processor["image_std"]
-    else:
-        mean, std = [0.0] * shape[0], [1.0] * shape[0]
-        notes.append("No image processor found: pixels are fed in [0, 1] without normalisation.")
-    if len(mean) != shape[0]:
-        mean, std = [mean[0]] * shape[0], [std[0]] * shape[0]
-    return PixelClassifier(net, list(mean), list(std), shape), notes
+    mean, std, notes = normalisation(processor, shape[0])
+    return PixelClassifier(net, mean, std, shape), notes

@@ -75,28 +75,24 @@ def wrap_vision_task(
     """``net`` wrapped for pixels in [0, 1]: the normalisation of ``settings`` (an image processor's
     ``image_mean``, ``image_std``, ``size``) inside, its input size from ``image_size``, the config or
     the processor."""
+    from modelxray.models.hf_vision import normalisation
+
     channels = int(getattr(net.config, "num_channels", 3) or 3)
     size = _image_size(net.config, settings, image_size)
-    notes = []
-    if "image_mean" in settings:
-        mean, std = list(settings["image_mean"]), list(settings["image_std"])
-    else:
-        mean, std = [0.0] * channels, [1.0] * channels
-        notes.append("No image processor found: pixels are fed in [0, 1] without normalisation.")
-    if len(mean) != channels:
-        mean, std = [mean[0]] * channels, [std[0]] * channels
+    mean, std, notes = normalisation(settings, channels)
     model = PixelTaskModel(net, mean, std, (channels, size, size))
     info = ModelInfo(name, "hf", "", notes=notes)
     return LoadedModel(model, None, info, kind=kind, processor=processor, image_shape=model.image_shape)
 
 
 def settings_of(processor: Any) -> dict[str, Any]:
-    """An in-memory image processor's ``image_mean``, ``image_std`` and ``size`` (what its saved
-    ``preprocessor_config.json`` would hold), or {}."""
+    """An in-memory image processor's ``image_mean``, ``image_std``, ``do_normalize`` and ``size``
+    (what its saved ``preprocessor_config.json`` would hold), or {}."""
     if processor is None:
         return {}
     image = getattr(processor, "image_processor", processor)
-    return {k: getattr(image, k) for k in ("image_mean", "image_std", "size") if getattr(image, k, None) is not None}
+    keys = ("image_mean", "image_std", "do_normalize", "size")
+    return {k: getattr(image, k) for k in keys if getattr(image, k, None) is not None}
 
 
 def _image_processor(path: str, kwargs: dict) -> Any:

@@ -25,6 +25,7 @@ class LMHarness:
     quality = "perplexity"  # the headline metric of every family
     dropout_family = "token_dropout"
     substitution_family = "token_substitution"
+    attack_space = "token embeddings"
 
     def __init__(
         self,

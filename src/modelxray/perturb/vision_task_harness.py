@@ -41,6 +41,7 @@ def _first(data, n: int):
 
 
 class VisionTaskHarness:
+    attack_space = "pixels"
     dropout_family = None
     substitution_family = None
 
@@ -168,7 +169,8 @@ class VisionTaskHarness:
                 logits = model(x).logits.float()
                 logits = F.interpolate(logits, size=x.shape[-2:], mode="bilinear", align_corners=False)
                 masks = d.masks[rows].to(device)
-                masks = masks.masked_fill(masks >= logits.shape[1], -100)  # classes the head does not have
+                unscored = (masks < 0) | (masks >= logits.shape[1])  # ignored pixels, classes the head lacks
+                masks = masks.masked_fill(unscored, -100)
                 return F.cross_entropy(logits, masks, ignore_index=-100)
             if self.task == "image_features":
                 from modelxray.measure.vision_outputs import pooled

@@ -9,9 +9,12 @@ pixel noise, Gaussian blur and occlusion patches (an image levels key set on a m
 images is a ConfigError; left at null it is skipped with a note). Encoders, seq2seq models and text
 classifiers are attacked on the token embeddings their encoder reads and fed text with substituted
 tokens; speech recognisers hear noise at set signal-to-noise ratios, shifted and sped-up clips, and
-are scored by word error rate. The perturbation families are task-agnostic; a harness per task
-(``perturb/lm_harness.py``, ``classifier_harness.py``, ``text_task_harness.py``,
-``speech_harness.py``) evaluates them. One clean pass is computed first and every family is compared against it. Metrics are named
+are scored by word error rate. Detectors, segmenters and backbones are attacked in pixel space on
+their task's loss and get the image corruptions; generative vision-language models are attacked in
+pixel space on their answer's loss and fed prompts with substituted tokens. The perturbation
+families are task-agnostic; a harness per task (``perturb/lm_harness.py``, ``classifier_harness.py``,
+``text_task_harness.py``, ``speech_harness.py``, ``vision_task_harness.py``,
+``vision_language_harness.py``) evaluates them. One clean pass is computed first and every family is compared against it. Metrics are named
 ``<family>_<level>_<metric>`` (``fgsm_0.03_perplexity``, ``quant_noise_4bit_kl``...).
 """
 

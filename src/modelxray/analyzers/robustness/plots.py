@@ -49,11 +49,14 @@ def figures(result) -> dict:
 
 
 def _quality(result) -> str:
-    return "perplexity" if result.data.get("task") == "causal_lm" else "accuracy"
+    """Perplexity for the models scored on token windows (language models, encoders, seq2seq,
+    vision-language answers), else accuracy."""
+    windows = result.data.get("task") == "causal_lm" or result.data.get("quality") == "perplexity"
+    return "perplexity" if windows else "accuracy"
 
 
 def _unit(result) -> str:
-    return "windows" if result.data.get("task") == "causal_lm" else "samples"
+    return "windows" if _quality(result) == "perplexity" else "samples"
 
 
 def _agreement(result) -> tuple[str, str]:
@@ -65,7 +68,9 @@ def _agreement(result) -> tuple[str, str]:
 
 
 def _attack_xlabel(result, xlabel: str) -> str:
-    return "attack radius eps (fraction of the input range)" if _quality(result) == "accuracy" else xlabel
+    if result.data.get("attack_space") == "pixels" or _quality(result) == "accuracy":
+        return "attack radius eps (fraction of the input range)"
+    return xlabel
 
 
 # -- error bars ---------------------------------------------------------------------------------

@@ -69,7 +69,8 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     harness = _harness(cfg, subject, ctx)
     clean = harness.clean
     result = cfg.new_result()
-    result.data.update({"task": harness.task, "clean": clean, "config": _grid(cfg)})
+    result.data.update({"task": harness.task, "quality": harness.quality, "clean": clean, "config": _grid(cfg)})
+    result.data["attack_space"] = getattr(harness, "attack_space", "inputs")
     result.metrics.update({f"clean_{k}": clean[k] for k in CLEAN_KEYS if k in clean})
     gen = lambda k: torch.Generator().manual_seed(ctx.seed * 1_000_003 + k)  # noqa: E731
 
@@ -214,6 +215,19 @@ def _harness(cfg, subject, ctx: RunContext):
 
         n = min(cfg.utterances, subject.data.n_examples)
         return SpeechHarness(subject.model, subject, n, cfg.batch_size, cfg.max_new_tokens, ctx.progress)
+    if subject.task == "image_text_to_text":
+        from modelxray.perturb.vision_language_harness import VisionLanguageHarness
+
+        return VisionLanguageHarness(
+            subject.model,
+            subject.data.windows[: cfg.eval_windows],
+            subject.tokenizer,
+            subject.processor,
+            cfg.batch_size,
+            cfg.kl_windows,
+            ctx.progress,
+            cfg.attack_batch_size,
+        )
     if subject.data is not None and getattr(subject.data, "windows", None):
         from modelxray.perturb.text_task_harness import TextTaskHarness
 

@@ -1,0 +1,114 @@
+"""Your own images with segmentation masks, for a semantic segmenter: ``root/images/*`` and
+``root/masks/<same name>.png``, the layout of ADE20K, Cityscapes' label IDs and Pascal VOC's
+``SegmentationClass`` once the folders are named (``images``, ``masks`` keys).
+
+A mask is read as class indices: a palette PNG's indices (VOC) or a greyscale PNG's values. Its
+values are the segmenter's class ids; ``ignore_index`` pixels (255: VOC's borders) are not scored,
+and ``reduce_labels`` reads ADE20K's convention (0 = "other", not scored; the rest shift down by
+one), as the segmenter's image processor does with ``do_reduce_labels``. Images are resized to the
+model's square input (bilinear), masks alike (nearest). Each image's label for a backbone's k-NN
+accuracy is its most common scored class.
+
+Why our own: transformers' image processors read one image at a time and torchvision's dataset
+classes each fix one benchmark's folder names; this reads any folder pair into the scoring's tensors."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from modelxray.core.configurable import Configurable
+from modelxray.core.errors import ConfigError
+from modelxray.core.schema import REQUIRED
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
+
+
+@dataclass
+class MaskFolder(Configurable):
+    root: str = field(default="", metadata=REQUIRED)  # a folder holding the images and masks folders
+    images: str = "images"  # the images folder, relative to root
+    masks: str = "masks"  # the masks folder (PNG of class ids, same file stem as the image), relative to root
+    ignore_index: int = 255  # mask value of pixels that are not scored
+    reduce_labels: bool = False  # ADE20K's masks: 0 is "other" (not scored), class c is stored as c + 1
+    max_images: int | None = None  # the first N images with a mask, in name order (null = all)
+
+    def validate(self) -> None:
+        if not self.root:
+            raise ConfigError("root", "is required: a folder with images/ and masks/ folders")
+        self.require_positive("max_images", allow_none=True)
+        for key in ("images", "masks"):
+            if not self.folder(key).is_dir():
+                raise ConfigError(key, f"folder {self.folder(key)} does not exist; name the {key} folder under root")
+        if not self.pairs():
+            raise ConfigError(
+                "masks", f"no image in {self.folder('images')} has a mask of the same name in {self.folder('masks')}"
+            )
+
+    @property
+    def name(self) -> str:
+        return f"mask_folder:{Path(self.root).name}"
+
+    def folder(self, key: str) -> Path:
+        path = Path(os.path.expanduser(getattr(self, key)))
+        return path if path.is_absolute() else Path(os.path.expanduser(self.root)) / path
+
+    def pairs(self) -> list[tuple[Path, Path]]:
+        """(image, mask) files matched by stem, in name order."""
+        masks = {p.stem: p for p in self.folder("masks").iterdir() if p.suffix.lower() == ".png"}
+        images = sorted(p for p in self.folder("images").iterdir() if p.suffix.lower() in IMAGE_EXTENSIONS)
+        found = [(p, masks[p.stem]) for p in images if p.stem in masks]
+        return found[: self.max_images] if self.max_images is not None else found
+
+    def class_ids(self, mask):
+        """A mask's values as the segmenter's class ids, -1 where not scored."""
+        import numpy as np
+
+        ids = mask.astype(np.int64)
+        unscored = ids == self.ignore_index
+        if self.reduce_labels:
+            unscored |= ids == 0
+            ids = ids - 1
+        ids[unscored] = -1
+        return ids
+
+    def load(self, tokenizer=None, canvas_size: int = 224, channels: int = 3, class_names: list[str] | None = None):
+        """The images and their masks at ``canvas_size``; ``class_names`` are the model's labels."""
+        import numpy as np
+        import torch
+        from PIL import Image
+
+        from modelxray.data.digit_canvases import VisionTaskData
+
+        mode = "RGB" if channels == 3 else "L"
+        images, masks = [], []
+        for image_path, mask_path in self.pairs():
+            with Image.open(image_path) as im:
+                pixels = np.asarray(im.convert(mode).resize((canvas_size, canvas_size)), dtype=np.float32) / 255
+            with Image.open(mask_path) as m:
+                if m.mode not in ("P", "L", "I", "I;16"):
+                    raise ConfigError(
+                        "masks", f"{mask_path} is a {m.mode} image; a mask is a palette or greyscale PNG of class ids"
+                    )
+                small = np.asarray(m.resize((canvas_size, canvas_size), Image.NEAREST))
+            image = torch.from_numpy(pixels)
+            images.append(image.permute(2, 0, 1) if image.dim() == 3 else image[None])
+            masks.append(torch.from_numpy(self.class_ids(small)))
+        mask_stack = torch.stack(masks)
+        first = [_most_common(m) for m in mask_stack]
+        n_classes = int(mask_stack.max()) + 1
+        names = list(class_names or [str(c) for c in range(n_classes)])
+        desc = f"{len(images)} images of {self.folder('images')} with masks from {self.folder('masks').name}/"
+        empty = [torch.zeros(0, 4) for _ in images]
+        no_labels = [torch.zeros(0, dtype=torch.long) for _ in images]
+        return VisionTaskData(
+            self.name, torch.stack(images), empty, no_labels, mask_stack, torch.tensor(first), names, desc
+        )
+
+
+def _most_common(mask) -> int:
+    import torch
+
+    scored = mask[mask >= 0]
+    return int(torch.bincount(scored).argmax()) if scored.numel() else 0
