@@ -59,6 +59,19 @@ def test_unannotated_pixels_are_the_models_background_class_when_it_names_one(co
     assert (data.masks[0][40:] == 0).all() and (data.masks[0][:40, :20] == 3).float().mean() > 0.8
 
 
+def test_gptq_calibrates_on_images_held_out_of_the_users_folder(coco, tmp_path):
+    detr = vision_task_models.detr(tmp_path / "detr")
+    args = ["model=hf", f"model.name_or_path={detr}", "dataset=coco_folder", f"dataset.root={coco}"]
+    out = _fast_run(
+        tmp_path, [*args, "dataset.calibration_images=1", "quant=gptq_int4", "quant.calibration_examples=1"]
+    )
+    assert out.results["performance"].metrics["images_scored"] == 1  # the held-out image is not scored
+    notes = " ".join(out.results["quant"].insights)
+    assert "1 images of coco_folder:scenes held out of the scoring" in notes, notes
+    with pytest.raises(ConfigError, match=r"^calibration_images: holds out 2 of 2 images, leaving none"):
+        CocoFolder(root=str(coco), calibration_images=2).load(canvas_size=80)
+
+
 def test_a_missing_or_foreign_annotations_file_is_one_line(coco, tmp_path):
     with pytest.raises(ConfigError, match=r"^annotations: .*nope.json does not exist"):
         CocoFolder(root=str(coco), annotations="nope.json")

@@ -64,3 +64,37 @@ def test_the_vision_language_default_loads_as_its_kind_and_is_cached(tmp_path):
     assert first.info.notes[0].startswith("trained now: 2 steps") and first.processor is not None
     assert src.load().info.notes[0].startswith("trained before")
     assert DigitsVLMSource(cache_dir=str(tmp_path), **{**tiny, "split_seed": 1}).cache_path() != src.cache_path()
+
+
+def test_the_detector_default_loads_as_its_kind_and_learns_on_train_canvases(tmp_path):
+    from modelxray.models.digits_detector import DigitsDetectorSource
+
+    tiny = dict(width=32, queries=4, steps=2, batch_size=2, progress=False, device="cpu")
+    src = DigitsDetectorSource(cache_dir=str(tmp_path), **tiny)
+    first = src.load()
+    assert first.kind == "object_detection" and first.info.name == "digits-detector"
+    assert first.info.notes[0].startswith("trained now: 2 steps") and first.processor is not None
+    assert first.image_shape == (3, 64, 64) and first.model.mean.abs().sum() == 0  # RT-DETR reads raw pixels
+    assert src.load().info.notes[0].startswith("trained before")
+    assert DigitsDetectorSource(cache_dir=str(tmp_path), **{**tiny, "max_digits": 2}).cache_path() != src.cache_path()
+    with pytest.raises(ConfigError, match=r"^canvas_size: must be a multiple of 32"):
+        DigitsDetectorSource(canvas_size=50)
+    with pytest.raises(ConfigError, match=r"^queries: must be at least max_digits"):
+        DigitsDetectorSource(queries=2, max_digits=3)
+
+
+def test_the_step_schedule_holds_the_rate_then_drops_it_tenfold():
+    """DETR's recipe for the detector: warm-up over 5% of the steps, the rate held, a tenth of it
+    for the last 10%; the rate multiplier is read from the scheduler optimize builds."""
+    from unittest import mock
+
+    import torch
+
+    from modelxray.models.trained_cache import optimize
+
+    net = torch.nn.Linear(1, 1)
+    with mock.patch("torch.optim.lr_scheduler.LambdaLR") as scheduler:
+        optimize(net, lambda _: net(torch.ones(1, 1)).sum(), 40, 1.0, 0.0, "", False, schedule="step")
+    factor = scheduler.call_args[0][1]
+    assert [factor(s) for s in (0, 1, 2, 10, 35)] == [0.5, 1.0, 1.0, 1.0, 1.0]
+    assert factor(36) == factor(39) == 0.1

@@ -175,6 +175,27 @@ def test_answer_loss_is_the_models_own_loss_on_the_answer_tokens(dirs):
     assert answer.strip() == data.meta["references"][0].strip()  # the scored tokens are the answer
 
 
+def test_a_vision_language_dataloader_with_hf_labels_scores_the_models_own_loss(dirs):
+    """Batches as transformers' Trainer takes them (``labels`` aligned with ``input_ids``, shifted
+    inside the model) give the windows whose loss is the model's own."""
+    from modelxray.data.for_kind import task_data, task_data_from_batches
+    from modelxray.data.pydoc_topics import PydocTopics
+    from modelxray.measure.scoring import score_windows
+    from modelxray.metrics.windows import IGNORE
+
+    loaded = HFSource(name_or_path=str(dirs["llava"]), device="cpu").load()
+    w = task_data("image_text_to_text", PydocTopics(examples=1), loaded, False).windows[0]
+    batch = {k: v[None] for k, v in w.inputs.items()}
+    labels = torch.full_like(batch["input_ids"], IGNORE)
+    scored = (w.targets != IGNORE).nonzero()[:, 0]
+    labels[0, scored + 1] = batch["input_ids"][0, scored + 1]
+    with torch.no_grad():
+        expected = loaded.model(**batch, labels=labels).loss
+    data = task_data_from_batches(loaded, [{**batch, "labels": labels}])
+    score, _ = score_windows(loaded.model, data.windows, 1, [1], False, "")
+    assert score.result()["loss"] == pytest.approx(float(expected), rel=1e-5)
+
+
 def test_every_analyzer_runs_on_a_vision_language_model(dirs, tmp_path):
     import modelxray
 
@@ -326,6 +347,45 @@ def test_any_transformers_vision_model_in_memory_is_analyzed_as_its_kind(name, k
             ConfigError, match=r"^processor: DetrForObjectDetection is a detector: pass its image processor"
         ):
             modelxray.analyze(args, model=net)
+
+
+def _vision_loader(kind: str):
+    """Two batches of 2 canvases at 48 px (the models read 64): torchvision-style detection targets,
+    masks, or one label per image."""
+    from modelxray.data.digit_canvases import DigitCanvases
+
+    d = DigitCanvases(examples=4, max_digits=2).load(canvas_size=48, channels=3)
+    batches = []
+    for rows in (slice(0, 2), slice(2, 4)):
+        if kind == "object_detection":
+            target = [{"boxes": b, "labels": lab} for b, lab in zip(d.boxes[rows], d.labels[rows])]
+        else:
+            target = d.masks[rows] if kind == "semantic_segmentation" else d.image_labels[rows]
+        batches.append((d.images[rows], target))
+    return d, batches
+
+
+@pytest.mark.parametrize("name, kind", [("detr", "object_detection"), ("segformer", "semantic_segmentation")])
+def test_a_dataloader_of_labelled_images_is_what_a_vision_kind_scores(name, kind, dirs, tmp_path):
+    from modelxray import ModelAnalyzer
+    from modelxray.data.loader_data import vision_task_from_loader
+
+    d, batches = _vision_loader(kind)
+    data = vision_task_from_loader(batches, kind, (3, 64, 64))
+    assert data.images.shape == (4, 3, 64, 64)
+    if kind == "object_detection":  # boxes scaled with the images, 48 -> 64 px
+        assert torch.allclose(data.boxes[0], d.boxes[0] * 64 / 48) and data.labels[0].tolist() == d.labels[0].tolist()
+    else:
+        assert data.masks.shape == (4, 64, 64) and set(data.masks.unique().tolist()) <= set(d.masks.unique().tolist())
+    fast = ["analyzer=performance", "analyzer.performance.iters=1", "analyzer.performance.bootstrap=3"]
+    fast += ["analyzer.performance.detection_bootstrap=3", "tracker=none", "progress=false", "report.dashboard=false"]
+    analyzer = ModelAnalyzer(dirs[name], fast, output_dir=tmp_path)
+    m = analyzer.analyze_performance(batches)["metrics"]
+    assert m["examples"] == 4 and ("map_50" in m if kind == "object_detection" else "miou" in m)
+    with pytest.raises(
+        ConfigError, match=r"^data_loader: yields .* a detector's DataLoader yields \(images, targets\)"
+    ):
+        ModelAnalyzer(dirs["detr"], fast, output_dir=tmp_path).analyze_performance([torch.zeros(2, 3, 8, 8)])
 
 
 def test_a_detector_without_its_image_processor_is_one_line(dirs, tmp_path):

@@ -190,20 +190,14 @@ class ModelAnalyzer:
         if data_loader is not None:
             if self._base is None:
                 self._base = self._load(load_dataset=False)
-            from modelxray.app.loading import TASK_KINDS
+            from modelxray.app.loading import data_from_batches
 
-            if self._base.kind in TASK_KINDS:  # a text or speech model: its own batches as windows
-                from modelxray.data.for_kind import task_data_from_batches
-
-                data = task_data_from_batches(self._base, data_loader, key="data_loader")
-                return dataclasses.replace(self._base, data=data)
-            if self._base.task != "classification":
+            data = data_from_batches(self._base, data_loader, key="data_loader")
+            if data is None:  # a language model or a generic module: the batches as they come
                 return dataclasses.replace(self._base, batches=data_loader)
-            from modelxray.data.images import fit_images
-            from modelxray.data.loader_data import classification_from_loader
+            if self._base.task == "classification" and self._given["image_shape"] is not None:
+                from modelxray.data.images import fit_images
 
-            data = classification_from_loader(data_loader, key="data_loader")
-            if self._given["image_shape"] is not None:
                 data = fit_images(data, tuple(self._given["image_shape"]), self.name)
             return dataclasses.replace(self._base, data=data)
         if self._with_dataset is None:

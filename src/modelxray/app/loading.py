@@ -105,14 +105,8 @@ def load_subject(
         data = vision_task_data(loaded.kind, components.dataset, loaded)
     else:
         data = components.dataset.load(loaded.tokenizer) if needs_data else None
-    if batches is not None and loaded.kind in TASK_KINDS:  # the user's batches of the kind's inputs
-        from modelxray.data.for_kind import task_data_from_batches
-
-        data, batches = task_data_from_batches(loaded, batches), None
-    if batches is not None and loaded.task == "classification":  # images and labels: the split to score
-        from modelxray.data.loader_data import classification_from_loader
-
-        data, batches = classification_from_loader(batches), None
+    if batches is not None and (kind_data := data_from_batches(loaded, batches)) is not None:
+        data, batches = kind_data, None
     if data is not None and loaded.image_shape is not None:
         data = _fit_images(data, loaded)
         loaded = _bind_class_prompts(data, loaded)
@@ -129,6 +123,27 @@ def load_subject(
         processor=loaded.processor,
     )
     return subject, cache
+
+
+def data_from_batches(loaded: Any, batches: Any, key: str = "dataloader") -> Any:
+    """A user's DataLoader as the data a model's analyzers score: a text, speech or vision-language
+    model's batches as windows, a detector's, segmenter's or backbone's as labelled images, a
+    classifier's as its split; None for a language model or a generic module, which read batches
+    as they come."""
+    if loaded.kind in TASK_KINDS:
+        from modelxray.data.for_kind import task_data_from_batches
+
+        return task_data_from_batches(loaded, batches, key=key)
+    if loaded.kind in VISION_KINDS:
+        from modelxray.data.loader_data import vision_task_from_loader
+
+        shape = getattr(loaded, "image_shape", None) or loaded.model.image_shape  # a subject: its pixel model's
+        return vision_task_from_loader(batches, loaded.kind, tuple(shape), key=key)
+    if loaded.task == "classification":
+        from modelxray.data.loader_data import classification_from_loader
+
+        return classification_from_loader(batches, key=key)
+    return None
 
 
 def _keyed_inputs(loaded: LoadedModel) -> Any:

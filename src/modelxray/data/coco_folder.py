@@ -30,11 +30,13 @@ class CocoFolder(Configurable):
     root: str = field(default="", metadata=REQUIRED)  # a folder of images with a COCO annotations file
     annotations: str = "instances.json"  # the annotations file, relative to root (or an absolute path)
     max_images: int | None = None  # the first N annotated images, in id order (null = all)
+    calibration_images: int = 0  # the last N images calibrate GPTQ/AWQ and are not scored (0: digit canvases do)
 
     def validate(self) -> None:
         if not self.root:
             raise ConfigError("root", "is required: a folder of images with a COCO instances.json")
         self.require_positive("max_images", allow_none=True)
+        self.require_non_negative("calibration_images")
         root = Path(os.path.expanduser(self.root))
         if not root.is_dir():
             raise ConfigError("root", f"folder {self.root!r} does not exist")
@@ -126,6 +128,7 @@ class CocoFolder(Configurable):
         n_obj = sum(len(x) for x in labels)
         desc = f"{len(ids)} images of {root} with {n_obj} annotated objects ({self.annotations_path().name})"
         classes = [names[c] for c in sorted(names)]
-        return VisionTaskData(
+        data = VisionTaskData(
             self.name, torch.stack(images), boxes, labels, torch.stack(masks), torch.tensor(first), classes, desc
         )
+        return data.hold_out(self.calibration_images)

@@ -40,10 +40,31 @@ class VisionTaskData:
     class_names: list[str]
     description: str
     meta: dict[str, Any] = field(default_factory=dict)
+    calibration: torch.Tensor | None = None  # images kept out of the scoring for GPTQ/AWQ (None: canvases)
 
     @property
     def n_examples(self) -> int:
         return int(self.images.shape[0])
+
+    def hold_out(self, n: int, key: str = "calibration_images") -> VisionTaskData:
+        """The last ``n`` images kept for calibration only, the rest scored (``n`` = 0: all scored)."""
+        import dataclasses
+
+        if n <= 0:
+            return self
+        if n >= self.n_examples:
+            raise ConfigError(key, f"holds out {n} of {self.n_examples} images, leaving none to score; lower it")
+        keep = self.n_examples - n
+        return dataclasses.replace(
+            self,
+            images=self.images[:keep],
+            boxes=self.boxes[:keep],
+            labels=self.labels[:keep],
+            masks=self.masks[:keep],
+            image_labels=self.image_labels[:keep],
+            description=f"{self.description}; its last {n} images held out for calibration",
+            calibration=self.images[keep:],
+        )
 
 
 def paste_digits(

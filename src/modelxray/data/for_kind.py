@@ -258,9 +258,10 @@ def _label_ids(labels: list[str], model: Any, path: str) -> tuple[list[int], lis
 
 
 def task_data_from_batches(loaded: Any, batches: Any, key: str = "dataloader") -> TaskData:
-    """A user's DataLoader of a text or speech model's batches (Hugging Face style mappings: the
-    model's inputs and ``labels``, -100 = not scored) as windows: a seq2seq model's decoder input is
-    its labels shifted behind the start token, as transformers does in training."""
+    """A user's DataLoader of a text, speech or vision-language model's batches (Hugging Face style
+    mappings: the model's inputs and ``labels``, -100 = not scored) as windows: a seq2seq model's
+    decoder input is its labels shifted behind the start token, and a vision-language model's labels
+    are shifted onto the positions that predict them, as transformers does in training."""
     import torch
 
     from modelxray.metrics.windows import IGNORE, NamedTensors, Window
@@ -281,6 +282,8 @@ def task_data_from_batches(loaded: Any, batches: Any, key: str = "dataloader") -
             named = NamedTensors({k: v[row] for k, v in inputs.items()})
             named.primary = primary
             target = labels[row].reshape(-1) if labels.dim() > 1 else labels[row : row + 1]
+            if kind == "image_text_to_text":  # a causal model: the logits at t predict label t + 1
+                target = torch.cat([target[1:], target.new_full((1,), IGNORE)])
             windows.append(Window(named, target.long()))
     if not windows:
         raise ConfigError(key, "the DataLoader gave no batches")

@@ -1,4 +1,5 @@
-"""A user's DataLoader of (images, labels) as the classification split the analyzers score.
+"""A user's DataLoader as the data the analyzers score: (images, labels) as a classifier's
+classification split; a detector's, segmenter's or backbone's batches as its scored images.
 
 A classifier's analyzers (performance, robustness, bitwidth, quant_impact) work on a
 ``ClassificationData``: its test split is what they evaluate. A DataLoader handed to
@@ -61,3 +62,89 @@ def classification_from_loader(loader, key: str = "dataloader", name: str = "you
         input_shape=shape,
         meta={"source": "user DataLoader", **({"image_shape": shape} if len(shape) == 3 else {})},
     )
+
+
+VISION_NOUN = {"object_detection": "detector", "semantic_segmentation": "segmenter", "image_features": "backbone"}
+VISION_EXPECTED = {
+    "object_detection": "(images, targets) with targets a list of {'boxes': (k, 4) xyxy pixels, 'labels': (k,)} "
+    "per image, as torchvision's detection datasets give",
+    "semantic_segmentation": "(images, masks) with masks (B, H, W) of class ids (-1 or 255: not scored)",
+    "image_features": "(images, labels) with one integer label per image",
+}
+
+
+def vision_task_from_loader(loader, kind: str, image_shape: tuple[int, int, int], key: str = "dataloader"):
+    """Every batch of a detector's, segmenter's or backbone's ``loader`` (images in [0, 1], batch
+    first) as the images it is scored on, resized to the model's input ``image_shape`` (boxes scaled
+    alike, masks by nearest pixel)."""
+    import torch.nn.functional as F
+
+    from modelxray.data.digit_canvases import VisionTaskData
+
+    channels, height, width = image_shape
+    images, boxes, labels, masks, image_labels = [], [], [], [], []
+    for batch in loader if loader is not None else ():
+        x, target = _vision_pair(batch, kind, key)
+        if x.shape[1] != channels:
+            if x.shape[1] != 1:
+                raise ConfigError(key, f"yields {x.shape[1]}-channel images; the model reads {channels} channels")
+            x = x.expand(-1, channels, -1, -1)
+        sy, sx = height / x.shape[-2], width / x.shape[-1]
+        if (sy, sx) != (1.0, 1.0):
+            x = F.interpolate(x, size=(height, width), mode="bilinear", align_corners=False).clamp(0, 1)
+        images.append(x)
+        n = x.shape[0]
+        if kind == "object_detection":
+            for t in target:
+                b = torch.as_tensor(t["boxes"], dtype=torch.float32).reshape(-1, 4)
+                boxes.append(b * torch.tensor([sx, sy, sx, sy]))
+                labels.append(torch.as_tensor(t.get("labels", t.get("class_labels")), dtype=torch.long).reshape(-1))
+            masks.append(torch.zeros(n, height, width, dtype=torch.long))
+            image_labels.append(torch.tensor([int(lab[0]) if len(lab) else 0 for lab in labels[-n:]]))
+        elif kind == "semantic_segmentation":
+            m = torch.as_tensor(target).long()
+            m = m.masked_fill((m == 255) | (m < 0), -1)
+            if m.shape[-2:] != (height, width):
+                m = F.interpolate(m[:, None].float(), size=(height, width), mode="nearest")[:, 0].long()
+            masks.append(m)
+            image_labels.append(torch.tensor([most_common_class(r) for r in m]))
+        else:
+            masks.append(torch.zeros(n, height, width, dtype=torch.long))
+            image_labels.append(torch.as_tensor(target).long().reshape(-1))
+        if kind != "object_detection":
+            boxes.extend(torch.zeros(0, 4) for _ in range(n))
+            labels.extend(torch.zeros(0, dtype=torch.long) for _ in range(n))
+    if not images:
+        raise ConfigError(key, f"yields no batches; a {VISION_NOUN[kind]}'s DataLoader yields {VISION_EXPECTED[kind]}")
+    x = torch.cat(images)
+    desc = f"{x.shape[0]} images from your DataLoader"
+    if kind == "object_detection":
+        desc += f" with {sum(len(b) for b in boxes)} labelled boxes"
+    return VisionTaskData("dataloader", x, boxes, labels, torch.cat(masks), torch.cat(image_labels), [], desc)
+
+
+def _vision_pair(batch, kind: str, key: str):
+    if isinstance(batch, dict):
+        x = next((batch[k] for k in INPUT_KEYS if k in batch), None)
+        y = next((batch[k] for k in (*LABEL_KEYS, "masks", "mask") if k in batch), None)
+    elif isinstance(batch, (list, tuple)) and len(batch) >= 2:
+        x, y = batch[0], batch[1]
+    else:
+        x = y = None
+    if x is not None and isinstance(x, (list, tuple)):  # torchvision's detection loaders: a list of images
+        x = torch.stack([torch.as_tensor(i) for i in x])
+    if x is None or y is None or not torch.as_tensor(x).is_floating_point() or torch.as_tensor(x).dim() != 4:
+        shown = sorted(batch) if isinstance(batch, dict) else type(batch).__name__
+        raise ConfigError(key, f"yields {shown}; a {VISION_NOUN[kind]}'s DataLoader yields {VISION_EXPECTED[kind]}")
+    if kind == "object_detection" and not (
+        isinstance(y, (list, tuple)) and all(isinstance(t, dict) and "boxes" in t for t in y)
+    ):
+        raise ConfigError(key, f"yields targets of type {type(y).__name__}; expected {VISION_EXPECTED[kind]}")
+    return torch.as_tensor(x).float(), y
+
+
+def most_common_class(mask: torch.Tensor) -> int:
+    """The class of most scored pixels of a mask (-1: not scored), 0 when none is scored: an image's
+    one label for a backbone's k-NN accuracy."""
+    scored = mask[mask >= 0]
+    return int(torch.bincount(scored).argmax()) if scored.numel() else 0

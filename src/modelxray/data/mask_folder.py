@@ -33,11 +33,13 @@ class MaskFolder(Configurable):
     ignore_index: int = 255  # mask value of pixels that are not scored
     reduce_labels: bool = False  # ADE20K's masks: 0 is "other" (not scored), class c is stored as c + 1
     max_images: int | None = None  # the first N images with a mask, in name order (null = all)
+    calibration_images: int = 0  # the last N images calibrate GPTQ/AWQ and are not scored (0: digit canvases do)
 
     def validate(self) -> None:
         if not self.root:
             raise ConfigError("root", "is required: a folder with images/ and masks/ folders")
         self.require_positive("max_images", allow_none=True)
+        self.require_non_negative("calibration_images")
         for key in ("images", "masks"):
             if not self.folder(key).is_dir():
                 raise ConfigError(key, f"folder {self.folder(key)} does not exist; name the {key} folder under root")
@@ -80,6 +82,7 @@ class MaskFolder(Configurable):
         from PIL import Image
 
         from modelxray.data.digit_canvases import VisionTaskData
+        from modelxray.data.loader_data import most_common_class
 
         mode = "RGB" if channels == 3 else "L"
         images, masks = [], []
@@ -96,19 +99,13 @@ class MaskFolder(Configurable):
             images.append(image.permute(2, 0, 1) if image.dim() == 3 else image[None])
             masks.append(torch.from_numpy(self.class_ids(small)))
         mask_stack = torch.stack(masks)
-        first = [_most_common(m) for m in mask_stack]
+        first = [most_common_class(m) for m in mask_stack]
         n_classes = int(mask_stack.max()) + 1
         names = list(class_names or [str(c) for c in range(n_classes)])
         desc = f"{len(images)} images of {self.folder('images')} with masks from {self.folder('masks').name}/"
         empty = [torch.zeros(0, 4) for _ in images]
         no_labels = [torch.zeros(0, dtype=torch.long) for _ in images]
-        return VisionTaskData(
+        data = VisionTaskData(
             self.name, torch.stack(images), empty, no_labels, mask_stack, torch.tensor(first), names, desc
         )
-
-
-def _most_common(mask) -> int:
-    import torch
-
-    scored = mask[mask >= 0]
-    return int(torch.bincount(scored).argmax()) if scored.numel() else 0
+        return data.hold_out(self.calibration_images)

@@ -66,19 +66,26 @@ def load_trained_directory(source: Any, name: str, train_into) -> Any:
     return loaded
 
 
-def optimize(net: Any, loss_of, steps: int, lr: float, weight_decay: float, desc: str, progress: bool) -> float:
+def optimize(
+    net: Any, loss_of, steps: int, lr: float, weight_decay: float, desc: str, progress: bool, schedule: str = "linear"
+) -> float:
     """``steps`` of AdamW on ``loss_of(step)`` (a scalar loss), with a linear warm-up over 5% of the
-    steps then linear decay to 5% of ``lr``, gradients clipped at norm 1. Returns the mean loss of the
-    last 50 steps."""
+    steps, then (``linear``) linear decay to 5% of ``lr`` or (``step``, DETR's recipe) ``lr`` held
+    until the last 10% of the steps and a tenth of it for those; gradients clipped at norm 1.
+    Returns the mean loss of the last 50 steps."""
     import torch
 
     from modelxray.core.progress import bar
 
     opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
     warm = max(1, steps // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min((s + 1) / warm, max(0.05, (steps - s) / (steps - warm + 1)))
-    )
+
+    def after_warm_up(s: int) -> float:
+        if schedule == "step":
+            return 1.0 if s < steps - steps // 10 else 0.1
+        return max(0.05, (steps - s) / (steps - warm + 1))
+
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, after_warm_up(s)))
     recent: list[float] = []
     net.train()
     with torch.enable_grad():

@@ -261,12 +261,16 @@ def task_calibration(subject, method: str) -> Calibration:
 
 
 def canvas_calibration(subject, quantizer) -> Calibration:
-    """A detector's, segmenter's or backbone's calibration: ``calibration_examples`` digit canvases of
+    """A detector's, segmenter's or backbone's calibration: the images its dataset held out of the
+    scoring (a user folder's ``calibration_images``), else ``calibration_examples`` digit canvases of
     its input size built from the digits train split (the evaluated canvases use the test split)."""
     import dataclasses
 
     from modelxray.data.digit_canvases import DigitCanvases
 
+    held = getattr(subject.data, "calibration", None)
+    if held is not None and len(held):
+        return Calibration([held], f"images of {subject.data.name} held out of the scoring")
     images = subject.data.images
     spec = DigitCanvases(examples=quantizer.calibration_examples, seed=quantizer.seed)
     spec = dataclasses.replace(spec, **{k: v for k, v in subject.data.meta.get("split", {}).items()})
