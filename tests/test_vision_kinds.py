@@ -257,11 +257,26 @@ def test_quant_impact_compares_strategies_by_the_task_and_calibrates_on_train_ca
     rows = {r["strategy"]: r for r in result.tables["strategies"]}
     assert rows["none"]["top1_agree"] == pytest.approx(1.0) and quality in rows["int8"]
     assert rows["int8"]["accuracy"] == rows["int8"][quality]  # the task's quality is the compared axis
-    if name == "dinov2":  # a chain of ViT blocks: GPTQ calibrates on canvases of the train split
-        assert "gptq_int4" in rows and 0 < rows["gptq_int4"]["top1_agree"] <= 1
-    else:  # SegFormer's decode head is parallel projections, not a chain: listed, in one line
-        (why,) = [u["reason"] for u in result.tables["unsupported"]]
-        assert "is not a chain of blocks" in why and "\n" not in why
+    # GPTQ calibrates on canvases of the train split, block by block; SegFormer's decode head is
+    # parallel projections (each reads its own encoder stage), calibrated in a whole-model forward
+    assert not result.tables["unsupported"] and 0 < rows["gptq_int4"]["top1_agree"] <= 1
+
+
+def test_parallel_heads_are_calibrated_on_their_own_inputs(dirs):
+    """A ModuleList whose blocks each read their own input (SegFormer's decode head) is not a chain:
+    GPTQ quantizes its first block from the captured inputs and the rest from a forward of the whole
+    model, and says so; every planned Linear is quantized."""
+    from modelxray.quant.calibration import Calibration
+    from modelxray.quant.gptq import GPTQQuantizer
+
+    loaded = HFSource(name_or_path=str(dirs["segformer"]), device="cpu").load()
+    images = torch.rand(4, *loaded.image_shape)
+    q = GPTQQuantizer(bits=4, group_size=16)
+    model, report = q.quantize(loaded.model, Calibration([images], "random images", progress=False))
+    notes = " ".join(report.insights)
+    assert "Not chains of blocks" in notes and "decode_head.linear_projections" in notes
+    heads = [r for r in report.tables["layers"] if ".decode_head.linear_projections." in r["module"]]
+    assert len(heads) == 2 and all(r["bits"] == 4 for r in heads)
 
 
 @pytest.mark.parametrize("name", ["segformer", "dinov2"])
@@ -496,3 +511,17 @@ def test_pixels_are_normalised_as_the_image_processor_says():
     mean, std, notes = normalisation({}, 1)
     assert (mean, std) == ([0.0], [1.0]) and "No image processor" in notes[0]
     assert normalisation({"image_mean": [0.5], "image_std": [0.5]}, 3)[:2] == ([0.5] * 3, [0.5] * 3)
+
+
+def test_a_plan_quantizes_each_tower_and_the_projector_of_a_vision_language_model(dirs, tmp_path):
+    import modelxray
+
+    rules = "quant.rules=[{component: vision, bits: 8}, {component: projection, bits: 6}, {component: text, bits: 4}]"
+    args = ["model=hf", f"model.name_or_path={dirs['llava']}", "quant=custom", rules, "analyzer=inspect"]
+    out = modelxray.analyze([*args, "tracker=none", "progress=false", "report.dashboard=false"], output_dir=tmp_path)
+    bits = {}
+    for row in out.results["quant"].tables["layers"]:
+        part = "projector" if "multi_modal_projector" in row["module"] else row["module"].split(".")[1]
+        bits.setdefault(part, set()).add(row["bits"])
+    assert bits["vision_tower"] == {8} and bits["projector"] == {6}
+    assert bits["language_model"] == {4}  # the text tower

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from modelxray.core.errors import ConfigError
 from modelxray.core.progress import bar
-from modelxray.quant.calibration import BlockInputs, Calibration, ModelInputs, block_stacks
+from modelxray.quant.calibration import BlockInputs, Calibration, ModelInputs, block_stacks, is_chain
 from modelxray.quant.summary import quant_result
 from modelxray.quant.weight import quantize_model
 
@@ -37,14 +37,22 @@ def quantize_blockwise(
     targets, plan = quantizer.plan_for(model)
     planned = {t.module: t for t in targets if plan.get(t.name) is not None}
     quantizer.begin()
-    rows, seen = [], []
-    stacks = block_stacks(model)
-    for stack_name, blocks in stacks:
+    rows, seen, chained, parallel = [], [], [], []
+    for stack_name, blocks in block_stacks(model):
+        if not is_chain(model, blocks, calibration, quantizer.batch_size):
+            parallel.append(stack_name)  # its blocks are calibrated in the whole model's forward
+            continue
         inputs = BlockInputs(model, blocks, calibration, quantizer.batch_size)
         if inputs.n_batches:
             seen.append((stack_name, inputs.n_tokens, inputs.repeated))
-        rows += _quantize_stack(quantizer, stack_name, blocks, planned, plan, inputs, calibration.progress)
-    in_stacks = {m for _, blocks in stacks for m in blocks.modules()}
+        stack_rows, done_blocks = _quantize_stack(
+            quantizer, stack_name, blocks, planned, plan, inputs, calibration.progress
+        )
+        rows += stack_rows
+        chained += done_blocks
+        if len(done_blocks) < len(blocks):
+            parallel.append(stack_name)
+    in_stacks = {m for block in chained for m in block.modules()}
     outside = [t for m, t in planned.items() if m not in in_stacks and t.kind == "linear"]
     if outside:
         rows += quantizer.quantize_block(model, outside, plan, ModelInputs(model, calibration, quantizer.batch_size))
@@ -63,6 +71,12 @@ def quantize_blockwise(
     skipped = not_quantized(quantizer, targets, plan, {r["module"] for r in rows})
     how, extra = quantizer.summary()
     notes[:0] = _notes(quantizer.name, how, calibration, seen, [t.name for t in outside if t.name in done], skipped)
+    if parallel:
+        notes.insert(
+            1,
+            f"Not chains of blocks (each block reads its own input, as parallel heads do): {', '.join(parallel)}; "
+            "calibrated in the forward of the whole model.",
+        )
     result = quant_result(quantizer.name, rows, model, time.perf_counter() - start, notes, source=quantizer)
     result.tables["not_quantized"] = skipped
     result.metrics["modules_not_quantized"] = float(len(skipped))
@@ -72,25 +86,30 @@ def quantize_blockwise(
 
 def _quantize_stack(
     quantizer, stack_name: str, blocks, planned: dict, plan: dict, inputs: BlockInputs, progress: bool = True
-) -> list[dict]:
-    """Each block's planned layers from the inputs that block sees; its outputs then feed the next."""
-    rows = []
+) -> tuple[list[dict], list]:
+    """Each block's planned layers from the inputs that block sees; its outputs then feed the next.
+    Returns the rows and the blocks done so. A block that cannot read the one before's output
+    (a list ``is_chain`` could not judge) and the blocks after it are left to the caller's forward
+    of the whole model, which sees their real inputs (the failed forward changed no weight)."""
+    rows: list[dict] = []
+    done: list = []
     if not inputs.n_batches:
-        return rows
-    for block in bar(blocks, desc=f"{quantizer.name}: {stack_name}", enabled=progress):
+        return rows, done
+    for i, block in enumerate(bar(blocks, desc=f"{quantizer.name}: {stack_name}", enabled=progress)):
         layer_targets = [planned[m] for m in block.modules() if m in planned]
         try:
             if layer_targets:
                 rows += quantizer.quantize_block(block, layer_targets, plan, inputs)
             inputs.run(block, update=True)
-        except RuntimeError as exc:  # a list of parallel heads (SegFormer's decode head), not a chain
+        except RuntimeError as exc:
+            if i > 0:
+                break
             first = (str(exc).splitlines() or [""])[0][:120]
             raise ConfigError(
-                "quant",
-                f"{quantizer.name}: {stack_name} is not a chain of blocks (a block does not take the one before's "
-                f"output: {first}); use an RTN config such as quant=int4",
+                "quant", f"{quantizer.name}: the first block of {stack_name} failed on its inputs: {first}"
             ) from None
-    return rows
+        done.append(block)
+    return rows, done
 
 
 def not_quantized(quantizer, targets: list[Target], plan: dict, done: set[str]) -> list[dict]:

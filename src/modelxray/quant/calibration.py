@@ -170,6 +170,38 @@ class BlockInputs:
                     self.hidden[i] = out.detach()
 
 
+def is_chain(model: nn.Module, blocks: nn.ModuleList, calibration: Calibration, batch_size: int) -> bool:
+    """Whether each block of ``blocks`` reads the output of the one before, on the first calibration
+    batch: a decoder's layers do; parallel heads that each read their own input (SegFormer's decode
+    head, RT-DETR's box heads) do not, even where the shapes happen to fit. Blocks the forward never
+    runs are not judged."""
+    seen_in: dict[int, torch.Tensor] = {}
+    seen_out: dict[int, torch.Tensor] = {}
+    handles = []
+    for i, block in enumerate(blocks):
+
+        def before(_m, args, kwargs, i=i):
+            hidden = args[0] if args else kwargs.get("hidden_states")
+            if i not in seen_in and isinstance(hidden, torch.Tensor):
+                seen_in[i] = hidden.detach()
+
+        def after(_m, _args, out, i=i):
+            out = out[0] if isinstance(out, (tuple, list)) else out
+            if i not in seen_out and isinstance(out, torch.Tensor):
+                seen_out[i] = out.detach()
+
+        handles.append(block.register_forward_pre_hook(before, with_kwargs=True))
+        handles.append(block.register_forward_hook(after))
+    try:
+        with torch.inference_mode():
+            calibration.forward(model, next(calibration.batches(batch_size)))
+    finally:
+        for h in handles:
+            h.remove()
+    pairs = [(seen_out[i], seen_in[i + 1]) for i in range(len(blocks) - 1) if i in seen_out and i + 1 in seen_in]
+    return all(a.shape == b.shape and torch.equal(a, b) for a, b in pairs)
+
+
 class ModelInputs:
     """The calibration batches through a forward of the whole model: the inputs of Linear layers
     outside every stack of blocks (a classifier head, a dual encoder's projections), as the model

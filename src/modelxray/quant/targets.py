@@ -14,7 +14,9 @@ Components follow the module names: attention (q/k/v/o projections, GPT-2's fuse
 ``attn.c_proj``) versus MLP (gate/up/down, GPT-2's ``c_fc`` and ``mlp.c_proj``, BERT/ViT-style
 ``intermediate.dense`` and ``output.dense``), ``embedding`` (nn.Embedding, and the patch embedding
 convolution of a vision transformer, ``*patch_embed*``), ``lm_head``, ``projection`` (the joint-space
-projections of a CLIP-style dual encoder, ``visual_projection`` / ``text_projection``) and ``other``.
+projections of a CLIP-style dual encoder, ``visual_projection`` / ``text_projection``, and the
+projector between a generative vision-language model's towers: ``multi_modal_projector``,
+``mm_projector``, ``connector``, ``language_projection``) and ``other``.
 
 The tower is the encoder of a dual encoder or multimodal model a module belongs to: ``vision`` for
 names with a segment ``vision_model``, ``vision_tower``, ``vision_encoder``, ``image_encoder`` or
@@ -50,6 +52,8 @@ _MLP = re.compile(
 )
 _PATCH = re.compile(r"patch_embed", re.IGNORECASE)
 _PROJECTION = {"visual_projection": "vision", "text_projection": "text"}
+# a generative vision-language model's projector between its towers (LLaVA, PaliGemma, Idefics3, BLIP-2)
+_PROJECTORS = {"multi_modal_projector", "mm_projector", "connector", "language_projection"}
 _TOWER_SEGMENTS = {
     "vision_model": "vision",
     "vision_tower": "vision",
@@ -113,8 +117,8 @@ class Target:
 
 
 def component_of(name: str) -> str:
-    leaf = name.rsplit(".", 1)[-1]
-    if leaf in _PROJECTION:
+    parts = name.split(".")
+    if parts[-1] in _PROJECTION or _PROJECTORS.intersection(parts):
         return "projection"
     if _PATCH.search(name):
         return "embedding"
