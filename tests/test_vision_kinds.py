@@ -46,6 +46,8 @@ def dirs(tmp_path_factory):
         ("RTDetrForObjectDetection", "object_detection"),
         ("SegformerForSemanticSegmentation", "semantic_segmentation"),
         ("UperNetForSemanticSegmentation", "semantic_segmentation"),
+        ("Mask2FormerForUniversalSegmentation", "semantic_segmentation"),
+        ("MaskFormerForInstanceSegmentation", "semantic_segmentation"),
         ("Dinov2Model", "image_features"),
         ("ConvNextModel", "image_features"),
         ("DeiTForImageClassificationWithTeacher", "image_classification"),
@@ -525,3 +527,23 @@ def test_a_plan_quantizes_each_tower_and_the_projector_of_a_vision_language_mode
         bits.setdefault(part, set()).add(row["bits"])
     assert bits["vision_tower"] == {8} and bits["projector"] == {6}
     assert bits["language_model"] == {4}  # the text tower
+
+
+def test_a_mask_query_segmenter_is_scored_by_its_semantic_maps(dirs, tmp_path):
+    """Mask2Former's per-pixel classes are those its image processor's semantic post-processing
+    gives, and it runs as a segmenter: mean IoU, and agreement after quant=."""
+    import modelxray
+    from transformers import Mask2FormerImageProcessor
+
+    loaded = HFSource(name_or_path=str(dirs["mask2former"]), device="cpu").load()
+    assert loaded.kind == "semantic_segmentation"
+    x = torch.rand(2, *loaded.image_shape)
+    with torch.no_grad():
+        ours = loaded.model(x).logits
+        raw = loaded.model.net(pixel_values=(x - loaded.model.mean) / loaded.model.std)
+    processor = Mask2FormerImageProcessor.from_pretrained(dirs["mask2former"])
+    theirs = processor.post_process_semantic_segmentation(raw, target_sizes=[tuple(ours.shape[-2:])] * 2)
+    assert torch.equal(ours.argmax(1), torch.stack(theirs))
+    args = ["model=hf", f"model.name_or_path={dirs['mask2former']}", "quant=int8", "tracker=none", *SMALL]
+    m = modelxray.analyze(args, output_dir=tmp_path).results["performance"].metrics
+    assert 0 <= m["miou"] <= 1 and m["miou_se"] >= 0 and "pixel_agree" in m

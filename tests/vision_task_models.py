@@ -99,7 +99,46 @@ def dinov2(d) -> Path:
     return d
 
 
-ALL = {"detr": detr, "yolos": yolos, "segformer": segformer, "dinov2": dinov2}
+def mask2former(d) -> Path:
+    """Mask2Former (a mask-query universal segmenter) on a tiny Swin backbone: scored by its semantic maps."""
+    from transformers import (
+        Mask2FormerConfig,
+        Mask2FormerForUniversalSegmentation,
+        Mask2FormerImageProcessor,
+        SwinConfig,
+    )
+
+    d = _prepare(d)
+    labels = {0: "background", **{i + 1: str(i) for i in range(10)}}
+    swin = SwinConfig(
+        image_size=SIZE,
+        patch_size=4,
+        embed_dim=16,
+        depths=[1, 1, 1, 1],
+        num_heads=[1, 1, 2, 2],
+        window_size=4,
+        out_features=["stage1", "stage2", "stage3", "stage4"],
+    )
+    config = Mask2FormerConfig(
+        backbone_config=swin,
+        feature_size=32,
+        mask_feature_size=32,
+        hidden_dim=32,
+        encoder_feedforward_dim=64,
+        dim_feedforward=64,
+        encoder_layers=1,
+        decoder_layers=2,
+        num_attention_heads=2,
+        num_queries=8,
+        id2label=labels,
+        label2id={v: k for k, v in labels.items()},
+    )
+    Mask2FormerForUniversalSegmentation(config).save_pretrained(d)
+    Mask2FormerImageProcessor(size={"height": SIZE, "width": SIZE}).save_pretrained(d)
+    return d
+
+
+ALL = {"detr": detr, "yolos": yolos, "segformer": segformer, "dinov2": dinov2, "mask2former": mask2former}
 
 
 def llava(d) -> Path:

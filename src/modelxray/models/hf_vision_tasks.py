@@ -41,7 +41,23 @@ class PixelTaskModel(nn.Module):
         return self.net.config
 
     def forward(self, x: torch.Tensor):
-        return self.net(pixel_values=(x - self.mean.to(x)) / self.std.to(x))
+        out = self.net(pixel_values=(x - self.mean.to(x)) / self.std.to(x))
+        if getattr(out, "logits", None) is None and getattr(out, "masks_queries_logits", None) is not None:
+            return semantic_output(out)
+        return out
+
+
+def semantic_output(out: Any) -> Any:
+    """A mask-query segmenter's (Mask2Former, MaskFormer, EoMT) per-pixel class scores, as its image
+    processor's ``post_process_semantic_segmentation`` computes them: each query's class probabilities
+    (without "no object") weighting its mask's sigmoid, summed over queries. Their log stands in for
+    the logits (argmax unchanged; cross-entropy on them is the pixel's negative log-score)."""
+    from transformers.modeling_outputs import SemanticSegmenterOutput
+
+    classes = out.class_queries_logits.float().softmax(-1)[..., :-1]
+    masks = out.masks_queries_logits.float().sigmoid()
+    scores = torch.einsum("bqc,bqhw->bchw", classes, masks)
+    return SemanticSegmenterOutput(logits=scores.clamp_min(1e-6).log())
 
 
 def _image_size(config: Any, processor: dict[str, Any], override: int | None) -> int:
@@ -64,9 +80,22 @@ def load_vision_task(source: Any, kind: str, path: str, kwargs: dict) -> LoadedM
     processor (a detector's is required: it decodes the boxes)."""
     import transformers
 
-    net = getattr(transformers, AUTO_VISION_CLASS[kind]).from_pretrained(path, dtype=source.torch_dtype(), **kwargs)
+    net = _model_class(kind, path, kwargs).from_pretrained(path, dtype=source.torch_dtype(), **kwargs)
     processor = _image_processor(path, kwargs) if kind == "object_detection" else None
     return wrap_vision_task(net, kind, processor_settings(path), processor, source.image_size, source.name_or_path)
+
+
+def _model_class(kind: str, path: str, kwargs: dict) -> Any:
+    """The Auto class of the kind; a universal segmenter (Mask2Former ...) by its own Auto class."""
+    import transformers
+
+    from modelxray.models.kinds import UNIVERSAL_SEGMENTERS
+
+    if kind == "semantic_segmentation":
+        config = transformers.AutoConfig.from_pretrained(path, **kwargs)
+        if getattr(config, "model_type", "") in UNIVERSAL_SEGMENTERS:
+            return transformers.AutoModelForUniversalSegmentation
+    return getattr(transformers, AUTO_VISION_CLASS[kind])
 
 
 def wrap_vision_task(

@@ -96,8 +96,12 @@ _TABLES = (
     ("vision_language", "MODEL_FOR_ZERO_SHOT_IMAGE_CLASSIFICATION_MAPPING_NAMES"),
     ("object_detection", "MODEL_FOR_OBJECT_DETECTION_MAPPING_NAMES"),
     ("semantic_segmentation", "MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES"),
+    ("semantic_segmentation", "MODEL_FOR_UNIVERSAL_SEGMENTATION_MAPPING_NAMES"),  # their semantic maps
     ("image_features", "MODEL_FOR_IMAGE_MAPPING_NAMES"),  # bare vision backbones, last: a fallback
 )
+# universal segmenters scored by their semantic maps: mask queries from pixels alone (OneFormer also
+# reads a task prompt, DETR's panoptic head and VidEoMT other inputs)
+UNIVERSAL_SEGMENTERS = ("mask2former", "maskformer", "eomt", "eomt_dinov3")
 
 
 def _class_names(table: dict) -> set[str]:
@@ -112,7 +116,13 @@ def kind_tables() -> list[tuple[str, dict]]:
     """(kind, transformers' model_type -> class name table), in matching order."""
     from transformers.models.auto import modeling_auto as auto
 
-    return [(kind, getattr(auto, table, {})) for kind, table in _TABLES]
+    out = []
+    for kind, table in _TABLES:
+        names = getattr(auto, table, {})
+        if table == "MODEL_FOR_UNIVERSAL_SEGMENTATION_MAPPING_NAMES":
+            names = {k: v for k, v in names.items() if k in UNIVERSAL_SEGMENTERS}
+        out.append((kind, names))
+    return out
 
 
 def kind_of_architecture(arch: str) -> str | None:
