@@ -532,8 +532,9 @@ def test_a_plan_quantizes_each_tower_and_the_projector_of_a_vision_language_mode
 def test_a_mask_query_segmenter_is_scored_by_its_semantic_maps(dirs, tmp_path):
     """Mask2Former's per-pixel classes are those its image processor's semantic post-processing
     gives, and it runs as a segmenter: mean IoU, and agreement after quant=."""
-    import modelxray
     from transformers import Mask2FormerImageProcessor
+
+    import modelxray
 
     loaded = HFSource(name_or_path=str(dirs["mask2former"]), device="cpu").load()
     assert loaded.kind == "semantic_segmentation"

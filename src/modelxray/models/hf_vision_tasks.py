@@ -78,7 +78,6 @@ def _image_size(config: Any, processor: dict[str, Any], override: int | None) ->
 def load_vision_task(source: Any, kind: str, path: str, kwargs: dict) -> LoadedModel:
     """The detector, segmenter or backbone at ``path`` wrapped for pixels in [0, 1], with its image
     processor (a detector's is required: it decodes the boxes)."""
-    import transformers
 
     net = _model_class(kind, path, kwargs).from_pretrained(path, dtype=source.torch_dtype(), **kwargs)
     processor = _image_processor(path, kwargs) if kind == "object_detection" else None
