@@ -83,6 +83,46 @@ def test_interrupted_run_keeps_the_finished_analyzers_and_a_rerun_resumes_it(
     assert modelxray.analyze(overrides + ["runtime.skip_finished=true"], output_dir=tmp_path / "third").skipped
 
 
+def test_a_stored_result_naming_a_file_outside_the_run_folder_stops_the_resume(
+    tiny, tracking_uri, tmp_path, request, monkeypatch
+):
+    """A tampered result file in a shared store must not make a resumed run write anywhere: the
+    run stops, in one line naming the entry, before the model loads and before any file is written."""
+    for entry in ("../../escaped.txt", "ABSOLUTE"):
+        _tampered_resume_stops(entry, tiny, tracking_uri, tmp_path / entry.strip("./"), request, monkeypatch)
+
+
+def _tampered_resume_stops(entry, tiny, tracking_uri, tmp_path, request, monkeypatch):
+    from pathlib import Path
+    from urllib.parse import unquote, urlparse
+
+    monkeypatch.setenv("MODELXRAY_TEST_COUNT", str(tmp_path / "count.txt"))
+    monkeypatch.setenv("MODELXRAY_TEST_INTERRUPT", "1")
+    overrides = tiny + EXTRA
+    with pytest.raises(KeyboardInterrupt):
+        modelxray.analyze(overrides, output_dir=tmp_path / "first")
+    _, runs = mlflow_runs(tracking_uri, request.node.name)
+    run = max(runs, key=lambda r: r.info.start_time)  # the one just interrupted
+    stored = Path(unquote(urlparse(run.info.artifact_uri).path)) / "results" / "count.json"
+    target = tmp_path / "outside" / "written.txt"
+    name = str(target) if entry == "ABSOLUTE" else entry
+    payload = json.loads(stored.read_text())
+    payload["texts"][name] = "written by a tampered result"
+    stored.write_text(json.dumps(payload))
+    monkeypatch.delenv("MODELXRAY_TEST_INTERRUPT")
+    second = tmp_path / "second" / "run"
+    with pytest.raises(
+        ConfigError, match=r"^runtime.resume: .*count.json names the file .*outside the run folder"
+    ) as e:
+        modelxray.analyze(overrides + [f"runtime.resume={run.info.run_id}"], output_dir=second)
+    assert name in str(e.value) and "\n" not in str(e.value)
+    assert (
+        not target.exists()
+        and not (tmp_path / "second" / "escaped.txt").exists()
+        and not (tmp_path / "escaped.txt").exists()
+    )
+
+
 def test_resume_names_a_run_of_the_same_config(tiny, tracking_uri, tmp_path, request):
     out = modelxray.analyze(tiny, output_dir=tmp_path / "a")
     with pytest.raises(ConfigError, match=r"runtime.resume: run .* another configuration"):

@@ -104,6 +104,7 @@ def run(
     written: dict[str, Written] = {}
     try:
         params = {**flatten(config), **{k: str(v) for k, v in job.choices.items()}}
+        earlier = _earlier_results(tracker_run, out_dir, components.analyzers, done)  # before the model loads
         subject, cache = load_subject(
             cfg,
             components,
@@ -125,7 +126,6 @@ def run(
             identity = identify(subject.data, components.dataset)
             if identity is not None:
                 tracker_run.log_dataset(identity)
-        earlier = _earlier_results(tracker_run, out_dir, components.analyzers, done)
 
         if components.train is not None:
             from modelxray.training.run import train_subject

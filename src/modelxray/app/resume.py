@@ -32,14 +32,17 @@ def _resume_point(cfg: DictConfig, tracker, config_hash: str) -> tuple[str | Non
 
 def _earlier_results(tracker_run, out_dir: Path, analyzers: dict, done: list[str]) -> dict[str, Result]:
     """The results a resumed run finished before, loaded from its saved ``results/<name>.json`` and
-    drawn by this run's analyzers; an analyzer whose file cannot be read runs again."""
-    from modelxray.report.result_file import load_result
+    drawn by this run's analyzers; an analyzer whose file cannot be read runs again. A file that
+    names a file outside the run folder stops the run (``UnsafeEntry``)."""
+    from modelxray.report.result_file import UnsafeEntry, load_result
 
     wanted = [n for n in done if n in analyzers]
     out = {}
     for name, path in tracker_run.fetch_results(out_dir, wanted).items():
         try:
             out[name] = load_result(path, source=analyzers[name])
+        except UnsafeEntry:
+            raise  # a tampered result file stops the run, before anything is written
         except (OSError, ValueError, KeyError) as exc:
             log.warning("Running %s again: its saved result %s cannot be read (%s)", name, path, exc)
     return out

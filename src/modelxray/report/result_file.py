@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result
 from modelxray.measure.energy import Energy
 from modelxray.metrics.measurements import Latency, Memory, Quality, Speed, Throughput
@@ -26,6 +27,33 @@ _MEASUREMENT_TYPES = {cls.__name__: cls for cls in (Energy, Latency, Memory, Qua
 
 def result_path(out_dir: Path, name: str) -> Path:
     return Path(out_dir) / RESULTS_DIR / f"{name}.json"
+
+
+class UnsafeEntry(ConfigError):
+    """A saved result names a file outside the run folder: tampered with, or not ours."""
+
+
+def check_entry(name: str, where: str) -> str:
+    """``name`` if it is a relative path that stays inside the run folder (no absolute path, drive,
+    ``..`` or backslash), else an ``UnsafeEntry`` naming it and the file that holds it."""
+    from pathlib import PurePosixPath, PureWindowsPath
+
+    posix, windows = PurePosixPath(name), PureWindowsPath(name)
+    if (
+        not name
+        or "\\" in name
+        or "\x00" in name
+        or posix.is_absolute()
+        or windows.is_absolute()
+        or windows.drive
+        or ".." in posix.parts
+    ):
+        raise UnsafeEntry(
+            "runtime.resume",
+            f"{where} names the file {name!r}, outside the run folder; a result file only names files "
+            "inside it (was it edited, or copied from another store?): delete it to run that analyzer again",
+        )
+    return name
 
 
 def _plain(obj: Any) -> Any:
@@ -77,8 +105,8 @@ def load_result(path: Path, source: Any = None) -> Result:
         tables=d["tables"],
         data=d["data"],
         insights=list(d["insights"]),
-        texts=dict(d["texts"]),
-        files={k: base64.b64decode(v) for k, v in d["files"].items()},
+        texts={check_entry(k, str(path)): v for k, v in d["texts"].items()},
+        files={check_entry(k, str(path)): base64.b64decode(v) for k, v in d["files"].items()},
         error=d["error"],
         seconds=float(d["seconds"]),
         source=source,

@@ -10,7 +10,7 @@ from typing import Any
 
 from modelxray.report.insights import collect_insights
 from modelxray.report.markdown import insights_report, summary_report
-from modelxray.report.result_file import save_result
+from modelxray.report.result_file import check_entry, save_result
 
 
 def _jsonable(obj: Any) -> Any:
@@ -49,7 +49,7 @@ def write_result(out_dir: Path, name: str, result: Any) -> Written:
         written.paths.append(p)
         return written
     for fname, content in [*result.texts.items(), *result.files.items()]:
-        p = out_dir / fname
+        p = out_dir / check_entry(fname, f"the {name} result")
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(content) if isinstance(content, str) else p.write_bytes(content)
         written.paths.append(p)
