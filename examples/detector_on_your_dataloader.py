@@ -26,7 +26,10 @@ def rectangles(n: int, side: int = 96, seed: int = 0):
         boxes, labels = [], []
         for _ in range(int(torch.randint(1, 4, (1,), generator=g))):
             w, h = (int(v) for v in torch.randint(12, 40, (2,), generator=g))
-            x, y = int(torch.randint(0, side - w, (1,), generator=g)), int(torch.randint(0, side - h, (1,), generator=g))
+            x, y = (
+                int(torch.randint(0, side - w, (1,), generator=g)),
+                int(torch.randint(0, side - h, (1,), generator=g)),
+            )
             images[i, :, y : y + h, x : x + w] = 0.9
             boxes.append([x, y, x + w, y + h])
             labels.append(0 if w >= h else 1)
