@@ -93,3 +93,10 @@ def test_preflight_reports_a_value_that_needs_the_model_before_any_analyzer_runs
         "modelxray: error: analyzer.performance.stride: must not exceed dataset.seq_len (64)"
     )
     assert not (tmp_path / "out" / "analysis_results.json").exists()  # no analyzer ran
+
+
+def test_analyzers_that_quantize_the_model_themselves_refuse_a_quantized_baseline():
+    for analyzer in ("quant_impact", "bitwidth"):
+        msg = _error(["model=tiny_gpt2", f"analyzer={analyzer}", "quant=int8"])
+        assert msg.startswith(f"quant: analyzer.{analyzer} quantizes the model itself") and "quant=none" in msg
+    build_components(compose(["model=tiny_gpt2", "analyzer=[quant_impact,bitwidth]", "quant=none"]))

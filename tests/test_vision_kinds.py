@@ -548,3 +548,84 @@ def test_a_mask_query_segmenter_is_scored_by_its_semantic_maps(dirs, tmp_path):
     args = ["model=hf", f"model.name_or_path={dirs['mask2former']}", "quant=int8", "tracker=none", *SMALL]
     m = modelxray.analyze(args, output_dir=tmp_path).results["performance"].metrics
     assert 0 <= m["miou"] <= 1 and m["miou_se"] >= 0 and "pixel_agree" in m
+
+
+@pytest.fixture(scope="module")
+def vlm_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("vlms")
+    return {name: vision_task_models.ALL_VLMS[name](root / name) for name in ("idefics3", "paligemma")}
+
+
+@pytest.mark.parametrize("name", ["idefics3", "paligemma"])
+def test_smolvlm_and_paligemma_run_every_analyzer(name, vlm_dirs, tmp_path):
+    """SmolVLM's architecture (Idefics3: image tiles, row and column tokens, a chat template) and
+    PaliGemma (answer passed as the processor's suffix): quality with its uncertainty and agreement
+    after quant=; robustness with pixel attacks and prompt substitution; GPTQ in quant_impact."""
+    import modelxray
+
+    base = ["model=hf", f"model.name_or_path={vlm_dirs[name]}", "tracker=none", "progress=false", "dataset.examples=3"]
+    base += ["report.dashboard=false"]
+    perf = [
+        "quant=int8",
+        "analyzer=performance",
+        "analyzer.performance.iters=1",
+        "analyzer.performance.max_new_tokens=2",
+    ]
+    m = modelxray.analyze([*base, *perf], output_dir=tmp_path / "p").results["performance"].metrics
+    assert m["loss_se"] >= 0 and m["kl"] >= 0 and "top1_agree" in m and "exact_match" in m
+    rest = [
+        "analyzer=[robustness,quant_impact]",
+        "analyzer.robustness.seeds=1",
+        "analyzer.robustness.pgd_eps=[]",
+        "analyzer.robustness.substitution_rates=[0.5]",
+        "analyzer.quant_impact.strategies=[none,gptq_int4]",
+        "analyzer.quant_impact.iters=1",
+        "dataset.calibration_windows=3",
+    ]
+    out = modelxray.analyze([*base, *rest], output_dir=tmp_path / "r")
+    assert all(r.ok for r in out.results.values()), {k: r.error for k, r in out.results.items() if not r.ok}
+    assert not out.results["quant_impact"].tables["unsupported"]
+    assert "token_substitution_0.5_kl" in out.results["robustness"].metrics
+
+
+def test_paligemma_scores_its_answer_causally_on_its_own_prompt_layout(vlm_dirs):
+    """PaliGemma reads its prefix both ways and its answer causally: a later answer token must not
+    move the scores of the positions before it, and the prompt is the image, then the question."""
+    from modelxray.data.image_questions import answer_windows, digit_images, prompt_for
+    from modelxray.metrics.windows import IGNORE
+
+    loaded = HFSource(name_or_path=str(vlm_dirs["paligemma"]), device="cpu").load()
+    prompt = prompt_for(loaded.processor, "What digit is this?")
+    assert prompt.startswith(loaded.processor.image_token) and "USER" not in prompt
+    images, _ = digit_images(1, 0)
+    (w,) = answer_windows(loaded.processor, images, [prompt], [" 7 7"], "t", "").windows
+    scored = (w.targets != IGNORE).nonzero().flatten()
+    assert "labels" not in w.inputs and len(scored) >= 2
+    inputs = {k: v[None] for k, v in w.inputs.items()}
+    changed = {**inputs, "input_ids": inputs["input_ids"].clone()}
+    changed["input_ids"][0, -1] = (changed["input_ids"][0, -1] + 1) % loaded.model.config.text_config.vocab_size
+    with torch.no_grad():
+        a = loaded.model(**inputs).logits[0, scored[:-1]]
+        b = loaded.model(**changed).logits[0, scored[:-1]]
+    assert torch.equal(a, b)
+
+
+def test_calibration_replays_carry_no_growing_kv_cache(dirs):
+    """GPTQ replays each block on its captured inputs twice: a KV cache among them would grow at
+    every replay (PaliGemma's masks then fail; Llama's silently read stale keys)."""
+    from transformers.cache_utils import Cache
+
+    from modelxray.data.for_kind import task_data
+    from modelxray.data.pydoc_topics import PydocTopics
+    from modelxray.quant.calibration import BlockInputs, Calibration, block_stacks
+
+    loaded = HFSource(name_or_path=str(dirs["llava"]), device="cpu").load()
+    w = task_data("image_text_to_text", PydocTopics(examples=1), loaded, False).windows[0]
+    calibration = Calibration([w.inputs.stack([w.inputs])], "one question", progress=False)
+    for _, blocks in block_stacks(loaded.model):
+        inputs = BlockInputs(loaded.model, blocks, calibration, 1)
+        assert not any(isinstance(v, Cache) for kw in inputs.kwargs for v in kw.values())
+        before = [h.shape for h in inputs.hidden]
+        inputs.run(blocks[0], update=True)
+        inputs.run(blocks[0], update=False)
+        assert [h.shape for h in inputs.hidden] == before

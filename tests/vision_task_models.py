@@ -195,3 +195,154 @@ def llava(d) -> Path:
 
 
 ALL["llava"] = llava
+
+
+SMOLVLM_CHAT_TEMPLATE = (
+    "<|im_start|>{% for message in messages %}{{message['role'] | capitalize}}"
+    "{% if message['content'][0]['type'] == 'image' %}{{':'}}{% else %}{{': '}}{% endif %}"
+    "{% for line in message['content'] %}{% if line['type'] == 'text' %}{{line['text']}}"
+    "{% elif line['type'] == 'image' %}{{ '<image>' }}{% endif %}{% endfor %}<end_of_utterance>\n{% endfor %}"
+    "{% if add_generation_prompt %}{{ 'Assistant:' }}{% endif %}"
+)  # SmolVLM-Instruct's processor chat template
+
+
+def idefics3(d, split: bool = True, chat: bool = True) -> Path:
+    """Idefics3ForConditionalGeneration: a SigLIP-style vision tower (32 px tiles in 8 px patches: 16
+    patches, pixel-shuffled by scale_factor 2 into 4 image tokens per tile), a Llama text model.
+    With ``split`` the image processor resizes the longest edge to 64 and cuts 2x2 tiles of 32 plus a
+    global image (5 tiles, row/col tokens), as SmolVLM does; else one 32 px global image."""
+    import copy
+
+    from transformers import (
+        Idefics3Config,
+        Idefics3ForConditionalGeneration,
+        Idefics3ImageProcessor,
+        Idefics3Processor,
+        LlamaConfig,
+    )
+    from transformers.models.idefics3.configuration_idefics3 import Idefics3VisionConfig
+
+    import task_models
+
+    d = _prepare(d)
+    tok = copy.deepcopy(task_models.tokenizer("bart"))
+    rowcol = [f"<row_{i + 1}_col_{j + 1}>" for i in range(6) for j in range(6)]
+    tok.add_special_tokens(
+        {
+            "additional_special_tokens": [
+                "<fake_token_around_image>",
+                "<image>",
+                "<end_of_utterance>",
+                "<global-img>",
+                *rowcol,
+            ]
+        }
+    )
+    tile, patch, scale = 32, 8, 2
+    image_seq_len = ((tile // patch) ** 2) // (scale**2)  # 4
+    images = Idefics3ImageProcessor(
+        size={"longest_edge": 2 * tile if split else tile},
+        max_image_size={"longest_edge": tile},
+        do_image_splitting=split,
+    )
+    processor = Idefics3Processor(
+        image_processor=images,
+        tokenizer=tok,
+        image_seq_len=image_seq_len,
+        chat_template=SMOLVLM_CHAT_TEMPLATE if chat else None,
+    )
+    tok = processor.tokenizer
+    vision = Idefics3VisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        image_size=tile,
+        patch_size=patch,
+    )
+    text = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    config = Idefics3Config(
+        vision_config=vision,
+        text_config=text,
+        image_token_id=tok.convert_tokens_to_ids("<image>"),
+        scale_factor=scale,
+        pad_token_id=tok.pad_token_id,
+    )
+    Idefics3ForConditionalGeneration(config).save_pretrained(d)
+    processor.save_pretrained(d)
+    return d
+
+
+def paligemma(d) -> Path:
+    """PaliGemmaForConditionalGeneration: a SigLIP vision tower (32 px images in 8 px patches: 16 image
+    tokens), a Gemma text model; the processor adds <image> and PaliGemma's 1152 <locNNNN>/<segNNN>
+    tokens, and writes prompts as <image>*16 <bos> prompt \\n."""
+    import copy
+
+    from transformers import (
+        GemmaConfig,
+        PaliGemmaConfig,
+        PaliGemmaForConditionalGeneration,
+        PaliGemmaProcessor,
+        SiglipImageProcessor,
+        SiglipVisionConfig,
+    )
+
+    import task_models
+
+    d = _prepare(d)
+    tok = copy.deepcopy(task_models.tokenizer("bart"))
+    side, patch = 32, 8
+    seq = (side // patch) ** 2
+    images = SiglipImageProcessor(size={"height": side, "width": side})
+    images.image_seq_length = seq
+    processor = PaliGemmaProcessor(image_processor=images, tokenizer=tok)
+    tok = processor.tokenizer
+    vision = SiglipVisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        image_size=side,
+        patch_size=patch,
+        vision_use_head=False,  # as PaliGemma's SigLIP (no attention-pooling head: its weights would be unused)
+    )
+    text = GemmaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        max_position_embeddings=512,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    config = PaliGemmaConfig(
+        vision_config=vision,
+        text_config=text,
+        image_token_index=tok.convert_tokens_to_ids("<image>"),
+        vocab_size=len(tok),
+        projection_dim=32,
+        hidden_size=32,
+        pad_token_id=tok.pad_token_id,
+    )
+    PaliGemmaForConditionalGeneration(config).save_pretrained(d)
+    processor.save_pretrained(d)
+    return d
+
+
+ALL_VLMS = {"llava": llava, "idefics3": idefics3, "paligemma": paligemma}

@@ -25,6 +25,9 @@ class Analyzer(PlotsFromModule, Configurable):
 
     name: ClassVar[str] = "analyzer"
     tasks: ClassVar[tuple[str, ...]] = ("causal_lm",)  # the model kinds it can analyze
+    # quantizes the model itself, from the weights as loaded (its baseline is those weights): a run
+    # that also quantizes them with quant= would hand it a quantized baseline
+    quantizes_itself: ClassVar[bool] = False
 
     def preflight(self, subject) -> None:
         """Checks that need the loaded subject (sizes, tokenizer, layer names). Default: none."""

@@ -68,10 +68,25 @@ def build_components(cfg: DictConfig, *, skip_model: bool = False, skip_dataset:
             raise ConfigError(f"analyzer.{name}._target_", f"{type(obj).__name__} is not an Analyzer")
         analyzers[name] = obj
     quant = build_component(cfg.quant, "quant")
+    _check_quantizing_analyzers(analyzers, quant)
     tracker = build_component(cfg.tracker, "tracker")
     _check_report(cfg)
     _check_runtime(cfg)
     return Components(model, dataset, analyzers, quant, tracker, train)
+
+
+def _check_quantizing_analyzers(analyzers: dict, quant: Any) -> None:
+    """quant_impact and bitwidth quantize the model themselves from its loaded weights: after
+    ``quant=`` their unquantized baseline would be the quantized model."""
+    mine = [n for n, a in analyzers.items() if getattr(a, "quantizes_itself", False)]
+    applied = getattr(quant, "name", "none")
+    if mine and applied != "none":
+        raise ConfigError(
+            "quant",
+            f"analyzer.{mine[0]} quantizes the model itself, against its weights as loaded; after this quant= "
+            f"({applied.upper()}) its baseline would already be quantized: run it with quant=none and name what "
+            f"to compare in analyzer.{mine[0]}'s keys",
+        )
 
 
 def _train(cfg: DictConfig) -> Any:

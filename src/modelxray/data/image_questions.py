@@ -33,7 +33,20 @@ def prompt_for(processor: Any, question: str) -> str:
         turn = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}]
         return processor.apply_chat_template(turn, add_generation_prompt=True)
     image = getattr(processor, "image_token", None) or "<image>"
+    if _takes_suffix(processor):  # PaliGemma: the image, then the question (its processor adds "\n")
+        return f"{image}{question}"
     return f"USER: {image}\n{question} ASSISTANT:"
+
+
+def _takes_suffix(processor: Any) -> bool:
+    """A processor that takes the answer apart (``suffix``) and marks it in ``token_type_ids``, as
+    PaliGemma's does: its prompt attends both ways, the answer causally."""
+    import inspect
+
+    try:
+        return "suffix" in inspect.signature(processor.__call__).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def to_rgb(digit: torch.Tensor, side: int = 32):
@@ -64,17 +77,27 @@ def answer_windows(
     processor: Any, images: list, prompts: list[str], answers: list[str], name: str, description: str
 ) -> TaskData:
     """One window per (image, prompt, answer): the processor's inputs for prompt + answer, scored on
-    the tokens after the prompt (the answer's, and the end token where the tokenizer adds one)."""
+    the tokens after the prompt (the answer's, and the end token where the tokenizer adds one). A
+    processor that takes the answer as ``suffix`` (PaliGemma) gets it so: the answer is then marked
+    in ``token_type_ids`` and read causally, never seen ahead of the position that predicts it."""
     windows = []
+    suffix = _takes_suffix(processor)
     for image, prompt, answer in zip(images, prompts, answers):
-        full = processor(text=prompt + answer, images=image, return_tensors="pt")
-        ids = full["input_ids"][0]
-        head = prompt_inputs(processor, prompt, image)["input_ids"][0]
-        same = int((ids[: head.numel()] == head).long().cumprod(0).sum())  # the prompt's tokens in the whole
-        targets = torch.full_like(ids, IGNORE)
-        targets[same - 1 : -1] = ids[same:]  # the logits at t predict token t + 1
+        if suffix:
+            full = processor(text=prompt, images=image, suffix=answer.lstrip(), return_tensors="pt")
+            ids = full["input_ids"][0]
+            scored = (full["token_type_ids"][0] == 1).nonzero().flatten()
+            targets = torch.full_like(ids, IGNORE)
+            targets[scored - 1] = ids[scored]  # the logits at t predict token t + 1
+        else:
+            full = processor(text=prompt + answer, images=image, return_tensors="pt")
+            ids = full["input_ids"][0]
+            head = prompt_inputs(processor, prompt, image)["input_ids"][0]
+            same = int((ids[: head.numel()] == head).long().cumprod(0).sum())  # the prompt's tokens in the whole
+            targets = torch.full_like(ids, IGNORE)
+            targets[same - 1 : -1] = ids[same:]
         inputs = {"input_ids": ids, "attention_mask": full["attention_mask"][0]}
-        inputs.update({k: v[0] for k, v in full.items() if k not in inputs and torch.is_tensor(v)})
+        inputs.update({k: v[0] for k, v in full.items() if k not in inputs and k != "labels" and torch.is_tensor(v)})
         windows.append(Window(_named("input_ids", **inputs), targets))
     meta = {"prompts": prompts, "references": answers, "images": images}
     return TaskData(name, "image_text_to_text", windows, description, len(windows), meta)

@@ -38,12 +38,23 @@ def is_hf_model(model: nn.Module) -> bool:
     return hasattr(model, "config") and hasattr(model, "generate")
 
 
+def _takes_use_cache(model: nn.Module) -> bool:
+    import inspect
+
+    if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
+        return True
+    try:
+        return "use_cache" in inspect.signature(model.forward).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def forward_logits(model: nn.Module, input_ids: torch.Tensor | dict[str, torch.Tensor]) -> Any:
     """One forward pass: token ids (no KV cache for a Hugging Face LM), one input tensor, or named
     tensors passed by keyword (a generic model), whose whole output is returned; ``NamedTensors``
     (a model of another task: an encoder, a seq2seq or speech model), whose logits are returned."""
     if isinstance(input_ids, NamedTensors):
-        extra = {"use_cache": False} if getattr(getattr(model, "config", None), "is_encoder_decoder", False) else {}
+        extra = {"use_cache": False} if _takes_use_cache(model) else {}  # no KV cache built, none replayed
         logits = logits_of(model(**_floating(model, input_ids), **extra))
         return logits.unsqueeze(1) if logits.dim() == 2 else logits  # one label per text: one scored position
     if isinstance(input_ids, dict):

@@ -28,7 +28,8 @@ def substitute_text(
     window: Window, rate: float, vocab_size: int, protected: torch.Tensor, generator: torch.Generator, task: str
 ) -> Window:
     """``window`` with a ``rate`` share of its source tokens (``input_ids`` under the attention mask,
-    not in ``protected``: special and mask tokens) replaced by random ordinary tokens."""
+    not in ``protected``: special and mask tokens) replaced by random ordinary tokens (a draw that
+    lands on a protected token leaves the token as it was)."""
     inputs = window.inputs
     ids = inputs["input_ids"]
     mask = inputs.get("attention_mask", torch.ones_like(ids)).bool()
@@ -36,6 +37,7 @@ def substitute_text(
     replaced = replaceable & (torch.rand(ids.shape, generator=generator) < rate)
     low = int(protected.max()) + 1 if protected.numel() and int(protected.max()) < vocab_size // 2 else 0
     random_ids = torch.randint(low, vocab_size, ids.shape, generator=generator)
+    replaced &= ~torch.isin(random_ids, protected)  # a draw of a special token (an image's) leaves the token
     named = NamedTensors({**inputs, "input_ids": torch.where(replaced, random_ids, ids)})
     named.primary = inputs.primary
     targets = window.targets

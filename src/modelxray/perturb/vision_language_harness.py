@@ -25,6 +25,16 @@ from modelxray.perturb.text_task_harness import TextTaskHarness
 BOUNDS = (0.0, 1.0)  # pixels
 
 
+def image_token_ids(model: nn.Module, tokenizer) -> torch.Tensor:
+    """The ids token substitution must neither replace nor insert: the image placeholder (its count
+    must match the image's features) and every token added to the tokenizer (Idefics3's tile rows
+    and columns, PaliGemma's location tokens)."""
+    config = getattr(model, "config", None)
+    ids = {getattr(config, k, None) for k in ("image_token_id", "image_token_index")}
+    ids |= set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
+    return torch.tensor(sorted(i for i in ids if isinstance(i, int) and i >= 0), dtype=torch.long)
+
+
 class VisionLanguageHarness(TextTaskHarness):
     attack_space = "pixels"
 
@@ -45,6 +55,7 @@ class VisionLanguageHarness(TextTaskHarness):
         super().__init__(
             model, windows, "image_text_to_text", tokenizer, batch_size, kl_windows, progress, attack_batch_size
         )
+        self.protected = torch.cat([self.protected, image_token_ids(model, tokenizer)]).unique()
         channels = int(windows[0].inputs["pixel_values"].shape[-3])
         mean, std, _ = normalisation(settings_of(processor), channels)
         self.mean = torch.tensor(mean).view(-1, 1, 1)

@@ -38,6 +38,9 @@ from modelxray.metrics.windows import NamedTensors
 from modelxray.quant.targets import _is_conv1d
 
 
+CACHE_ARGUMENTS = ("past_key_values", "past_key_value", "cache", "layer_past")
+
+
 class _Caught(Exception):
     pass
 
@@ -121,7 +124,10 @@ class BlockInputs:
         self.repeated = 0
 
         def catch(_module, args, kwargs):
-            kwargs = dict(kwargs)
+            # a KV cache in the block's arguments would grow at every replay of the block: dropped
+            kwargs = {k: v for k, v in kwargs.items() if k not in CACHE_ARGUMENTS}
+            if "use_cache" in kwargs:
+                kwargs["use_cache"] = False
             hidden = (args[0] if args else kwargs.pop("hidden_states")).detach()
             if self.hidden and _same(hidden, self.hidden[0]):
                 self.repeated += 1

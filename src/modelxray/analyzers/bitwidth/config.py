@@ -33,6 +33,7 @@ LM_ONLY = ("max_windows", "kl_windows", "sensitivity_windows", "batch_size", "bu
 @dataclass
 class BitwidthAnalyzer(Analyzer):
     name: ClassVar[str] = "bitwidth"
+    quantizes_itself: ClassVar[bool] = True
     plots_module: ClassVar[str] = "modelxray.analyzers.bitwidth.plots"
     tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
     uniform_bits: list[int] = field(default_factory=lambda: [8, 6, 4, 3, 2])

@@ -83,6 +83,7 @@ def load_strategy(name: str):
 @dataclass
 class QuantImpactAnalyzer(Analyzer):
     name: ClassVar[str] = "quant_impact"
+    quantizes_itself: ClassVar[bool] = True
     plots_module: ClassVar[str] = "modelxray.analyzers.quant_impact.plots"
     tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
     strategies: list[str] = field(default_factory=lambda: ["none", "int8", "int4", "gptq_int4", "awq_int4"])
