@@ -37,7 +37,6 @@ from modelxray.measure.scoring import forward_logits, model_device
 from modelxray.metrics.windows import NamedTensors
 from modelxray.quant.targets import _is_conv1d
 
-
 CACHE_ARGUMENTS = ("past_key_values", "past_key_value", "cache", "layer_past")
 
 
