@@ -76,3 +76,11 @@ def test_quant_impact_summary_shows_a_compact_strategies_table_with_readable_siz
     assert list(shown["strategies"][0]) == ["strategy", "method", "accuracy", "kl", "weight_bytes", "efficiency_score"]
     assert analyzer.headline(result) == {}  # per-strategy metrics are the table's columns, not repeated
     assert "67.6 KiB" in table(shown["strategies"])
+
+
+def test_text_in_a_table_cell_stays_in_its_cell():
+    """A prompt's newline or pipe would break the Markdown table; ``<image>`` would render as a tag."""
+    from modelxray.report.markdown import _cell
+
+    assert _cell("prompt", "USER: <image>\nWhat | is it?") == "USER: &lt;image&gt; What \\| is it?"
+    assert _cell("weight_bytes", 2048) == "2.0 KiB" and _cell("module", "model.layers.0") == "model.layers.0"

@@ -16,9 +16,12 @@ def table(rows: list[dict], columns: list[str] | None = None) -> str:
 
 
 def _cell(column: str, value) -> str:
-    """Sizes in a ``*_bytes`` / ``*_rss`` column in KiB/MiB/GiB; everything else as a number."""
+    """Sizes in a ``*_bytes`` / ``*_rss`` column in KiB/MiB/GiB; numbers as numbers; text kept on one
+    line of its table cell (a prompt's newlines and pipes, and ``<image>``-like tags, shown as text)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and column.endswith(("_bytes", "_rss", "bytes")):
         return human_bytes(value)
+    if isinstance(value, str):
+        return value.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
     return fmt_number(value)
 
 
