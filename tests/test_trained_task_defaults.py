@@ -98,3 +98,21 @@ def test_the_step_schedule_holds_the_rate_then_drops_it_tenfold():
     factor = scheduler.call_args[0][1]
     assert [factor(s) for s in (0, 1, 2, 10, 35)] == [0.5, 1.0, 1.0, 1.0, 1.0]
     assert factor(36) == factor(39) == 0.1
+
+
+def test_the_segmenter_default_loads_as_a_segmenter_or_as_its_backbone(tmp_path):
+    from modelxray.models.digits_segmenter import DigitsSegmenterSource
+
+    tiny = dict(width=8, decoder_width=16, steps=2, batch_size=2, progress=False, device="cpu")
+    src = DigitsSegmenterSource(cache_dir=str(tmp_path), **tiny)
+    first = src.load()
+    assert first.kind == "semantic_segmentation" and first.info.name == "digits-segmenter"
+    assert first.info.notes[0].startswith("trained now: 2 steps") and first.image_shape == (3, 64, 64)
+    backbone = DigitsSegmenterSource(cache_dir=str(tmp_path), kind="image_features", **tiny).load()
+    assert backbone.kind == "image_features" and backbone.info.notes[0].startswith("trained before")
+    assert (
+        DigitsSegmenterSource(cache_dir=str(tmp_path), **{**tiny, "background_weight": 1.0}).cache_path()
+        != src.cache_path()
+    )
+    with pytest.raises(ConfigError, match=r"^kind: must be semantic_segmentation or image_features"):
+        DigitsSegmenterSource(kind="causal_lm")

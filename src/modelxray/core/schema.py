@@ -32,6 +32,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "pydoc_text": "modelxray.models.pydoc_text.PydocTextSource",
         "digits_vlm": "modelxray.models.digits_vlm.DigitsVLMSource",
         "digits_detector": "modelxray.models.digits_detector.DigitsDetectorSource",
+        "digits_segmenter": "modelxray.models.digits_segmenter.DigitsSegmenterSource",
         "mlp": "modelxray.models.grokking.MLPSource",
         "grokking_transformer": "modelxray.models.grokking.GrokkingTransformerSource",
     },

@@ -45,7 +45,7 @@ def vision_task_data(kind: str, dataset: Any, loaded: Any) -> VisionTaskData:
             "dataset=coco_folder (images and instances.json: detectors, segmenters), dataset=mask_folder "
             "(images and masks: segmenters) or dataset=image_folder (a folder per class: backbones)",
         )
-    if kind == "image_features" and not isinstance(dataset, DigitCanvases):
+    if kind == "image_features":  # one digit per canvas: each image has one label for k-NN accuracy
         canvases = dataclasses.replace(canvases, max_digits=1)
     return canvases.load(canvas_size=size, channels=channels)
 

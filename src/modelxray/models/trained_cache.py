@@ -41,11 +41,11 @@ def write_directory(directory: Path, *parts: Any) -> None:
     tmp.replace(directory)
 
 
-def load_trained_directory(source: Any, name: str, train_into) -> Any:
+def load_trained_directory(source: Any, name: str, train_into, kind: str | None = None) -> Any:
     """A model trained here and kept as a Hugging Face directory: ``source.cache_path()`` when
     ``source.use_disk_cache`` and it was trained before, else ``train_into(directory)`` (which writes
     it and returns the note saying how); copied to ``source.save_pretrained`` when set; loaded as
-    ``model=hf`` loads that directory, named ``name``, the note first."""
+    ``model=hf`` loads that directory (as ``kind`` where given), named ``name``, the note first."""
     import shutil
 
     from modelxray.models.hf import HFSource
@@ -59,7 +59,7 @@ def load_trained_directory(source: Any, name: str, train_into) -> Any:
         note = train_into(directory)
     if source.save_pretrained:
         shutil.copytree(directory, Path(source.save_pretrained).expanduser(), dirs_exist_ok=True)
-    loaded = HFSource(name_or_path=str(directory), dtype=source.dtype, device=source.device).load()
+    loaded = HFSource(name_or_path=str(directory), dtype=source.dtype, device=source.device, kind=kind or "auto").load()
     loaded.info.name = name
     loaded.info.source_format = "config"
     loaded.info.notes = [note, *loaded.info.notes]

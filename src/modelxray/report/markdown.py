@@ -21,7 +21,9 @@ def _cell(column: str, value) -> str:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and column.endswith(("_bytes", "_rss", "bytes")):
         return human_bytes(value)
     if isinstance(value, str):
-        return value.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
+        return (
+            value.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
+        )
     return fmt_number(value)
 
 
