@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
@@ -70,9 +70,21 @@ def build_components(cfg: DictConfig, *, skip_model: bool = False, skip_dataset:
     quant = build_component(cfg.quant, "quant")
     _check_quantizing_analyzers(analyzers, quant)
     tracker = build_component(cfg.tracker, "tracker")
+    tracker.redactor = _redactor(cfg)
     _check_report(cfg)
     _check_runtime(cfg)
     return Components(model, dataset, analyzers, quant, tracker, train)
+
+
+def _redactor(cfg: DictConfig) -> Any:
+    """The secrets of this run's config, masked in everything the tracker sends to the store."""
+    from modelxray.tracking.redact import Redactor
+
+    try:
+        config = OmegaConf.to_container(cfg, resolve=True)
+    except Exception:  # noqa: BLE001 - an interpolation that resolves only later: the values as written
+        config = OmegaConf.to_container(cfg, resolve=False)
+    return Redactor.of_config(config)
 
 
 def _check_quantizing_analyzers(analyzers: dict, quant: Any) -> None:

@@ -23,9 +23,12 @@ from __future__ import annotations
 import math
 import os
 import re
+import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
@@ -38,7 +41,9 @@ from modelxray.tracking.mlflow_store import (
     get_or_create_experiment,
     store_template,
 )
-from modelxray.tracking.redact import redact
+from modelxray.tracking.redact import Redactor, redact
+
+TEXT_SUFFIXES = (".yaml", ".yml", ".json", ".md", ".txt", ".csv", ".log", ".html", ".tsv")  # redacted before upload
 
 _PARAM_BATCH = 100  # MLflow's limit of params per log_batch call
 _METRIC_BATCH = 1000  # and of metrics
@@ -59,6 +64,8 @@ class MlflowTracker(Configurable):
     system_metrics: bool = False  # log CPU, memory, disk, network and GPU use over time (MLflow's system metrics)
     system_metrics_interval_s: float = 10.0  # seconds between two samples of the system metrics
     store_template_dir: str | None = "~/.cache/modelxray/mlflow"  # new SQLite stores copy an empty one from here
+    # the run's secrets (set from its config when the components are built): masked in all it logs
+    redactor: ClassVar[Redactor] = Redactor()
 
     def validate(self) -> None:
         if not self.uri:
@@ -199,7 +206,7 @@ class MlflowTracker(Configurable):
 
         client = MlflowClient(tracking_uri=self.store_uri)
         client.update_run(run_id, status="RUNNING")
-        run = MlflowRun(client, run_id, self.uri, self.experiment)
+        run = MlflowRun(client, run_id, self.uri, self.experiment, self.redactor)
         run.set_tags(tags)
         return self._watched(run)
 
@@ -209,12 +216,13 @@ class MlflowTracker(Configurable):
         self.check()
         client = MlflowClient(tracking_uri=self.store_uri)
         experiment_id = get_or_create_experiment(client, self.experiment, self.resolved_artifact_location())
+        name = self.run_name or run_name
         run = client.create_run(
             experiment_id,
-            run_name=self.run_name or run_name,
-            tags={**{k: str(v) for k, v in tags.items()}, **{k: str(v) for k, v in self.tags.items()}},
+            run_name=self.redactor.text(name) if name else name,
+            tags=self.redactor.pairs({**tags, **self.tags}),
         )
-        return self._watched(MlflowRun(client, run.info.run_id, self.uri, self.experiment))
+        return self._watched(MlflowRun(client, run.info.run_id, self.uri, self.experiment, self.redactor))
 
     def _watched(self, run: MlflowRun) -> MlflowRun:
         """With ``system_metrics``, MLflow's monitor samples the machine in a thread until the run ends."""
@@ -297,15 +305,16 @@ def ui_url(base: str, experiment_id: str, run_id: str | None = None) -> str:
 
 
 class MlflowRun:
-    def __init__(self, client, run_id: str, uri: str, experiment: str):
+    def __init__(self, client, run_id: str, uri: str, experiment: str, redactor: Redactor | None = None):
         self.client, self.run_id, self.uri, self.experiment = client, run_id, uri, experiment
+        self.redactor = redactor or Redactor()  # every param, tag, text and text file sent is redacted
         self._sent: dict[Path, tuple[int, int]] = {}  # file -> (mtime, size) when it was logged
         self.monitor = None  # MLflow's system-metrics monitor, with tracker.system_metrics
 
     def log_params(self, params: dict[str, str]) -> None:
         from mlflow.entities import Param
 
-        items = [Param(k, str(v)[:_PARAM_MAX_CHARS]) for k, v in redact(params).items()]
+        items = [Param(k, str(v)[:_PARAM_MAX_CHARS]) for k, v in self.redactor.pairs(params).items()]
         for i in range(0, len(items), _PARAM_BATCH):
             self.client.log_batch(self.run_id, params=items[i : i + _PARAM_BATCH])
 
@@ -334,7 +343,7 @@ class MlflowRun:
     def set_tags(self, tags: dict[str, str]) -> None:
         from mlflow.entities import RunTag
 
-        self.client.log_batch(self.run_id, tags=[RunTag(k, str(v)) for k, v in tags.items()])
+        self.client.log_batch(self.run_id, tags=[RunTag(k, v) for k, v in self.redactor.pairs(tags).items()])
 
     def log_files(self, folder: Path, paths: list[Path]) -> None:
         """Log ``paths`` (files inside ``folder``) under their relative folders, each once: a file
@@ -345,8 +354,29 @@ class MlflowRun:
             if self._sent.get(path) == stamp:
                 continue
             rel = path.relative_to(folder).parent
-            self.client.log_artifact(self.run_id, str(path), artifact_path=None if rel == Path(".") else str(rel))
+            with self._redacted(path) as sent:
+                self.client.log_artifact(self.run_id, str(sent), artifact_path=None if rel == Path(".") else str(rel))
             self._sent[path] = stamp
+
+    @contextmanager
+    def _redacted(self, path: Path):
+        """``path``, or where it holds text with a secret, a redacted copy of the same name."""
+        if path.suffix.lower() not in TEXT_SUFFIXES:
+            yield path
+            return
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError):
+            yield path
+            return
+        clean = self.redactor.text(text)
+        if clean == text:
+            yield path
+            return
+        with tempfile.TemporaryDirectory() as tmp:
+            copy = Path(tmp) / path.name
+            copy.write_text(clean)
+            yield copy
 
     def log_artifacts(self, folder: Path, exclude: tuple[str, ...] = ()) -> None:
         """Every file of the run's output dir but ``exclude`` (top-level names, e.g. large
@@ -369,7 +399,7 @@ class MlflowRun:
         return out
 
     def log_text(self, text: str, artifact_path: str) -> None:
-        self.client.log_text(self.run_id, text, artifact_path)
+        self.client.log_text(self.run_id, self.redactor.text(text), artifact_path)
 
     def log_dataset(self, identity, context: str = "evaluation") -> None:
         """The run's data as an MLflow dataset input (``modelxray.data.identity.DatasetIdentity``): the
