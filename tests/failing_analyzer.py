@@ -53,3 +53,28 @@ class HangingAnalyzer(Analyzer):
         result = self.new_result()
         result.metrics["answer"] = 42.0
         return result
+
+
+@dataclass
+class ServerKillingAnalyzer(Analyzer):
+    """Stops the tracking server (the process group $MODELXRAY_TEST_KILL_PGID) mid-run and waits
+    until it no longer answers: the analyzers after it must still run."""
+
+    name: ClassVar[str] = "kill"
+
+    def run(self, subject, ctx):
+        import os
+        import signal
+        import time
+        import urllib.request
+
+        os.killpg(int(os.environ["MODELXRAY_TEST_KILL_PGID"]), signal.SIGKILL)
+        for _ in range(50):
+            try:
+                urllib.request.urlopen(os.environ["MODELXRAY_TEST_KILL_URI"] + "/health", timeout=1)
+                time.sleep(0.2)
+            except OSError:
+                break
+        result = self.new_result()
+        result.metrics["killed"] = 1.0
+        return result

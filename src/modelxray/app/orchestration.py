@@ -185,6 +185,8 @@ def run(
         tracker_run.log_artifacts(out_dir, exclude=() if keep_checkpoints else ("checkpoints",))
         tracker_run.finish("FAILED" if any(not r.ok for r in results.values()) else "FINISHED")
     except BaseException as exc:
+        if isinstance(exc, (KeyboardInterrupt, JobKilled)) and hasattr(tracker_run, "hurry"):
+            tracker_run.hurry()  # a stopped process ends in seconds, whatever the server does
         tb = traceback.format_exc()
         (out_dir / "errors").mkdir(exist_ok=True)
         (out_dir / "errors" / "run_traceback.txt").write_text(tb)

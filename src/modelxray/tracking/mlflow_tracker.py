@@ -64,6 +64,8 @@ class MlflowTracker(Configurable):
     system_metrics: bool = False  # log CPU, memory, disk, network and GPU use over time (MLflow's system metrics)
     system_metrics_interval_s: float = 10.0  # seconds between two samples of the system metrics
     store_template_dir: str | None = "~/.cache/modelxray/mlflow"  # new SQLite stores copy an empty one from here
+    request_timeout_s: float = 10.0  # a tracking server: seconds one request may take
+    request_retries: int = 1  # a tracking server: retries of a failed request (then the run goes on locally)
     # the run's secrets (set from its config when the components are built): masked in all it logs
     redactor: ClassVar[Redactor] = Redactor()
 
@@ -72,7 +74,8 @@ class MlflowTracker(Configurable):
             raise ConfigError("uri", "is empty: use sqlite:///mlflow.db, a directory, or http://host:port")
         if not self.experiment:
             raise ConfigError("experiment", "is empty: name the MLflow experiment")
-        self.require_positive("system_metrics_interval_s")
+        self.require_positive("system_metrics_interval_s", "request_timeout_s")
+        self.require_non_negative("request_retries")
         db = self.sqlite_path()
         if db is not None and not db.parent.is_dir():
             raise ConfigError("uri", f"folder {str(db.parent)!r} of the SQLite file does not exist")
@@ -104,12 +107,21 @@ class MlflowTracker(Configurable):
             check_writable(db.parent, "tracker.uri", f"folder of the SQLite file {str(db)!r}")
             self.seed_store()
         elif self.uri.startswith(("http://", "https://")):
+            self.bound_requests()
             check_server(self.uri)
         if location and "://" not in location:
             check_writable(
                 existing_parent(Path(location)), "tracker.artifact_location", f"artifact folder {location!r}"
             )
         _CHECKED.add((store, location))
+
+    def bound_requests(self) -> None:
+        """MLflow's HTTP client retries a dead server 7 times with growing waits, 120 s each (about
+        13 minutes a call): bounded here to ``request_timeout_s`` and ``request_retries``."""
+        os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = str(max(1, round(self.request_timeout_s)))
+        os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = str(self.request_retries)
+        os.environ["MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR"] = "1"
+        os.environ["MLFLOW_HTTP_REQUEST_BACKOFF_JITTER"] = "0"
 
     def seed_store(self) -> None:
         """A SQLite store that does not exist yet starts as a copy of an empty store made once per MLflow
@@ -271,7 +283,7 @@ def _process_gone(tags: dict[str, str]) -> bool:
     return False
 
 
-RUN_FILE = "mlflow_run.json"  # in the job's output dir: which run this job logs to
+RUN_FILE = "mlflow_run.json"  # in the job's output dir: which run this job logs to (local bookkeeping)
 
 
 def end_orphan_run(job_dir: Path, status: str = "KILLED") -> bool:
@@ -304,13 +316,54 @@ def ui_url(base: str, experiment_id: str, run_id: str | None = None) -> str:
     return f"{base.rstrip('/')}/#/{page}?{UI_VIEW}"
 
 
+UNSYNCED_FILE = "tracking_unsynced.json"  # in the run folder: the server stopped answering during the run
+
+
+def _unreachable(exc: BaseException) -> bool:
+    """A tracking server that does not answer (refused, timed out, gone), as MLflow reports it."""
+    import requests
+    from mlflow.exceptions import MlflowException
+
+    if isinstance(exc, (requests.exceptions.RequestException, ConnectionError, TimeoutError)):
+        return True
+    text = str(exc)
+    return isinstance(exc, MlflowException) and any(
+        s in text for s in ("Max retries exceeded", "API request to", "Connection refused", "timed out")
+    )
+
+
+def _to_store(method):
+    """A call that sends to the store. On a server that stopped answering, the run goes on locally:
+    the first such failure is said once, this and every later call are skipped, and the run folder
+    records that it is not synced (``scripts/sync_run.py`` sends it later)."""
+    import functools
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        if self.offline:
+            return None
+        try:
+            return method(self, *args, **kwargs)
+        except Exception as exc:
+            if not (self.remote and _unreachable(exc)):
+                raise
+            self._go_offline(method.__name__, exc)
+            return None
+
+    return call
+
+
 class MlflowRun:
     def __init__(self, client, run_id: str, uri: str, experiment: str, redactor: Redactor | None = None):
         self.client, self.run_id, self.uri, self.experiment = client, run_id, uri, experiment
         self.redactor = redactor or Redactor()  # every param, tag, text and text file sent is redacted
+        self.remote = uri.startswith(("http://", "https://"))
+        self.offline = False  # the server stopped answering: the rest of the run stays local
+        self.folder: Path | None = None  # the run folder (``record``)
         self._sent: dict[Path, tuple[int, int]] = {}  # file -> (mtime, size) when it was logged
         self.monitor = None  # MLflow's system-metrics monitor, with tracker.system_metrics
 
+    @_to_store
     def log_params(self, params: dict[str, str]) -> None:
         from mlflow.entities import Param
 
@@ -318,6 +371,7 @@ class MlflowRun:
         for i in range(0, len(items), _PARAM_BATCH):
             self.client.log_batch(self.run_id, params=items[i : i + _PARAM_BATCH])
 
+    @_to_store
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
         from mlflow.entities import Metric
 
@@ -326,6 +380,7 @@ class MlflowRun:
         for i in range(0, len(items), _METRIC_BATCH):
             self.client.log_batch(self.run_id, metrics=items[i : i + _METRIC_BATCH])
 
+    @_to_store
     def log_metric_rows(self, rows: list[tuple[int, dict[str, float]]]) -> None:
         """Step-indexed metrics, many steps per call (a training run's history): batches of 1,000."""
         from mlflow.entities import Metric
@@ -340,11 +395,13 @@ class MlflowRun:
         for i in range(0, len(items), _METRIC_BATCH):
             self.client.log_batch(self.run_id, metrics=items[i : i + _METRIC_BATCH])
 
+    @_to_store
     def set_tags(self, tags: dict[str, str]) -> None:
         from mlflow.entities import RunTag
 
         self.client.log_batch(self.run_id, tags=[RunTag(k, v) for k, v in self.redactor.pairs(tags).items()])
 
+    @_to_store
     def log_files(self, folder: Path, paths: list[Path]) -> None:
         """Log ``paths`` (files inside ``folder``) under their relative folders, each once: a file
         logged before and unchanged since is not sent again."""
@@ -384,7 +441,7 @@ class MlflowRun:
         folder = Path(folder)
         paths = []
         for entry in sorted(os.listdir(folder)):
-            if entry == RUN_FILE or entry in exclude:  # RUN_FILE: local bookkeeping, holds the tracking URI
+            if entry in (RUN_FILE, UNSYNCED_FILE) or entry in exclude:  # local bookkeeping, holds the tracking URI
                 continue
             path = folder / entry
             paths.extend(sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path])
@@ -398,9 +455,11 @@ class MlflowRun:
             out[name] = Path(local)
         return out
 
+    @_to_store
     def log_text(self, text: str, artifact_path: str) -> None:
         self.client.log_text(self.run_id, self.redactor.text(text), artifact_path)
 
+    @_to_store
     def log_dataset(self, identity, context: str = "evaluation") -> None:
         """The run's data as an MLflow dataset input (``modelxray.data.identity.DatasetIdentity``): the
         UI's dataset column and filter show it, and runs on other text show another digest."""
@@ -428,12 +487,14 @@ class MlflowRun:
                     raise
                 time.sleep(0.1 * (attempt + 1))
 
+    @_to_store
     def finish(self, status: str) -> None:
         if self.monitor is not None:  # its last samples are flushed before the run ends
             self.monitor.finish()
             self.monitor = None
         self.client.set_terminated(self.run_id, status=status)
 
+    @_to_store
     def reopen(self) -> None:
         """RUNNING again after ``finish``: a ModelAnalyzer logs each call's analyzer to one run."""
         self.client.update_run(self.run_id, status="RUNNING")
@@ -442,14 +503,45 @@ class MlflowRun:
         """Leave the run's id in the job's folder, so a launcher can end it if the job is killed."""
         import json
 
-        (Path(folder) / RUN_FILE).write_text(json.dumps({"uri": self.uri, "run_id": self.run_id}))
+        self.folder = Path(folder)
+        info = {"uri": self.uri, "run_id": self.run_id, "experiment": self.experiment}
+        (self.folder / RUN_FILE).write_text(json.dumps(info))
+
+    def hurry(self) -> None:
+        """The process is being stopped: the last calls to a server get 2 s each, no retry."""
+        if self.remote:
+            os.environ["MLFLOW_HTTP_REQUEST_TIMEOUT"] = "2"
+            os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"
+
+    def _go_offline(self, call: str, exc: BaseException) -> None:
+        import json
+        import sys
+
+        self.offline = True
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        where = self.folder or Path(".")
+        print(
+            f"modelxray: the tracking server {redact({'uri': self.uri})['uri']} stopped answering ({call}: {first}); "
+            f"the analysis goes on and is kept in {where}; send it later: python scripts/sync_run.py {where}",
+            file=sys.stderr,
+        )
+        if self.folder is not None:
+            info = {"uri": self.uri, "run_id": self.run_id, "experiment": self.experiment, "failed_call": call}
+            (self.folder / UNSYNCED_FILE).write_text(json.dumps({**info, "error": first}))
 
     def describe(self) -> str:
-        return f"MLflow run {self.run_id} in experiment {self.experiment!r} at {redact({'uri': self.uri})['uri']}"
+        where = f"MLflow run {self.run_id} in experiment {self.experiment!r} at {redact({'uri': self.uri})['uri']}"
+        if self.offline:
+            where += (
+                f" (NOT SYNCED: the server stopped answering; send it with python scripts/sync_run.py {self.folder})"
+            )
+        return where
 
     def view_hint(self) -> str:
         """How to see the experiment's runs in MLflow's UI: the link on a server, the command and the
         link for a store file."""
+        if self.offline:
+            return ""
         experiment_id = self.client.get_run(self.run_id).info.experiment_id
         if self.uri.startswith(("http://", "https://")):
             return ui_url(re.sub(r"//[^/@]*@", "//", self.uri), experiment_id)  # no credentials in a printed link
