@@ -553,26 +553,32 @@ def test_a_mask_query_segmenter_is_scored_by_its_semantic_maps(dirs, tmp_path):
 @pytest.fixture(scope="module")
 def vlm_dirs(tmp_path_factory):
     root = tmp_path_factory.mktemp("vlms")
-    return {name: vision_task_models.ALL_VLMS[name](root / name) for name in ("idefics3", "paligemma")}
+    names = ("idefics3", "paligemma", "llava_next", "blip2")
+    return {name: vision_task_models.ALL_VLMS[name](root / name) for name in names}
 
 
-@pytest.mark.parametrize("name", ["idefics3", "paligemma"])
-def test_smolvlm_and_paligemma_run_every_analyzer(name, vlm_dirs, tmp_path):
-    """SmolVLM's architecture (Idefics3: image tiles, row and column tokens, a chat template) and
-    PaliGemma (answer passed as the processor's suffix): quality with its uncertainty and agreement
-    after quant=; robustness with pixel attacks and prompt substitution; GPTQ in quant_impact."""
+@pytest.mark.parametrize("name", ["idefics3", "paligemma", "llava_next", "blip2"])
+def test_smolvlm_paligemma_llava_next_and_blip2_run_every_analyzer(name, vlm_dirs, tmp_path):
+    """SmolVLM's architecture (Idefics3: image tiles, row and column tokens, a chat template),
+    PaliGemma (answer passed as the processor's suffix), LLaVA-NeXT (any-resolution tiles) and
+    BLIP-2 (a Q-Former whose query tokens its processor places): quality with its uncertainty and
+    agreement after quant=; robustness with pixel attacks and prompt substitution; GPTQ in
+    quant_impact; BLIP-2's FLOP count."""
     import modelxray
 
     base = ["model=hf", f"model.name_or_path={vlm_dirs[name]}", "tracker=none", "progress=false", "dataset.examples=3"]
     base += ["report.dashboard=false"]
     perf = [
         "quant=int8",
-        "analyzer=performance",
+        "analyzer=[performance,inspect]" if name == "blip2" else "analyzer=performance",  # BLIP-2: its FLOP count
         "analyzer.performance.iters=1",
         "analyzer.performance.max_new_tokens=2",
     ]
-    m = modelxray.analyze([*base, *perf], output_dir=tmp_path / "p").results["performance"].metrics
+    first = modelxray.analyze([*base, *perf], output_dir=tmp_path / "p")
+    m = first.results["performance"].metrics
     assert m["loss_se"] >= 0 and m["kl"] >= 0 and "top1_agree" in m and "exact_match" in m
+    if name == "blip2":
+        assert first.results["inspect"].ok and not first.results["inspect"].metrics.get("compute_failed")
     rest = [
         "analyzer=[robustness,quant_impact]",
         "analyzer.robustness.seeds=1",
@@ -629,3 +635,33 @@ def test_calibration_replays_carry_no_growing_kv_cache(dirs):
         inputs.run(blocks[0], update=True)
         inputs.run(blocks[0], update=False)
         assert [h.shape for h in inputs.hidden] == before
+
+
+def test_a_processor_that_needs_a_missing_package_is_one_line(dirs, monkeypatch):
+    """Qwen2-VL's processor needs torchvision (its video processor): one line naming it, not a traceback."""
+    import transformers
+
+    from modelxray.models.hf_tasks import load_multimodal_processor
+
+    def missing(*_a, **_k):
+        raise ImportError("Qwen2VLVideoProcessor requires the Torchvision library but it was not found")
+
+    monkeypatch.setattr(transformers.AutoProcessor, "from_pretrained", missing)
+    with pytest.raises(ConfigError, match=r"^model.name_or_path: cannot load the processor .*requires the Torchvision"):
+        load_multimodal_processor(str(dirs["llava"]), {})
+
+
+def test_unquantized_outputs_that_cannot_be_computed_fail_performance_only(dirs, tmp_path, monkeypatch):
+    import modelxray
+    from modelxray.measure import reference_outputs
+
+    def broken(*_a, **_k):
+        raise RuntimeError("the model cannot run its reference pass")
+
+    monkeypatch.setattr(reference_outputs, "capture", broken)
+    args = ["model=hf", f"model.name_or_path={dirs['dinov2']}", "quant=int8", "analyzer=[performance,inspect]"]
+    args += ["analyzer.inspect.compute=false"]  # weights only: quick
+    out = modelxray.analyze([*args, "tracker=none", "progress=false", "report.dashboard=false"], output_dir=tmp_path)
+    assert out.failed == ["performance"] and out.results["inspect"].ok
+    assert "unquantized model's outputs could not be computed" in out.results["performance"].error
+    assert (tmp_path / "summary_report.md").is_file()

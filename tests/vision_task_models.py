@@ -345,4 +345,148 @@ def paligemma(d) -> Path:
     return d
 
 
-ALL_VLMS = {"llava": llava, "idefics3": idefics3, "paligemma": paligemma}
+def llava_next(d) -> Path:
+    """LlavaNextForConditionalGeneration: a CLIP tower (32 px tiles, 8 px patches, CLS: 17 positions,
+    'default' strategy drops CLS -> 16), anyres pinpoints [[32,32],[32,64],[64,32]], a Llama text model."""
+    import copy
+
+    from transformers import (
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaNextConfig,
+        LlavaNextForConditionalGeneration,
+        LlavaNextImageProcessor,
+        LlavaNextProcessor,
+    )
+
+    import task_models
+
+    d = _prepare(d)
+    tok = copy.deepcopy(task_models.tokenizer("bart"))
+    tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    side, patch = 32, 8
+    pinpoints = [[32, 32], [32, 64], [64, 32]]
+    vision = CLIPVisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        image_size=side,
+        patch_size=patch,
+    )
+    text = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    config = LlavaNextConfig(
+        vision_config=vision,
+        text_config=text,
+        image_token_index=tok.convert_tokens_to_ids("<image>"),
+        vision_feature_layer=-1,
+        vision_feature_select_strategy="default",
+        image_grid_pinpoints=pinpoints,
+        image_seq_length=(side // patch) ** 2,
+    )
+    LlavaNextForConditionalGeneration(config).save_pretrained(d)
+    images = LlavaNextImageProcessor(
+        size={"shortest_edge": side}, crop_size={"height": side, "width": side}, image_grid_pinpoints=pinpoints
+    )
+    processor = LlavaNextProcessor(
+        image_processor=images,
+        tokenizer=tok,
+        patch_size=patch,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+    )
+    processor.save_pretrained(d)
+    return d
+
+
+QWEN_CHAT_TEMPLATE = (
+    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+    "{% for c in message['content'] %}{% if c['type'] == 'image' %}<|vision_start|><|image_pad|><|vision_end|>"
+    "{% elif c['type'] == 'text' %}{{ c['text'] }}{% endif %}{% endfor %}{% endif %}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)  # Qwen2-VL-Instruct's template, without the default system turn and the video/picture counters
+
+
+def blip2(d) -> Path:
+    """Blip2ForConditionalGeneration: a BLIP vision tower (32 px, 8 px patches), a one-layer Q-Former with
+    4 queries, an OPT language model; the processor prepends 4 <image> tokens to every text."""
+    import copy
+
+    from transformers import (
+        Blip2Config,
+        Blip2ForConditionalGeneration,
+        Blip2Processor,
+        Blip2QFormerConfig,
+        Blip2VisionConfig,
+        BlipImageProcessor,
+        OPTConfig,
+    )
+
+    import task_models
+
+    d = _prepare(d)
+    tok = copy.deepcopy(task_models.tokenizer("bart"))
+    side, patch, queries = 32, 8, 4
+    images = BlipImageProcessor(size={"height": side, "width": side})
+    processor = Blip2Processor(image_processor=images, tokenizer=tok, num_query_tokens=queries)  # adds <image>
+    tok = processor.tokenizer
+    vision = Blip2VisionConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        image_size=side,
+        patch_size=patch,
+        initializer_range=0.02,  # the default 1e-10 leaves the random tower ~0: int8 would round it all to 0
+    )
+    qformer = Blip2QFormerConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=64,
+        encoder_hidden_size=32,
+        cross_attention_frequency=1,
+    )
+    text = OPTConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        ffn_dim=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        word_embed_proj_dim=32,
+        max_position_embeddings=512,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+    config = Blip2Config(
+        vision_config=vision.to_dict(),
+        qformer_config=qformer.to_dict(),
+        text_config=text.to_dict(),
+        num_query_tokens=queries,
+        image_text_hidden_size=32,
+        image_token_index=tok.convert_tokens_to_ids("<image>"),
+    )
+    model = Blip2ForConditionalGeneration(config)
+    with torch.no_grad():
+        model.query_tokens.normal_(0.0, 0.02)  # initialised to zeros: every query would read alike
+    model.save_pretrained(d)
+    processor.save_pretrained(d)
+    return d
+
+
+ALL_VLMS = {"llava": llava, "idefics3": idefics3, "paligemma": paligemma, "llava_next": llava_next, "blip2": blip2}

@@ -134,10 +134,15 @@ def run(
                 subject, components.train, tracker_run, out_dir, progress=cfg.progress
             )
         pending = [n for n in components.analyzers if n not in earlier]
+        reference_error = None  # the unquantized outputs could not be computed: performance fails, the rest run
         if pending and _keeps_reference(subject, components):
             from modelxray.measure.reference_outputs import capture
 
-            subject = dataclasses.replace(subject, reference=capture(subject, components.analyzers.get("performance")))
+            try:
+                reference = capture(subject, components.analyzers.get("performance"))
+                subject = dataclasses.replace(subject, reference=reference)
+            except Exception:  # noqa: BLE001 - recorded as performance's failure, never the whole run's
+                reference_error = "the unquantized model's outputs could not be computed:\n" + traceback.format_exc()
         in_place = _quantize_in_place(cfg, job, components, given_model=model is not None)
         if in_place:  # the cache must not hand the quantized model to a later run as the loaded one
             process_cache.evict(components.model)
@@ -158,7 +163,10 @@ def run(
             if name in earlier:
                 results[name] = earlier[name]
                 continue
-            results[name] = run_stage(name, analyzer, subject, ctx)
+            if name == "performance" and reference_error is not None:
+                results[name] = Result(name, error=reference_error, source=analyzer)
+            else:
+                results[name] = run_stage(name, analyzer, subject, ctx)
             keep_stage(name, results[name], out_dir, tracker_run, written)
             if results[name].ok:  # a failed analyzer runs again when the run is resumed
                 finished.append(name)

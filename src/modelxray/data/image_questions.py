@@ -32,6 +32,8 @@ def prompt_for(processor: Any, question: str) -> str:
     if getattr(tok, "chat_template", None) or getattr(processor, "chat_template", None):
         turn = [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": question}]}]
         return processor.apply_chat_template(turn, add_generation_prompt=True)
+    if getattr(processor, "num_query_tokens", None) is not None:  # BLIP-2: its processor adds the image's tokens
+        return f"Question: {question} Answer:"
     image = getattr(processor, "image_token", None) or "<image>"
     if _takes_suffix(processor):  # PaliGemma: the image, then the question (its processor adds "\n")
         return f"{image}{question}"

@@ -100,14 +100,22 @@ def flop_counter(depth: int | None = None) -> FlopCounterMode:
 # -- running a model -----------------------------------------------------------------------------------
 @contextlib.contextmanager
 def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
-    """``model.eval()`` for the block, then every module's own training flag back."""
+    """``model.eval()`` with no parameter requiring grad for the block, then every module's training
+    flag and every parameter's ``requires_grad`` back. (A view of a parameter made under no_grad,
+    BLIP-2's ``query_tokens.expand``, still requires grad without a grad_fn, which torch's module
+    tracker, under the FLOP counter and the op trace, cannot hook.)"""
     flags = [(m, m.training) for m in model.modules()]
+    grads = [(p, p.requires_grad) for p in model.parameters()]
     model.eval()
+    for p, _ in grads:
+        p.requires_grad_(False)
     try:
         yield model
     finally:
         for m, training in flags:
             m.training = training
+        for p, wanted in grads:
+            p.requires_grad_(wanted)
 
 
 def run_model(model: nn.Module, inputs) -> Any:

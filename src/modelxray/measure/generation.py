@@ -91,8 +91,9 @@ def prompt_inputs(processor: Any, prompt: str, image: Any) -> dict[str, torch.Te
     token the tokenizer appends to every text (BART-style post-processing) is cut off."""
     out = dict(processor(text=prompt, images=image, return_tensors="pt"))
     eos = getattr(getattr(processor, "tokenizer", processor), "eos_token_id", None)
-    if eos is not None and int(out["input_ids"][0, -1]) == eos:
-        out["input_ids"], out["attention_mask"] = out["input_ids"][:, :-1], out["attention_mask"][:, :-1]
+    ids = out["input_ids"]
+    if eos is not None and int(ids[0, -1]) == eos:  # cut from every per-token tensor (Qwen2-VL's token types too)
+        out = {k: v[:, :-1] if torch.is_tensor(v) and v.shape == ids.shape else v for k, v in out.items()}
     return out
 
 

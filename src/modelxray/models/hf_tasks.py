@@ -73,7 +73,7 @@ def load_multimodal_processor(path: str, kwargs: dict) -> Any:
         )
     try:
         return AutoProcessor.from_pretrained(path, **kwargs)
-    except (OSError, ValueError, TypeError) as exc:
+    except (OSError, ValueError, TypeError, ImportError) as exc:  # ImportError: a part needs a package (torchvision)
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
         raise ConfigError("model.name_or_path", f"cannot load the processor of {path}: {first}") from None
 
