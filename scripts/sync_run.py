@@ -12,8 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from modelxray.app.sync import sync_run
 from modelxray.core.errors import ConfigError
-from modelxray.tracking.sync import sync_run
 
 
 def main(argv: list[str] | None = None) -> int:

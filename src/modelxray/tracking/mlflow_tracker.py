@@ -212,6 +212,17 @@ class MlflowTracker(Configurable):
             raise ConfigError("runtime.resume", f"run {run_id} is still running (process {tags.get(PID_TAG)})")
         return _done(run)
 
+    def run_exists(self, run_id: str) -> bool:
+        """Whether the store holds run ``run_id``."""
+        from mlflow.exceptions import MlflowException
+        from mlflow.tracking import MlflowClient
+
+        try:
+            MlflowClient(tracking_uri=self.store_uri).get_run(run_id)
+            return True
+        except MlflowException:
+            return False
+
     def resume(self, run_id: str, tags: dict[str, str]) -> MlflowRun:
         """Reopen ``run_id`` (status RUNNING again) to log the analyzers it has not finished."""
         from mlflow.tracking import MlflowClient

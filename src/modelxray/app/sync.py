@@ -20,8 +20,6 @@ from modelxray.core.errors import ConfigError
 def sync_run(folder: str | Path, uri: str | None = None, experiment: str | None = None) -> str:
     """Log the run kept in ``folder`` to ``uri`` (default: the store it was logging to); returns the
     run's description."""
-    from mlflow.tracking import MlflowClient
-
     from modelxray.app.job import flatten
     from modelxray.report.result_file import RESULTS_DIR, load_result
     from modelxray.tracking.mlflow_tracker import RUN_FILE, UNSYNCED_FILE, MlflowTracker
@@ -42,13 +40,9 @@ def sync_run(folder: str | Path, uri: str | None = None, experiment: str | None 
     tracker.check()
     run_id = where.get("run_id")  # looked for in the target store, wherever it is served now
     run = None
-    if run_id:
-        try:
-            MlflowClient(tracking_uri=tracker.store_uri).get_run(run_id)
-            run = tracker.resume(run_id, {"modelxray.synced_from": str(folder)})
-        except Exception:  # noqa: BLE001 - gone with the old store: a new run holds it
-            run = None
-    if run is None:
+    if run_id and tracker.run_exists(run_id):
+        run = tracker.resume(run_id, {"modelxray.synced_from": str(folder)})
+    if run is None:  # the store does not hold the run it began: a new run holds it
         run = tracker.start(folder.name, {"modelxray.synced_from": str(folder), **_tags(run_info)})
         run.log_params({**flatten(config), **{k: str(v) for k, v in run_info.get("choices", {}).items()}})
     failed = False
