@@ -665,3 +665,15 @@ def test_unquantized_outputs_that_cannot_be_computed_fail_performance_only(dirs,
     assert out.failed == ["performance"] and out.results["inspect"].ok
     assert "unquantized model's outputs could not be computed" in out.results["performance"].error
     assert (tmp_path / "summary_report.md").is_file()
+
+
+def test_the_dashboard_headline_of_a_vision_task_is_its_quality_with_uncertainty():
+    from modelxray.analyzers.performance.plots import quality_line
+    from modelxray.core.result import Result
+
+    detector = Result("performance", metrics={"map": 0.7, "map_50": 0.92, "map_50_se": 0.022})
+    assert quality_line(detector, short=True) == "mAP@.5 0.920 ± 0.022"
+    backbone = Result(
+        "performance", metrics={"knn_accuracy": 0.44, "knn_accuracy_ci_low": 0.32, "knn_accuracy_ci_high": 0.56}
+    )
+    assert quality_line(backbone) == "k-NN accuracy 0.440 (0.32-0.56)"

@@ -38,7 +38,7 @@ def quality_line(result, short: bool = False) -> str | None:
     0.909-0.955) on ...``; ``short``: ``ppl 18.63`` / ``acc 0.936``. None without a quality."""
     q = result.measurements.get("quality")
     if not isinstance(q, Quality):
-        return None
+        return _vision_quality(result.metrics)
     desc = result.data.get("quality", {}).get("protocol_description", "")
     if q.is_classifier:
         if q.accuracy is None:
@@ -55,6 +55,21 @@ def quality_line(result, short: bool = False) -> str | None:
     ci = q.perplexity_ci95
     interval = f", 95% CI {ci[0]:.4g}-{ci[1]:.4g}" if ci else ""
     return f"{q.name} {q.perplexity:.3f} ({desc}{interval})"
+
+
+_VISION_QUALITY = (("map_50", "mAP@.5"), ("miou", "mean IoU"), ("knn_accuracy", "k-NN accuracy"))
+
+
+def _vision_quality(m: dict) -> str | None:
+    """A detector's, segmenter's or backbone's headline quality with its uncertainty, or None."""
+    for key, name in _VISION_QUALITY:
+        if key in m:
+            se = m.get(f"{key}_se")
+            err = f" ± {se:.2g}" if se is not None and math.isfinite(se) else ""
+            if f"{key}_ci_low" in m:
+                err = f" ({m[f'{key}_ci_low']:.2f}-{m[f'{key}_ci_high']:.2f})"
+            return f"{name} {m[key]:.3f}{err}"
+    return None
 
 
 # -- quality with its uncertainty ---------------------------------------------------------------
