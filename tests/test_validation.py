@@ -100,3 +100,9 @@ def test_analyzers_that_quantize_the_model_themselves_refuse_a_quantized_baselin
         msg = _error(["model=tiny_gpt2", f"analyzer={analyzer}", "quant=int8"])
         assert msg.startswith(f"quant: analyzer.{analyzer} quantizes the model itself") and "quant=none" in msg
     build_components(compose(["model=tiny_gpt2", "analyzer=[quant_impact,bitwidth]", "quant=none"]))
+
+
+def test_tracker_timeouts_are_checked():
+    assert _error(["model=tiny_gpt2", "tracker.sqlite_timeout_s=-1"]).startswith("tracker.sqlite_timeout_s: must be")
+    assert _error(["model=tiny_gpt2", "tracker.request_timeout_s=0"]).startswith("tracker.request_timeout_s: must be")
+    assert _error(["model=tiny_gpt2", "tracker.request_retries=-2"]).startswith("tracker.request_retries: must be")

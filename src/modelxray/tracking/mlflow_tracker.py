@@ -60,7 +60,7 @@ class MlflowTracker(Configurable):
     run_name: str | None = None
     artifact_location: str | None = None  # null = next to the store (SQLite: <its folder>/mlruns/<experiment>)
     tags: dict = field(default_factory=dict)
-    sqlite_timeout_s: float = 60.0  # SQLite busy timeout: parallel jobs wait for the write lock this long
+    sqlite_timeout_s: float = 60.0  # SQLite busy timeout: parallel jobs wait for the write lock this long (0: none)
     system_metrics: bool = False  # log CPU, memory, disk, network and GPU use over time (MLflow's system metrics)
     system_metrics_interval_s: float = 10.0  # seconds between two samples of the system metrics
     store_template_dir: str | None = "~/.cache/modelxray/mlflow"  # new SQLite stores copy an empty one from here
@@ -75,7 +75,7 @@ class MlflowTracker(Configurable):
         if not self.experiment:
             raise ConfigError("experiment", "is empty: name the MLflow experiment")
         self.require_positive("system_metrics_interval_s", "request_timeout_s")
-        self.require_non_negative("request_retries")
+        self.require_non_negative("request_retries", "sqlite_timeout_s")
         db = self.sqlite_path()
         if db is not None and not db.parent.is_dir():
             raise ConfigError("uri", f"folder {str(db.parent)!r} of the SQLite file does not exist")
