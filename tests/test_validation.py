@@ -106,3 +106,16 @@ def test_tracker_timeouts_are_checked():
     assert _error(["model=tiny_gpt2", "tracker.sqlite_timeout_s=-1"]).startswith("tracker.sqlite_timeout_s: must be")
     assert _error(["model=tiny_gpt2", "tracker.request_timeout_s=0"]).startswith("tracker.request_timeout_s: must be")
     assert _error(["model=tiny_gpt2", "tracker.request_retries=-2"]).startswith("tracker.request_retries: must be")
+
+
+def test_a_sweep_with_no_value_is_one_line_not_an_empty_sweep(tmp_path):
+    from modelxray.cli import _empty_sweep
+
+    assert _empty_sweep(["-m", "seed=range(0,0)", "model=tiny_gpt2"]) == (
+        "seed: the sweep range(0,0) has no value, so no job would run; give at least one"
+    )
+    assert _empty_sweep(["-m", "seed=range(0,2)", "quant=none,int8"]) is None
+    assert _empty_sweep(["seed=3"]) is None  # not a sweep
+    proc = run_cli(["-m", "seed=range(0,0)", "model=tiny_gpt2", "tracker=none"], tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip().startswith("modelxray: error: seed: the sweep")
+    assert not (tmp_path / "multirun").exists()

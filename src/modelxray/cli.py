@@ -156,6 +156,24 @@ def help_text(conf: Path) -> str:
     )
 
 
+def _empty_sweep(args: list[str]) -> str | None:
+    """A swept key with no value (``seed=range(0,0)``) would launch no job and end as an empty,
+    successful sweep: the one-line error instead, or None."""
+    if not any(a in MULTIRUN_FLAGS for a in args):
+        return None
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    try:
+        parsed = OverridesParser.create().parse_overrides([a for a in args if not a.startswith("-")])
+    except Exception:  # noqa: BLE001 - Hydra reports a malformed override itself
+        return None
+    for override in parsed:
+        if override.is_sweep_override() and not list(override.sweep_iterator()):
+            value = override.input_line.split("=", 1)[-1] if override.input_line else ""
+            return f"{override.key_or_group}: the sweep {value} has no value, so no job would run; give at least one"
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python run.py [overrides] [-m]``: run the jobs, return the exit code (1 if any job failed)."""
     import hydra
@@ -169,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
     if show_help:  # Hydra's --help composes in run mode too, so -m goes (--cfg refuses it)
         print(help_text(conf_dir()))
         args = [a for a in args if a not in HELP_FLAGS + MULTIRUN_FLAGS] + ["--cfg", "job"]
+    empty = _empty_sweep(args)
+    if empty:
+        print(f"modelxray: error: {empty}", file=sys.stderr)
+        return 2
     saved = sys.argv
     sys.argv = [saved[0] if saved else "run.py", *args]
     try:
