@@ -318,6 +318,19 @@ def test_a_failing_step_keeps_the_parameters_and_the_steps_before_it(tmp_path, m
     assert "COMPUTE: FAILED" in text and "FLOPs per forward" in text  # the steps before it are reported
 
 
+def test_a_forward_that_raises_fails_the_analyzer_and_keeps_its_parameter_report(tmp_path):
+    """The model's own forward raising is the analyzer failing (FAILED run, non-zero exit), with
+    the parameter results kept; a machine's step failing (energy counters, above) is not."""
+    from modelxray.report.writer import write_result
+
+    result = _run(_fast(input_shape=[8]), Broken(), tmp_path)
+    assert not result.ok and "forward raised during inspect's FLOPs step" in result.error
+    assert result.metrics["parameters"] == 8 * 32 + 32 + 32 * 4 + 4 and result.metrics["compute_failed"] == 1.0
+    written = write_result(tmp_path, "inspect", result)
+    names = {p.name for p in written.paths}
+    assert {"inspect_traceback.txt", "comprehensive_model_analysis.txt"} <= names
+
+
 @pytest.mark.slow  # several end-to-end runs: `pytest -m slow`
 def test_cli_a_model_whose_forward_raises_keeps_its_parameter_report(tmp_path, tracking_uri, cache_dir):
     path = tmp_path / "broken.pt"
@@ -333,10 +346,10 @@ def test_cli_a_model_whose_forward_raises_keeps_its_parameter_report(tmp_path, t
         ],
         cwd=tmp_path,
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 1, proc.stderr[-3000:]  # the model's forward raised: the analyzer failed
     _, (run,) = mlflow_runs(tracking_uri, "inspect_broken")
     m = run.data.metrics
-    assert run.info.status == "FINISHED"  # the analyzer partly succeeded: nothing raised
+    assert run.info.status == "FAILED"  # with its partial results kept
     assert m["inspect/parameters"] == 8 * 32 + 32 + 32 * 4 + 4 and m["inspect/compute_failed"] == 1.0
     assert "inspect/flops_total" not in m
     out = next((tmp_path / "outputs").rglob("comprehensive_model_analysis.txt"))
@@ -348,6 +361,6 @@ def test_cli_a_model_whose_forward_raises_keeps_its_parameter_report(tmp_path, t
     assert "boom" in (out.parent / "errors" / "inspect_compute_traceback.txt").read_text()
     assert (out.parent / "plots" / "parameter_distributions.png").is_file()
     results = json.loads((out.parent / "analysis_results.json").read_text())["results"]["inspect"]
-    assert results["ok"] and results["data"]["compute_error"]["step"] == "FLOPs"
+    assert not results["ok"] and results["data"]["compute_error"]["step"] == "FLOPs"
     assert any("Compute analysis FAILED at step FLOPs" in line for line in results["insights"])
-    assert "Compute analysis FAILED" in (out.parent / "insights.md").read_text()
+    assert "The inspect analyzer failed: builtins.RuntimeError: boom" in (out.parent / "insights.md").read_text()

@@ -37,8 +37,9 @@ class Written:
 
 def write_result(out_dir: Path, name: str, result: Any) -> Written:
     """One stage's files, written as soon as it finishes: ``results/<name>.json`` (what a resumed run
-    reloads), its traceback if it failed, else its text and binary files and the figures its source
-    draws. A broken figure is recorded, never allowed to lose the numbers."""
+    reloads), its traceback if it failed, its text and binary files (a failed stage's partial ones
+    too) and the figures its source draws of whatever it measured. A broken figure is recorded,
+    never allowed to lose the numbers."""
     from modelxray.plotting import save, style
 
     written = Written([save_result(out_dir, name, result)])
@@ -47,13 +48,12 @@ def write_result(out_dir: Path, name: str, result: Any) -> Written:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(result.error)
         written.paths.append(p)
-        return written
-    for fname, content in [*result.texts.items(), *result.files.items()]:
+    for fname, content in [*result.texts.items(), *result.files.items()]:  # a failed stage's partial files too
         p = out_dir / check_entry(fname, f"the {name} result")
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(content) if isinstance(content, str) else p.write_bytes(content)
         written.paths.append(p)
-    if result.source is None:
+    if result.source is None or (not result.ok and not result.metrics):  # a failure with partial results draws them
         return written
     plots_dir = out_dir / "plots"
     plots_dir.mkdir(parents=True, exist_ok=True)

@@ -136,9 +136,15 @@ def run(cfg, subject, ctx: RunContext) -> Result:
 COMPUTE_TRACEBACK = "errors/inspect_compute_traceback.txt"
 
 
+MODEL_STEPS = ("FLOPs", "bytes per op", "profile")  # steps that run the model's forward
+
+
 def _compute_failed(result: Result, step: str, exc: BaseException, tb: str) -> None:
     """Record a failed compute part beside the parameter results: ``data["compute_error"]``, the
-    traceback as a text file, and the metric ``compute_failed`` = 1. Nothing is raised."""
+    traceback as a text file, and the metric ``compute_failed`` = 1. Nothing is raised. Where the
+    model's own forward raised (``MODEL_STEPS``) the analyzer has failed: the result carries the
+    error (the run is FAILED, the exit non-zero) and keeps every partial result; a step of the
+    machine's (peak, energy counters) leaves it a success with the parts it could measure."""
     lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()]
     last = lines[-1] if lines else ""  # TorchScript puts the Python error on the last line
     if re.match(r"^[\w.]+(Error|Exception): ", last):  # TorchScript re-raises as torch.jit.Error naming it
@@ -148,6 +154,8 @@ def _compute_failed(result: Result, step: str, exc: BaseException, tb: str) -> N
     result.data["compute_error"] = {"step": step, "error": message, "traceback": COMPUTE_TRACEBACK}
     result.texts[COMPUTE_TRACEBACK] = tb
     result.metrics["compute_failed"] = 1.0
+    if step in MODEL_STEPS:
+        result.error = f"the model's forward raised during inspect's {step} step: {message}\n\n{tb}"
 
 
 def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, given=None) -> list[dict]:
