@@ -119,3 +119,25 @@ def test_a_sweep_with_no_value_is_one_line_not_an_empty_sweep(tmp_path):
     proc = run_cli(["-m", "seed=range(0,0)", "model=tiny_gpt2", "tracker=none"], tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip().startswith("modelxray: error: seed: the sweep")
     assert not (tmp_path / "multirun").exists()
+
+
+def test_a_target_that_runs_code_is_refused_before_anything_is_built(tmp_path):
+    """``_target_`` imports and runs what it names: a model architecture may name an nn.Module class
+    (or a model factory), a component only a modelxray component; torch.load, open and Popen are one line."""
+    import torch
+
+    weights = tmp_path / "w.pt"
+    torch.save(torch.nn.Linear(4, 2).state_dict(), weights)
+    planted = tmp_path / "planted"
+    model = ["model=file", f"model.path={weights}", "model.kind=generic", "model.inputs={x: [1, 4]}"]
+    msg = _error([*model, "model.architecture={_target_: torch.load, f: evil.pt, weights_only: false}"])
+    assert msg.startswith("model.architecture._target_: 'torch.load' is not an nn.Module class")
+    nested = f"model.architecture={{_target_: torch.nn.Sequential, _args_: [{{_target_: builtins.open, file: {planted}, mode: w}}]}}"
+    assert _error([*model, nested]).startswith("model.architecture._args_[0]._target_: 'builtins.open' is not")
+    assert not planted.exists()
+    build_components(
+        compose([*model, "model.architecture={_target_: torch.nn.Linear, in_features: 4, out_features: 2}"])
+    )
+    assert _error(["model=tiny_gpt2", "quant._target_=torch.load"]).startswith("quant._target_: cannot import")
+    msg = _error(["model=tiny_gpt2", "quant._target_=torch.nn.Linear"])
+    assert msg.startswith("quant._target_: 'torch.nn.Linear' is not a modelxray component")

@@ -42,6 +42,14 @@ def build_component(node: DictConfig, key: str) -> Any:
     if not isinstance(node, DictConfig):
         raise ConfigError(key, f"expected a config mapping, got {node!r}")
     cls = _target_class(node, key)
+    from modelxray.core.configurable import Configurable
+
+    if not (isinstance(cls, type) and issubclass(cls, Configurable)):  # a _target_ imports and runs what it names
+        raise ConfigError(
+            f"{key}._target_",
+            f"{node.get('_target_')!r} is not a modelxray component (a Configurable: an analyzer, quantizer, "
+            "dataset, model source or tracker); name one of those",
+        )
     if dataclasses.is_dataclass(cls):
         allowed = {f.name for f in dataclasses.fields(cls) if f.init}
         unknown = sorted(set(node.keys()) - allowed - _HYDRA_KEYS)
