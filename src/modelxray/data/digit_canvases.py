@@ -46,25 +46,29 @@ class VisionTaskData:
     def n_examples(self) -> int:
         return int(self.images.shape[0])
 
-    def hold_out(self, n: int, key: str = "calibration_images") -> VisionTaskData:
-        """The last ``n`` images kept for calibration only, the rest scored (``n`` = 0: all scored)."""
+    def first(self, n: int, **changes: Any) -> VisionTaskData:
+        """The first ``n`` images with their labels (and ``changes`` to the other fields)."""
         import dataclasses
 
+        return dataclasses.replace(
+            self,
+            images=self.images[:n],
+            boxes=self.boxes[:n],
+            labels=self.labels[:n],
+            masks=self.masks[:n],
+            image_labels=self.image_labels[:n],
+            **changes,
+        )
+
+    def hold_out(self, n: int, key: str = "calibration_images") -> VisionTaskData:
+        """The last ``n`` images kept for calibration only, the rest scored (``n`` = 0: all scored)."""
         if n <= 0:
             return self
         if n >= self.n_examples:
             raise ConfigError(key, f"holds out {n} of {self.n_examples} images, leaving none to score; lower it")
         keep = self.n_examples - n
-        return dataclasses.replace(
-            self,
-            images=self.images[:keep],
-            boxes=self.boxes[:keep],
-            labels=self.labels[:keep],
-            masks=self.masks[:keep],
-            image_labels=self.image_labels[:keep],
-            description=f"{self.description}; its last {n} images held out for calibration",
-            calibration=self.images[keep:],
-        )
+        held = f"{self.description}; its last {n} images held out for calibration"
+        return self.first(keep, description=held, calibration=self.images[keep:])
 
 
 def paste_digits(

@@ -7,6 +7,7 @@ to at least 0.97 of a bare ``model(input_ids)`` loop).
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import Any
 
@@ -39,12 +40,18 @@ def is_hf_model(model: nn.Module) -> bool:
 
 
 def _takes_use_cache(model: nn.Module) -> bool:
-    import inspect
-
     if getattr(getattr(model, "config", None), "is_encoder_decoder", False):
         return True
+    return _forward_takes_use_cache(type(model))
+
+
+@functools.cache
+def _forward_takes_use_cache(cls: type) -> bool:
+    """Whether a model class's forward takes ``use_cache`` (read once per class: forwards are hot)."""
+    import inspect
+
     try:
-        return "use_cache" in inspect.signature(model.forward).parameters
+        return "use_cache" in inspect.signature(cls.forward).parameters
     except (TypeError, ValueError):
         return False
 

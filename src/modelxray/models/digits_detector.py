@@ -13,21 +13,18 @@ shapes it."""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from modelxray.core.errors import ConfigError
-from modelxray.core.subject import LoadedModel
-from modelxray.models.base import ModelSource
-
-CACHE_FORMAT = 2  # bump when training changes, so stale cached models are not reused
-STEP_SEED = 1_000_003  # canvases of step s are drawn with seed * STEP_SEED + s
+from modelxray.models.trained_source import CanvasTrainedSource
 
 
 @dataclass
-class DigitsDetectorSource(ModelSource):
+class DigitsDetectorSource(CanvasTrainedSource):
+    stem: ClassVar[str] = "digits-detector"
+    cache_format: ClassVar[int] = 2  # bump when training changes, so stale cached models are not reused
+
     width: int = 64  # channels of the encoder and decoder
     decoder_layers: int = 2
     heads: int = 4
@@ -36,49 +33,19 @@ class DigitsDetectorSource(ModelSource):
     batch_size: int = 16  # canvases per step
     lr: float = 0.001  # learning rate (5% warm-up, a tenth of it for the last 10% of the steps)
     weight_decay: float = 0.0001
-    seed: int = 0
-    canvas_size: int = 64  # the canvases it is trained on (and its input size)
-    digit_size: int = 16
-    max_digits: int = 3
-    test_fraction: float = 0.25  # the digits split: trained on its train part, evaluated on its test part
-    split_seed: int = 0
-    cache_dir: str = "~/.cache/modelxray"  # trained model directories are kept here
-    use_disk_cache: bool = True  # reuse a model trained before with the same settings
-    save_pretrained: str | None = None  # also copy the Hugging Face directory here (model=hf loads it)
-    progress: bool = True  # a progress bar while training
 
     def validate(self) -> None:
         super().validate()
         self.require_positive("width", "decoder_layers", "heads", "queries", "steps", "batch_size", "lr")
-        self.require_positive("canvas_size", "digit_size", "max_digits")
         self.require_non_negative("weight_decay")
         if self.width % self.heads:
             raise ConfigError("heads", f"must divide width, got width {self.width} and {self.heads} heads")
-        if self.canvas_size % 32:
-            raise ConfigError(
-                "canvas_size", f"must be a multiple of 32 (the backbone's deepest stride), got {self.canvas_size}"
-            )
-        if self.digit_size > self.canvas_size:
-            raise ConfigError("digit_size", f"must fit the canvas ({self.canvas_size} px), got {self.digit_size}")
         if self.queries < self.max_digits:
             raise ConfigError("queries", f"must be at least max_digits ({self.max_digits}), got {self.queries}")
-        if not 0.0 < self.test_fraction < 1.0:
-            raise ConfigError("test_fraction", f"must lie strictly between 0 and 1, got {self.test_fraction}")
 
     def settings(self) -> dict[str, Any]:
         keys = ("width", "decoder_layers", "heads", "queries", "steps", "batch_size", "lr", "weight_decay", "seed")
-        scene = ("canvas_size", "digit_size", "max_digits", "test_fraction", "split_seed")
-        return {k: getattr(self, k) for k in (*keys, *scene)}
-
-    def cache_path(self) -> Path:
-        from modelxray.models.trained_cache import cache_file
-
-        return cache_file(self.cache_dir, "digits-detector", self.settings(), CACHE_FORMAT).with_suffix("")
-
-    def load(self) -> LoadedModel:
-        from modelxray.models.trained_cache import load_trained_directory
-
-        return load_trained_directory(self, "digits-detector", self._train_into)
+        return {**{k: getattr(self, k) for k in keys}, **self.scene()}
 
     def build(self):
         """The untrained detector and its image processor (seeded by the caller)."""
@@ -113,44 +80,17 @@ class DigitsDetectorSource(ModelSource):
         processor = RTDetrImageProcessor(size={"height": self.canvas_size, "width": self.canvas_size})
         return RTDetrForObjectDetection(config), processor
 
-    def _train_into(self, directory: Path) -> str:
-        import torch
-
-        from modelxray.models.trained_cache import write_directory
-
-        start = time.perf_counter()
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
-            net, processor = self.build()
-            final = self._train(net)
-        write_directory(directory, net.eval(), processor)
-        return (
-            f"trained now: {self.steps} steps of AdamW (lr {self.lr}, seed {self.seed}) on {self.batch_size} fresh "
-            f"canvases of train-split digits each, {time.perf_counter() - start:.0f} s, final training loss {final:.3f}"
-        )
-
-    def _train(self, net: Any) -> float:
+    def _train(self, net: Any, processor: Any) -> float:
         """RT-DETR's own set-matching loss (focal classification, L1 and GIoU boxes, denoising) on
         fresh canvases every step."""
         import torch
 
-        from modelxray.data.digit_canvases import paste_digits
-        from modelxray.data.digits import load_digits_split
         from modelxray.models.trained_cache import optimize
 
-        split = load_digits_split(self.test_fraction, self.split_seed)
-        digits, side = split.x_train.view(-1, 8, 8), self.canvas_size
+        draw, side = self.canvases(), self.canvas_size
 
         def loss_of(step: int):
-            grey, boxes, labels, _ = paste_digits(
-                digits,
-                split.y_train,
-                self.batch_size,
-                side,
-                self.digit_size,
-                self.max_digits,
-                self.seed * STEP_SEED + step,
-            )
+            grey, boxes, labels, _ = draw(step)
             targets = []
             for b, lab in zip(boxes, labels):
                 centre = (b[:, :2] + b[:, 2:]) / 2 / side

@@ -12,21 +12,20 @@ processor) is kept under ``cache_dir`` keyed by every setting that shapes it and
 from __future__ import annotations
 
 import random
-import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from modelxray.core.errors import ConfigError
-from modelxray.core.subject import LoadedModel
-from modelxray.models.base import ModelSource
+from modelxray.models.trained_source import TrainedDirectorySource
 
-CACHE_FORMAT = 1  # bump when training changes, so stale cached models are not reused
 IMAGE_SIDE = 32  # the 8x8 digits scaled up 4x: 16 patches of 8 pixels
 
 
 @dataclass
-class DigitsVLMSource(ModelSource):
+class DigitsVLMSource(TrainedDirectorySource):
+    stem: ClassVar[str] = "digits-vlm"
+    cache_format: ClassVar[int] = 1  # bump when training changes, so stale cached models are not reused
+
     dim: int = 64  # width of both towers
     depth: int = 2  # blocks of each tower
     heads: int = 2
@@ -35,13 +34,6 @@ class DigitsVLMSource(ModelSource):
     batch_size: int = 32
     lr: float = 0.002  # peak learning rate (5% warm-up, then linear decay)
     weight_decay: float = 0.01
-    seed: int = 0
-    test_fraction: float = 0.25  # the digits split: trained on its train part, evaluated on its test part
-    split_seed: int = 0
-    cache_dir: str = "~/.cache/modelxray"  # trained model directories are kept here
-    use_disk_cache: bool = True  # reuse a model trained before with the same settings
-    save_pretrained: str | None = None  # also copy the Hugging Face directory here (model=hf loads it)
-    progress: bool = True  # a progress bar while training
 
     def validate(self) -> None:
         super().validate()
@@ -49,22 +41,13 @@ class DigitsVLMSource(ModelSource):
         self.require_non_negative("weight_decay")
         if self.dim % self.heads:
             raise ConfigError("heads", f"must divide dim, got dim {self.dim} and {self.heads} heads")
-        if not 0.0 < self.test_fraction < 1.0:
-            raise ConfigError("test_fraction", f"must lie strictly between 0 and 1, got {self.test_fraction}")
 
     def settings(self) -> dict[str, Any]:
         keys = ("dim", "depth", "heads", "vocab_size", "steps", "batch_size", "lr", "weight_decay", "seed")
         return {k: getattr(self, k) for k in (*keys, "test_fraction", "split_seed")}
 
-    def cache_path(self) -> Path:
-        from modelxray.models.trained_cache import cache_file
-
-        return cache_file(self.cache_dir, "digits-vlm", self.settings(), CACHE_FORMAT).with_suffix("")
-
-    def load(self) -> LoadedModel:
-        from modelxray.models.trained_cache import load_trained_directory
-
-        return load_trained_directory(self, "digits-vlm", self._train_into)
+    def trained_on(self) -> str:
+        return "answering what digit each image of the digits train split shows"
 
     def build(self):
         """The untrained model and its processor (seeded by the caller)."""
@@ -114,22 +97,6 @@ class DigitsVLMSource(ModelSource):
             num_additional_image_tokens=1,
         )
         return LlavaForConditionalGeneration(config), processor
-
-    def _train_into(self, directory: Path) -> str:
-        import torch
-
-        from modelxray.models.trained_cache import write_directory
-
-        start = time.perf_counter()
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
-            net, processor = self.build()
-            final = self._train(net, processor)
-        write_directory(directory, net.eval(), processor)
-        return (
-            f"trained now: {self.steps} steps of AdamW (lr {self.lr}, seed {self.seed}) answering what digit each "
-            f"image of the digits train split shows, {time.perf_counter() - start:.0f} s, final training loss {final:.3f}"
-        )
 
     def _train(self, net: Any, processor: Any) -> float:
         """Cross-entropy on the answer tokens of batches of train-split questions."""

@@ -27,42 +27,21 @@ QUALITY_NAME = {"object_detection": "mAP@.5", "semantic_segmentation": "mean IoU
 BOUNDS = (0.0, 1.0)  # images are pixels in [0, 1]
 
 
-def _first(data, n: int):
-    import dataclasses
-
-    return dataclasses.replace(
-        data,
-        images=data.images[:n],
-        boxes=data.boxes[:n],
-        labels=data.labels[:n],
-        masks=data.masks[:n],
-        image_labels=data.image_labels[:n],
-    )
-
-
 class VisionTaskHarness:
     attack_space = "pixels"
     dropout_family = None
     substitution_family = None
 
     def __init__(self, subject: Any, n: int, batch_size: int, bootstrap: int, knn_k: int, occlusion_fill: str):
-        import dataclasses
 
         data = subject.data
         self.subject = subject
         self.task = subject.task
         self.quality = QUALITY[self.task]
         self.batch_size, self.bootstrap, self.knn_k = batch_size, bootstrap, knn_k
-        self.images = data.images[:n]
+        self.data = data.first(n)
+        self.images = self.data.images
         self.size = int(self.images.shape[0])
-        self.data = dataclasses.replace(
-            data,
-            images=self.images,
-            boxes=data.boxes[:n],
-            labels=data.labels[:n],
-            masks=data.masks[:n],
-            image_labels=data.image_labels[:n],
-        )
         self.image_shape = tuple(self.images.shape[1:])
         self.occlusion_value = 0.5 if occlusion_fill == "mid" else 0.0
         self.clean_outputs = self._outputs(self.images)
@@ -81,7 +60,7 @@ class VisionTaskHarness:
         (``n``: on the first ``n`` images only, whose outputs ``out`` holds)."""
         d, clean = self.data, getattr(self, "clean_outputs", None)
         if n is not None and n < self.size:
-            d = _first(d, n)
+            d = d.first(n)
             clean = None if clean is None else {k: v[:n] for k, v in clean.items()}
         if self.task == "object_detection":
             truth = [{"boxes": b, "labels": lab} for b, lab in zip(d.boxes, d.labels)]

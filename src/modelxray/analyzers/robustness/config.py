@@ -48,6 +48,18 @@ IMAGE_GRIDS = {
 }
 
 
+# vision tasks: each one's quality against the labels and its agreement with the clean outputs
+VISION_KEYS = (
+    "map",
+    "map_50",
+    "miou",
+    "pixel_accuracy",
+    "knn_accuracy",
+    "agree_map_50",
+    "pixel_agree",
+    "embedding_drift",
+)
+
 # the robustness table in summary_report.md, in this order, where any row has the column
 SUMMARY_COLUMNS = (
     "family",
@@ -69,14 +81,7 @@ SUMMARY_COLUMNS = (
     "wer_std",
     "cer",
     "transcript_change",
-    "map",
-    "map_50",
-    "miou",
-    "pixel_accuracy",
-    "knn_accuracy",
-    "agree_map_50",
-    "pixel_agree",
-    "embedding_drift",
+    *VISION_KEYS,
     "top1_agree",
     "kl",
     "gap",

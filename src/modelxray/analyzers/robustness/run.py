@@ -9,7 +9,7 @@ import zlib
 import numpy as np
 import torch
 
-from modelxray.analyzers.robustness.config import IMAGE_KEYS, image_shape_of
+from modelxray.analyzers.robustness.config import IMAGE_KEYS, VISION_KEYS, image_shape_of
 from modelxray.core.errors import ConfigError
 from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
@@ -24,17 +24,6 @@ from modelxray.perturb.weight_noise import (
 
 # per family: the metrics logged for each level (the rest stay in the tables), and their standard
 # errors where the harness measures them (language models: windows as units)
-# vision tasks: each one's quality against the labels and its agreement with the clean outputs
-VISION_KEYS = (
-    "map",
-    "map_50",
-    "miou",
-    "pixel_accuracy",
-    "knn_accuracy",
-    "agree_map_50",
-    "pixel_agree",
-    "embedding_drift",
-)
 _LOGGED = ("loss", "perplexity", "accuracy", "top1_agree", "kl", "gap", "wer", "cer", "transcript_change", *VISION_KEYS)
 _ERRORS = (
     "loss_se",
