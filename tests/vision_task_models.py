@@ -19,6 +19,36 @@ def _prepare(d) -> Path:
     return d
 
 
+def _tokenizer(*special: str):
+    """A copy of the shipped text's byte-level BPE with ``special`` tokens added."""
+    import copy
+
+    import task_models
+
+    tok = copy.deepcopy(task_models.tokenizer("bart"))
+    if special:
+        tok.add_special_tokens({"additional_special_tokens": list(special)})
+    return tok
+
+
+def _llama(tok, max_positions: int = 512):
+    """A two-block Llama of width 32 over ``tok``: the language model of the vision-language builders."""
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=max_positions,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+    )
+
+
 def detr(d) -> Path:
     from transformers import DetrConfig, DetrForObjectDetection, DetrImageProcessor, ResNetConfig
 
@@ -144,37 +174,21 @@ ALL = {"detr": detr, "yolos": yolos, "segformer": segformer, "dinov2": dinov2, "
 def llava(d) -> Path:
     """LlavaForConditionalGeneration: a CLIP vision tower (32 px images in 8 px patches: 16 image
     positions), a Llama language model, the byte-level BPE of the shipped text with an <image> token."""
-    import copy
 
     from transformers import (
         CLIPImageProcessor,
         CLIPVisionConfig,
-        LlamaConfig,
         LlavaConfig,
         LlavaForConditionalGeneration,
         LlavaProcessor,
     )
 
-    import task_models
-
     d = _prepare(d)
-    tok = copy.deepcopy(task_models.tokenizer("bart"))
-    tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    tok = _tokenizer("<image>")
     vision = CLIPVisionConfig(
         hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, image_size=32, patch_size=8
     )
-    text = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-        pad_token_id=tok.pad_token_id,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-    )
+    text = _llama(tok, 256)
     config = LlavaConfig(
         vision_config=vision,
         text_config=text,
@@ -211,21 +225,17 @@ def idefics3(d, split: bool = True, chat: bool = True) -> Path:
     patches, pixel-shuffled by scale_factor 2 into 4 image tokens per tile), a Llama text model.
     With ``split`` the image processor resizes the longest edge to 64 and cuts 2x2 tiles of 32 plus a
     global image (5 tiles, row/col tokens), as SmolVLM does; else one 32 px global image."""
-    import copy
 
     from transformers import (
         Idefics3Config,
         Idefics3ForConditionalGeneration,
         Idefics3ImageProcessor,
         Idefics3Processor,
-        LlamaConfig,
     )
     from transformers.models.idefics3.configuration_idefics3 import Idefics3VisionConfig
 
-    import task_models
-
     d = _prepare(d)
-    tok = copy.deepcopy(task_models.tokenizer("bart"))
+    tok = _tokenizer()
     rowcol = [f"<row_{i + 1}_col_{j + 1}>" for i in range(6) for j in range(6)]
     tok.add_special_tokens(
         {
@@ -260,18 +270,7 @@ def idefics3(d, split: bool = True, chat: bool = True) -> Path:
         image_size=tile,
         patch_size=patch,
     )
-    text = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        pad_token_id=tok.pad_token_id,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-    )
+    text = _llama(tok)
     config = Idefics3Config(
         vision_config=vision,
         text_config=text,
@@ -288,7 +287,6 @@ def paligemma(d) -> Path:
     """PaliGemmaForConditionalGeneration: a SigLIP vision tower (32 px images in 8 px patches: 16 image
     tokens), a Gemma text model; the processor adds <image> and PaliGemma's 1152 <locNNNN>/<segNNN>
     tokens, and writes prompts as <image>*16 <bos> prompt \\n."""
-    import copy
 
     from transformers import (
         GemmaConfig,
@@ -299,10 +297,8 @@ def paligemma(d) -> Path:
         SiglipVisionConfig,
     )
 
-    import task_models
-
     d = _prepare(d)
-    tok = copy.deepcopy(task_models.tokenizer("bart"))
+    tok = _tokenizer()
     side, patch = 32, 8
     seq = (side // patch) ** 2
     images = SiglipImageProcessor(size={"height": side, "width": side})
@@ -348,22 +344,17 @@ def paligemma(d) -> Path:
 def llava_next(d) -> Path:
     """LlavaNextForConditionalGeneration: a CLIP tower (32 px tiles, 8 px patches, CLS: 17 positions,
     'default' strategy drops CLS -> 16), anyres pinpoints [[32,32],[32,64],[64,32]], a Llama text model."""
-    import copy
 
     from transformers import (
         CLIPVisionConfig,
-        LlamaConfig,
         LlavaNextConfig,
         LlavaNextForConditionalGeneration,
         LlavaNextImageProcessor,
         LlavaNextProcessor,
     )
 
-    import task_models
-
     d = _prepare(d)
-    tok = copy.deepcopy(task_models.tokenizer("bart"))
-    tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    tok = _tokenizer("<image>")
     side, patch = 32, 8
     pinpoints = [[32, 32], [32, 64], [64, 32]]
     vision = CLIPVisionConfig(
@@ -374,18 +365,7 @@ def llava_next(d) -> Path:
         image_size=side,
         patch_size=patch,
     )
-    text = LlamaConfig(
-        vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        pad_token_id=tok.pad_token_id,
-        bos_token_id=tok.bos_token_id,
-        eos_token_id=tok.eos_token_id,
-    )
+    text = _llama(tok)
     config = LlavaNextConfig(
         vision_config=vision,
         text_config=text,
@@ -422,7 +402,6 @@ QWEN_CHAT_TEMPLATE = (
 def blip2(d) -> Path:
     """Blip2ForConditionalGeneration: a BLIP vision tower (32 px, 8 px patches), a one-layer Q-Former with
     4 queries, an OPT language model; the processor prepends 4 <image> tokens to every text."""
-    import copy
 
     from transformers import (
         Blip2Config,
@@ -434,10 +413,8 @@ def blip2(d) -> Path:
         OPTConfig,
     )
 
-    import task_models
-
     d = _prepare(d)
-    tok = copy.deepcopy(task_models.tokenizer("bart"))
+    tok = _tokenizer()
     side, patch, queries = 32, 8, 4
     images = BlipImageProcessor(size={"height": side, "width": side})
     processor = Blip2Processor(image_processor=images, tokenizer=tok, num_query_tokens=queries)  # adds <image>
