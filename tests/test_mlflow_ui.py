@@ -19,8 +19,9 @@ from modelxray.app import choices_of
 from modelxray.data.base import ClassificationData, TokenData
 from modelxray.data.example_inputs import ExampleInputs
 from modelxray.data.identity import identify
+from modelxray.tracking.mlflow_run import ui_url
 from modelxray.tracking.mlflow_store import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG
-from modelxray.tracking.mlflow_tracker import MlflowTracker, ui_url
+from modelxray.tracking.mlflow_tracker import MlflowTracker
 from modelxray.tracking.run_names import run_name
 
 

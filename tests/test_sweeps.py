@@ -230,7 +230,8 @@ def test_sigterm_ends_the_run_killed_and_orphans_are_ended(cache_dir, tmp_path):
     assert [r.info.status for r in runs] == ["KILLED"]
     assert not any(a.path == "mlflow_run.json" for a in _artifacts(uri, runs[0].info.run_id))
 
-    from modelxray.tracking.mlflow_tracker import MlflowTracker, end_orphan_run
+    from modelxray.tracking.mlflow_run import end_orphan_run
+    from modelxray.tracking.mlflow_tracker import MlflowTracker
 
     tracker = MlflowTracker(uri=uri, experiment="orphan")
     run = tracker.start("x", {})

@@ -148,7 +148,7 @@ def _report(failed: list, sweep_dir: Path, total: int, since: float) -> None:
 def _mark_killed(job_dir: Path) -> None:
     """A job killed before it could end its MLflow run leaves it RUNNING: end it as KILLED."""
     try:
-        from modelxray.tracking.mlflow_tracker import end_orphan_run
+        from modelxray.tracking.mlflow_run import end_orphan_run
 
         end_orphan_run(job_dir)
     except Exception as exc:  # noqa: BLE001 - reporting the failure matters more than this tidy-up

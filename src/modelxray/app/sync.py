@@ -22,7 +22,8 @@ def sync_run(folder: str | Path, uri: str | None = None, experiment: str | None 
     run's description."""
     from modelxray.app.job import flatten
     from modelxray.report.result_file import RESULTS_DIR, load_result
-    from modelxray.tracking.mlflow_tracker import RUN_FILE, UNSYNCED_FILE, MlflowTracker
+    from modelxray.tracking.mlflow_run import RUN_FILE, UNSYNCED_FILE
+    from modelxray.tracking.mlflow_tracker import MlflowTracker
     from modelxray.tracking.redact import Redactor
 
     folder = Path(folder).expanduser()
