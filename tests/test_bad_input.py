@@ -229,3 +229,31 @@ def test_plain_overrides_of_existing_keys_and_group_choices_still_compose(tmp_pa
     proc, _ = _cli(["model=tiny_gpt2", "quant=int4", "quant.bits=3", "dataset.seq_len=64", "--cfg", "job"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "bits: 3" in proc.stdout and "seq_len: 64" in proc.stdout
+
+
+# --- 6. what Hydra would answer in many lines (exit 1): a group option that does not exist, an empty
+# value, several values without -m, a value its grammar cannot read
+
+
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (["model=nope"], "model: no option 'nope'; choose one of: digits_clip, "),
+        (["analyzer=[performance,nope]"], "analyzer: no option 'nope'; choose one of: bitwidth, inspect, "),
+        (["-m", "quant="], "quant: no option given; choose one of: awq_int3, "),
+        (["-m", "quant=int8,nope"], "quant: no option 'nope'; choose one of: awq_int3, "),
+        (["debug=tiny,few_tokens"], "debug: 'tiny,few_tokens' is several values: add -m to run one job per value"),
+        (["model=file", "model.path=/data/é.pt"], "model.path: the value '/data/é.pt' cannot be read as written ("),
+        (["model=file", "model.path=/data/(1).pt"], "model.path: the value '/data/(1).pt' cannot be read as written"),
+    ],
+)
+def test_what_hydra_answers_in_many_lines_is_one_line(tmp_path, args, expected):
+    proc, _ = _cli(["tracker=none", *args], tmp_path)
+    assert _error(proc).startswith(expected)
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "multirun").exists()
+
+
+def test_a_quoted_value_with_other_characters_reaches_the_key(tmp_path):
+    proc, _ = _cli(["model=file", "model.path='/data/é (1).pt'", "--cfg", "job"], tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "path: /data/é (1).pt" in proc.stdout

@@ -109,13 +109,13 @@ def test_tracker_timeouts_are_checked():
 
 
 def test_a_sweep_with_no_value_is_one_line_not_an_empty_sweep(tmp_path):
-    from modelxray.cli import _empty_sweep
+    from modelxray.config.overrides import check_overrides
+    from modelxray.core.paths import conf_dir
 
-    assert _empty_sweep(["-m", "seed=range(0,0)", "model=tiny_gpt2"]) == (
-        "seed: the sweep range(0,0) has no value, so no job would run; give at least one"
-    )
-    assert _empty_sweep(["-m", "seed=range(0,2)", "quant=none,int8"]) is None
-    assert _empty_sweep(["seed=3"]) is None  # not a sweep
+    with pytest.raises(ConfigError, match=r"^seed: the sweep range\(0,0\) has no value, so no job would run; give"):
+        check_overrides(["-m", "seed=range(0,0)", "model=tiny_gpt2"], [conf_dir()], multirun=True)
+    check_overrides(["-m", "seed=range(0,2)", "quant=none,int8"], [conf_dir()], multirun=True)
+    check_overrides(["seed=3"], [conf_dir()], multirun=False)  # not a sweep
     proc = run_cli(["-m", "seed=range(0,0)", "model=tiny_gpt2", "tracker=none"], tmp_path)
     assert proc.returncode == 2 and proc.stderr.strip().startswith("modelxray: error: seed: the sweep")
     assert not (tmp_path / "multirun").exists()

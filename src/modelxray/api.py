@@ -39,8 +39,9 @@ def compose(overrides: list[str] | None = None):
     from modelxray.core.schema import register_schema
 
     register_schema()
-    from modelxray.config.overrides import forced_overrides
+    from modelxray.config.overrides import check_overrides, forced_overrides
 
+    check_overrides(list(overrides or []), [conf_dir()], multirun=False)  # a bad group option: one line
     # as on the command line: a plain key=value may add a key (a plan under analyzer.bitwidth.custom),
     # and a key that does not exist is then named in one line by the config check
     overrides = forced_overrides(list(overrides or []), conf_dir())

@@ -11,7 +11,6 @@ are read from the ``conf/`` directory, and the composed config is printed by Hyd
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
 import threading
@@ -19,14 +18,13 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from modelxray.config.overrides import FORCE_PREFIX, forced_overrides
+from modelxray.config.overrides import FORCE_PREFIX, check_overrides, forced_overrides, group_options
 from modelxray.core.errors import ConfigError
 from modelxray.core.failures import collecting, report_failure
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 HELP_FLAGS = ("--help", "-h")
-# conf/ folders that are no group to choose from: site files (conf/local) and generated nodes
-UNLISTED_GROUPS = ("local", "schema")
+CONFIG_DIR_FLAGS = ("--config-dir", "-cd")
 
 HELP_HEADER = """\
 modelxray: put a PyTorch / Hugging Face model under analysis. One run = one model, one dataset,
@@ -125,24 +123,9 @@ def normalize_argv(argv: list[str]) -> list[str]:
     return flags[:1] + [a for a in argv if a not in MULTIRUN_FLAGS]
 
 
-def config_groups(conf: Path) -> dict[str, list[str]]:
-    """The config groups under ``conf`` (``analyzer``, ``hydra/launcher`` ...) with their options,
-    read from the directory: no config is loaded. ``local/`` and ``schema/`` are left out."""
-    groups: dict[str, list[str]] = {}
-    for dirpath, dirnames, filenames in os.walk(conf):
-        rel = Path(dirpath).relative_to(conf).as_posix()
-        dirnames[:] = [
-            d for d in dirnames if not d.startswith((".", "_")) and not (rel == "." and d in UNLISTED_GROUPS)
-        ]
-        options = sorted(f[: -len(".yaml")] for f in filenames if f.endswith(".yaml"))
-        if rel != "." and options:
-            groups[rel] = options
-    return groups
-
-
 def help_text(conf: Path) -> str:
     """``--help`` up to the composed config: usage, examples, every group with its options."""
-    groups = config_groups(conf)
+    groups = group_options(conf)
     # the app's groups, then the project's options of Hydra's groups (hydra/launcher=slurm ...)
     names = sorted(groups, key=lambda g: (g.startswith("hydra/"), g))
     listing = "\n".join(f"{g}: {', '.join(groups[g])}" for g in names)
@@ -156,22 +139,10 @@ def help_text(conf: Path) -> str:
     )
 
 
-def _empty_sweep(args: list[str]) -> str | None:
-    """A swept key with no value (``seed=range(0,0)``) would launch no job and end as an empty,
-    successful sweep: the one-line error instead, or None."""
-    if not any(a in MULTIRUN_FLAGS for a in args):
-        return None
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    try:
-        parsed = OverridesParser.create().parse_overrides([a for a in args if not a.startswith("-")])
-    except Exception:  # noqa: BLE001 - Hydra reports a malformed override itself
-        return None
-    for override in parsed:
-        if override.is_sweep_override() and not list(override.sweep_iterator()):
-            value = override.input_line.split("=", 1)[-1] if override.input_line else ""
-            return f"{override.key_or_group}: the sweep {value} has no value, so no job would run; give at least one"
-    return None
+def _config_dirs(args: list[str]) -> list[Path]:
+    """The folders given with ``--config-dir DIR`` (or ``-cd DIR``, ``--config-dir=DIR``)."""
+    dirs = [Path(v) for flag, v in zip(args, args[1:]) if flag in CONFIG_DIR_FLAGS]
+    return dirs + [Path(a.split("=", 1)[1]) for a in args if a.startswith("--config-dir=")]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,15 +153,17 @@ def main(argv: list[str] | None = None) -> int:
     from modelxray.core.schema import register_schema
 
     register_schema()
-    args = forced_overrides(normalize_argv(sys.argv[1:] if argv is None else list(argv)), conf_dir())
+    typed = normalize_argv(sys.argv[1:] if argv is None else list(argv))
+    try:
+        check_overrides(typed, [conf_dir(), *_config_dirs(typed)], multirun=any(a in MULTIRUN_FLAGS for a in typed))
+    except ConfigError as exc:
+        print(f"modelxray: error: {exc}", file=sys.stderr)
+        return 2
+    args = forced_overrides(typed, conf_dir())
     show_help = any(a in HELP_FLAGS for a in args)
     if show_help:  # Hydra's --help composes in run mode too, so -m goes (--cfg refuses it)
         print(help_text(conf_dir()))
         args = [a for a in args if a not in HELP_FLAGS + MULTIRUN_FLAGS] + ["--cfg", "job"]
-    empty = _empty_sweep(args)
-    if empty:
-        print(f"modelxray: error: {empty}", file=sys.stderr)
-        return 2
     saved = sys.argv
     sys.argv = [saved[0] if saved else "run.py", *args]
     try:

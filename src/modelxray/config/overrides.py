@@ -8,12 +8,17 @@ valid keys (exit 2 on the command line), and a key may be added where a config l
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
+
+from modelxray.core.errors import ConfigError
 
 # ``key=value`` with a dotted key and no prefix (+, ++, ~): a plain override, or a group choice
 PLAIN_OVERRIDE = re.compile(r"^(?P<key>[A-Za-z_][\w-]*(?:\.[\w-]+)*)=")
 FORCE_PREFIX = "++"  # Hydra's "set, adding the key if missing"
+# conf/ folders that are no group to choose from: site files (conf/local) and generated nodes
+UNLISTED_GROUPS = ("local", "schema")
 
 
 def forced_overrides(args: list[str], conf: Path) -> list[str]:
@@ -30,3 +35,67 @@ def forced_overrides(args: list[str], conf: Path) -> list[str]:
         plain = match is not None and key not in groups and key.split(".")[0] != "hydra"
         out.append(FORCE_PREFIX + arg if plain else arg)
     return out
+
+
+def check_overrides(args: list[str], conf: list[Path], multirun: bool) -> None:
+    """The command line as Hydra would read it, checked before Hydra composes anything: an override it
+    cannot parse, an unknown group option (``model=nope``, ``analyzer=[performance,nope]``, an empty
+    ``quant=``), several values without ``-m``, a sweep with no value. Each is a ConfigError naming the
+    override and the fix; Hydra would print several lines and the config search path, exit 1.
+    ``conf``: the config folders searched (Hydra's own groups, ``hydra/...``, are left to Hydra)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Glob
+    from hydra.errors import HydraException
+
+    parser = OverridesParser.create()
+    groups: dict[str, list[str]] = {}
+    for folder in conf:  # the app's conf/ and a --config-dir: their options together
+        for group, options in group_options(folder).items():
+            groups[group] = sorted({*groups.get(group, []), *options})
+    for arg in args:
+        if arg.startswith("-") or "=" not in arg:
+            continue  # a flag (--cfg job) or a flag's value
+        key, _, value = arg.lstrip("+~").partition("=")
+        try:
+            (override,) = parser.parse_overrides([arg])
+        except HydraException:
+            raise ConfigError(
+                key,
+                f"the value {value!r} cannot be read as written (non-ASCII characters, parentheses, brackets "
+                f"and '=' in a value need quotes): quote it, e.g. \"{key}='{value}'\"",
+            ) from None
+        name = override.key_or_group
+        if override.is_sweep_override():
+            values = [] if isinstance(override.value(), Glob) else list(override.sweep_iterator())
+            if not multirun:
+                raise ConfigError(
+                    name,
+                    f"{value!r} is several values: add -m to run one job per value, write {name}=[{value}] for "
+                    f"a list, or quote it for one string: \"{name}='{value}'\"",
+                )
+            if not values and not isinstance(override.value(), Glob):
+                raise ConfigError(name, f"the sweep {value} has no value, so no job would run; give at least one")
+        else:
+            value_ = override.value()
+            values = value_ if isinstance(value_, list) else [value_]
+        if name in groups and not name.startswith("hydra/") and not override.is_delete():
+            options = groups[name]
+            for choice in values:
+                if not isinstance(choice, str) or choice not in options:
+                    what = "no option given" if choice in ("", None) else f"no option {choice!r}"
+                    raise ConfigError(name, f"{what}; choose one of: {', '.join(options)}")
+
+
+def group_options(conf: Path) -> dict[str, list[str]]:
+    """The config groups under ``conf`` (``analyzer``, ``hydra/launcher`` ...) with their options,
+    read from the directory: no config is loaded. ``local/`` and ``schema/`` are left out."""
+    groups: dict[str, list[str]] = {}
+    for dirpath, dirnames, filenames in os.walk(conf):
+        rel = Path(dirpath).relative_to(conf).as_posix()
+        dirnames[:] = [
+            d for d in dirnames if not d.startswith((".", "_")) and not (rel == "." and d in UNLISTED_GROUPS)
+        ]
+        options = sorted(f[: -len(".yaml")] for f in filenames if f.endswith(".yaml"))
+        if rel != "." and options:
+            groups[rel] = options
+    return groups
