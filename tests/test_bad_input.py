@@ -257,3 +257,103 @@ def test_a_quoted_value_with_other_characters_reaches_the_key(tmp_path):
     proc, _ = _cli(["model=file", "model.path='/data/é (1).pt'", "--cfg", "job"], tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "path: /data/é (1).pt" in proc.stdout
+
+
+# --- 7. files transformers, Pillow or MLflow would answer with a traceback
+
+
+def _hf_dir(path: Path, **config_changes) -> Path:
+    import json
+
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=257, n_positions=64)).save_pretrained(path)
+    config = json.loads((path / "config.json").read_text())
+    for key, value in config_changes.items():
+        if value is None:
+            config.pop(key)
+        else:
+            config[key] = value
+    (path / "config.json").write_text(json.dumps(config))
+    return path
+
+
+HF_RUN = ["debug=few_tokens", "model.tokenizer=byte", "dataset.seq_len=32", "analyzer=[performance]"]
+
+
+def test_a_config_json_without_model_type_or_not_json(tmp_path):
+    _hf_dir(tmp_path / "m", model_type=None)
+    proc, _ = _cli(["model=hf", "model.name_or_path=./m", "tracker=none", *HF_RUN], tmp_path)
+    assert _error(proc) == (
+        "model.name_or_path: 'm/config.json' has no model_type, so transformers cannot tell which "
+        'architecture to build; add one (e.g. "model_type": "llama") or save the model again with save_pretrained'
+    )
+    (tmp_path / "m" / "config.json").write_text("{not json")
+    proc, _ = _cli(["model=file", "model.path=m", "tracker=none", *HF_RUN], tmp_path)
+    assert _error(proc).startswith("model.path: 'm/config.json' cannot be read as JSON (")
+
+
+def test_model_code_and_a_pickle_checkpoint_are_refused_in_one_line_and_leave_no_run(tmp_path):
+    """Refused by transformers while loading: one line, exit 2, and no FAILED run in the store."""
+    import pickle
+
+    import torch
+
+    _hf_dir(tmp_path / "remote", model_type="acme_net", auto_map={"AutoConfig": "configuration_acme.AcmeConfig"})
+    evil = _hf_dir(tmp_path / "evil")
+    (evil / "model.safetensors").unlink()
+
+    class RunsCode:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp_path}/ran",))
+
+    with open(evil / "pytorch_model.bin", "wb") as f:
+        pickle.dump({"transformer.wte.weight": RunsCode()}, f)
+    store = ["tracker=mlflow", f"tracker.uri=sqlite:///{tmp_path}/runs.db"]
+    proc, _ = _cli(["model=hf", "model.name_or_path=./remote", *HF_RUN, *store], tmp_path)
+    assert _error(proc) == (
+        "model.trust_remote_code: './remote' ships its own model code, which runs on this machine when loaded; "
+        "read it, and set model.trust_remote_code=true if you trust it"
+    )
+    proc, _ = _cli(["model=hf", "model.name_or_path=./evil", *HF_RUN, *store], tmp_path)
+    assert _error(proc).startswith("model.name_or_path: a .bin checkpoint in './evil' holds Python objects beyond")
+    assert not (tmp_path / "ran").exists()
+    import mlflow
+
+    client = mlflow.MlflowClient(f"sqlite:///{tmp_path}/runs.db")
+    experiments = client.search_experiments()
+    assert not client.search_runs([e.experiment_id for e in experiments]) if experiments else True
+    assert torch.load  # the refusal came from transformers' weights_only load, not from a missing torch
+
+
+def test_a_tracking_uri_mlflow_cannot_store_runs_at(tmp_path):
+    proc, _ = _cli(["model=tiny_gpt2", "tracker.uri=ftp://host/runs"], tmp_path)
+    assert _error(proc).startswith("tracker.uri: MLflow keeps no runs at a ftp:// address; use sqlite:///mlflow.db")
+
+
+def _image(path: Path, colour: str = "red") -> Path:
+    from PIL import Image
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (32, 32), colour).save(path)
+    return path
+
+
+@pytest.mark.parametrize("bad", ["not_an_image", "truncated"])
+def test_image_files_that_are_no_images(tmp_path, bad):
+    for cls, colour in (("a", "red"), ("b", "blue")):
+        _image(tmp_path / "imgs" / cls / "0.png", colour)
+    target = tmp_path / "imgs" / "b" / "1.png"
+    if bad == "not_an_image":
+        target.write_text("a text file named .png")
+        why = "not an image file Pillow can read"
+    else:
+        data = (tmp_path / "imgs" / "a" / "0.png").read_bytes()
+        target.write_bytes(data[: len(data) // 2])
+        why = "OSError: Truncated File Read"
+    args = ["model=digits_mlp", "dataset=image_folder", "dataset.root=imgs", "tracker=none"]
+    proc, _ = _cli(args, tmp_path)
+    assert _error(proc) == (
+        f"dataset.root: 'imgs/b/1.png' is no readable image ({why}); remove it or replace it with a good copy"
+    )
+    assert not (tmp_path / "out" / "errors").exists()  # refused before the run started

@@ -63,7 +63,8 @@ def run(
     example_inputs: Any = None,
     processor: Any = None,
 ) -> RunOutcome:
-    """Run the configured analyzers on the configured (or given) model and record everything."""
+    """Run the configured analyzers on the configured (or given) model and record everything. A new
+    run enters the store once the model and data are loaded and checked: bad input leaves none behind."""
     given = (tokenizer, batches, image_shape, example_inputs, processor)
     if model is not None and all(g is None for g in given) and not _vision_kind(model):
         raise ConfigError(
@@ -94,17 +95,18 @@ def run(
     if resume_id == "finished":
         run_id, metrics = done
         return RunOutcome(metrics, {}, out_dir, run_id, f"skipped: FINISHED before as run {run_id}", skipped=True)
+    tracker_run = None  # a new run is started once the model and data are loaded and checked
     if resume_id is not None:
         tracker_run = components.tracker.resume(resume_id, {**tags, "modelxray.resumed_analyzers": ",".join(done)})
+        tracker_run.record(out_dir)
         log.info("Resuming run %s: %s finished there and are not run again", resume_id, ", ".join(done))
-    else:
-        tracker_run = components.tracker.start(run_name, tags)
-    tracker_run.record(out_dir)
     results: dict[str, Result] = {}
     written: dict[str, Written] = {}
     try:
         params = {**flatten(config), **{k: str(v) for k, v in job.choices.items()}}
-        earlier = _earlier_results(tracker_run, out_dir, components.analyzers, done)  # before the model loads
+        earlier = {}
+        if tracker_run is not None:  # before the model loads
+            earlier = _earlier_results(tracker_run, out_dir, components.analyzers, done)
         subject, cache = load_subject(
             cfg,
             components,
@@ -115,11 +117,14 @@ def run(
             example_inputs=example_inputs,
             processor=processor,
         )
+        check_task(subject, components.analyzers, components.quant)
+        preflight(subject, components.analyzers)
+        if tracker_run is None:  # bad input found while loading leaves no run in the store
+            tracker_run = components.tracker.start(run_name, tags)
+            tracker_run.record(out_dir)
         if cache:
             tracker_run.set_tags({"modelxray.model_cache": cache})
         tracker_run.set_tags(kind_tags(subject, run_name, resumed=resume_id is not None))
-        check_task(subject, components.analyzers, components.quant)
-        preflight(subject, components.analyzers)
         params.update(subject.info.as_params())
         if resume_id is None:  # a resumed run has its params (MLflow refuses a changed value)
             tracker_run.log_params(params)
@@ -196,8 +201,12 @@ def run(
         if isinstance(exc, (KeyboardInterrupt, JobKilled)) and hasattr(tracker_run, "hurry"):
             tracker_run.hurry()  # a stopped process ends in seconds, whatever the server does
         tb = traceback.format_exc()
+        if tracker_run is None and isinstance(exc, ConfigError):
+            raise  # bad input, found while loading: its one line, no run in the store, no traceback file
         (out_dir / "errors").mkdir(exist_ok=True)
         (out_dir / "errors" / "run_traceback.txt").write_text(tb)
+        if tracker_run is None:  # nothing was analysed: no run in the store
+            raise
         try:
             tracker_run.log_text(tb, "errors/run_traceback.txt")
         finally:

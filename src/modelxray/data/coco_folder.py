@@ -21,6 +21,7 @@ from typing import Any
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
 from modelxray.core.schema import REQUIRED
+from modelxray.data.image_files import read_image
 
 BACKGROUND_NAMES = ("background", "__background__", "unlabeled", "unlabelled")
 
@@ -101,9 +102,9 @@ class CocoFolder(Configurable):
             path = root / info["file_name"]
             if not path.is_file():
                 raise ConfigError("root", f"image {info['file_name']!r} of the annotations is not in {root}")
-            with Image.open(path) as im:
-                w, h = im.size
-                pixels = np.asarray(im.convert(mode).resize((canvas_size, canvas_size)), dtype=np.float32) / 255
+            im = read_image(path, "dataset.root", mode)
+            w, h = im.size
+            pixels = np.asarray(im.resize((canvas_size, canvas_size)), dtype=np.float32) / 255
             sx, sy = canvas_size / w, canvas_size / h
             anns = coco.loadAnns(coco.getAnnIds(imgIds=image_id))
             mask = np.full((h, w), background, dtype=np.int64)

@@ -16,6 +16,7 @@ from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
 from modelxray.core.schema import REQUIRED
 from modelxray.data.base import ClassificationData
+from modelxray.data.image_files import check_image_files, read_image
 
 EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 
@@ -40,6 +41,11 @@ class ImageFolder(Configurable):
             raise ConfigError(
                 "root", f"{self.root!r} needs at least two class sub-folders with images, found {classes}"
             )
+        check_image_files((f for name in classes for f in self.files(name)), "root")
+
+    def files(self, class_name: str) -> list[Path]:
+        """The images read for one class: the first ``max_per_class`` in name order."""
+        return _images(Path(os.path.expanduser(self.root)) / class_name)[: self.max_per_class]
 
     @property
     def name(self) -> str:
@@ -59,11 +65,10 @@ class ImageFolder(Configurable):
         xs, ys = [], []
         classes = self.classes()
         for label, name in enumerate(classes):
-            files = _images(root / name)[: self.max_per_class]
-            for f in files:
-                with Image.open(f) as im:
-                    im = im.convert(mode).resize((self.image_size, self.image_size), Image.Resampling.BILINEAR)
-                    arr = np.asarray(im, dtype=np.float32) / 255.0
+            for f in self.files(name):
+                im = read_image(f, "dataset.root", mode)
+                im = im.resize((self.image_size, self.image_size), Image.Resampling.BILINEAR)
+                arr = np.asarray(im, dtype=np.float32) / 255.0
                 xs.append(arr.reshape(self.image_size, self.image_size, self.channels).transpose(2, 0, 1))
                 ys.append(label)
         x = torch.from_numpy(np.stack(xs))

@@ -14,11 +14,13 @@ The prompt is the model's chat template where its tokenizer has one (real models
 from __future__ import annotations
 
 import random
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from modelxray.core.errors import ConfigError
+from modelxray.data.image_files import read_image
 from modelxray.data.text_tasks import TaskData, _named
 from modelxray.measure.generation import prompt_inputs
 from modelxray.metrics.windows import IGNORE, Window
@@ -108,12 +110,7 @@ def answer_windows(
 def user_questions(processor: Any, rows: list, name: str, path: str) -> TaskData:
     """A user's (image file, question, answer) rows: each question in the model's prompt format, the
     answer scored after it (with a leading space, as an answer follows the prompt)."""
-    from PIL import Image
-
-    images = []
-    for where, _, _ in rows:
-        with Image.open(where) as im:
-            images.append(im.convert("RGB").copy())
+    images = [read_image(Path(where), "dataset.path", "RGB") for where, _, _ in rows]
     prompts = [prompt_for(processor, q) for _, q, _ in rows]
     answers = [a if a[:1].isspace() else f" {a}" for _, _, a in rows]
     desc = f"{len(rows)} questions about images from {path}, scored on the answer tokens"

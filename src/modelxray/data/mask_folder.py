@@ -21,6 +21,7 @@ from pathlib import Path
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
 from modelxray.core.schema import REQUIRED
+from modelxray.data.image_files import check_image_files, read_image
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
 
@@ -43,10 +44,13 @@ class MaskFolder(Configurable):
         for key in ("images", "masks"):
             if not self.folder(key).is_dir():
                 raise ConfigError(key, f"folder {self.folder(key)} does not exist; name the {key} folder under root")
-        if not self.pairs():
+        pairs = self.pairs()
+        if not pairs:
             raise ConfigError(
                 "masks", f"no image in {self.folder('images')} has a mask of the same name in {self.folder('masks')}"
             )
+        check_image_files((image for image, _ in pairs), "images")
+        check_image_files((mask for _, mask in pairs), "masks")
 
     @property
     def name(self) -> str:
@@ -87,14 +91,14 @@ class MaskFolder(Configurable):
         mode = "RGB" if channels == 3 else "L"
         images, masks = [], []
         for image_path, mask_path in self.pairs():
-            with Image.open(image_path) as im:
-                pixels = np.asarray(im.convert(mode).resize((canvas_size, canvas_size)), dtype=np.float32) / 255
-            with Image.open(mask_path) as m:
-                if m.mode not in ("P", "L", "I", "I;16"):
-                    raise ConfigError(
-                        "masks", f"{mask_path} is a {m.mode} image; a mask is a palette or greyscale PNG of class ids"
-                    )
-                small = np.asarray(m.resize((canvas_size, canvas_size), Image.NEAREST))
+            im = read_image(image_path, "dataset.images", mode)
+            pixels = np.asarray(im.resize((canvas_size, canvas_size)), dtype=np.float32) / 255
+            m = read_image(mask_path, "dataset.masks")
+            if m.mode not in ("P", "L", "I", "I;16"):
+                raise ConfigError(
+                    "masks", f"{mask_path} is a {m.mode} image; a mask is a palette or greyscale PNG of class ids"
+                )
+            small = np.asarray(m.resize((canvas_size, canvas_size), Image.NEAREST))
             image = torch.from_numpy(pixels)
             images.append(image.permute(2, 0, 1) if image.dim() == 3 else image[None])
             masks.append(torch.from_numpy(self.class_ids(small)))

@@ -31,6 +31,7 @@ from modelxray.core.schema import REQUIRED
 from modelxray.core.subject import LoadedModel
 from modelxray.data.example_inputs import check_inputs_value
 from modelxray.models.base import ModelSource
+from modelxray.models.hf import check_config_json
 from modelxray.models.tokenizers import validate_tokenizer_spec
 
 FORMATS = ("auto", "safetensors", "state_dict", "torchscript", "hf_dir")
@@ -68,6 +69,7 @@ def _check_hf_dir(path: Path) -> None:
             f"directory {str(path)!r} has no config.json, so it is no Hugging Face model directory: point model.path "
             "at a folder saved with save_pretrained (config.json and weights) or at a weights file (.safetensors, .pt)",
         )
+    check_config_json(path / "config.json", "path")
 
 
 @dataclass

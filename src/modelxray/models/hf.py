@@ -7,7 +7,9 @@ the run knows them (``models/vision_language.py``)."""
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,12 +46,49 @@ def _dir_bytes(path: Path) -> int:
 
 def _check_model_dir(path: Path) -> None:
     """A Hugging Face model directory holds a ``config.json``: without one nothing says what to build."""
-    if not (path / "config.json").is_file():
+    config = path / "config.json"
+    if not config.is_file():
         raise ConfigError(
             "name_or_path",
             f"directory {str(path)!r} has no config.json, so it is no Hugging Face model directory: point "
             "model.name_or_path at a folder saved with save_pretrained (config.json and weights) or at a hub id",
         )
+    check_config_json(config, "name_or_path")
+
+
+def check_config_json(config: Path, key: str) -> None:
+    """A model directory's ``config.json`` is JSON and names its ``model_type``: without one,
+    transformers cannot tell which architecture to build. Read as JSON only (milliseconds)."""
+    try:
+        fields = json.loads(config.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(key, f"{str(config)!r} cannot be read as JSON ({exc}); save the model again") from None
+    if not isinstance(fields, dict) or not fields.get("model_type"):
+        raise ConfigError(
+            key,
+            f"{str(config)!r} has no model_type, so transformers cannot tell which architecture to build; add one "
+            '(e.g. "model_type": "llama") or save the model again with save_pretrained',
+        )
+
+
+def load_error(name_or_path: str, exc: Exception) -> ConfigError | None:
+    """transformers' refusals that the user can act on, as one line: a model that ships its own code
+    (``model.trust_remote_code`` is off), a ``.bin`` checkpoint holding more than tensors (``torch.load``
+    with ``weights_only=True`` refused it; loading it anyway could run code). None for anything else."""
+    text = str(exc)
+    if isinstance(exc, ValueError) and "trust_remote_code" in text:
+        return ConfigError(
+            "model.trust_remote_code",
+            f"{name_or_path!r} ships its own model code, which runs on this machine when loaded; read it, and set "
+            "model.trust_remote_code=true if you trust it",
+        )
+    if isinstance(exc, pickle.UnpicklingError) or "Weights only load failed" in text:
+        return ConfigError(
+            "model.name_or_path",
+            f"a .bin checkpoint in {name_or_path!r} holds Python objects beyond tensors, and loading it could run "
+            "code, so it was refused; convert it to safetensors where you trust its source",
+        )
+    return None
 
 
 def _hub_cached(repo_id: str, revision: str | None) -> bool:
@@ -182,7 +221,12 @@ class HFSource(ModelSource):
                 loaded = self._load_vision_language(path, kwargs, config)
             else:
                 loaded = self._load_causal_lm(path, kwargs)
-        except OSError as exc:
+        except (OSError, ValueError, pickle.UnpicklingError) as exc:
+            refusal = load_error(self.name_or_path, exc)
+            if refusal is not None:
+                raise refusal from None
+            if not isinstance(exc, OSError):
+                raise
             first = str(exc).strip().splitlines()[0]
             raise ConfigError(
                 "model.name_or_path", f"cannot load {self.name_or_path!r}: {first} (offline? pass a local directory)"

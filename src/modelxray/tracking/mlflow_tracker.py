@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
+from urllib.parse import urlparse
 
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
@@ -45,6 +46,24 @@ from modelxray.tracking.redact import Redactor
 
 ARTIFACTS_DIR = "mlruns"  # next to a SQLite file: <folder>/mlruns/<experiment>/<run id>/artifacts
 _CHECKED: set[tuple[str, str | None]] = set()  # (store, artifact location) pairs check() passed in this process
+
+
+# the stores MLflow itself keeps runs in ("" and file: a local folder); plugins add theirs (plugin_schemes)
+STORE_SCHEMES = ("", "file", "sqlite", "http", "https", "databricks", "postgresql", "mysql", "mssql")
+
+
+def uri_scheme(uri: str) -> str:
+    """``sqlite`` for ``sqlite:///x.db``, ``postgresql`` for ``postgresql+psycopg2://...``, "" for a
+    path (a Windows drive letter included)."""
+    scheme = urlparse(uri).scheme.lower()
+    return "" if len(scheme) == 1 else scheme.split("+")[0]
+
+
+def plugin_schemes() -> set[str]:
+    """Schemes that installed MLflow plugins register for their tracking stores."""
+    from importlib.metadata import entry_points
+
+    return {ep.name for ep in entry_points(group="mlflow.tracking_store")}
 
 
 @dataclass
@@ -70,6 +89,13 @@ class MlflowTracker(Configurable):
             raise ConfigError("experiment", "is empty: name the MLflow experiment")
         self.require_positive("system_metrics_interval_s", "request_timeout_s")
         self.require_non_negative("request_retries", "sqlite_timeout_s")
+        scheme = uri_scheme(self.uri)
+        if scheme not in STORE_SCHEMES and scheme not in plugin_schemes():
+            raise ConfigError(
+                "uri",
+                f"MLflow keeps no runs at a {scheme}:// address; use sqlite:///mlflow.db, a directory, http(s)://host:port "
+                "or a database URI (postgresql://, mysql://, mssql://)",
+            )
         db = self.sqlite_path()
         if db is not None and not db.parent.is_dir():
             raise ConfigError("uri", f"folder {str(db.parent)!r} of the SQLite file does not exist")
