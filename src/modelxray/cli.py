@@ -19,7 +19,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from modelxray.config.overrides import FORCE_PREFIX, check_overrides, forced_overrides, group_options
-from modelxray.core.errors import ConfigError
+from modelxray.core.errors import ConfigError, JobKilled
 from modelxray.core.failures import collecting, report_failure
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
@@ -78,14 +78,18 @@ def _save_overrides_as_typed(output_dir: str, overrides: list[str]) -> None:
 
 
 def _raise_killed(signum, frame):
-    from modelxray.app import JobKilled
+    raise JobKilled(signal.Signals(signum).name)
 
-    raise JobKilled(f"signal {signum}")
+
+def _stop_on_sigterm() -> None:
+    """SIGTERM (scancel, a time limit, a shutdown) raises JobKilled: the run ends KILLED, a sweep's
+    parent run too, and the process exits with one line instead of dying where it stood."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_killed)
 
 
 def task(cfg: DictConfig) -> dict[str, float]:
-    """Hydra task function: one job. Config errors end the process with one line and exit code 2;
-    SIGTERM (scancel, a SLURM timeout) ends the run KILLED rather than leaving it RUNNING."""
+    """Hydra task function: one job. Config errors end the process with one line and exit code 2."""
     from modelxray.config.components import validate_config
 
     try:
@@ -93,8 +97,7 @@ def task(cfg: DictConfig) -> dict[str, float]:
         components.tracker.check()  # the store, once: a dead server fails now, not after minutes of retries
         from modelxray import app
 
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, _raise_killed)
+        _stop_on_sigterm()  # again: a job a launcher runs in its own process never passed through main
         job = job_info()
         _save_overrides_as_typed(job.output_dir, job.overrides)
         outcome = app.run(cfg, job)
@@ -166,9 +169,17 @@ def main(argv: list[str] | None = None) -> int:
         args = [a for a in args if a not in HELP_FLAGS + MULTIRUN_FLAGS] + ["--cfg", "job"]
     saved = sys.argv
     sys.argv = [saved[0] if saved else "run.py", *args]
+    _stop_on_sigterm()
     try:
         with collecting() as failures:
             hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)()
+    except (JobKilled, KeyboardInterrupt) as exc:
+        how = f"by {exc}" if isinstance(exc, JobKilled) else "by Ctrl-C"
+        print(
+            f"modelxray: stopped {how}: what finished is kept; runtime.skip_finished=true resumes the rest",
+            file=sys.stderr,
+        )
+        return 143 if isinstance(exc, JobKilled) else 130  # 128 + the signal, as a shell reports it
     finally:
         sys.argv = saved
     if show_help:

@@ -12,7 +12,9 @@ launcher. Lives under ``hydra_plugins`` because Hydra only loads launchers from 
 from __future__ import annotations
 
 import logging
+import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,6 +31,13 @@ log = logging.getLogger(__name__)
 
 class _WaitForAll:
     _EXECUTOR: str
+
+    def __call__(self, *args, **kwargs) -> JobReturn:
+        """One job, in its own process: submitit ignores SIGTERM there (it waits for a requeue), so a
+        job told to stop (scancel, a time limit, a stopped sweep) would run on; it ends KILLED instead."""
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, _raise_killed)
+        return super().__call__(*args, **kwargs)
 
     def _executor(self):
         """The executor exactly as the stock launcher configures it."""
@@ -52,7 +61,6 @@ class _WaitForAll:
         return executor
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
-        import submitit
 
         executor = self._executor()
         sweep_dir = Path(str(self.config.hydra.sweep.dir))
@@ -65,6 +73,19 @@ class _WaitForAll:
             params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state()))
         submitted = time.time()
         jobs = executor.map_array(self, *zip(*params))
+
+        try:
+            returns, failed = self._collect(job_overrides, jobs, initial_job_idx, sweep_dir, submitted)
+        except BaseException:  # the sweep was stopped (SIGTERM, a time limit, Ctrl-C): so are its jobs
+            _stop(jobs, sweep_dir, initial_job_idx)
+            raise
+        _report(failed, sweep_dir, len(jobs), submitted)
+        return returns
+
+    def _collect(self, job_overrides, jobs, initial_job_idx: int, sweep_dir: Path, submitted: float):
+        """Each job's return, waited for in order; a job that failed comes back completed (so Hydra's
+        sweeper does not stop at the first failure) and is listed in ``failed``."""
+        import submitit
 
         returns, failed = [], []
         for i, (overrides, job) in enumerate(zip(job_overrides, jobs)):
@@ -102,8 +123,45 @@ class _WaitForAll:
                     task_name=ret.task_name,
                 )
             returns.append(ret)
-        _report(failed, sweep_dir, len(jobs), submitted)
-        return returns
+        return returns, failed
+
+
+def _raise_killed(signum, frame):
+    from modelxray.core.errors import JobKilled
+
+    raise JobKilled(signal.Signals(signum).name)
+
+
+STOP_WAIT_S = 15.0  # how long a stopped sweep waits for its jobs to end their runs KILLED themselves
+
+
+def _stop(jobs, sweep_dir: Path, initial_job_idx: int) -> None:
+    """Cancel the jobs still running (a local job gets SIGINT, a SLURM job scancel), give them
+    ``STOP_WAIT_S`` to end their runs KILLED, and mark KILLED the runs of those that could not."""
+    for job in jobs:
+        try:
+            if _done(job):
+                continue
+            process = getattr(job, "_process", None)
+            if process is not None:  # a local job: its controller passes SIGTERM on to the job
+                process.send_signal(signal.SIGTERM)
+            else:
+                job.cancel(check=False)
+        except Exception:  # noqa: BLE001 - a job the scheduler no longer knows has ended
+            pass
+    deadline = time.monotonic() + STOP_WAIT_S
+    while time.monotonic() < deadline and not all(_done(j) for j in jobs):
+        time.sleep(0.2)
+    for i, job in enumerate(jobs):
+        if not _done(job):
+            _mark_killed(sweep_dir / str(initial_job_idx + i))
+
+
+def _done(job) -> bool:
+    try:
+        return job.done()
+    except Exception:  # noqa: BLE001 - the scheduler cannot say: treat as ended
+        return True
 
 
 def _job_dir(ret: JobReturn, sweep_dir: Path, num: int) -> Path:

@@ -13,7 +13,7 @@ are re-exported here.
 from __future__ import annotations
 
 from modelxray.app.checks import check_task, preflight
-from modelxray.app.job import JobInfo, JobKilled, RunOutcome, choices_of, config_fingerprint, flatten
+from modelxray.app.job import JobInfo, RunOutcome, choices_of, config_fingerprint, flatten
 from modelxray.app.loading import _bind_class_prompts as _bind_class_prompts
 from modelxray.app.loading import _fit_images as _fit_images
 from modelxray.app.loading import load_subject
@@ -22,7 +22,6 @@ from modelxray.models import process_cache as process_cache  # the tests patch i
 
 __all__ = [
     "JobInfo",
-    "JobKilled",
     "RunOutcome",
     "check_task",
     "choices_of",

@@ -32,10 +32,6 @@ def choices_of(hydra_cfg) -> dict[str, str]:
     }
 
 
-class JobKilled(BaseException):
-    """SIGTERM arrived (SLURM's scancel, a timeout, a shutdown): the run ends KILLED, not FAILED."""
-
-
 @dataclass
 class RunOutcome:
     metrics: dict[str, float]

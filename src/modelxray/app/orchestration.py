@@ -19,12 +19,12 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from modelxray.app.checks import check_task, preflight
-from modelxray.app.job import JobInfo, JobKilled, RunOutcome, config_fingerprint, flatten
+from modelxray.app.job import JobInfo, RunOutcome, config_fingerprint, flatten
 from modelxray.app.loading import load_subject
 from modelxray.app.quant_stage import _in_place_note, _keeps_reference, _quantize_in_place
 from modelxray.app.resume import _earlier_results, _resume_point
 from modelxray.config.components import build_components
-from modelxray.core.errors import ConfigError
+from modelxray.core.errors import ConfigError, JobKilled
 from modelxray.core.provenance import host, versions
 from modelxray.core.result import Result, RunContext
 from modelxray.core.subject import Subject

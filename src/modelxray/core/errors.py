@@ -20,3 +20,7 @@ class ConfigError(ValueError):
         if not prefix or self.key.startswith(prefix + ".") or self.key == prefix:
             return self
         return ConfigError(f"{prefix}.{self.key}" if self.key else prefix, self.message)
+
+
+class JobKilled(BaseException):
+    """SIGTERM arrived (SLURM's scancel, a timeout, a shutdown): the run ends KILLED, not FAILED."""

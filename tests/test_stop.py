@@ -1,0 +1,97 @@
+"""A stopped process (SIGTERM: scancel, a time limit, a shutdown) ends in seconds with one line and exit
+143; its run ends KILLED with what finished kept, and a stopped sweep stops its jobs and ends its
+parent run KILLED."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from conftest import REPO, mlflow_runs
+
+HANG = ["+analyzer.hang._target_=failing_analyzer.HangingAnalyzer"]
+QUICK = [
+    "debug=tiny",
+    "analyzer=[performance]",
+    "analyzer.performance.iters=1",
+    "analyzer.performance.layer_timing=false",
+    "analyzer.performance.speed_batch_sizes=[1]",
+    "report.dashboard=false",
+    "tracker=mlflow",
+]
+
+
+def _start(args: list[str], cwd: Path, flag: Path) -> subprocess.Popen:
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "tests")]),
+        "MODELXRAY_TEST_HANG": str(flag),
+        "HYDRA_FULL_ERROR": "0",
+    }
+    cmd = [sys.executable, str(REPO / "run.py"), "threads=1", *args]
+    return subprocess.Popen(cmd, cwd=cwd, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def _wait_for(flags, proc: subprocess.Popen) -> None:
+    deadline = time.time() + 240
+    while not all(f.exists() for f in flags) and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.2)
+    assert all(f.exists() for f in flags), f"the hanging analyzer never started (exit {proc.poll()})"
+
+
+def _stop(proc: subprocess.Popen) -> tuple[str, float]:
+    start = time.perf_counter()
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    return stderr, time.perf_counter() - start
+
+
+def test_sigterm_ends_the_run_killed_in_one_line(tmp_path, cache_dir):
+    db = f"sqlite:///{tmp_path}/m.db"
+    flag = tmp_path / "hanging"
+    args = [*QUICK, f"dataset.cache_dir={cache_dir}", f"tracker.uri={db}", "hydra.run.dir=out", *HANG]
+    proc = _start(args, tmp_path, flag)
+    _wait_for([flag], proc)
+    stderr, seconds = _stop(proc)
+    assert proc.returncode == 143 and "Traceback" not in stderr, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1] == (
+        "modelxray: stopped by SIGTERM: what finished is kept; runtime.skip_finished=true resumes the rest"
+    )
+    _, (run,) = mlflow_runs(db, "modelxray")
+    assert run.info.status == "KILLED" and "performance/perplexity" in run.data.metrics
+    assert seconds < 30  # about 2 s on a quiet machine; bounded so a hang fails the test
+
+
+def test_a_stopped_sweep_stops_its_jobs_and_ends_its_parent_killed(tmp_path, cache_dir):
+    """Jobs in their own processes (hydra/launcher=local_jobs), as on SLURM: the sweep's process is
+    stopped while both jobs are analysing."""
+    db = f"sqlite:///{tmp_path}/m.db"
+    flag = tmp_path / "hanging"
+    args = ["-m", "hydra/launcher=local_jobs", *QUICK, f"dataset.cache_dir={cache_dir}", f"tracker.uri={db}"]
+    args += ["quant=none,int8", "hydra.sweep.dir=sweep", *HANG]
+    proc = _start(args, tmp_path, flag)
+    _wait_for([flag], proc)
+    deadline = time.time() + 120  # both jobs analysing: their runs are in the store
+    while time.time() < deadline:
+        try:
+            _, runs = mlflow_runs(db, "modelxray")
+        except AssertionError:
+            runs = []
+        if len(runs) == 2 and all("performance/perplexity" in r.data.metrics for r in runs):
+            break
+        time.sleep(0.5)
+    stderr, seconds = _stop(proc)
+    assert proc.returncode == 143 and "Traceback" not in stderr, stderr[-3000:]
+    assert stderr.strip().splitlines()[-1].startswith("modelxray: stopped by SIGTERM")
+    _, runs = mlflow_runs(db, "modelxray", parents=True)
+    status = {r.data.tags.get("modelxray.sweep_parent") == "true": set() for r in runs}
+    for r in runs:
+        status[r.data.tags.get("modelxray.sweep_parent") == "true"].add(r.info.status)
+    assert status == {True: {"KILLED"}, False: {"KILLED"}}, [(r.info.run_name, r.info.status) for r in runs]
+    assert seconds < 40
+    left = subprocess.run(["pgrep", "-f", f"{tmp_path}/sweep/.submitit"], capture_output=True, text=True).stdout
+    assert not left.strip(), f"jobs still running: {left}"
