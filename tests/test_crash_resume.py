@@ -78,6 +78,10 @@ def test_interrupted_run_keeps_the_finished_analyzers_and_a_rerun_resumes_it(
     assert "perplexity" in summary and (tmp_path / "second" / "plots" / "performance_speed.png").exists()
     results = json.loads((tmp_path / "second" / "analysis_results.json").read_text())["results"]
     assert set(results) == {"performance", "count", "hang"}
+    # the earlier results came back into results/, with no copy beside the report (nor in the store)
+    assert not {"performance.json", "count.json"} & {p.name for p in (tmp_path / "second").glob("*.json")}
+    top = {a.path for a in client.list_artifacts(run.info.run_id) if a.path.endswith(".json")}
+    assert not {"performance.json", "count.json"} & top
 
     # a third run is FINISHED already: skipped
     assert modelxray.analyze(overrides + ["runtime.skip_finished=true"], output_dir=tmp_path / "third").skipped

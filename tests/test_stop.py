@@ -95,3 +95,37 @@ def test_a_stopped_sweep_stops_its_jobs_and_ends_its_parent_killed(tmp_path, cac
     assert seconds < 40
     left = subprocess.run(["pgrep", "-f", f"{tmp_path}/sweep/.submitit"], capture_output=True, text=True).stdout
     assert not left.strip(), f"jobs still running: {left}"
+
+
+def test_a_full_disk_fails_the_run_in_one_line_and_leaves_no_cut_file(tmp_path, cache_dir):
+    """A file-size limit (as a full disk or a quota would) while the plots are written: exit 1, one line
+    naming the file, the results already written kept, no truncated PNG or partial file left."""
+    import resource
+
+    from PIL import Image
+
+    limit = 60 * 1024  # the results files fit; the larger plots do not
+
+    def small_files():
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+    args = ["debug=tiny", "analyzer=[performance,robustness]", "analyzer.performance.iters=1"]
+    args += ["runtime.original_weights=memory", f"dataset.cache_dir={cache_dir}", "hydra.run.dir=out"]
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "run.py"), "threads=1", *args],
+        cwd=tmp_path,
+        env={**os.environ, "HYDRA_FULL_ERROR": "0"},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=small_files,
+    )
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert last.startswith(f"modelxray: error: cannot write {tmp_path}/out/") and last.endswith(": File too large")
+    out = tmp_path / "out"
+    assert (out / "results" / "performance.json").exists()
+    assert not [p for p in out.rglob("*") if ".partial" in p.name]
+    for png in out.rglob("*.png"):
+        with Image.open(png) as im:
+            im.load()  # whole: a cut file raises here

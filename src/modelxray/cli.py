@@ -19,7 +19,7 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from modelxray.config.overrides import FORCE_PREFIX, check_overrides, forced_overrides, group_options
-from modelxray.core.errors import ConfigError, JobKilled
+from modelxray.core.errors import ConfigError, JobKilled, OutputError
 from modelxray.core.failures import collecting, report_failure
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
@@ -104,6 +104,10 @@ def task(cfg: DictConfig) -> dict[str, float]:
     except ConfigError as exc:
         print(f"modelxray: error: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    except OutputError as exc:  # the run ended FAILED; the files written before it are kept
+        print(f"modelxray: error: {exc}", file=sys.stderr)
+        report_failure(str(exc.filename))
+        return {}
     if outcome.skipped:
         print(f"modelxray: {outcome.tracking}")
         return outcome.metrics

@@ -38,6 +38,11 @@ def new_figure(ncols: int = 1, nrows: int = 1, width: float = 6.0, height: float
 def save(fig, path) -> None:
     import matplotlib.pyplot as plt
 
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    from modelxray.core.files import written_whole
+
+    try:
+        fig.tight_layout()
+        with written_whole(path) as tmp:  # a full disk leaves no cut PNG
+            fig.savefig(tmp, dpi=120)
+    finally:
+        plt.close(fig)

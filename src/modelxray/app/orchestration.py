@@ -4,6 +4,7 @@ of them. ModelAnalyzer runs single stages with ``run_stage`` and ``keep_stage``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -64,7 +65,8 @@ def run(
     processor: Any = None,
 ) -> RunOutcome:
     """Run the configured analyzers on the configured (or given) model and record everything. A new
-    run enters the store once the model and data are loaded and checked: bad input leaves none behind."""
+    run enters the store once the model and data are loaded and checked: bad input found while
+    loading leaves none behind (a crash while loading does leave a FAILED run, with its traceback)."""
     given = (tokenizer, batches, image_shape, example_inputs, processor)
     if model is not None and all(g is None for g in given) and not _vision_kind(model):
         raise ConfigError(
@@ -201,16 +203,18 @@ def run(
         if isinstance(exc, (KeyboardInterrupt, JobKilled)) and hasattr(tracker_run, "hurry"):
             tracker_run.hurry()  # a stopped process ends in seconds, whatever the server does
         tb = traceback.format_exc()
-        if tracker_run is None and isinstance(exc, ConfigError):
-            raise  # bad input, found while loading: its one line, no run in the store, no traceback file
-        (out_dir / "errors").mkdir(exist_ok=True)
-        (out_dir / "errors" / "run_traceback.txt").write_text(tb)
-        if tracker_run is None:  # nothing was analysed: no run in the store
-            raise
+        stopped = isinstance(exc, (KeyboardInterrupt, JobKilled))
+        if tracker_run is None and (stopped or isinstance(exc, ConfigError)):
+            raise  # bad input found while loading (its one line), or a stop before any analysis: no run
+        with contextlib.suppress(OSError):  # a full disk: the run still ends FAILED, its traceback in the store
+            (out_dir / "errors").mkdir(exist_ok=True)
+            (out_dir / "errors" / "run_traceback.txt").write_text(tb)
+        if tracker_run is None:  # a crash while loading is recorded: a FAILED run with its traceback
+            tracker_run = components.tracker.start(run_name, tags)
         try:
             tracker_run.log_text(tb, "errors/run_traceback.txt")
         finally:
-            tracker_run.finish("KILLED" if isinstance(exc, (KeyboardInterrupt, JobKilled)) else "FAILED")
+            tracker_run.finish("KILLED" if stopped else "FAILED")
         raise
     return RunOutcome(
         metrics, results, out_dir, tracker_run.run_id, tracker_run.describe(), view=_view_hint(tracker_run)
@@ -230,10 +234,10 @@ def kind_tags(subject: Subject, run_name: str, resumed: bool = False) -> dict[st
 def keep_stage(name: str, result: Result, out_dir: Path, tracker_run, written: dict[str, Written]) -> None:
     """Save one stage the moment it ends: its files in the run directory (``results/<name>.json``,
     tables, plots) and its metrics and files in the tracker, so a later crash loses none of it."""
-    written[name] = write_result(out_dir, name, result)
-    tracker_run.log_metrics(
+    tracker_run.log_metrics(  # the numbers first: a file that cannot be written loses none of them
         {**{f"{name}/{k}": v for k, v in result.finite_metrics().items()}, f"{name}/seconds": result.seconds}
     )
+    written[name] = write_result(out_dir, name, result)
     tracker_run.log_files(out_dir, written[name].paths)
 
 

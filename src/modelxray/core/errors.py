@@ -24,3 +24,14 @@ class ConfigError(ValueError):
 
 class JobKilled(BaseException):
     """SIGTERM arrived (SLURM's scancel, a timeout, a shutdown): the run ends KILLED, not FAILED."""
+
+
+class OutputError(OSError):
+    """A file of the run could not be written (disk full, quota, file-size limit): the run ends FAILED
+    with one line naming the file, and what was written before it is kept."""
+
+    def __init__(self, path, exc: OSError):
+        super().__init__(exc.errno, exc.strerror or str(exc), str(path))
+
+    def __str__(self) -> str:
+        return f"cannot write {self.filename}: {self.strerror}"

@@ -126,10 +126,13 @@ def tokenize_cached(text: str, tokenizer: Any, cache_dir: Path) -> torch.Tensor:
         return torch.from_numpy(np.load(path).astype(np.int64))
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     arr = np.asarray(ids, dtype=np.int32)
-    cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp.npy")
-    np.save(tmp, arr)
-    os.replace(tmp, path)
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        np.save(tmp, arr)
+        os.replace(tmp, path)
+    except OSError:  # a full disk or a read-only cache: the ids are known, only the next run tokenizes again
+        tmp.unlink(missing_ok=True)
     return torch.from_numpy(arr.astype(np.int64))
 
 

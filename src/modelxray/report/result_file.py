@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from modelxray.core.errors import ConfigError
+from modelxray.core.files import write_file
 from modelxray.core.result import Result
 from modelxray.measure.energy import Energy
 from modelxray.metrics.measurements import Latency, Memory, Quality, Speed, Throughput
@@ -88,9 +89,7 @@ def save_result(out_dir: Path, name: str, result: Result) -> Path:
     }
     path = result_path(out_dir, name)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(_plain(payload)))
-    tmp.replace(path)
+    write_file(path, json.dumps(_plain(payload)))
     return path
 
 

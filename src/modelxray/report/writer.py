@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from modelxray.core.errors import OutputError
+from modelxray.core.files import write_file
 from modelxray.report.insights import collect_insights
 from modelxray.report.markdown import insights_report, summary_report
 from modelxray.report.result_file import check_entry, save_result
@@ -46,12 +48,12 @@ def write_result(out_dir: Path, name: str, result: Any) -> Written:
     if not result.ok:
         p = out_dir / "errors" / f"{name}_traceback.txt"
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(result.error)
+        write_file(p, result.error)
         written.paths.append(p)
     for fname, content in [*result.texts.items(), *result.files.items()]:  # a failed stage's partial files too
         p = out_dir / check_entry(fname, f"the {name} result")
         p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(content) if isinstance(content, str) else p.write_bytes(content)
+        write_file(p, content)
         written.paths.append(p)
     if result.source is None or (not result.ok and not result.metrics):  # a failure with partial results draws them
         return written
@@ -62,6 +64,8 @@ def write_result(out_dir: Path, name: str, result: Any) -> Written:
             for fname, fig in result.source.figures(result).items():
                 save(fig, plots_dir / fname)
                 written.paths.append(plots_dir / fname)
+        except OutputError:
+            raise  # a file that cannot be written ends the run FAILED; results/<name>.json is saved
         except Exception as exc:  # noqa: BLE001 - a broken plot must not lose the run's numbers
             written.plot_error = f"{type(exc).__name__}: {exc}"
     return written
@@ -92,19 +96,21 @@ def write_reports(
             try:
                 if write_dashboard(results, path, f"modelxray: {run['model']['name']}"):
                     plot_files.append(path)
+            except OutputError:
+                raise
             except Exception as exc:  # noqa: BLE001
                 plot_errors["dashboard"] = f"{type(exc).__name__}: {exc}"
     files = [p for w in in_order for p in w.paths if p not in plot_files]
     payload = {"run": run, "results": {n: r.to_json() for n, r in results.items()}, "plot_errors": plot_errors}
     p = out_dir / "analysis_results.json"
-    p.write_text(json.dumps(_jsonable(payload), indent=2))
+    write_file(p, json.dumps(_jsonable(payload), indent=2))
     files.append(p)
     rel_plots = [f"plots/{f.name}" for f in plot_files]
     p = out_dir / "summary_report.md"
-    p.write_text(summary_report(run, results, rel_plots))
+    write_file(p, summary_report(run, results, rel_plots))
     files.append(p)
     sections = collect_insights(results)
     p = out_dir / "insights.md"
-    p.write_text(insights_report(run["model"]["name"], sections, run["model"].get("notes", [])))
+    write_file(p, insights_report(run["model"]["name"], sections, run["model"].get("notes", [])))
     files.append(p)
     return files + plot_files

@@ -190,8 +190,10 @@ class MlflowRun:
     def fetch_results(self, folder: Path, names: list[str]) -> dict[str, Path]:
         """Download the saved results (``results/<name>.json``) of ``names`` into ``folder``."""
         out = {}
+        dest = Path(folder) / "results"  # MLflow keeps only the file's name, not its folder, under dst_path
+        dest.mkdir(parents=True, exist_ok=True)
         for name in names:
-            local = self.client.download_artifacts(self.run_id, f"results/{name}.json", str(folder))
+            local = self.client.download_artifacts(self.run_id, f"results/{name}.json", str(dest))
             out[name] = Path(local)
         return out
 
