@@ -357,3 +357,55 @@ def test_image_files_that_are_no_images(tmp_path, bad):
         f"dataset.root: 'imgs/b/1.png' is no readable image ({why}); remove it or replace it with a good copy"
     )
     assert not (tmp_path / "out" / "errors").exists()  # refused before the run started
+
+
+def test_weights_with_nan_or_inf_are_named_before_any_analyzer_works(tmp_path):
+    """Every quality figure would be nan in a FINISHED run: named in one line instead, unless only an
+    analyzer that reports broken weights (inspect) is asked for."""
+    import torch
+
+    import modelxray
+    from modelxray.core.errors import ConfigError
+    from modelxray.models.tokenizers import load_tokenizer
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=257, n_positions=64))
+    with torch.no_grad():
+        model.transformer.h[0].attn.c_attn.weight.fill_(float("nan"))
+        model.transformer.wte.weight[3, 0] = float("inf")
+    args = ["debug=tiny", "dataset.max_tokens=256", "dataset.seq_len=32", f"dataset.cache_dir={tmp_path}/c"]
+    with pytest.raises(ConfigError) as info:
+        modelxray.analyze(
+            [*args, "analyzer=[performance]"], model=model, tokenizer=load_tokenizer("byte"), output_dir=tmp_path / "a"
+        )
+    assert str(info.value) == (
+        "model: 2 of 16 weight tensors hold NaN or Inf values: transformer.wte.weight (1 of 8,224 values), "
+        "transformer.h.0.attn.c_attn.weight (3,072 of 3,072 values); every quality figure would be nan. Check the "
+        "checkpoint, or run analyzer=inspect alone to see where they are"
+    )
+    assert not (tmp_path / "a" / "errors").exists()
+    out = modelxray.analyze(
+        [*args, "analyzer=[inspect]", "analyzer.inspect.compute=false"],
+        model=model,
+        tokenizer=load_tokenizer("byte"),
+        output_dir=tmp_path / "b",
+    )
+    assert not out.failed
+
+
+def test_empty_config_files(tmp_path):
+    """A 0-byte primary config (--config-name) or group option: one line naming it, not
+    'seed: expected int, got None' or 'model: is not a chosen option'."""
+    (tmp_path / "mine" / "model").mkdir(parents=True)
+    (tmp_path / "mine" / "empty.yaml").touch()
+    (tmp_path / "mine" / "model" / "blank.yaml").write_text("\n")
+    proc, _ = _cli(["--config-dir", "mine", "--config-name", "empty"], tmp_path)
+    assert _error(proc).startswith("config: holds none of the keys model, dataset, analyzer, quant, tracker: ")
+    proc, _ = _cli(["model=blank", "-cd", "mine", "tracker=none"], tmp_path)  # flags may follow overrides
+    assert (
+        _error(proc)
+        == f"model: option 'blank' is an empty file ({tmp_path}/mine/model/blank.yaml); fill it or remove it"
+    )
+    (tmp_path / "mine" / "base.yaml").write_text("defaults:\n  - config\n  - _self_\n\nseed: 7\n")
+    proc, _ = _cli(["debug=tiny", "--config-name", "base", "--config-dir", "mine", "--cfg", "job"], tmp_path)
+    assert proc.returncode == 0 and "\nseed: 7\n" in proc.stdout, proc.stderr[-2000:]

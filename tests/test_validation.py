@@ -141,3 +141,13 @@ def test_a_target_that_runs_code_is_refused_before_anything_is_built(tmp_path):
     assert _error(["model=tiny_gpt2", "quant._target_=torch.load"]).startswith("quant._target_: cannot import")
     msg = _error(["model=tiny_gpt2", "quant._target_=torch.nn.Linear"])
     assert msg.startswith("quant._target_: 'torch.nn.Linear' is not a modelxray component")
+
+
+def test_a_country_codecarbon_does_not_know_is_refused():
+    """codecarbon would fall back to a world average and still give a CO2 figure."""
+    msg = _error(["model=tiny_gpt2", "analyzer=[inspect]", "analyzer.inspect.country_iso_code=XYZ"])
+    assert msg.startswith("analyzer.inspect.country_iso_code: 'XYZ' is no country whose grid codecarbon knows")
+    assert _error(["model=tiny_gpt2", "analyzer=[inspect]", "analyzer.inspect.country_iso_code=usa"]).startswith(
+        "analyzer.inspect.country_iso_code: 'usa' is no country"
+    )
+    build_components(compose(["model=tiny_gpt2", "analyzer=[inspect]", "analyzer.inspect.country_iso_code=FRA"]))

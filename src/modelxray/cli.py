@@ -25,6 +25,12 @@ from modelxray.core.failures import collecting, report_failure
 MULTIRUN_FLAGS = ("-m", "--multirun")
 HELP_FLAGS = ("--help", "-h")
 CONFIG_DIR_FLAGS = ("--config-dir", "-cd")
+INFO_FLAGS, INFO_TOPICS = (
+    ("--info", "-i"),
+    [[t] for t in ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")],
+)
+# Hydra's flags that take the next argument as their value
+VALUE_FLAGS = ("--cfg", "-c", "--package", "-p", "--config-path", "-cp", "--config-name", "-cn", *CONFIG_DIR_FLAGS)
 
 HELP_HEADER = """\
 modelxray: put a PyTorch / Hugging Face model under analysis. One run = one model, one dataset,
@@ -125,9 +131,22 @@ def task(cfg: DictConfig) -> dict[str, float]:
 
 
 def normalize_argv(argv: list[str]) -> list[str]:
-    """Hydra's parser wants ``-m`` before the overrides; accept it anywhere on the line."""
-    flags = [a for a in argv if a in MULTIRUN_FLAGS]
-    return flags[:1] + [a for a in argv if a not in MULTIRUN_FLAGS]
+    """Hydra's parser wants its flags (``-m``, ``--config-dir DIR`` ...) before the overrides, which
+    must stand together; accept flags anywhere on the line. ``-m`` counts once."""
+    flags, overrides, i = [], [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg in MULTIRUN_FLAGS:
+            flags += [] if any(f in MULTIRUN_FLAGS for f in flags) else [arg]
+        elif arg in VALUE_FLAGS and i + 1 < len(argv) or arg in INFO_FLAGS and argv[i + 1 : i + 2] in INFO_TOPICS:
+            flags += [arg, argv[i + 1]]
+            i += 1
+        elif arg.startswith("-"):
+            flags.append(arg)
+        else:
+            overrides.append(arg)
+        i += 1
+    return flags + overrides
 
 
 def help_text(conf: Path) -> str:

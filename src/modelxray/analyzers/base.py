@@ -28,6 +28,8 @@ class Analyzer(PlotsFromModule, Configurable):
     # quantizes the model itself, from the weights as loaded (its baseline is those weights): a run
     # that also quantizes them with quant= would hand it a quantized baseline
     quantizes_itself: ClassVar[bool] = False
+    # reports the weights as they are, NaN and Inf included: a model with such weights may run it
+    studies_broken_weights: ClassVar[bool] = False
 
     def preflight(self, subject) -> None:
         """Checks that need the loaded subject (sizes, tokenizer, layer names). Default: none."""

@@ -49,3 +49,28 @@ def preflight(subject: Subject, analyzers: dict) -> None:
             analyzer.preflight(subject)
         except ConfigError as exc:
             raise exc.under(f"analyzer.{name}") from None
+
+
+def check_finite_weights(model, analyzers: dict) -> None:
+    """Weights that hold NaN or Inf make every quality figure ``nan``: one line naming the tensors,
+    before any analyzer works, unless every analyzer asked for reports broken weights (inspect)."""
+    import torch
+
+    if model is None or all(getattr(a, "studies_broken_weights", False) for a in analyzers.values()):
+        return
+    broken, total = [], 0
+    with torch.no_grad():
+        for name, tensor in (*model.named_parameters(), *model.named_buffers()):
+            if not tensor.is_floating_point() or tensor.is_meta:
+                continue
+            total += 1
+            bad = int((~torch.isfinite(tensor)).sum())
+            if bad:
+                broken.append(f"{name} ({bad:,} of {tensor.numel():,} values)")
+    if broken:
+        shown = ", ".join(broken[:3]) + (f" and {len(broken) - 3} more" if len(broken) > 3 else "")
+        raise ConfigError(
+            "model",
+            f"{len(broken)} of {total} weight tensors hold NaN or Inf values: {shown}; every quality figure would "
+            "be nan. Check the checkpoint, or run analyzer=inspect alone to see where they are",
+        )

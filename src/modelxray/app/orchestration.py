@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from modelxray.app.checks import check_task, preflight
+from modelxray.app.checks import check_finite_weights, check_task, preflight
 from modelxray.app.job import JobInfo, RunOutcome, config_fingerprint, flatten
 from modelxray.app.loading import load_subject
 from modelxray.app.quant_stage import _in_place_note, _keeps_reference, _quantize_in_place
@@ -120,6 +120,7 @@ def run(
             processor=processor,
         )
         check_task(subject, components.analyzers, components.quant)
+        check_finite_weights(subject.model, components.analyzers)
         preflight(subject, components.analyzers)
         if tracker_run is None:  # bad input found while loading leaves no run in the store
             tracker_run = components.tracker.start(run_name, tags)

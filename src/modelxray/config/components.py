@@ -44,6 +44,12 @@ def validate_config(cfg: DictConfig) -> Components:
 
 
 def build_components(cfg: DictConfig, *, skip_model: bool = False, skip_dataset: bool = False) -> Components:
+    if not any(key in cfg for key in ("model", "dataset", "analyzer", "quant", "tracker")):
+        raise ConfigError(
+            "config",
+            "holds none of the keys model, dataset, analyzer, quant, tracker: the primary config file (--config-name) "
+            "is empty or not a modelxray config; start it with 'defaults: [config, _self_]' to build on the defaults",
+        )
     unknown = sorted(set(cfg.keys()) - TOP_LEVEL_KEYS)
     if unknown:
         raise ConfigError(

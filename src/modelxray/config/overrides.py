@@ -84,6 +84,9 @@ def check_overrides(args: list[str], conf: list[Path], multirun: bool) -> None:
                 if not isinstance(choice, str) or choice not in options:
                     what = "no option given" if choice in ("", None) else f"no option {choice!r}"
                     raise ConfigError(name, f"{what}; choose one of: {', '.join(options)}")
+                for empty in (f / name / f"{choice}.yaml" for f in conf):
+                    if empty.is_file() and not empty.read_text(encoding="utf-8", errors="replace").strip():
+                        raise ConfigError(name, f"option {choice!r} is an empty file ({empty}); fill it or remove it")
 
 
 def group_options(conf: Path) -> dict[str, list[str]]:

@@ -75,6 +75,34 @@ def check_cpu_tdp_w(value: float | None, key: str = "cpu_tdp_w") -> None:
         )
 
 
+def check_country(code, key: str = "country_iso_code") -> None:
+    """A country whose grid codecarbon knows (ISO 3166 alpha-3, upper case): codecarbon takes any code
+    it does not know silently and falls back to a world average, so the CO2 figure would name the
+    wrong grid. Read from codecarbon's own table, without importing it."""
+    if not (isinstance(code, str) and len(code) == 3 and code.isalpha()):
+        raise ConfigError(key, f"must be a 3-letter ISO 3166 code such as USA, FRA or DEU; got {code!r}")
+    known = grid_countries()
+    if known and code not in known:
+        close = sorted(c for c in known if c[0] == code[:1].upper())[:8]
+        raise ConfigError(
+            key,
+            f"{code!r} is no country whose grid codecarbon knows (upper-case ISO 3166 alpha-3); "
+            f"e.g. {', '.join(close or ['USA', 'FRA', 'DEU'])}",
+        )
+
+
+def grid_countries() -> set[str]:
+    """The countries of codecarbon's energy-mix table (empty if the table cannot be read)."""
+    import importlib.resources
+    import json
+
+    try:
+        table = importlib.resources.files("codecarbon") / "data" / "private_infra" / "global_energy_mix.json"
+        return set(json.loads(table.read_text()))
+    except (OSError, ValueError, ModuleNotFoundError):
+        return set()
+
+
 def measure_energy(
     work: Callable[[], None],
     *,

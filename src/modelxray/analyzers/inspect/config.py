@@ -20,7 +20,7 @@ from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 from modelxray.data.example_inputs import normalize_inputs
-from modelxray.measure.energy import check_cpu_tdp_w
+from modelxray.measure.energy import check_country, check_cpu_tdp_w
 from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS
 
 SPECTRAL = ("power", "exact", "none")
@@ -30,6 +30,7 @@ SPECTRAL = ("power", "exact", "none")
 class InspectAnalyzer(Analyzer):
     name: ClassVar[str] = "inspect"
     plots_module: ClassVar[str] = "modelxray.analyzers.inspect.plots"
+    studies_broken_weights: ClassVar[bool] = True  # it counts each tensor's NaN and Inf values
     tasks: ClassVar[tuple[str, ...]] = (
         "causal_lm",
         "classification",
@@ -86,15 +87,7 @@ class InspectAnalyzer(Analyzer):
         self.require_non_negative("profile_warmup", "prune_min", "advice_min_numel")
         self.require_choice("spectral", SPECTRAL)
         check_cpu_tdp_w(self.cpu_tdp_w)
-        if not (
-            isinstance(self.country_iso_code, str)
-            and len(self.country_iso_code) == 3
-            and self.country_iso_code.isalpha()
-        ):
-            raise ConfigError(
-                "country_iso_code",
-                f"must be a 3-letter ISO 3166 code such as USA, FRA or DEU; got {self.country_iso_code!r}",
-            )
+        check_country(self.country_iso_code)
         if self.inputs is not None:
             if self.input_shape is not None:
                 raise ConfigError("inputs", "set input_shape (one tensor) or inputs (named tensors), not both")
