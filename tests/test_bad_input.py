@@ -406,3 +406,55 @@ def test_empty_config_files(tmp_path):
     (tmp_path / "mine" / "base.yaml").write_text("defaults:\n  - config\n  - _self_\n\nseed: 7\n")
     proc, _ = _cli(["debug=tiny", "--config-name", "base", "--config-dir", "mine", "--cfg", "job"], tmp_path)
     assert proc.returncode == 0 and "\nseed: 7\n" in proc.stdout, proc.stderr[-2000:]
+
+
+# --- 8. mismatches the model's own config shows: found before any weight is read
+
+
+def test_a_dataset_of_another_kind_or_longer_than_the_positions_is_found_before_loading(tmp_path, monkeypatch):
+    import modelxray.models.hf as hf
+
+    _hf_dir(tmp_path / "m")  # a GPT-2 with 64 learned positions
+    monkeypatch.setattr(hf.HFSource, "load", lambda self: pytest.fail("the model was loaded"))
+    import modelxray
+    from modelxray.core.errors import ConfigError
+
+    base = ["model=hf", f"model.name_or_path={tmp_path}/m", "model.tokenizer=byte", "tracker=none"]
+    with pytest.raises(ConfigError) as info:
+        modelxray.analyze([*base, "dataset.seq_len=128"], output_dir=tmp_path / "a")
+    assert str(info.value) == (
+        f"dataset.seq_len: 128 tokens do not fit the model's 64 learned positions ({tmp_path}/m/config.json); "
+        "use dataset.seq_len=64 or less"
+    )
+    with pytest.raises(ConfigError) as info:
+        modelxray.analyze([*base, "dataset=digits"], output_dir=tmp_path / "b")
+    assert str(info.value).startswith(
+        f"dataset: digits holds images, and the model is of kind causal_lm ({tmp_path}/m/config.json), which needs "
+        "text; use a text dataset (pydoc_topics, "
+    )
+    with pytest.raises(ConfigError) as info:
+        modelxray.analyze(["model=digits_mlp", "dataset=pydoc_topics", "tracker=none"], output_dir=tmp_path / "c")
+    assert str(info.value).startswith(
+        "dataset: pydoc_topics holds text, and the model is of kind image_classification,"
+    )
+    assert not any((tmp_path / d / "errors").exists() for d in "abc")
+
+
+def test_rotary_or_relative_positions_set_no_limit():
+    from modelxray.models.hf import learned_positions
+
+    assert learned_positions({"n_positions": 64}) == 64
+    assert learned_positions({"max_position_embeddings": 512, "position_embedding_type": "absolute"}) == 512
+    assert learned_positions({"max_position_embeddings": 8192, "rope_theta": 1e4}) is None
+    assert learned_positions({"max_position_embeddings": 512, "position_embedding_type": "relative_key"}) is None
+    assert learned_positions({"text_config": {"n_positions": 32}, "vision_config": {}}) == 32
+
+
+def test_the_byte_tokenizer_for_an_encoder_is_one_line(tmp_path):
+    from transformers import BertConfig, BertForMaskedLM
+
+    BertForMaskedLM(
+        BertConfig(num_hidden_layers=1, hidden_size=32, num_attention_heads=2, intermediate_size=64, vocab_size=300)
+    ).save_pretrained(tmp_path / "bert")
+    proc, _ = _cli(["model=hf", "model.name_or_path=./bert", "model.tokenizer=byte", "tracker=none"], tmp_path)
+    assert _error(proc).startswith("model.tokenizer: the byte tokenizer serves causal LMs and dual encoders only;")

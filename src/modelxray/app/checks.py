@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from modelxray.core.errors import ConfigError
 from modelxray.core.subject import Subject
+from modelxray.models.kinds import DATA_OF_KIND
 
 
 def check_task(subject: Subject, analyzers: dict, quant=None) -> None:
@@ -74,3 +75,40 @@ def check_finite_weights(model, analyzers: dict) -> None:
             f"{len(broken)} of {total} weight tensors hold NaN or Inf values: {shown}; every quality figure would "
             "be nan. Check the checkpoint, or run analyzer=inspect alone to see where they are",
         )
+
+
+# the datasets of each modality, for the one-line error
+DATASETS_OF = {
+    "text": "a text dataset (pydoc_topics, text_files, wikitext2, labelled_text, text_pairs)",
+    "images": "an image dataset (digits, image_folder, digit_canvases, coco_folder, mask_folder, image_questions)",
+    "audio": "dataset=audio_folder or a text dataset (spoken by espeak-ng)",
+}
+
+
+def check_before_load(source, dataset) -> None:
+    """The model's kind and positions as its own config says (``source.declared()``: config.json or
+    the option's keys) against the dataset, before any weight is read: a mismatch that would show only
+    after the model loaded (minutes, for a large one) is one line now."""
+    if source is None or dataset is None:
+        return
+    declared = source.declared()
+    modality, fits = getattr(dataset, "modality", None), DATA_OF_KIND.get(declared.kind)
+    name = getattr(dataset, "name", type(dataset).__name__)
+    if modality and fits and modality not in fits:
+        raise ConfigError(
+            "dataset",
+            f"{name} holds {modality}, and the model is of kind {declared.kind}{_said_by(declared)}, which needs "
+            f"{' or '.join(fits)}; use {DATASETS_OF[fits[0]]}",
+        )
+    seq_len = getattr(dataset, "seq_len", None)  # windows of exactly seq_len tokens: causal and masked LMs
+    full_windows = declared.kind in ("causal_lm", "masked_lm")
+    if full_windows and declared.max_positions and isinstance(seq_len, int) and seq_len > declared.max_positions:
+        raise ConfigError(
+            "dataset.seq_len",
+            f"{seq_len} tokens do not fit the model's {declared.max_positions} learned positions"
+            f"{_said_by(declared)}; use dataset.seq_len={declared.max_positions} or less",
+        )
+
+
+def _said_by(declared) -> str:
+    return f" ({declared.where})" if declared.where else ""

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from modelxray.app.checks import check_finite_weights, check_task, preflight
+from modelxray.app.checks import check_before_load, check_finite_weights, check_task, preflight
 from modelxray.app.job import JobInfo, RunOutcome, config_fingerprint, flatten
 from modelxray.app.loading import load_subject
 from modelxray.app.quant_stage import _in_place_note, _keeps_reference, _quantize_in_place
@@ -109,6 +109,8 @@ def run(
         earlier = {}
         if tracker_run is not None:  # before the model loads
             earlier = _earlier_results(tracker_run, out_dir, components.analyzers, done)
+        if model is None:
+            check_before_load(components.model, components.dataset)
         subject, cache = load_subject(
             cfg,
             components,

@@ -10,7 +10,7 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from modelxray.core.configurable import Configurable
 
@@ -41,6 +41,8 @@ class TokenData:
 @dataclass
 class TextDataset(Configurable):
     """Base of text dataset configs. Subclasses supply ``name`` and ``read_text()``."""
+
+    modality: ClassVar[str] = "text"  # what its examples are: a model of another kind cannot use them
 
     seq_len: int = 256
     max_tokens: int | None = 8192

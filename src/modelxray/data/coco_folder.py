@@ -16,7 +16,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
@@ -28,6 +28,7 @@ BACKGROUND_NAMES = ("background", "__background__", "unlabeled", "unlabelled")
 
 @dataclass
 class CocoFolder(Configurable):
+    modality: ClassVar[str] = "images"  # what its examples are: a model of another kind cannot use them
     root: str = field(default="", metadata=REQUIRED)  # a folder of images with a COCO annotations file
     annotations: str = "instances.json"  # the annotations file, relative to root (or an absolute path)
     max_images: int | None = None  # the first N annotated images, in id order (null = all)

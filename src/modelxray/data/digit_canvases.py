@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
@@ -118,6 +118,7 @@ def paste_digits(
 
 @dataclass
 class DigitCanvases(Configurable):
+    modality: ClassVar[str] = "images"  # what its examples are: a model of another kind cannot use them
     examples: int = 64  # canvases
     canvas_size: int = 64  # side in pixels (a model that names its own input size gets canvases of that size)
     digit_size: int = 16  # side of each pasted digit (8x8 scaled up)

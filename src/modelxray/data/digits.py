@@ -5,6 +5,7 @@ the classification dataset of the robustness analyzer's classifier path. Pixels 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
@@ -13,6 +14,7 @@ from modelxray.data.base import ClassificationData
 
 @dataclass
 class Digits(Configurable):
+    modality: ClassVar[str] = "images"  # what its examples are: a model of another kind cannot use them
     test_fraction: float = 0.25  # held out for evaluation, stratified by class
     split_seed: int = 0  # the train/test split; the model trains on the train part only
     max_test: int | None = None  # evaluate the first N test images (null = all)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
@@ -23,6 +24,7 @@ EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
 
 @dataclass
 class ImageFolder(Configurable):
+    modality: ClassVar[str] = "images"  # what its examples are: a model of another kind cannot use them
     root: str = field(default="", metadata=REQUIRED)  # a folder holding one sub-folder of images per class
     image_size: int = 224  # images are read at this square size (then fit to the model's input)
     channels: int = 3  # 3 = RGB, 1 = grey

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
@@ -28,6 +29,7 @@ IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".webp", ".tif", ".tiff")
 
 @dataclass
 class MaskFolder(Configurable):
+    modality: ClassVar[str] = "images"  # what its examples are: a model of another kind cannot use them
     root: str = field(default="", metadata=REQUIRED)  # a folder holding the images and masks folders
     images: str = "images"  # the images folder, relative to root
     masks: str = "masks"  # the masks folder (PNG of class ids, same file stem as the image), relative to root

@@ -12,6 +12,7 @@ resolution (``crop_size``); the run resizes them to the model's input (``data/im
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
@@ -23,6 +24,7 @@ PHOTO_SHAPE = (427, 640)  # height, width of both photos (checked when they load
 
 @dataclass
 class SampleImages(Configurable):
+    modality: ClassVar[str] = "images"  # what its examples are: a model of another kind cannot use them
     crop_size: int = 64  # side of each square crop, in photo pixels
     crops_per_class: int = 100  # crops cut from each photo (train and test together)
     test_fraction: float = 0.25  # share of each photo's crops held out, cut from its right band

@@ -24,7 +24,7 @@ import tempfile
 import wave
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
@@ -390,6 +390,7 @@ def read_audio_folder(
 
 @dataclass
 class AudioFolder(Configurable):
+    modality: ClassVar[str] = "audio"  # what its examples are: a model of another kind cannot use them
     path: str = field(default="", metadata=REQUIRED)  # a folder of .wav files with a transcripts.tsv/.csv/.jsonl
     transcripts: str | None = None  # the transcripts file (null = transcripts.tsv, .csv or .jsonl in path)
     sample_rate: int = 16000  # clips are resampled to this rate (the model's feature extractor rate wins)

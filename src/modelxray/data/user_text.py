@@ -10,6 +10,7 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
@@ -74,6 +75,8 @@ class LabelledText(_UserFile):
     """Texts and their labels (``text``, ``label`` columns): a text classifier's test set. Labels are
     class names matched to the model's ``label2id``, or class indices."""
 
+    modality: ClassVar[str] = "text"  # what its examples are: a model of another kind cannot use them
+
     @property
     def name(self) -> str:
         return f"labelled_text:{Path(self.path).name}"
@@ -86,6 +89,8 @@ class LabelledText(_UserFile):
 @dataclass
 class TextPairs(_UserFile):
     """(source, target) pairs (``source``, ``target`` fields): a seq2seq model's test set."""
+
+    modality: ClassVar[str] = "text"  # what its examples are: a model of another kind cannot use them
 
     @property
     def name(self) -> str:
@@ -100,6 +105,8 @@ class TextPairs(_UserFile):
 class ImageQuestions(_UserFile):
     """Questions about images (``image``, ``prompt``, ``answer`` fields; the image path relative to
     the file's folder): a generative vision-language model's test set, scored on the answers."""
+
+    modality: ClassVar[str] = "images"  # what its examples are: a model of another kind cannot use them
 
     @property
     def name(self) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
@@ -22,12 +22,28 @@ if TYPE_CHECKING:
 DTYPES = ("float32", "float16", "bfloat16", "float64")  # torch dtype names (torch.<name>)
 
 
+@dataclass(frozen=True)
+class Declared:
+    """What a model's config says of it before any weight is read: its kind and, for a model with
+    learned positions, how many tokens one sequence may hold (None where it does not say)."""
+
+    kind: str | None
+    max_positions: int | None = None
+    where: str = ""  # the file or key that says so, for the error message
+
+
 @dataclass
 class ModelSource(Configurable):
     """Base of model configs: ``load()`` does the heavy work, construction only validates."""
 
     dtype: str = "float32"
     device: str = "auto"
+    # the kind every model of this source is (None: known only once loaded, or from declared())
+    kind_of_source: ClassVar[str | None] = None
+
+    def declared(self) -> Declared:
+        """The model's kind and positions as its config says, read without loading it."""
+        return Declared(self.kind_of_source)
 
     def validate(self) -> None:
         self.require_choice("dtype", DTYPES)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel, ModelInfo
@@ -82,6 +82,7 @@ def build_digits_model(
 
 @dataclass
 class DigitsClassifierSource(ModelSource):
+    kind_of_source: ClassVar[str | None] = "image_classification"
     arch: str = "mlp"
     hidden: list[int] = field(default_factory=lambda: [64])
     channels: list[int] = field(default_factory=lambda: [8, 16])

@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel, ModelInfo
@@ -56,6 +56,7 @@ def build_digits_clip(patch_size: int = 2, dim: int = 32, depth: int = 2, heads:
 
 @dataclass
 class DigitsCLIPSource(ModelSource):
+    kind_of_source: ClassVar[str | None] = "vision_language"
     patch_size: int = 2  # vision: square patches of the 8x8 image
     dim: int = 32  # width of both towers (their MLPs are twice as wide)
     depth: int = 2  # transformer blocks of each tower

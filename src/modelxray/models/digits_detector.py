@@ -22,6 +22,7 @@ from modelxray.models.trained_source import CanvasTrainedSource
 
 @dataclass
 class DigitsDetectorSource(CanvasTrainedSource):
+    kind_of_source: ClassVar[str | None] = "object_detection"
     stem: ClassVar[str] = "digits-detector"
     cache_format: ClassVar[int] = 2  # bump when training changes, so stale cached models are not reused
 

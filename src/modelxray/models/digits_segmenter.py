@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from modelxray.core.errors import ConfigError
+from modelxray.models.base import Declared
 from modelxray.models.trained_source import CanvasTrainedSource
 
 
@@ -41,6 +42,9 @@ class DigitsSegmenterSource(CanvasTrainedSource):
             raise ConfigError(
                 "kind", f"must be semantic_segmentation or image_features (its encoder), got {self.kind!r}"
             )
+
+    def declared(self) -> Declared:
+        return Declared(self.kind or "semantic_segmentation")
 
     def settings(self) -> dict[str, Any]:
         keys = ("width", "decoder_width", "steps", "batch_size", "lr", "weight_decay", "background_weight", "seed")

@@ -23,6 +23,7 @@ IMAGE_SIDE = 32  # the 8x8 digits scaled up 4x: 16 patches of 8 pixels
 
 @dataclass
 class DigitsVLMSource(TrainedDirectorySource):
+    kind_of_source: ClassVar[str | None] = "image_text_to_text"
     stem: ClassVar[str] = "digits-vlm"
     cache_format: ClassVar[int] = 1  # bump when training changes, so stale cached models are not reused
 

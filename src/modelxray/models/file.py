@@ -30,8 +30,8 @@ from modelxray.core.errors import ConfigError
 from modelxray.core.schema import REQUIRED
 from modelxray.core.subject import LoadedModel
 from modelxray.data.example_inputs import check_inputs_value
-from modelxray.models.base import ModelSource
-from modelxray.models.hf import check_config_json
+from modelxray.models.base import Declared, ModelSource
+from modelxray.models.hf import check_config_json, declared_from_dir
 from modelxray.models.tokenizers import validate_tokenizer_spec
 
 FORMATS = ("auto", "safetensors", "state_dict", "torchscript", "hf_dir")
@@ -164,6 +164,11 @@ class FileSource(ModelSource):
         if self.input_shape is not None and self.resolved_format() != "hf_dir":
             return "image_classification"
         return "auto"
+
+    def declared(self) -> Declared:
+        if self.resolved_format() == "hf_dir":
+            return declared_from_dir(Path(os.path.expanduser(self.path)), self.kind, self.path)
+        return Declared(None if self.kind == "auto" else self.kind)
 
     def resolved_format(self) -> str:
         return detect_format(Path(os.path.expanduser(self.path))) if self.format == "auto" else self.format

@@ -10,6 +10,7 @@ import importlib.util
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel
@@ -19,6 +20,8 @@ from modelxray.models.base import ModelSource
 @dataclass
 class GGUFSource(ModelSource):
     """A GGUF file given by ``path``, or found inside an installed Python ``package``."""
+
+    kind_of_source: ClassVar[str | None] = "causal_lm"  # rotary positions: no hard limit
 
     path: str | None = None
     package: str | None = None

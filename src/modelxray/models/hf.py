@@ -16,7 +16,7 @@ from pathlib import Path
 from modelxray.core.errors import ConfigError
 from modelxray.core.schema import REQUIRED
 from modelxray.core.subject import LoadedModel, ModelInfo
-from modelxray.models.base import ModelSource
+from modelxray.models.base import Declared, ModelSource
 from modelxray.models.hf_tasks import AUTO_CLASS, load_task_model
 from modelxray.models.kinds import KINDS, TASK_OF_KIND, VISION_KINDS, kind_of_config
 from modelxray.models.tokenizers import load_tokenizer
@@ -69,6 +69,32 @@ def check_config_json(config: Path, key: str) -> None:
             f"{str(config)!r} has no model_type, so transformers cannot tell which architecture to build; add one "
             '(e.g. "model_type": "llama") or save the model again with save_pretrained',
         )
+
+
+def declared_from_dir(path: Path, kind: str, name: str) -> Declared:
+    """The kind (``kind``, or from the config's architectures as a load would find it) and the
+    learned positions of the model saved in ``path``, from its ``config.json`` alone. Rotary or
+    relative positions set no hard limit, so only absolute ones count."""
+    from types import SimpleNamespace
+
+    config = path / "config.json"
+    fields = json.loads(config.read_text(encoding="utf-8"))
+    if kind == "auto":
+        kind = kind_of_config(SimpleNamespace(**{k: fields.get(k) for k in ("model_type", "architectures")}), name)
+    return Declared(kind, learned_positions(fields), str(config))
+
+
+def learned_positions(fields: dict) -> int | None:
+    """How many positions a config's learned (absolute) position table holds, or None."""
+    text = fields.get("text_config") if isinstance(fields.get("text_config"), dict) else fields
+    rotary = any(k in text for k in ("rope_theta", "rope_scaling", "rope_parameters", "rotary_dim"))
+    relative = str(text.get("position_embedding_type", "absolute")) != "absolute"
+    if rotary or relative:
+        return None
+    for key in ("n_positions", "max_position_embeddings", "n_ctx"):
+        if isinstance(text.get(key), int) and text[key] > 0:
+            return int(text[key])
+    return None
 
 
 def load_error(name_or_path: str, exc: Exception) -> ConfigError | None:
@@ -172,6 +198,12 @@ class HFSource(ModelSource):
             _check_model_dir(local)
         else:
             self._check_hub_reachable()
+
+    def declared(self) -> Declared:
+        local = Path(os.path.expanduser(self.name_or_path))
+        if local.is_dir():
+            return declared_from_dir(local, self.kind, self.name_or_path)
+        return Declared(None if self.kind == "auto" else self.kind)
 
     def _check_hub_reachable(self) -> None:
         """A hub id that is not in the local cache needs the hub: say at once when it cannot be reached

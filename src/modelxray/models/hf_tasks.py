@@ -43,6 +43,12 @@ def load_task_tokenizer(source: Any, path: str, kwargs: dict) -> Any:
     """The tokenizer of ``model.tokenizer`` or the model's directory; none is a one-line error."""
     from transformers import AutoTokenizer
 
+    if source.tokenizer == "byte":  # no mask, separator or padding token: it would be looked up on the hub
+        raise ConfigError(
+            "model.tokenizer",
+            "the byte tokenizer serves causal LMs and dual encoders only; an encoder, seq2seq or speech model needs "
+            "its own: leave model.tokenizer unset (the model directory's) or name a tokenizer directory",
+        )
     where = os.path.expanduser(source.tokenizer or path)
     local = Path(where)
     files = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model")

@@ -82,6 +82,14 @@ VISION_TASKS = VISION_KINDS  # each such kind is its own task
 TEXT_KINDS = ("masked_lm", "seq2seq_lm", "sequence_classification", "token_classification", "image_text_to_text")
 SPEECH_KINDS = ("speech_seq2seq", "speech_ctc")
 
+# what each kind's examples are made from (a dataset's ``modality``): a speech model also hears a
+# text dataset spoken by espeak-ng; a generative vision-language model is asked about images
+DATA_OF_KIND = {
+    **dict.fromkeys(("causal_lm", "masked_lm", "seq2seq_lm", "sequence_classification"), ("text",)),
+    "token_classification": ("text",),
+    **dict.fromkeys(SPEECH_KINDS, ("text", "audio")),
+    **dict.fromkeys(("image_classification", "vision_language", *VISION_KINDS, "image_text_to_text"), ("images",)),
+}
 # each kind's transformers table, in matching order: a config's architecture is looked up in these
 _TABLES = (
     ("image_text_to_text", "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES"),  # before causal LMs: some are both

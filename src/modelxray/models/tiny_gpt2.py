@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from modelxray.core.subject import LoadedModel, ModelInfo
-from modelxray.models.base import ModelSource
+from modelxray.models.base import Declared, ModelSource
 from modelxray.models.tokenizers import load_tokenizer, validate_tokenizer_spec
 
 
@@ -28,6 +28,9 @@ class TinyGPT2Source(ModelSource):
             raise ConfigError("n_head", f"must divide n_embd ({self.n_embd}); got {self.n_head}")
         self.require_choice("attn_implementation", ["eager", "sdpa"])
         validate_tokenizer_spec(self.tokenizer, "tokenizer")
+
+    def declared(self) -> Declared:
+        return Declared("causal_lm", self.n_positions, "model.n_positions")
 
     def load(self) -> LoadedModel:
         import torch
