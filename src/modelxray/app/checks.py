@@ -85,16 +85,17 @@ DATASETS_OF = {
 }
 
 
-def check_before_load(source, dataset) -> None:
+def check_before_load(source, dataset, dataset_chosen: bool = True) -> None:
     """The model's kind and positions as its own config says (``source.declared()``: config.json or
     the option's keys) against the dataset, before any weight is read: a mismatch that would show only
-    after the model loaded (minutes, for a large one) is one line now."""
+    after the model loaded (minutes, for a large one) is one line now. The default dataset, when no
+    ``dataset=`` was chosen, stands for each kind's own offline data (digit canvases for a detector)."""
     if source is None or dataset is None:
         return
     declared = source.declared()
     modality, fits = getattr(dataset, "modality", None), DATA_OF_KIND.get(declared.kind)
     name = getattr(dataset, "name", type(dataset).__name__)
-    if modality and fits and modality not in fits:
+    if modality and fits and modality not in fits and dataset_chosen:
         raise ConfigError(
             "dataset",
             f"{name} holds {modality}, and the model is of kind {declared.kind}{_said_by(declared)}, which needs "

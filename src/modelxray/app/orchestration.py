@@ -110,7 +110,8 @@ def run(
         if tracker_run is not None:  # before the model loads
             earlier = _earlier_results(tracker_run, out_dir, components.analyzers, done)
         if model is None:
-            check_before_load(components.model, components.dataset)
+            chosen = any(o.lstrip("+").partition("=")[0] == "dataset" for o in job.overrides)
+            check_before_load(components.model, components.dataset, dataset_chosen=chosen)
         subject, cache = load_subject(
             cfg,
             components,
