@@ -41,6 +41,12 @@ CASES = [
     ("country codecarbon does not know", "config", ["analyzer=[inspect]", "analyzer.inspect.country_iso_code=XYZ"]),
     ("empty primary config", "config", ["--config-dir", "{d}/conf", "--config-name", "empty"]),
     (
+        "a group its primary config lacks",
+        "config",
+        ["--config-dir", "{d}/conf", "--config-name", "empty", "quant=int8"],
+    ),
+    ("interpolation that does not resolve", "config", ["model=tiny_gpt2", "model.n_layer=${oops}"]),
+    (
         "_target_ that runs code",
         "config",
         ["model=file", "model.path={d}/x.pt", "model.architecture={_target_: os.system}"],
@@ -52,7 +58,7 @@ CASES = [
         "header",
         ["model=digits_mlp", "dataset=image_folder", "dataset.root={d}/images"],
     ),
-    ("seq_len beyond learned positions", "header", ["model=hf", "model.name_or_path={d}/gpt2", "dataset.seq_len=128"]),
+    ("seq_len beyond learned positions", "header", ["model=hf", "model.name_or_path={d}/gpt2", "dataset.seq_len=512"]),
     ("dataset of another kind", "header", ["model=hf", "model.name_or_path={d}/gpt2", "dataset=digits"]),
     ("model shipping its own code", "header", ["model=hf", "model.name_or_path={d}/remote"]),
     ("pickle .bin checkpoint", "load", ["model=hf", "model.name_or_path={d}/pickle_bin", "analyzer=[performance]"]),
@@ -69,7 +75,7 @@ def build(d: Path) -> None:
     (d / "conf" / "empty.yaml").touch()
     (d / "empty.pt").touch()
     torch.save({"w": torch.zeros(2)}, d / "x.pt")
-    gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=257, n_positions=64))
+    gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=257, n_positions=256))
     for name in ("gpt2", "no_model_type", "remote", "pickle_bin"):
         gpt2.save_pretrained(d / name)
     config = json.loads((d / "no_model_type" / "config.json").read_text())
@@ -96,13 +102,10 @@ class Runs:
 
 def run_case(args: list[str], d: Path) -> tuple[int, int, float, str]:
     args = [a.replace("{d}", str(d)) for a in args]
-    if "model=hf" in args:  # a tiny directory model: the byte tokenizer, a short text
-        args += ["model.tokenizer=byte", "debug=few_tokens"]
-    cmd = [
-        sys.executable,
-        str(REPO / "run.py"),
-        *([] if any(a.startswith("tracker") for a in args) else ["tracker=none"]),
-    ]
+    if "model=hf" in args:  # a tiny directory model, with the byte tokenizer
+        args += ["model.tokenizer=byte"]
+    own_tracker = any(a.startswith("tracker") for a in args) or "--config-name" in args  # else: untracked
+    cmd = [sys.executable, str(REPO / "run.py"), *([] if own_tracker else ["tracker=none"])]
     start = time.perf_counter()
     proc = subprocess.run(
         [*cmd, *args, "hydra.run.dir=" + str(d / "out")], capture_output=True, text=True, cwd=d, timeout=600

@@ -458,3 +458,20 @@ def test_the_byte_tokenizer_for_an_encoder_is_one_line(tmp_path):
     ).save_pretrained(tmp_path / "bert")
     proc, _ = _cli(["model=hf", "model.name_or_path=./bert", "model.tokenizer=byte", "tracker=none"], tmp_path)
     assert _error(proc).startswith("model.tokenizer: the byte tokenizer serves causal LMs and dual encoders only;")
+
+
+def test_what_hydra_or_omegaconf_raise_while_composing_is_one_line(tmp_path):
+    """The net under every check above: any error Hydra or OmegaConf raise while composing (a group
+    the primary config's defaults lack, an interpolation that does not resolve, an import error of
+    several lines) is one line, exit 2."""
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "bare.yaml").write_text("seed: 1\n")
+    proc, _ = _cli(["--config-dir", "mine", "--config-name", "bare", "quant=int8"], tmp_path)
+    assert proc.returncode == 2 and proc.stderr.strip() == (
+        "modelxray: error: Could not override 'quant'. No match in the defaults list. To append to your default "
+        "list use +quant=int8"
+    )
+    proc, _ = _cli(["model=tiny_gpt2", "tracker=none", "model.n_layer=${oops}"], tmp_path)
+    assert _error(proc) == "Interpolation key 'oops' not found" and len(proc.stderr.strip().splitlines()) == 1
+    proc, _ = _cli(["model=tiny_gpt2", "tracker=none", "+analyzer.x._target_=no_such_module.X"], tmp_path)
+    assert _error(proc).startswith("analyzer.x._target_: cannot import 'no_such_module.X': ")

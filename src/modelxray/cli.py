@@ -11,12 +11,14 @@ are read from the ``conf/`` directory, and the composed config is printed by Hyd
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
 from pathlib import Path
 
 from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
 
 from modelxray.config.overrides import FORCE_PREFIX, check_overrides, forced_overrides, group_options
 from modelxray.core.errors import ConfigError, JobKilled, OutputError
@@ -107,11 +109,11 @@ def task(cfg: DictConfig) -> dict[str, float]:
         job = job_info()
         _save_overrides_as_typed(job.output_dir, job.overrides)
         outcome = app.run(cfg, job)
-    except ConfigError as exc:
-        print(f"modelxray: error: {exc}", file=sys.stderr)
+    except (ConfigError, OmegaConfBaseException) as exc:  # an interpolation that does not resolve, too
+        say_error(exc)
         raise SystemExit(2) from None
     except OutputError as exc:  # the run ended FAILED; the files written before it are kept
-        print(f"modelxray: error: {exc}", file=sys.stderr)
+        say_error(exc)
         report_failure(str(exc.filename))
         return {}
     if outcome.skipped:
@@ -165,6 +167,18 @@ def help_text(conf: Path) -> str:
     )
 
 
+def say_error(exc: BaseException) -> None:
+    """``modelxray: error: <key>: <message>`` on one line: a message of several lines (Hydra's, an
+    import error's) keeps its first two; an OmegaConf error is prefixed with the key it concerns."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = (lines[0] + ("" if len(lines) < 2 else (" " if lines[0][-1] in ".:;" else "; ") + lines[1])) if lines else ""
+    text = text or type(exc).__name__
+    key = getattr(exc, "full_key", None)
+    if isinstance(exc, OmegaConfBaseException) and key and not text.startswith(f"{key}:"):
+        text = f"{key}: {text}"
+    print(f"modelxray: error: {text}", file=sys.stderr)
+
+
 def _config_dirs(args: list[str]) -> list[Path]:
     """The folders given with ``--config-dir DIR`` (or ``-cd DIR``, ``--config-dir=DIR``)."""
     dirs = [Path(v) for flag, v in zip(args, args[1:]) if flag in CONFIG_DIR_FLAGS]
@@ -174,6 +188,7 @@ def _config_dirs(args: list[str]) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     """``python run.py [overrides] [-m]``: run the jobs, return the exit code (1 if any job failed)."""
     import hydra
+    from hydra.errors import HydraException
 
     from modelxray.core.paths import conf_dir
     from modelxray.core.schema import register_schema
@@ -183,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_overrides(typed, [conf_dir(), *_config_dirs(typed)], multirun=any(a in MULTIRUN_FLAGS for a in typed))
     except ConfigError as exc:
-        print(f"modelxray: error: {exc}", file=sys.stderr)
+        say_error(exc)
         return 2
     args = forced_overrides(typed, conf_dir())
     show_help = any(a in HELP_FLAGS for a in args)
@@ -193,9 +208,14 @@ def main(argv: list[str] | None = None) -> int:
     saved = sys.argv
     sys.argv = [saved[0] if saved else "run.py", *args]
     _stop_on_sigterm()
+    full_error = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra's own errors reach the handler below, not its printer
     try:
         with collecting() as failures:
             hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)()
+    except (HydraException, OmegaConfBaseException) as exc:  # composing failed: config search path and all
+        say_error(exc)
+        return 2
     except (JobKilled, KeyboardInterrupt) as exc:
         how = f"by {exc}" if isinstance(exc, JobKilled) else "by Ctrl-C"
         print(
@@ -205,6 +225,10 @@ def main(argv: list[str] | None = None) -> int:
         return 143 if isinstance(exc, JobKilled) else 130  # 128 + the signal, as a shell reports it
     finally:
         sys.argv = saved
+        if full_error is None:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = full_error
     if show_help:
         print(f"\n{HELP_FOOTER}")
     return 1 if failures else 0

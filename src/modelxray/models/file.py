@@ -125,7 +125,7 @@ class FileSource(ModelSource):
                 f"is an image classifier's input; model.kind is {kind}: set kind=image_classification or drop input_shape",
             )
         if isinstance(self.architecture, dict):  # a _target_ runs what it names: checked before anything loads
-            from modelxray.models.file_load import check_targets
+            from modelxray.models.architecture_targets import check_targets
 
             check_targets(self.architecture, "architecture", self.trust_remote_code)
         if (

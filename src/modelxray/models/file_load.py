@@ -5,12 +5,13 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
 from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel, ModelInfo
+from modelxray.models.architecture_targets import check_targets
 from modelxray.models.readers import read_state_dict
 from modelxray.models.tokenizers import load_tokenizer
 
@@ -187,40 +188,6 @@ def _architecture_config(source: FileSource) -> tuple[object, str]:
 
 
 # factories of models that may be named by a _target_ function (any nn.Module class may be)
-MODEL_FACTORIES = ("torchvision.models.", "timm.")
-
-
-def check_targets(node: Any, key: str, trust_remote_code: bool) -> None:
-    """Every ``_target_`` in ``node`` (nested ones too: Hydra builds them all) names an ``nn.Module``
-    class, or a model factory of ``MODEL_FACTORIES``; anything else (``torch.load``, ``builtins.open``)
-    runs code a config file should not, and needs ``model.trust_remote_code=true``. One line, before
-    anything is built."""
-    import inspect
-
-    from hydra.utils import get_object
-
-    if isinstance(node, dict):
-        target = node.get("_target_")
-        if target is not None and not trust_remote_code:
-            try:
-                obj = get_object(str(target))
-            except Exception as exc:  # noqa: BLE001 - an import failure is the user's bad name
-                raise ConfigError(f"{key}._target_", f"cannot import {target!r}: {exc}") from None
-            module_class = inspect.isclass(obj) and issubclass(obj, torch.nn.Module)
-            factory = inspect.isfunction(obj) and f"{obj.__module__}.".startswith(MODEL_FACTORIES)
-            if not (module_class or factory):
-                raise ConfigError(
-                    f"{key}._target_",
-                    f"{target!r} is not an nn.Module class or a model factory ({', '.join(MODEL_FACTORIES)}); "
-                    "a _target_ imports and runs what it names: set model.trust_remote_code=true to allow it",
-                )
-        for k, v in node.items():
-            check_targets(v, f"{key}.{k}" if k != "_target_" else key, trust_remote_code)
-    elif isinstance(node, (list, tuple)):
-        for i, v in enumerate(node):
-            check_targets(v, f"{key}[{i}]", trust_remote_code)
-
-
 def _build_target(source: FileSource) -> torch.nn.Module:
     """Any ``nn.Module`` named by ``_target_`` (a class, or a model factory returning one), called
     with the mapping's other keys, the way Hydra instantiates it."""
