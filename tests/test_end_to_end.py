@@ -155,3 +155,12 @@ def test_api_with_dataloader_matches_plain_loop(tiny, tmp_path):
 def test_in_memory_model_without_tokenizer_or_data_is_a_clear_error(tiny):
     with pytest.raises(modelxray.ConfigError, match="tokenizer: an in-memory model needs"):
         modelxray.analyze(tiny, model=torch.nn.Linear(2, 2))
+
+
+def test_threads_hold_for_the_run_only(cache_dir, tmp_path):
+    """``threads=1`` must not leave a Python caller's torch on one thread (its later work, and
+    anything seeded that depends on the thread count, would change)."""
+    before = torch.get_num_threads()
+    quick = ["analyzer=[inspect]", "analyzer.inspect.compute=false"]  # weights only: the run is seconds
+    modelxray.analyze(["debug=tiny", f"dataset.cache_dir={cache_dir}", *quick, "threads=1"], output_dir=tmp_path / "r")
+    assert torch.get_num_threads() == before

@@ -53,7 +53,19 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def run(
+def run(cfg: DictConfig, job: JobInfo, **given: Any) -> RunOutcome:
+    """Run the configured analyzers on the configured (or given) model and record everything. A new
+    run enters the store once the model and data are loaded and checked: bad input found while
+    loading leaves none behind (a crash while loading does leave a FAILED run, with its traceback).
+    ``threads`` holds for the run only: a Python caller's torch keeps its own thread count after it."""
+    threads = torch.get_num_threads()
+    try:
+        return _run(cfg, job, **given)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run(
     cfg: DictConfig,
     job: JobInfo,
     *,
@@ -64,9 +76,6 @@ def run(
     example_inputs: Any = None,
     processor: Any = None,
 ) -> RunOutcome:
-    """Run the configured analyzers on the configured (or given) model and record everything. A new
-    run enters the store once the model and data are loaded and checked: bad input found while
-    loading leaves none behind (a crash while loading does leave a FAILED run, with its traceback)."""
     given = (tokenizer, batches, image_shape, example_inputs, processor)
     if model is not None and all(g is None for g in given) and not _vision_kind(model):
         raise ConfigError(
