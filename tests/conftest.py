@@ -11,6 +11,11 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing may reach a model hub from the tests
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+if os.environ.get("PYTEST_XDIST_WORKER"):  # one of two workers on two cores: one thread each, its runs too
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+
+    torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parents[1]
 
