@@ -151,3 +151,14 @@ def test_a_country_codecarbon_does_not_know_is_refused():
         "analyzer.inspect.country_iso_code: 'usa' is no country"
     )
     build_components(compose(["model=tiny_gpt2", "analyzer=[inspect]", "analyzer.inspect.country_iso_code=FRA"]))
+
+
+def test_options_in_a_sub_folder_of_a_group_are_choices(tmp_path):
+    from modelxray.config.overrides import check_overrides
+    from modelxray.core.paths import conf_dir
+
+    (tmp_path / "model" / "team").mkdir(parents=True)
+    (tmp_path / "model" / "team" / "mine.yaml").write_text("defaults:\n  - tiny_gpt2\n")
+    check_overrides(["model=team/mine"], [conf_dir(), tmp_path], multirun=False)
+    with pytest.raises(ConfigError, match="^model: no option 'team/other'; choose one of: "):
+        check_overrides(["model=team/other"], [conf_dir(), tmp_path], multirun=False)

@@ -81,7 +81,8 @@ def check_overrides(args: list[str], conf: list[Path], multirun: bool) -> None:
         if name in groups and not name.startswith("hydra/") and not override.is_delete():
             options = groups[name]
             for choice in values:
-                if not isinstance(choice, str) or choice not in options:
+                nested = isinstance(choice, str) and any((f / name / f"{choice}.yaml").is_file() for f in conf)
+                if not isinstance(choice, str) or choice not in options and not nested:  # model=team/mine: a sub-folder
                     what = "no option given" if choice in ("", None) else f"no option {choice!r}"
                     raise ConfigError(name, f"{what}; choose one of: {', '.join(options)}")
                 for empty in (f / name / f"{choice}.yaml" for f in conf):
