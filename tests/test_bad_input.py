@@ -363,11 +363,11 @@ def test_weights_with_nan_or_inf_are_named_before_any_analyzer_works(tmp_path):
     """Every quality figure would be nan in a FINISHED run: named in one line instead, unless only an
     analyzer that reports broken weights (inspect) is asked for."""
     import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
 
     import modelxray
     from modelxray.core.errors import ConfigError
     from modelxray.models.tokenizers import load_tokenizer
-    from transformers import GPT2Config, GPT2LMHeadModel
 
     model = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=257, n_positions=64))
     with torch.no_grad():
