@@ -64,7 +64,7 @@ def test_calls_share_one_model_and_one_finished_mlflow_run(saved, tracking_uri, 
 def test_bad_loader_and_unconfigured_analyzer_are_one_line(saved, tmp_path):
     path, _, _ = saved
     analyzer = ModelAnalyzer(str(path), [*FAST, "tracker=none"], output_dir=tmp_path)
-    with pytest.raises(ConfigError, match=r"data_loader: yields \(2, 3\) torch.float32 batches; expected"):
+    with pytest.raises(ConfigError, match=r"data_loader: yields input ids of shape \(2, 3\) and dtype torch.float32; "):
         analyzer.performance_analyzer.benchmark_inference_speed([torch.zeros(2, 3)])
     with pytest.raises(ConfigError, match="'inspect' is not configured here"):
         analyzer.analyze("inspect")
@@ -85,3 +85,17 @@ def test_an_image_classifier_on_a_loader_of_images_and_labels(digits, tmp_path):
     assert any(r["config"] == "custom_all8" for r in rows)
     with pytest.raises(ConfigError, match=r"^analyzer.bitwidth.custom.bad.rules\[0\]: matches everything"):
         analyzer.bit_width_analyzer.test_configurations(loader, {"bad": [{"bits": 8}]})
+
+
+def test_a_tensor_dataset_loader_serves_every_call(saved, tmp_path):
+    """``DataLoader(TensorDataset(input_ids))`` yields one-element lists: it used to fail inside
+    performance with a raw TypeError."""
+    _, model, loader = saved
+    ids = torch.cat(list(loader))
+    wrapped = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(ids), batch_size=2)
+    analyzer = ModelAnalyzer(model, [*FAST, "tracker=none"], output_dir=tmp_path)
+    perf = analyzer.analyze_performance(wrapped)
+    plain = ModelAnalyzer(model, [*FAST, "tracker=none"], output_dir=tmp_path / "plain").analyze_performance(loader)
+    assert perf["metrics"]["perplexity"] == pytest.approx(plain["metrics"]["perplexity"], rel=1e-6)
+    speed = analyzer.performance_analyzer.benchmark_inference_speed(wrapped, iters=1)
+    assert speed["batch_size"] == 2 and speed["seq_len"] == 32

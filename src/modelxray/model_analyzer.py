@@ -190,11 +190,11 @@ class ModelAnalyzer:
         if data_loader is not None:
             if self._base is None:
                 self._base = self._load(load_dataset=False)
-            from modelxray.app.loading import data_from_batches
+            from modelxray.app.loading import user_batches
 
-            data = data_from_batches(self._base, data_loader, key="data_loader")
-            if data is None:  # a language model or a generic module: the batches as they come
-                return dataclasses.replace(self._base, batches=data_loader)
+            data, batches = user_batches(self._base, data_loader, key="data_loader")
+            if data is None:  # a language model (its token batches, read once) or a generic module
+                return dataclasses.replace(self._base, batches=batches)
             if self._base.task == "classification" and self._given["image_shape"] is not None:
                 from modelxray.data.images import fit_images
 

@@ -105,8 +105,9 @@ def load_subject(
         data = vision_task_data(loaded.kind, components.dataset, loaded)
     else:
         data = components.dataset.load(loaded.tokenizer) if needs_data else None
-    if batches is not None and (kind_data := data_from_batches(loaded, batches)) is not None:
-        data, batches = kind_data, None
+    if batches is not None:
+        kind_data, batches = user_batches(loaded, batches)
+        data = kind_data if kind_data is not None else data
     if data is not None and loaded.image_shape is not None:
         data = _fit_images(data, loaded)
         loaded = _bind_class_prompts(data, loaded)
@@ -123,6 +124,24 @@ def load_subject(
         processor=loaded.processor,
     )
     return subject, cache
+
+
+def user_batches(loaded: Any, batches: Any, key: str = "dataloader") -> tuple[Any, Any]:
+    """A user's DataLoader as (data, batches): the examples of a kind that reads it so
+    (``data_from_batches``), else a language model's token batches read once into a list (an
+    iterable loader yields its batches a single time; every analyzer reads them) in one shape, else
+    the batches as they come (a generic module)."""
+    data = data_from_batches(loaded, batches, key)
+    if data is not None:
+        return data, None
+    if loaded.task == "causal_lm":
+        from modelxray.metrics.token_batches import token_batch
+
+        read = [token_batch(b, key) for b in batches]
+        if not read:
+            raise ConfigError(key, "yields no batches")
+        return None, [{"input_ids": b.ids, "attention_mask": b.mask, "labels": b.labels} for b in read]
+    return None, batches
 
 
 def data_from_batches(loaded: Any, batches: Any, key: str = "dataloader") -> Any:

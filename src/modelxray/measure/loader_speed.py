@@ -2,8 +2,8 @@
 
 The performance analyzer times synthetic batches of chosen sizes; this times the batches the user's
 DataLoader yields, as they come (one warm-up pass on the first, then one timed pass per batch), so
-the figure is the speed of that workload. Batches of token ids: a (B, T) tensor, or a mapping with
-``input_ids``.
+the figure is the speed of that workload. Batches of token ids in any common shape
+(``metrics.token_batches``).
 """
 
 from __future__ import annotations
@@ -18,22 +18,11 @@ from modelxray.core.progress import bar
 from modelxray.measure.scoring import forward_logits
 from modelxray.measure.speed import _sync
 from modelxray.metrics.measurements import Latency, Speed
+from modelxray.metrics.token_batches import token_batch
 
 
 def _ids(batch) -> torch.Tensor:
-    ids = batch["input_ids"] if isinstance(batch, dict) else batch
-    if isinstance(ids, (list, tuple)):  # (inputs, targets) pairs
-        ids = ids[0]
-    ids = torch.as_tensor(ids)
-    if ids.dim() == 1:
-        ids = ids.unsqueeze(0)
-    if ids.dim() != 2 or ids.is_floating_point():
-        raise ConfigError(
-            "data_loader",
-            f"yields {tuple(ids.shape)} {ids.dtype} batches; expected (batch, tokens) token ids "
-            "(a tensor, or a mapping with input_ids)",
-        )
-    return ids
+    return token_batch(batch, "data_loader").ids
 
 
 def time_loader(model: torch.nn.Module, loader, iters: int, progress: bool = False) -> Speed:

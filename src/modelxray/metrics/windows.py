@@ -23,6 +23,9 @@ from dataclasses import dataclass
 
 import torch
 
+from modelxray.core.errors import ConfigError
+from modelxray.metrics.token_batches import token_batch
+
 IGNORE = -100
 PROTOCOLS = ("disjoint", "sliding", "lm_eval_rolling")
 
@@ -148,20 +151,20 @@ def stack_inputs(windows: list[Window], batch_size: int) -> torch.Tensor | Named
     return NamedTensors.stack(rows) if isinstance(rows[0], NamedTensors) else torch.stack(rows)
 
 
-def windows_from_batches(batches) -> list[Window]:
-    """Windows from a user's DataLoader: each batch is a (B, T) tensor of token ids or a mapping with
-    ``input_ids`` (and optionally Hugging Face style ``labels``, unshifted, -100 = ignore)."""
+def windows_from_batches(batches, key: str = "dataloader") -> list[Window]:
+    """Windows from a user's DataLoader of token batches, one per row without its padding, in any
+    common shape (``metrics.token_batches``); a row of fewer than two tokens scores nothing and is
+    left out."""
     out = []
     for batch in batches:
-        ids = batch["input_ids"] if isinstance(batch, dict) else batch
-        labels = batch.get("labels", ids) if isinstance(batch, dict) else ids
-        ids, labels = torch.as_tensor(ids), torch.as_tensor(labels)
-        if ids.dim() == 1:
-            ids, labels = ids.unsqueeze(0), labels.unsqueeze(0)
-        for row, lab in zip(ids, labels):
+        for row, labels in token_batch(batch, key).rows():
+            if row.numel() < 2:
+                continue
             targets = torch.full_like(row, IGNORE)
-            targets[:-1] = lab[1:]
+            targets[:-1] = labels[1:]
             out.append(Window(row, targets))
+    if not out:
+        raise ConfigError(key, "yields no sequence of two or more tokens: nothing a language model can be scored on")
     return out
 
 

@@ -1,0 +1,116 @@
+"""One batch of a user's token DataLoader, whatever common shape it has, as token ids, the mask of
+the tokens that count and Hugging Face style labels.
+
+The shapes people build:
+
+- a ``(B, T)`` tensor (``DataLoader(ids)``), or a row ``(T,)``;
+- a ``TensorDataset``'s list: ``(ids,)``, ``(ids, labels)``, ``(ids, attention_mask)``,
+  ``(ids, attention_mask, labels)``;
+- a mapping (a dict, a ``BatchEncoding``, a Hugging Face ``datasets`` row batch after
+  ``set_format("torch")``, ``DataCollatorForLanguageModeling``'s output) with ``input_ids`` and
+  optionally ``attention_mask`` and ``labels``.
+
+A second tensor of a tuple is an attention mask when it holds only 0 and 1 (or is boolean) while the
+ids do not; otherwise labels. Labels are unshifted (the label at t is the token at t; -100 is not
+scored), as transformers' causal LMs take them. Anything else is refused in one line naming the shape
+it got, so no analyzer fails on it with a raw traceback.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+
+from modelxray.core.errors import ConfigError
+
+IGNORE = -100
+EXPECTED = (
+    "a (batch, tokens) tensor of token ids, a TensorDataset's (ids,), (ids, labels), (ids, attention_mask) or "
+    "(ids, attention_mask, labels), or a mapping with input_ids (and attention_mask, labels)"
+)
+
+
+@dataclass
+class TokenBatch:
+    ids: torch.Tensor  # (B, T) integer token ids
+    mask: torch.Tensor  # (B, T) bool: the tokens that are there (not padding)
+    labels: torch.Tensor  # (B, T) unshifted labels, IGNORE where not scored (padding included)
+
+    def rows(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Each row's (ids, labels) without its padding: a causal model reads exactly its tokens, at
+        positions from 0, whichever side it was padded on."""
+        return [(ids[keep], labels[keep]) for ids, labels, keep in zip(self.ids, self.labels, self.mask)]
+
+
+def token_batch(batch, key: str = "dataloader") -> TokenBatch:
+    """``batch`` as a TokenBatch, or a one-line ConfigError naming the shape it has."""
+    ids, mask, labels = _parts(batch, key)
+    ids = _tensor(ids, "input_ids", key)
+    if ids.dim() == 1:
+        ids = ids.unsqueeze(0)
+    if ids.dim() != 2 or ids.is_floating_point() or ids.dtype == torch.bool:
+        raise ConfigError(
+            key,
+            f"yields input ids of shape {tuple(ids.shape)} and dtype {ids.dtype}; expected integer token ids: {EXPECTED}",
+        )
+    mask = torch.ones_like(ids, dtype=torch.bool) if mask is None else _same(mask, ids, "attention_mask", key).bool()
+    labels = ids.clone() if labels is None else _same(labels, ids, "labels", key).long()
+    if labels.is_floating_point():
+        raise ConfigError(key, f"yields float labels; a language model's labels are token ids: {EXPECTED}")
+    return TokenBatch(ids.long(), mask, labels.masked_fill(~mask, IGNORE))
+
+
+def _parts(batch, key: str):
+    if isinstance(batch, Mapping):
+        if "input_ids" not in batch:
+            raise ConfigError(key, f"yields a mapping with {sorted(batch)} and no input_ids; expected {EXPECTED}")
+        return batch["input_ids"], batch.get("attention_mask"), batch.get("labels")
+    if isinstance(batch, (list, tuple)):
+        parts = list(batch)
+        if not 1 <= len(parts) <= 3:
+            raise ConfigError(key, f"yields {type(batch).__name__}s of {len(parts)} items; expected {EXPECTED}")
+        ids, rest = parts[0], parts[1:]
+        mask = labels = None
+        for part in rest:  # (ids, mask), (ids, labels), (ids, mask, labels)
+            if mask is None and _looks_like_mask(part, ids, rest):
+                mask = part
+            elif labels is None:
+                labels = part
+            else:
+                raise ConfigError(key, f"yields three tensors and none is a 0/1 attention mask; expected {EXPECTED}")
+        return ids, mask, labels
+    return batch, None, None
+
+
+def _looks_like_mask(part, ids, rest) -> bool:
+    """A 0/1 (or boolean) tensor beside ids that are not all 0 and 1; the first of two such wins."""
+    part, ids = torch.as_tensor(part), torch.as_tensor(ids)
+    if part.shape != ids.shape:
+        return False
+    if part.dtype == torch.bool:
+        return True
+    binary = bool(((part == 0) | (part == 1)).all())
+    ids_binary = bool(((ids == 0) | (ids == 1)).all())
+    return binary and not ids_binary if len(rest) == 1 else binary
+
+
+def _tensor(value, name: str, key: str) -> torch.Tensor:
+    try:
+        return torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError):
+        raise ConfigError(key, f"yields {name} of type {type(value).__name__}; expected {EXPECTED}") from None
+
+
+def _same(value, ids: torch.Tensor, name: str, key: str) -> torch.Tensor:
+    t = _tensor(value, name, key)
+    if t.dim() == 1 and ids.shape[0] == 1:
+        t = t.unsqueeze(0)
+    if t.shape != ids.shape:
+        raise ConfigError(
+            key,
+            f"yields {name} of shape {tuple(t.shape)} for input ids of shape {tuple(ids.shape)}; a language model's "
+            f"{name} has one value per token (a label per sequence is a classifier's loader)",
+        )
+    return t
