@@ -255,3 +255,17 @@ def test_a_padded_loader_through_every_analyzer_and_an_iterable_one_read_once(mo
     ):
         assert padded.metrics[key] == pytest.approx(once.metrics[key], rel=1e-5), key
     assert padded.metrics["performance/tokens_scored"] == once.metrics["performance/tokens_scored"] == 11 + 8 + 4
+
+
+def test_an_image_loader_of_pairs_or_of_pixel_value_mappings_gives_the_same_split():
+    from modelxray.data.loader_data import classification_from_loader
+
+    x, y = torch.rand(6, 1, 8, 8), torch.tensor([0, 1, 2, 0, 1, 2])
+    pairs = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=4)
+    mappings = [{"pixel_values": x[:4], "labels": y[:4]}, {"pixel_values": x[4:], "labels": y[4:]}]
+    a, b = classification_from_loader(pairs), classification_from_loader(mappings)
+    assert torch.equal(a.x_test, b.x_test) and torch.equal(a.y_test, b.y_test) and a.n_classes == 3
+    with pytest.raises(
+        ConfigError, match=r"^dataloader: yields lists of 1 item\(s\); a classifier's DataLoader yields \(inputs, labels\)"
+    ):
+        classification_from_loader(torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x), batch_size=4))
