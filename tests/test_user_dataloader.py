@@ -266,6 +266,7 @@ def test_an_image_loader_of_pairs_or_of_pixel_value_mappings_gives_the_same_spli
     a, b = classification_from_loader(pairs), classification_from_loader(mappings)
     assert torch.equal(a.x_test, b.x_test) and torch.equal(a.y_test, b.y_test) and a.n_classes == 3
     with pytest.raises(
-        ConfigError, match=r"^dataloader: yields lists of 1 item\(s\); a classifier's DataLoader yields \(inputs, labels\)"
+        ConfigError,
+        match=r"^dataloader: yields lists of 1 item\(s\); a classifier's DataLoader yields \(inputs, labels\)",
     ):
         classification_from_loader(torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x), batch_size=4))
