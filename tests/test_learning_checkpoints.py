@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 from conftest import run_cli
 from modelxray import analyze_checkpoints
-from modelxray.analyzers.learning_dynamics import LearningDynamicsAnalyzer
+from modelxray.analyzers.learning_dynamics import CheckpointDynamicsAnalyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import RunContext
 from modelxray.core.subject import Subject
@@ -32,7 +32,7 @@ MLP = {
 }
 PATTERN = "model_epoch_{epoch}.pth"
 # every section as by default, TracIn on fewer training examples: each analysis well under a second
-KEYS = {"sections": {**LearningDynamicsAnalyzer().sections, "attribution": {"every_n_steps": 1, "max_train": 300}}}
+KEYS = {"sections": {**CheckpointDynamicsAnalyzer().sections, "attribution": {"every_n_steps": 1, "max_train": 300}}}
 
 
 class Settings:
@@ -84,7 +84,7 @@ def _existing_path(saved):
 
     loaded = MLPSource(p=None, n_classes=10, hidden=[32], bias=True, checkpoints=str(saved["own"]), device="cpu").load()
     subject = Subject(loaded.model, None, saved["data"], loaded.info, task="classification")
-    cfg = LearningDynamicsAnalyzer(**KEYS)
+    cfg = CheckpointDynamicsAnalyzer(**KEYS)
     cfg.preflight(subject)
     return cfg.run(subject, RunContext(output_dir=saved["own"], seed=0, progress=False))
 
@@ -289,11 +289,11 @@ def test_duplicate_numbers_and_missing_arguments(saved, tmp_path, no_replay):
 
 def test_analyzer_keys_are_checked_with_the_config():
     with pytest.raises(ConfigError, match=r"^checkpoints\.pattern: is needed with dir"):
-        LearningDynamicsAnalyzer(checkpoints={"dir": "/tmp"})
+        CheckpointDynamicsAnalyzer(checkpoints={"dir": "/tmp"})
     with pytest.raises(ConfigError, match=r"^checkpoints\.pattern: must hold"):
-        LearningDynamicsAnalyzer(checkpoints={"pattern": "model.pth"})
+        CheckpointDynamicsAnalyzer(checkpoints={"pattern": "model.pth"})
     with pytest.raises(ConfigError, match=r"^checkpoints\.folder: unknown key"):
-        LearningDynamicsAnalyzer(checkpoints={"folder": "/tmp"})
+        CheckpointDynamicsAnalyzer(checkpoints={"folder": "/tmp"})
 
 
 @pytest.mark.slow

@@ -3,7 +3,7 @@
 import sys
 
 from modelxray.analyzers.bitwidth import BitwidthAnalyzer
-from modelxray.analyzers.learning_dynamics import LearningDynamicsAnalyzer
+from modelxray.analyzers.learning_dynamics import CheckpointDynamicsAnalyzer
 from modelxray.core.presentation import PlotsFromModule
 from modelxray.quant.weight import WeightQuantizer
 from modelxray.report.dashboard import _draws_panel
@@ -13,14 +13,14 @@ from modelxray.training.config import TrainConfig
 def test_every_built_in_source_names_a_plots_module_with_figures():
     import importlib
 
-    for cls in (BitwidthAnalyzer, LearningDynamicsAnalyzer, WeightQuantizer, TrainConfig):
+    for cls in (BitwidthAnalyzer, CheckpointDynamicsAnalyzer, WeightQuantizer, TrainConfig):
         module = importlib.import_module(cls.plots_module)
         assert callable(module.figures), cls
 
 
 def test_dashboard_panels_only_for_sources_that_draw_one():
     assert _draws_panel(BitwidthAnalyzer()) and _draws_panel(WeightQuantizer())
-    assert not _draws_panel(LearningDynamicsAnalyzer())  # its plots module has figures, no panel
+    assert not _draws_panel(CheckpointDynamicsAnalyzer())  # its plots module has figures, no panel
 
     class Overrides(PlotsFromModule):
         def panel(self, ax, result) -> bool:

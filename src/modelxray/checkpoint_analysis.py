@@ -65,10 +65,10 @@ def analyze_checkpoints(
     one ``ConfigError`` naming the file (or epoch) and the first tensor that differs. Returns the
     ``Result`` (``metrics``, ``tables``, ``insights``, ``data``); ``output_dir`` also writes its
     files there."""
-    from modelxray.analyzers.learning_dynamics.config import LearningDynamicsAnalyzer
+    from modelxray.analyzers.learning_dynamics.config import CheckpointDynamicsAnalyzer
     from modelxray.analyzers.learning_dynamics.run import replay
 
-    cfg = _analyzer(LearningDynamicsAnalyzer, keys)
+    cfg = _analyzer(CheckpointDynamicsAnalyzer, keys)
     data = _data(train_data, test_data, dataset)
     net, found = _checkpoints(checkpoints, pattern, model, state_dict_key, device)
     result = replay(cfg, net, data, found, progress)

@@ -60,7 +60,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "inspect": "modelxray.analyzers.inspect.InspectAnalyzer",
         "bitwidth": "modelxray.analyzers.bitwidth.BitwidthAnalyzer",
         "quant_impact": "modelxray.analyzers.quant_impact.QuantImpactAnalyzer",
-        "learning_dynamics": "modelxray.analyzers.learning_dynamics.LearningDynamicsAnalyzer",
+        "learning_dynamics": "modelxray.analyzers.learning_dynamics.CheckpointDynamicsAnalyzer",
     },
     "quant": {
         "none": "modelxray.quant.none.NoQuant",

@@ -21,7 +21,7 @@ _HEADLINE = (
 )
 
 
-class DynamicsCallback(Callback):
+class TrainingDynamicsCallback(Callback):
     name = "dynamics"
 
     def __init__(self, config: DynamicsConfig, monitor: DynamicsMonitor | None = None):

@@ -15,7 +15,7 @@ from modelxray.core.callbacks import Callback
 from modelxray.core.result import Result
 from modelxray.core.subject import Subject
 from modelxray.training.config import TrainConfig
-from modelxray.training.dynamics_callback import DynamicsCallback
+from modelxray.training.dynamics_callback import TrainingDynamicsCallback
 from modelxray.training.loop import train
 from modelxray.training.tasks import make_task
 
@@ -62,7 +62,7 @@ def merge_reports(result: Result, callbacks: list[Callback]) -> None:
         }
         result.metrics.update(rep.metrics)
         result.tables.update(rep.tables)
-        if isinstance(cb, DynamicsCallback):
+        if isinstance(cb, TrainingDynamicsCallback):
             result.data.update(rep.data)
         else:
             result.data.setdefault("learning", {})[cb.name] = rep.data
@@ -77,7 +77,7 @@ def callbacks_for(cfg: TrainConfig, task_kind: str) -> list[Callback]:
     dyn = cfg.dynamics
     out: list[Callback] = []
     if any(s.enabled for s in (dyn.param_change, dyn.sparse, dyn.grad, dyn.optim)):
-        out.append(DynamicsCallback(dyn))
+        out.append(TrainingDynamicsCallback(dyn))
     learning = cfg.learning.callbacks()
     if learning and task_kind != "classification":
         from modelxray.core.errors import ConfigError

@@ -73,7 +73,10 @@ class CheckpointsConfig(Configurable):
 
 
 @dataclass
-class LearningDynamicsAnalyzer(Analyzer):
+class CheckpointDynamicsAnalyzer(Analyzer):
+    """The ``learning_dynamics`` analyzer, on a classifier's saved checkpoints. (Its per-batch
+    counterpart inside a training loop is ``modelxray.learning.LearningDynamicsAnalyzer``.)"""
+
     name: ClassVar[str] = "learning_dynamics"
     plots_module: ClassVar[str] = "modelxray.analyzers.learning_dynamics.plots"
     tasks: ClassVar[tuple[str, ...]] = ("classification",)
