@@ -236,7 +236,7 @@ def test_after_real_fine_tuning_magnitude_masks_beat_random_masks():
     from modelxray.data.pydoc_topics import PydocTopics
     from modelxray.models.tiny_gpt2 import TinyGPT2Source
     from modelxray.training.config import TrainConfig
-    from modelxray.training.dynamics_callback import DynamicsCallback
+    from modelxray.training.dynamics_callback import TrainingDynamicsCallback
     from modelxray.training.loop import train
     from modelxray.training.tasks import make_task
 
@@ -252,7 +252,7 @@ def test_after_real_fine_tuning_magnitude_masks_beat_random_masks():
             "sparse": {"probe_seq_len": 64, "thresholds": [1e-6, 1e-4], "keep_fractions": [0.1], "ranks": [1, 8]}
         },
     )
-    cb = DynamicsCallback(cfg.dynamics)
+    cb = TrainingDynamicsCallback(cfg.dynamics)
     out = train(lm.model, make_task("causal_lm", data, cfg), cfg, callbacks=[cb])
     (m,) = cb.history
     assert m["step"] == 16

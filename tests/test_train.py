@@ -119,7 +119,7 @@ def test_lora_trains_adapters_only_and_merges():
     from modelxray.data.pydoc_topics import PydocTopics
     from modelxray.models.tiny_gpt2 import TinyGPT2Source
     from modelxray.training.config import TrainConfig
-    from modelxray.training.dynamics_callback import DynamicsCallback
+    from modelxray.training.dynamics_callback import TrainingDynamicsCallback
     from modelxray.training.loop import train
     from modelxray.training.tasks import make_task
 
@@ -134,7 +134,7 @@ def test_lora_trains_adapters_only_and_merges():
         lora={"enabled": True, "r": 4},
         dynamics={"sparse": {"enabled": False}},
     )
-    cb = DynamicsCallback(cfg.dynamics)
+    cb = TrainingDynamicsCallback(cfg.dynamics)
     out = train(lm.model, make_task("causal_lm", data, cfg), cfg, callbacks=[cb])
     assert out.lora and out.trainable_params < out.total_params / 5
     names = [n for n, _ in out.model.named_parameters()]
