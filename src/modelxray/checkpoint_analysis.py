@@ -93,7 +93,7 @@ def _analyzer(cls: type, keys: dict[str, Any]):
 # ---- checkpoints ------------------------------------------------------------------------------------------
 def _checkpoints(checkpoints, pattern, model, state_dict_key: str, device):
     """The model to replay on and the checkpoints, each already checked against it."""
-    from modelxray.analyzers.learning_dynamics.run import saved_checkpoints
+    from modelxray.analyzers.learning_dynamics.checkpoints import saved_checkpoints
 
     if isinstance(checkpoints, (str, Path)):
         if pattern is None:
@@ -115,7 +115,7 @@ def _in_memory(checkpoints: Mapping, model, state_dict_key: str, device):
 
     from torch import nn
 
-    from modelxray.analyzers.learning_dynamics.run import Checkpoint, Checkpoints
+    from modelxray.analyzers.learning_dynamics.checkpoints import Checkpoint, Checkpoints
     from modelxray.models import saved_checkpoints as sc
 
     if len(checkpoints) < 2:

@@ -2,8 +2,8 @@
 
 - ``preflight(subject)``: checks its values against the loaded model and data, before any analyzer
   works, raising ``ConfigError`` (one line, exit 2) instead of failing half-way through a run;
-- ``run(subject, ctx) -> Result``: does the work; it never calls the tracker or writes files, every
-  artifact leaves through the Result;
+- ``run(subject, ctx) -> Result``: does the work, in ``run_module`` (the config names it and never
+  imports it); it never calls the tracker or writes files, every artifact leaves through the Result;
 - ``figures``/``panel``/``insights``: draws and explains its own Result (the report writer calls
   them through ``Result.source``); ``plots_module`` names the module that draws (imported only when
   a report is drawn), ``insights`` is overridden where the analyzer has something to say.
@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -28,14 +29,19 @@ class Analyzer(PlotsFromModule, Configurable):
     # quantizes the model itself, from the weights as loaded (its baseline is those weights): a run
     # that also quantizes them with quant= would hand it a quantized baseline
     quantizes_itself: ClassVar[bool] = False
+    run_module: ClassVar[str] = ""  # the module whose run(config, subject, ctx) does the work
     # reports the weights as they are, NaN and Inf included: a model with such weights may run it
     studies_broken_weights: ClassVar[bool] = False
 
     def preflight(self, subject) -> None:
         """Checks that need the loaded subject (sizes, tokenizer, layer names). Default: none."""
 
-    def run(self, subject, ctx: RunContext) -> Result:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def run(self, subject, ctx: RunContext) -> Result:
+        """The work, done by ``run_module``'s ``run(config, subject, ctx)``: the config names its
+        implementation (imported only when it runs) and never imports it, so modules point one way."""
+        if not self.run_module:  # pragma: no cover - a subclass sets run_module or overrides run
+            raise NotImplementedError(f"{type(self).__name__} sets no run_module")
+        return importlib.import_module(self.run_module).run(self, subject, ctx)
 
     def new_result(self) -> Result:
         """An empty Result that knows this analyzer drew it."""

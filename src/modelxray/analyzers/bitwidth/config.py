@@ -23,7 +23,6 @@ from typing import ClassVar
 
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
-from modelxray.core.result import Result, RunContext
 from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS, refuse_ctc
 
 # keys that only mean something for token windows: a classifier run must leave them at their defaults
@@ -35,6 +34,7 @@ class BitwidthAnalyzer(Analyzer):
     name: ClassVar[str] = "bitwidth"
     quantizes_itself: ClassVar[bool] = True
     plots_module: ClassVar[str] = "modelxray.analyzers.bitwidth.plots"
+    run_module: ClassVar[str] = "modelxray.analyzers.bitwidth.run"
     tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
     uniform_bits: list[int] = field(default_factory=lambda: [8, 6, 4, 3, 2])
     symmetric: bool = True
@@ -61,9 +61,21 @@ class BitwidthAnalyzer(Analyzer):
     eval_examples: int = 512  # classifier: test examples scored per configuration
     eval_batch_size: int = 64  # classifier: test examples per forward pass
 
+    def weight_format(self, bits: int, rules: list | None = None, targets: list | None = None) -> dict:
+        """The keys of a WeightQuantizer at ``bits`` in this analyzer's format (symmetry, granularity,
+        group size, scale dtype), with per-block ``rules`` and ``targets`` (default: ``targets``)."""
+        return dict(
+            bits=bits,
+            symmetric=self.symmetric,
+            granularity=self.granularity,
+            group_size=self.group_size,
+            scale_dtype=self.scale_dtype,
+            targets=self.targets if targets is None else targets,
+            rules=rules or [],
+        )
+
     def validate(self) -> None:
         from modelxray.analyzers.bitwidth.custom_plans import check_layer_plan, is_layer_plan, load_custom
-        from modelxray.analyzers.bitwidth.run import _fmt
         from modelxray.quant.plan import check_bits, parse_rules
         from modelxray.quant.rtn import GRANULARITIES
         from modelxray.quant.weight import WeightQuantizer
@@ -101,7 +113,7 @@ class BitwidthAnalyzer(Analyzer):
                 parse_rules(plan)
             except ConfigError as exc:
                 raise exc.under(f"custom.{name}") from None
-        WeightQuantizer(**_fmt(self, self.low_bits))  # validates the format
+        WeightQuantizer(**self.weight_format(self.low_bits))  # validates the format
 
     def preflight(self, subject) -> None:
         refuse_ctc(subject, "analyzer.bitwidth")
@@ -138,7 +150,6 @@ class BitwidthAnalyzer(Analyzer):
         """``targets`` must reach a module of the model, every per-layer plan must fit its blocks, and
         every custom rule must match a module."""
         from modelxray.analyzers.bitwidth.custom_plans import resolve_rules
-        from modelxray.analyzers.bitwidth.run import _fmt
         from modelxray.quant.targets import find_targets
         from modelxray.quant.weight import WeightQuantizer
 
@@ -152,11 +163,6 @@ class BitwidthAnalyzer(Analyzer):
             )
         for name, rules in resolve_rules(self.custom, subject.model, self.targets).items():
             try:
-                WeightQuantizer(**_fmt(self, self.low_bits, rules)).plan_for(subject.model)
+                WeightQuantizer(**self.weight_format(self.low_bits, rules)).plan_for(subject.model)
             except ConfigError as exc:
                 raise ConfigError(f"custom.{name}{exc.key.removeprefix('quant.rules')}", exc.message) from None
-
-    def run(self, subject, ctx: RunContext) -> Result:
-        from modelxray.analyzers.bitwidth.run import run
-
-        return run(self, subject, ctx)

@@ -20,23 +20,11 @@ from modelxray.quant.weight import WeightQuantizer, quantize_model
 SIZE_KEYS = ("effective_bits", "model_mb", "compression_ratio")
 
 
-def _fmt(cfg, bits: int, rules: list | None = None, targets: list | None = None) -> dict:
-    return dict(
-        bits=bits,
-        symmetric=cfg.symmetric,
-        granularity=cfg.granularity,
-        group_size=cfg.group_size,
-        scale_dtype=cfg.scale_dtype,
-        targets=cfg.targets if targets is None else targets,
-        rules=rules or [],
-    )
-
-
 def configurations(cfg, mode, targets, custom: dict[str, list[dict]]) -> tuple[dict[str, WeightQuantizer], list[dict]]:
     """The configurations to evaluate, and those left out with the reason (e.g. a model without
     attention has no attention-vs-MLP plan). ``custom``: the custom plans as rules (``resolve_rules``)."""
     hi, lo = cfg.high_bits, cfg.low_bits
-    out = {f"uniform_int{b}": WeightQuantizer(**_fmt(cfg, b)) for b in cfg.uniform_bits}
+    out = {f"uniform_int{b}": WeightQuantizer(**cfg.weight_format(b)) for b in cfg.uniform_bits}
     skipped = []
     if cfg.mixed:
         names = [f"mixed_attn{hi}_mlp{lo}", f"mixed_attn{lo}_mlp{hi}"]
@@ -47,22 +35,24 @@ def configurations(cfg, mode, targets, custom: dict[str, list[dict]]) -> tuple[d
             what = " or ".join("MLP" if c == "mlp" else c for c in missing)
             skipped += [{"config": n, "reason": f"the model has no {what} modules"} for n in names]
         else:
-            out[names[0]] = WeightQuantizer(**_fmt(cfg, lo, [{"component": "attention", "bits": hi}]))
-            out[names[1]] = WeightQuantizer(**_fmt(cfg, lo, [{"component": "mlp", "bits": hi}]))
+            out[names[0]] = WeightQuantizer(**cfg.weight_format(lo, [{"component": "attention", "bits": hi}]))
+            out[names[1]] = WeightQuantizer(**cfg.weight_format(lo, [{"component": "mlp", "bits": hi}]))
     if cfg.progressive:
         name = f"progressive_{lo}_edges{hi}"
         rules, why = mode.progressive_rules()
         if rules is None:
             skipped.append({"config": name, "reason": why})
         else:
-            out[name] = WeightQuantizer(**_fmt(cfg, lo, rules))
+            out[name] = WeightQuantizer(**cfg.weight_format(lo, rules))
     out.update(custom_quantizers(cfg, custom))
     return out, skipped
 
 
 def custom_quantizers(cfg, custom: dict[str, list[dict]]) -> dict[str, WeightQuantizer]:
     """``custom_<name>``: each custom plan's rules over ``low_bits``."""
-    return {f"custom_{name}": WeightQuantizer(**_fmt(cfg, cfg.low_bits, rules)) for name, rules in custom.items()}
+    return {
+        f"custom_{name}": WeightQuantizer(**cfg.weight_format(cfg.low_bits, rules)) for name, rules in custom.items()
+    }
 
 
 class _Session:
@@ -201,7 +191,7 @@ def _sensitivity(cfg, mode, evaluate, ctx) -> list[tuple]:
     base = mode.probe_reference()
     out = []
     for unit in bar(mode.units(), desc="bitwidth: layer sensitivity", enabled=ctx.progress):
-        q = WeightQuantizer(**_fmt(cfg, cfg.sensitivity_bits, unit.rules(cfg.sensitivity_bits), targets=[]))
+        q = WeightQuantizer(**cfg.weight_format(cfg.sensitivity_bits, unit.rules(cfg.sensitivity_bits), targets=[]))
         m, stats = evaluate(q, probe=True)
         out.append((unit, mode.sensitivity_row(unit, m, base, stats["params_quantized"])))
     ranked = sorted(out, key=lambda p: tuple(p[1][k] for k in mode.rank_by), reverse=True)
@@ -217,7 +207,7 @@ def _recommend(cfg, mode, ranked: list[tuple], evaluate) -> tuple[dict, dict]:
 
     def plan(k):
         rules = [r for unit, _ in ranked[:k] for r in unit.rules(cfg.high_bits)]
-        return WeightQuantizer(**_fmt(cfg, cfg.low_bits, rules)), rules
+        return WeightQuantizer(**cfg.weight_format(cfg.low_bits, rules)), rules
 
     probe = mode.search_on_probe
     base = mode.probe_reference() if probe else mode.metrics
@@ -256,7 +246,7 @@ def _recommend_into(result: Result, cfg, mode, ranked, rows, configs, evaluate, 
     """The greedy plan, or an evaluated configuration within budget when it is smaller; its metrics
     (``recommended_*``), what it cannot be told apart from, and its quant config file."""
     confirmed, rec = _recommend(cfg, mode, ranked, evaluate)
-    quantizer = WeightQuantizer(**_fmt(cfg, cfg.low_bits, rec["rules"]))
+    quantizer = WeightQuantizer(**cfg.weight_format(cfg.low_bits, rec["rules"]))
     within = [r for r in rows if mode.change(r, mode.metrics) <= mode.budget]
     smaller = min(within, key=lambda r: r["effective_bits"], default=None)
     if smaller is not None and smaller["effective_bits"] < rec["effective_bits"]:

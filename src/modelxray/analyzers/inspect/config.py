@@ -18,7 +18,6 @@ from typing import Any, ClassVar
 
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
-from modelxray.core.result import Result, RunContext
 from modelxray.data.example_inputs import normalize_inputs
 from modelxray.measure.energy import check_country, check_cpu_tdp_w
 from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS
@@ -30,6 +29,7 @@ SPECTRAL = ("power", "exact", "none")
 class InspectAnalyzer(Analyzer):
     name: ClassVar[str] = "inspect"
     plots_module: ClassVar[str] = "modelxray.analyzers.inspect.plots"
+    run_module: ClassVar[str] = "modelxray.analyzers.inspect.run"
     studies_broken_weights: ClassVar[bool] = True  # it counts each tensor's NaN and Inf values
     tasks: ClassVar[tuple[str, ...]] = (
         "causal_lm",
@@ -98,11 +98,6 @@ class InspectAnalyzer(Analyzer):
     def preflight(self, subject) -> None:
         """A model that runs needs an input before compute, energy and profiling start: inferred
         (``inspection/inputs.py``) or configured, else one ConfigError line naming the key to set."""
-        from modelxray.analyzers.inspect.run import input_spec
+        from modelxray.analyzers.inspect.inputs import input_spec
 
         input_spec(self, subject)
-
-    def run(self, subject, ctx: RunContext) -> Result:
-        from modelxray.analyzers.inspect.run import run
-
-        return run(self, subject, ctx)

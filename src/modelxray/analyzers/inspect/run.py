@@ -8,11 +8,12 @@ import traceback
 
 import torch
 
+from modelxray.analyzers.inspect.inputs import given_inputs, input_spec
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 from modelxray.inspection import advice
 from modelxray.inspection.architecture import classify_names, describe
-from modelxray.inspection.inputs import batch_of, describe_input, infer_input, make_input
+from modelxray.inspection.inputs import batch_of, describe_input, make_input
 from modelxray.inspection.weights import analyze_weights
 from modelxray.metrics.tensor_stats import StatsConfig, aggregate
 from modelxray.models.weights_file import WeightsFile
@@ -46,55 +47,6 @@ def stats_config(cfg, seed: int = 0) -> StatsConfig:
     )
 
 
-def input_spec(cfg, subject):
-    """The model's architecture with the input it takes (``inspection/inputs.py``: config, dataset,
-    model, in that order); ``None`` for a weights-only file. Raises ``ConfigError`` naming
-    ``analyzer.inspect.input_shape`` (or ``inputs`` for a model that takes several tensors) when
-    compute is on and no input can be inferred."""
-    from modelxray.analyzers.inspect.config import normalize_inputs
-
-    if isinstance(subject.model, WeightsFile):
-        return None
-    arch = describe(subject.model)
-    given = _given_inputs(cfg, subject)
-    data = subject.data
-    data_shape = getattr(data, "input_shape", None)
-    seq_len = cfg.seq_len or getattr(data, "seq_len", None)
-    arch.input = infer_input(
-        subject.model,
-        batch_size=cfg.batch_size,
-        seq_len=seq_len,
-        input_shape=cfg.input_shape,
-        data_shape=tuple(data_shape) if data_shape is not None else None,
-        data_name=getattr(data, "name", None),
-        inputs=normalize_inputs(cfg.inputs) if cfg.inputs else (given.spec if given is not None else None),
-        kind=arch.kind,
-        key="analyzer.inspect.inputs" if given is None else "model.inputs",
-    )
-    if given is not None:
-        arch.input["source"] = given.source
-    if cfg.compute and arch.input.get("shape") is None:
-        raise ConfigError(arch.input.get("key", "analyzer.inspect.input_shape"), arch.input["message"])
-    return arch
-
-
-def _given_inputs(cfg, subject):
-    """A generic model's example inputs (``model.inputs``), unless ``analyzer.inspect`` sets its own."""
-    from modelxray.data.example_inputs import ExampleInputs
-
-    own = cfg.inputs or cfg.input_shape
-    if hasattr(subject.data, "windows") and not own:  # a text or speech task: one of its own examples
-        from modelxray.measure.task_outputs import example_batch
-
-        batch = dict(example_batch(subject, cfg.batch_size))
-        desc = ", ".join(f"{n} {list(t.shape)}" for n, t in batch.items())
-        return ExampleInputs(batch, f"{subject.data.name} (its first example)", desc)
-    if hasattr(subject.data, "images") and not own:  # a detector, segmenter or backbone: its first images
-        images = subject.data.images[: cfg.batch_size]
-        return ExampleInputs({"x": images}, f"{subject.data.name} (its first images)", f"x {list(images.shape)}")
-    return subject.data if isinstance(subject.data, ExampleInputs) and not own else None
-
-
 def run(cfg, subject, ctx: RunContext) -> Result:
     model = subject.model
     result = cfg.new_result()
@@ -122,7 +74,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
             _compute_failed(result, "input", exc, traceback.format_exc())
         result.data["architecture"] = {**arch.__dict__, "runnable": True}
         if cfg.compute and arch.input.get("shape") is not None:
-            recs += _compute(cfg, model, arch.input, result, ctx, _given_inputs(cfg, subject))
+            recs += _compute(cfg, model, arch.input, result, ctx, given_inputs(cfg, subject))
     result.tables["top_tensors"] = _top_tensors(rows, cfg.top)
     result.tables["recommendations"] = recs
     result.insights.extend(_insights(result, rows))

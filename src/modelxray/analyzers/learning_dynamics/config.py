@@ -31,13 +31,7 @@ from typing import Any, ClassVar
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
-from modelxray.core.result import Result, RunContext
 from modelxray.dynamics.config import section
-
-OWN = (
-    "the learning-dynamics analyzer needs a directory of at least two checkpoints (train with "
-    "train.checkpoint_every=N, then model.checkpoints=<dir>; or your own files: checkpoints.pattern)"
-)
 
 
 def _default_sections() -> dict[str, Any]:
@@ -79,6 +73,7 @@ class CheckpointDynamicsAnalyzer(Analyzer):
 
     name: ClassVar[str] = "learning_dynamics"
     plots_module: ClassVar[str] = "modelxray.analyzers.learning_dynamics.plots"
+    run_module: ClassVar[str] = "modelxray.analyzers.learning_dynamics.run"
     tasks: ClassVar[tuple[str, ...]] = ("classification",)
     lr: float = 1e-3  # learning rate between checkpoints (TracIn weighs each checkpoint's gradients by it)
     batch_size: int = 4096  # rows per forward/backward over the training set
@@ -103,11 +98,6 @@ class CheckpointDynamicsAnalyzer(Analyzer):
     def preflight(self, subject) -> None:
         """The checkpoints found and, for your own files, every one read and checked against the
         model (names and shapes), so a file that does not fit fails before any analysis."""
-        from modelxray.analyzers.learning_dynamics.run import checkpoints_of
+        from modelxray.analyzers.learning_dynamics.checkpoints import checkpoints_of
 
         checkpoints_of(self, subject, check=True)
-
-    def run(self, subject, ctx: RunContext) -> Result:
-        from modelxray.analyzers.learning_dynamics.run import run
-
-        return run(self, subject, ctx)

@@ -10,7 +10,7 @@ from typing import ClassVar
 
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
-from modelxray.core.result import Result, RunContext
+from modelxray.core.result import Result
 from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS
 
 PROTOCOLS = ("disjoint", "sliding", "lm_eval_rolling")  # implemented by modelxray.metrics.windows.make_windows
@@ -22,6 +22,7 @@ LM_ONLY = {"protocol": "disjoint", "stride": None, "prefix_token": "none", "spee
 class PerformanceAnalyzer(Analyzer):
     name: ClassVar[str] = "performance"
     plots_module: ClassVar[str] = "modelxray.analyzers.performance.plots"
+    run_module: ClassVar[str] = "modelxray.analyzers.performance.run"
     tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", "generic", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
 
     # quality. A language model: loss, perplexity, bits per byte, top-k next-token accuracy over
@@ -93,8 +94,6 @@ class PerformanceAnalyzer(Analyzer):
             raise ConfigError("stride", f"must not exceed dataset.seq_len ({data.seq_len})")
         which = "bos" if self.protocol == "lm_eval_rolling" and self.prefix_token == "none" else self.prefix_token
         if which != "none" and subject.batches is None:
-            from modelxray.analyzers.performance.run import prefix_token_id
-
             prefix_token_id(subject.tokenizer, which)
 
     def _preflight_classifier(self, subject) -> None:
@@ -124,11 +123,6 @@ class PerformanceAnalyzer(Analyzer):
                     f"leave it at {'null' if unused is None else unused}",
                 )
 
-    def run(self, subject, ctx: RunContext) -> Result:
-        from modelxray.analyzers.performance.run import run
-
-        return run(self, subject, ctx)
-
     def headline(self, result: Result) -> dict[str, float]:
         """The speed metrics per batch size (``bs4_...``) are in the speed table already."""
         return {k: v for k, v in super().headline(result).items() if not k.startswith("bs")}
@@ -141,3 +135,14 @@ class PerformanceAnalyzer(Analyzer):
             + insights.unpaired_lm_note(result, results)
             + insights.deployment_insights(result, results, self)
         )
+
+
+def prefix_token_id(tokenizer, which: str) -> int | None:
+    """The token put before the text (``prefix_token``: bos, eos or none) so its first token is scored too."""
+    if which == "none":
+        return None
+    bos, eos = getattr(tokenizer, "bos_token_id", None), getattr(tokenizer, "eos_token_id", None)
+    token = (bos if bos is not None else eos) if which == "bos" else eos
+    if token is None:
+        raise ConfigError("analyzer.performance.prefix_token", f"the tokenizer has no {which} token; use none")
+    return int(token)

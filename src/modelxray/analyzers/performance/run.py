@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from modelxray.analyzers.performance.config import TEXT_AND_SPEECH_TASKS, VISION_TASKS
+from modelxray.analyzers.performance.config import TEXT_AND_SPEECH_TASKS, VISION_TASKS, prefix_token_id
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 from modelxray.measure.layer_time import time_by_type, time_modules
@@ -20,16 +20,6 @@ from modelxray.measure.speed import time_forward
 from modelxray.metrics.measurements import Latency, Memory, Quality, Speed
 from modelxray.metrics.memory import count_parameters, tensor_bytes_by_dtype
 from modelxray.metrics.windows import make_windows, speed_inputs, windows_from_batches
-
-
-def prefix_token_id(tokenizer, which: str) -> int | None:
-    if which == "none":
-        return None
-    bos, eos = getattr(tokenizer, "bos_token_id", None), getattr(tokenizer, "eos_token_id", None)
-    token = (bos if bos is not None else eos) if which == "bos" else eos
-    if token is None:
-        raise ConfigError("analyzer.performance.prefix_token", f"the tokenizer has no {which} token; use none")
-    return int(token)
 
 
 # -- the three measurements -------------------------------------------------------------

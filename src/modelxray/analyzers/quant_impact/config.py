@@ -21,7 +21,7 @@ from typing import ClassVar
 
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
-from modelxray.core.result import Result, RunContext
+from modelxray.core.result import Result
 from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS, refuse_ctc
 
 # the strategies table of summary_report.md: quality, agreement, speed, size and the score
@@ -85,6 +85,7 @@ class QuantImpactAnalyzer(Analyzer):
     name: ClassVar[str] = "quant_impact"
     quantizes_itself: ClassVar[bool] = True
     plots_module: ClassVar[str] = "modelxray.analyzers.quant_impact.plots"
+    run_module: ClassVar[str] = "modelxray.analyzers.quant_impact.run"
     tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
     strategies: list[str] = field(default_factory=lambda: ["none", "int8", "int4", "gptq_int4", "awq_int4"])
     priority: str = "balanced"  # accuracy | speed | memory | balanced: weights of the efficiency score
@@ -134,11 +135,6 @@ class QuantImpactAnalyzer(Analyzer):
                 "analyzer.quant_impact",
                 "needs token windows: a text dataset (dataset=...) or a DataLoader of token batches",
             )
-
-    def run(self, subject, ctx: RunContext) -> Result:
-        from modelxray.analyzers.quant_impact.run import run
-
-        return run(self, subject, ctx)
 
     def headline(self, result: Result) -> dict[str, float]:
         """Nothing beside the strategies table: every per-strategy metric is a column of it."""

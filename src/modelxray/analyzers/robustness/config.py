@@ -26,7 +26,7 @@ from typing import ClassVar
 
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
-from modelxray.core.result import Result, RunContext
+from modelxray.core.result import Result
 from modelxray.models.kinds import VISION_TASKS
 
 NOISE_TARGETS = ("linear", "matrices", "all")  # as in modelxray.perturb.weight_noise
@@ -99,6 +99,7 @@ SUMMARY_COLUMNS = (
 class RobustnessAnalyzer(Analyzer):
     name: ClassVar[str] = "robustness"
     plots_module: ClassVar[str] = "modelxray.analyzers.robustness.plots"
+    run_module: ClassVar[str] = "modelxray.analyzers.robustness.run"
     tasks: ClassVar[tuple[str, ...]] = (
         "causal_lm",
         "classification",
@@ -207,11 +208,6 @@ class RobustnessAnalyzer(Analyzer):
             if getattr(self, key):
                 raise ConfigError(key, f"image corruptions need image data and {why}; drop the key or set []")
         return {}, f"image corruptions ({', '.join(IMAGE_KEYS)}) skipped: {why}"
-
-    def run(self, subject, ctx: RunContext) -> Result:
-        from modelxray.analyzers.robustness.run import run
-
-        return run(self, subject, ctx)
 
     def summary_tables(self, result: Result) -> dict[str, list[dict]]:
         """The robustness table with the columns a reader compares, the same for every row: what
