@@ -15,7 +15,8 @@ from torch import nn
 from conftest import mlflow_runs, run_cli
 from modelxray.core.errors import ConfigError
 from modelxray.inspection import advice
-from modelxray.inspection.architecture import classify, classify_names, infer_input
+from modelxray.inspection.architecture import classify, classify_names
+from modelxray.inspection.inputs import infer_input
 from modelxray.inspection.weights import analyze_weights
 from modelxray.measure.flops import closed_form_gpt2_flops
 from modelxray.metrics.tensor_stats import StatsConfig

@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from modelxray.core.errors import ConfigError
-from modelxray.data.digits_variants import MARKER_PIXELS, DigitsNoisy, DigitsSpurious
+from modelxray.data.digits_defects import MARKER_PIXELS
+from modelxray.data.digits_variants import DigitsNoisy, DigitsSpurious
 from modelxray.data.modular_addition import ModularArithmetic
 from modelxray.learning import (
     ExampleDynamicsCallback,

@@ -11,11 +11,10 @@
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import ClassVar
 
-from modelxray.core.configurable import Configurable
+from modelxray.core.configurable import Configurable, implementation
 from modelxray.core.presentation import PlotsFromModule
 from modelxray.core.result import Result, RunContext
 
@@ -41,7 +40,7 @@ class Analyzer(PlotsFromModule, Configurable):
         implementation (imported only when it runs) and never imports it, so modules point one way."""
         if not self.run_module:  # pragma: no cover - a subclass sets run_module or overrides run
             raise NotImplementedError(f"{type(self).__name__} sets no run_module")
-        return importlib.import_module(self.run_module).run(self, subject, ctx)
+        return implementation(self.run_module).run(self, subject, ctx)
 
     def new_result(self) -> Result:
         """An empty Result that knows this analyzer drew it."""

@@ -10,8 +10,10 @@ Python: no Hydra, no OmegaConf, no torch.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import types
 import typing
+from types import ModuleType
 from typing import Any, Literal, Union
 
 from modelxray.core.errors import ConfigError
@@ -108,3 +110,10 @@ def check_field_types(obj: Any) -> None:
         tp = hints.get(f.name, Any)
         if not value_matches(value, tp):
             raise ConfigError(f.name, f"expected {_type_name(tp)}, got {value!r}")
+
+
+def implementation(module: str) -> ModuleType:
+    """The module that does a config's work, imported when the work runs: a config names its
+    implementation (as it names its plots module) and never imports it, so the implementation can
+    read the config and modules point one way; the import also stays off start-up."""
+    return importlib.import_module(module)

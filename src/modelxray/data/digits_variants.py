@@ -7,7 +7,7 @@ training labels.
 
 ``digits_spurious``: a shortcut feature. Ten border pixels that are blank in over 99% of the digits
 images (the left column, pixel indices 0, 8, ..., 56, and pixels 31 and 39 on the right edge) become
-class markers: marker pixel ``MARKER_PIXELS[c]`` is set to ``marker_value`` for an image marked as
+class markers: marker pixel ``digits_defects.MARKER_PIXELS[c]`` is set to ``marker_value`` for an image marked as
 class c. In the train split an image is marked with its own label with probability
 ``train_correlation`` (else with a uniformly random class); in the test split with probability
 ``test_correlation`` (default 0: markers independent of the label, right by chance 1 time in 10).
@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from modelxray.core.errors import ConfigError
 from modelxray.data.base import ClassificationData
 from modelxray.data.digits import Digits
-
-MARKER_PIXELS = (0, 8, 16, 24, 32, 40, 48, 56, 31, 39)
 
 
 @dataclass

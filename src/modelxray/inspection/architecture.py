@@ -15,7 +15,6 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-import torch
 from torch import nn
 
 _ATTN_NAME = re.compile(r"(attn|attention|self_attn|q_proj|query)", re.IGNORECASE)
@@ -123,20 +122,6 @@ def classify_names(names: list[str], shapes: dict[str, tuple[int, ...]]) -> tupl
     if any(len(s) == 2 for s in shapes.values()):
         return "MLP (from tensor shapes)", "2-D weight tensors only"
     return "unknown", "no weight matrices"
-
-
-def infer_input(model: nn.Module, **kwargs) -> dict:
-    """The input the compute analysis runs (``inspection/inputs.py``, which documents the order)."""
-    from modelxray.inspection.inputs import infer_input as infer
-
-    return infer(model, **kwargs)
-
-
-def make_input(spec: dict, device: torch.device, seed: int = 0, dtype: torch.dtype | None = None):
-    """Seeded tensors matching ``spec`` (``inspection/inputs.py``)."""
-    from modelxray.inspection.inputs import make_input as make
-
-    return make(spec, device, seed, dtype)
 
 
 def describe(model: nn.Module) -> Architecture:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from modelxray.core.configurable import implementation
 from modelxray.core.errors import ConfigError
 from modelxray.core.schema import REQUIRED
 from modelxray.core.subject import LoadedModel
@@ -174,6 +175,4 @@ class FileSource(ModelSource):
         return detect_format(Path(os.path.expanduser(self.path))) if self.format == "auto" else self.format
 
     def load(self) -> LoadedModel:
-        from modelxray.models.file_load import load_file
-
-        return load_file(self)
+        return implementation("modelxray.models.file_load").load_file(self)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from modelxray.core.configurable import implementation
 from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel
 from modelxray.models.base import ModelSource
@@ -55,12 +56,8 @@ class GGUFSource(ModelSource):
         return found[0]
 
     def load(self) -> LoadedModel:
-        from modelxray.models.gguf_load import load_gguf
-
-        return load_gguf(self)
+        return implementation("modelxray.models.gguf_load").load_gguf(self)
 
     def _cache_path(self, gguf_path: Path) -> Path:
         """Where the converted model of ``gguf_path`` is cached (keyed by the file's SHA-256)."""
-        from modelxray.models.gguf_load import cache_path
-
-        return cache_path(self.cache_dir, gguf_path)
+        return implementation("modelxray.models.gguf_load").cache_path(self.cache_dir, gguf_path)

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from modelxray.core.configurable import implementation
 from modelxray.core.errors import ConfigError
 from modelxray.quant.blockwise import BlockwiseQuantizer
 
@@ -48,9 +49,9 @@ class AWQQuantizer(BlockwiseQuantizer):
         self._ratios: list[float] = []
 
     def quantize_block(self, block, layer_targets, plan, inputs) -> list[dict]:
-        from modelxray.quant.awq_impl import quantize_block
-
-        rows, ratios = quantize_block(self, block, layer_targets, plan, inputs)
+        rows, ratios = implementation("modelxray.quant.awq_impl").quantize_block(
+            self, block, layer_targets, plan, inputs
+        )
         self._ratios += ratios
         return rows
 

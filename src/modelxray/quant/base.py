@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from modelxray.core.configurable import Configurable
+from modelxray.core.configurable import Configurable, implementation
 from modelxray.quant.presentation import QuantPresentation
 
 if TYPE_CHECKING:
@@ -53,6 +53,4 @@ class Quantizer(QuantPresentation, Configurable):
         """The run's quant stage: the subject with its model quantized (calibrated on its dataset);
         ``progress``: the run's progress key (a calibrating quantizer's bar); ``in_place``: change the
         subject's model itself when the quantizer can."""
-        from modelxray.quant.verb import quantize_subject
-
-        return quantize_subject(subject, self, progress, in_place=in_place)
+        return implementation("modelxray.quant.verb").quantize_subject(subject, self, progress, in_place=in_place)

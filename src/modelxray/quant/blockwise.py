@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from modelxray.core.configurable import implementation
 from modelxray.core.errors import ConfigError
 from modelxray.quant.weight import WeightQuantizer
 
@@ -55,10 +56,10 @@ class BlockwiseQuantizer(WeightQuantizer):
     def quantize(
         self, model: nn.Module, calibration: Calibration | None = None, *, in_place: bool = False
     ) -> tuple[nn.Module, Result]:
-        from modelxray.quant.blockwise_impl import quantize_blockwise
-
         self.check(model)
-        return quantize_blockwise(self, model, calibration, in_place=in_place)
+        return implementation("modelxray.quant.blockwise_impl").quantize_blockwise(
+            self, model, calibration, in_place=in_place
+        )
 
     # -- what a method supplies ---------------------------------------------------------------
     def begin(self) -> None:

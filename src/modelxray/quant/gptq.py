@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
+from modelxray.core.configurable import implementation
 from modelxray.core.errors import ConfigError
 from modelxray.quant.blockwise import BlockwiseQuantizer
 
@@ -44,9 +45,7 @@ class GPTQQuantizer(BlockwiseQuantizer):
             raise ConfigError("clip_min", f"must be in (0, 1], got {self.clip_min}")
 
     def quantize_block(self, block, layer_targets, plan, inputs) -> list[dict]:
-        from modelxray.quant.gptq_impl import quantize_block
-
-        return quantize_block(self, block, layer_targets, plan, inputs)
+        return implementation("modelxray.quant.gptq_impl").quantize_block(self, block, layer_targets, plan, inputs)
 
     def summary(self) -> tuple[str, dict]:
         return f"act_order={self.act_order}, damp={self.damp}, range search grid {self.clip_grid}.", {}

@@ -16,6 +16,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from modelxray.core.configurable import implementation
 from modelxray.core.errors import ConfigError
 from modelxray.quant.base import Quantizer
 
@@ -51,10 +52,8 @@ class TorchaoQuantizer(Quantizer):
     def quantize(
         self, model: nn.Module, calibration: Any = None, *, in_place: bool = False
     ) -> tuple[nn.Module, Result]:
-        from modelxray.quant.torchao_impl import quantize_torchao
-
         self.check(model)
-        return quantize_torchao(self, model)
+        return implementation("modelxray.quant.torchao_impl").quantize_torchao(self, model)
 
     def step(self, result: Result) -> dict[str, Any]:
         return {"method": "torchao", "config": self.method}

@@ -8,11 +8,11 @@ import importlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from modelxray.core.callbacks import Callback
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
 
 if TYPE_CHECKING:
-    from modelxray.learning.callbacks.base import LearningCallback
     from modelxray.learning.cartography import RegionThresholds
 
 
@@ -22,7 +22,7 @@ class CallbackConfig(Configurable):
 
     callback_class: ClassVar[str] = ""  # "module.Class" of the callback
 
-    def build(self) -> LearningCallback:
+    def build(self) -> Callback:
         module, _, name = self.callback_class.rpartition(".")
         return getattr(importlib.import_module(module), name)(self)
 
