@@ -161,7 +161,7 @@ def main() -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(HERE))
-    from seed004_setup import working_directory
+    from learning_examples_setup import working_directory
 
     with working_directory(__doc__):
         main()

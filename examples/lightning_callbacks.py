@@ -26,8 +26,8 @@ from pathlib import Path
 import lightning as L
 import torch
 import torch.nn.functional as F
+from learning_examples_setup import check_plots, digits_datasets, working_directory
 from lightning.pytorch.loggers import CSVLogger
-from seed004_setup import check_plots, digits_datasets, working_directory
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 

@@ -3,10 +3,10 @@ own process and a fresh temporary working folder; each example checks what it pr
 non-zero otherwise. Prints one line per example with its time, and exits 1 if any failed.
 
     python scripts/run_examples.py              # all of them, as many at once as there are cores (CI runs this)
-    python scripts/run_examples.py seed000 seed004_minimal   # those whose names start so
+    python scripts/run_examples.py model_analyzer learning_dynamics_minimal   # those whose names start so
     python scripts/run_examples.py --jobs 1     # one at a time (the times then are each example's own)
 
-Modules that examples import (``*_setup.py``) are not run.
+Modules that examples import (``*_setup.py``, such as ``learning_examples_setup.py``) are not run.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from modelxray.dynamics import (
 from modelxray.dynamics.aliases import FLAT_KEYS
 
 REPO = Path(__file__).resolve().parents[1]
-EXAMPLES = sorted((REPO / "examples").glob("seed001_*.py"))
+EXAMPLES = sorted((REPO / "examples").glob("analysis_*.py"))  # ModelAnalysisManager and AnalysisConfig
 
 
 def _mlp(seed: int = 0) -> nn.Sequential:
@@ -245,4 +245,4 @@ def test_sparse_quality_waits_for_a_batch_with_one_warning_instead_of_failing():
 
 def test_every_seed001_example_is_collected():
     names = {p.stem for p in EXAMPLES}
-    assert {"seed001_quick_start", "seed001_config_presets", "seed001_custom_metric"} <= names
+    assert {"analysis_manager_quick_start", "analysis_config_presets", "analysis_manager_custom_metric"} <= names

@@ -1,6 +1,6 @@
 """The learning trackers of a user's loop (``modelxray.learning.trackers``, seed 004's API): their
 numbers equal the callbacks' and hand computations, bad input fails before work in one line, and
-the seed-004 examples run."""
+the learning-dynamics examples run."""
 
 import dataclasses
 import math
@@ -28,7 +28,9 @@ from modelxray.learning.evaluation import EvalResult, evaluate
 from modelxray.training.callbacks import TrainState
 
 REPO = Path(__file__).resolve().parents[1]
-EXAMPLES = sorted(p for p in (REPO / "examples").glob("seed004_*.py") if p.stem != "seed004_setup")
+EXAMPLES = sorted(
+    p for p in (REPO / "examples").glob("learning_dynamics_*.py") if p.stem != "learning_dynamics_your_checkpoints"
+)
 N, D, C, BS = 96, 8, 4, 16
 
 
@@ -410,10 +412,10 @@ def test_memorization_detector_save_and_load(tmp_path):
 def test_every_seed004_snippet_group_has_an_example():
     names = {p.stem for p in EXAMPLES}
     assert names == {
-        "seed004_minimal",
-        "seed004_during_training",
-        "seed004_post_hoc",
-        "seed004_multi_phenomenon",
-        "seed004_save_load",
-        "seed004_integration",
+        "learning_dynamics_minimal",
+        "learning_dynamics_during_training",
+        "learning_dynamics_after_training",
+        "learning_dynamics_compare_phenomena",
+        "learning_dynamics_save_and_resume",
+        "learning_dynamics_into_existing_loop",
     }

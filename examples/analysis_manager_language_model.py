@@ -1,6 +1,7 @@
-"""The Model Analysis Framework's "Migration" (new-style) snippets and its Troubleshooting advice.
+"""``ModelAnalysisManager`` on a language model: with and without a batch, padded token batches,
+and ``reset()`` after the set of trained parameters changes.
 
-    python examples/seed001_migration.py
+    python examples/analysis_manager_language_model.py
 
 On modelxray's tiny GPT-2 (2 layers, byte tokenizer, built offline) fine-tuned with AdamW on
 windows of the Python documentation text, about 10 s on 2 cores:
@@ -9,11 +10,10 @@ windows of the Python documentation text, about 10 s on 2 cores:
   ``on_optimizer_step(model)`` with no batch: the manager handles the snapshots, and the
   sparse-quality family, which needs a batch, is skipped with one warning;
 * sparse quality: ``on_optimizer_step(model, inputs={"input_ids": ..., "attention_mask": ...})``:
-  the seed's ``sparse/*`` metrics at each threshold, with the random baseline; padded positions
+  the ``sparse/*`` metrics at each threshold, with the random baseline; padded positions
   (attention mask 0) are left out of the comparison;
-* troubleshooting, "model parameter mismatch": freezing a layer changes the parameters the
-  snapshot captured, the next measurement says to call ``analyzer.reset()``, and after it the
-  manager measures again.
+* a changed set of parameters: freezing a layer changes the parameters the snapshot captured, the
+  next measurement says to call ``analyzer.reset()``, and after it the manager measures again.
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from pydoc_data.topics import topics  # noqa: E402
 
 import torch  # noqa: E402
 
-# the seed: from grail.trainer.analysis import ModelAnalysisManager, AnalysisConfig
 from modelxray.dynamics import AnalysisConfig, DynamicsError, ModelAnalysisManager  # noqa: E402
 from modelxray.models.tiny_gpt2 import TinyGPT2Source  # noqa: E402
 
@@ -54,8 +53,8 @@ def train_step(model, optimizer, batch) -> None:
     optimizer.step()
 
 
-def new_param_change(model, optimizer, data) -> tuple[ModelAnalysisManager, dict[str, float]]:
-    """The seed's "New" lines for ParamChangeTracker users, once per optimizer step."""
+def param_change(model, optimizer, data) -> tuple[ModelAnalysisManager, dict[str, float]]:
+    """Parameter change only, no batch passed: the manager keeps the snapshots."""
     config = AnalysisConfig(interval=100, param_change_enabled=True)
     analyzer = ModelAnalysisManager.create(config)
     for batch in data:
@@ -64,8 +63,8 @@ def new_param_change(model, optimizer, data) -> tuple[ModelAnalysisManager, dict
     return analyzer, metrics
 
 
-def new_sparse_quality(model, optimizer, data) -> tuple[ModelAnalysisManager, dict[str, float]]:
-    """The seed's "New" lines for SparseQualityAnalyzer users, once per optimizer step."""
+def sparse_quality(model, optimizer, data) -> tuple[ModelAnalysisManager, dict[str, float]]:
+    """Sparse quality on the step's token batch, its attention mask leaving the padding out."""
     config = AnalysisConfig(interval=100, sparse_quality_enabled=True)
     analyzer = ModelAnalysisManager.create(config)
     for batch in data:
@@ -87,7 +86,7 @@ def main() -> None:
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
 
-    analyzer, metrics = new_param_change(model, optimizer, data)
+    analyzer, metrics = param_change(model, optimizer, data)
     assert analyzer.measurements == 1 and metrics["param_change/steps"] == 100.0
     for key in ("norm_l2", "norm_l1", "norm_max", "mean", "std", "sparsity_at_1e-06", "changed_ratio_at_1e-06"):
         assert f"param_change/{key}" in metrics, key
@@ -96,7 +95,7 @@ def main() -> None:
     check_finite(metrics)
     print(f"parameter change: relative L2 change over 100 steps {metrics['param_change/relative_l2']:.4f}")
 
-    analyzer, metrics = new_sparse_quality(model, optimizer, data)
+    analyzer, metrics = sparse_quality(model, optimizer, data)
     for t in ("1e-08", "1e-06", "1e-04"):
         for m in ("kl", "cosine", "mse", "top1_agree", "kept_ratio", "unchanged_ratio"):
             assert f"sparse/{m}_at_{t}" in metrics, (m, t)
@@ -112,7 +111,7 @@ def main() -> None:
         f"(random mask of the same size: {metrics['sparse/kl_at_1e-04_random']:.2e})"
     )
 
-    # Troubleshooting, "Model parameter mismatch": which parameters train changes after a snapshot
+    # a parameter mismatch: which parameters train changes after a snapshot
     analyzer = ModelAnalysisManager.create(AnalysisConfig(interval=1, sparse_quality_enabled=False))
     train_step(model, optimizer, data[0])
     assert analyzer.on_optimizer_step(model) == {}  # the snapshot

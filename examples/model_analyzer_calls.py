@@ -1,13 +1,17 @@
-"""Seed 000's post-training analysis, its Python snippets as written (only the imports changed).
+"""``ModelAnalyzer``: one model loaded once, one analysis per call on your own DataLoader.
 
 A small GPT-2 is built here, saved as ``model.pt`` (a state dict) with its ``config.json`` beside it,
 and a DataLoader of token batches is cut from the Python docs text (the stdlib's
-``pydoc_data.topics``); then every snippet of the seed's "Programmatic Usage", "Speed Benchmarking",
-"Layer Sensitivity", "Custom Analysis", "Focused Analysis" and "Batch Analysis" runs unchanged, and
-the files, plots and result keys the seed promises are checked. Everything is logged to MLflow
-(``mlflow.db`` in the working folder). About a minute on 2 cores.
+``pydoc_data.topics``). Then ``ModelAnalyzer("model.pt")`` runs performance, bit-width and
+robustness analyses on it and writes the comprehensive report; the sub-analyzers time inference on
+your batches (``performance_analyzer.benchmark_inference_speed``), rank the layers by sensitivity to
+quantization (``bit_width_analyzer.analyze_layer_sensitivity``) and test your own per-layer bit
+widths (``bit_width_analyzer.test_configurations``); a focused run does only the cheaper analyses,
+and a loop analyzes several model files. The asserts check the report's files, its plots and the
+result keys. Everything is logged to MLflow (``mlflow.db`` in the working folder). About a minute
+on 2 cores.
 
-    python examples/seed000_model_analyzer.py [--workdir DIR]
+    python examples/model_analyzer_calls.py [--workdir DIR]
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from pathlib import Path
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
-from modelxray import ModelAnalyzer  # seed: from analyze_model import ModelAnalyzer
+from modelxray import ModelAnalyzer
 
 
 def make_model_and_data(folder: Path, n_layer: int = 2) -> torch.utils.data.DataLoader:
@@ -74,7 +78,7 @@ def main(workdir: Path) -> None:
     # Test custom configurations
     results = analyzer.bit_width_analyzer.test_configurations(data_loader, custom_configs)
 
-    # --- what the seed promises ----------------------------------------------------------------
+    # --- what the calls above give -------------------------------------------------------------
     for name in ("analysis_results.json", "summary_report.md", "insights.md"):
         assert (Path("results") / name).is_file(), name
     plots = {p.name for p in Path("results/plots").glob("*.png")}
@@ -122,7 +126,7 @@ def main(workdir: Path) -> None:
         analyzer.generate_comprehensive_report(f"./results/{model_path}/")
     for model_path in models:
         assert (Path("results") / model_path / "summary_report.md").is_file()
-    print(f"seed 000: every snippet ran; reports in {workdir / 'results'}")
+    print(f"every call ran; reports in {workdir / 'results'}")
 
 
 if __name__ == "__main__":

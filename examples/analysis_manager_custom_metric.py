@@ -1,15 +1,16 @@
-"""The Model Analysis Framework's custom metrics (a ``MetricComputer`` subclass), run on modelxray.
+"""Your own metric for ``ModelAnalysisManager``: a ``MetricComputer`` subclass, measured beside
+(or instead of) the built-in ones.
 
-    python examples/seed001_custom_metric.py
+    python examples/analysis_manager_custom_metric.py
 
-The seed's ``GradientNormMetric`` (``compute(self, **kwargs)``, keys with their own family prefix)
-is added with the builder ``ModelAnalysisManager(config).add_metric(...)`` and monitors 210 SGD
-steps of a 64-32-10 MLP on scikit-learn's digits; the asserts check that it reports
-``gradient/total_norm`` at every measurement (every 50 steps), equal to the gradient norm computed
-here by hand, and is never skipped. The seed's "Future Extensions" ``MyMetric``
-(``compute(self, delta, context, **kwargs)``) is added to a manager from ``create``; its value (the
-seed leaves a ``...`` there) is the largest weight change since the snapshot, which must equal the
-built-in ``param_change/norm_max``. A few seconds on 2 cores.
+``GradientNormMetric`` (``compute(self, **kwargs)``, keys with their own family prefix) is added
+with the builder ``ModelAnalysisManager(config).add_metric(...)``, which starts with no built-in
+computers, and monitors 210 SGD steps of a 64-32-10 MLP on scikit-learn's digits; the asserts check
+that it reports ``gradient/total_norm`` at every measurement (every 50 steps), equal to the gradient
+norm computed here by hand, and is never skipped. ``MyMetric`` (``compute(self, delta, context,
+**kwargs)``, reading the weight change since the snapshot from ``delta``) is added to a manager from
+``create``, beside the built-in computers; its value, the largest weight change since the snapshot,
+must equal the built-in ``param_change/norm_max``. A few seconds on 2 cores.
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from modelxray.data.digits import load_digits_split
-
-# the seed: from grail.trainer.analysis import MetricComputer, AnalysisConfig, ModelAnalysisManager
 from modelxray.dynamics import AnalysisConfig, MetricComputer, ModelAnalysisManager
 
 STEPS = 210  # the first call snapshots; steps 51, 101, 151, 201 measure
@@ -41,12 +40,12 @@ class GradientNormMetric(MetricComputer):
 
 class MyMetric(MetricComputer):
     def compute(self, delta, context, **kwargs):
-        # the seed's placeholder `...`: here, the largest change of any weight since the snapshot
+        # the largest change of any weight since the snapshot
         return {"my_metric/value": max(float((cur - snap).abs().max()) for _, cur, snap in delta.pairs())}
 
 
-def seed_custom_metrics() -> ModelAnalysisManager:
-    """The seed's integration example 3, "Custom Metrics"."""
+def gradient_norm_manager() -> ModelAnalysisManager:
+    """A manager that measures only ``GradientNormMetric``, every 50 optimizer steps."""
     # Add to manager
     config = AnalysisConfig(interval=50)
     analyzer = ModelAnalysisManager(config).add_metric(GradientNormMetric())
@@ -87,7 +86,7 @@ def main() -> None:
     torch.set_num_threads(1)
     data = load_digits_split()
 
-    analyzer = seed_custom_metrics()
+    analyzer = gradient_norm_manager()
     measured = train(analyzer, data)
     assert len(measured) == (STEPS - 1) // 50 == 4, len(measured)
     for metrics, by_hand in measured:

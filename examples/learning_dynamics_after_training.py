@@ -1,17 +1,19 @@
-"""Seed 004's Post-Hoc Analysis (Loading Checkpoints, Feature Evolution Analysis, Phase Transition
-Attribution), run as written with only the import lines changed.
+"""Learning dynamics after training, from saved checkpoints: memorization per checkpoint
+(``MemorizationDetector``), feature evolution and its phase transitions
+(``FeatureEvolutionTracker``), and the training examples that drove a transition
+(``PhaseTransitionAttributor``, TracIn).
 
-    python examples/seed004_post_hoc.py [--out DIR]
+    python examples/learning_dynamics_after_training.py [--out DIR]
 
-First a training run writes what the seed starts from: ``./checkpoints/model_epoch_{0,10,...,50}.pth``
-(``torch.save`` of the state dict after that many epochs) of ``YourModel``, a small CNN on digits
-whose blocks are named ``layer1``..``layer4``. Plain SGD (lr 0.05) makes its accuracy jump between
-epochs 20 and 30 (0.28 -> 0.82 on test): a transition the seed's epochs 10 and 40 lie on either
-side of. Then the seed's three snippets run on those files: train
-and test accuracy per checkpoint, feature evolution of ``layer3``/``layer4`` with its phase
-transitions and plots, and the training examples that drove the change from epoch 10 to 40
-(TracIn over the two checkpoints). The asserts check the seed's result keys, the plots in
-./analysis and finite values.
+First a training run writes ``./checkpoints/model_epoch_{0,10,...,50}.pth`` (``torch.save`` of the
+state dict after that many epochs) of ``YourModel``, a small CNN on digits whose blocks are named
+``layer1``..``layer4``. Plain SGD (lr 0.05) makes its accuracy jump between epochs 20 and 30
+(0.28 -> 0.82 on test): a transition that epochs 10 and 40 lie on either side of. Then the
+checkpoints are loaded and analyzed: train and test accuracy per checkpoint, feature evolution of
+``layer3``/``layer4`` with its phase transitions and plots, and the training examples that drove
+the change from epoch 10 to 40 (TracIn over the two checkpoints). The asserts check the result
+keys, the plots in ./analysis and finite values. ``modelxray.analyze_checkpoints`` does all of it
+in one call (examples/learning_dynamics_your_checkpoints.py).
 """
 
 from __future__ import annotations
@@ -20,9 +22,8 @@ import math
 from pathlib import Path
 
 import torch
-from seed004_setup import YourModel, check_plots, digits_datasets, loaders, working_directory
+from learning_examples_setup import YourModel, check_plots, digits_datasets, loaders, working_directory
 
-# the seed: from data_attribution.analysis import (...)
 from modelxray.learning import FeatureEvolutionTracker, MemorizationDetector, PhaseTransitionAttributor
 
 device = torch.device("cpu")
@@ -49,7 +50,7 @@ def train_and_save_checkpoints(checkpoint_dir: str = "./checkpoints", epochs: in
 def main() -> None:
     train_and_save_checkpoints()
 
-    # ---- the seed's code: Loading Checkpoints ------------------------------------------------------
+    # ---- load the checkpoints, memorization per checkpoint ---------------------------------------
     # Load checkpoints
     checkpoint_dir = "./checkpoints"
     checkpoints = {}
@@ -73,7 +74,7 @@ def main() -> None:
 
     mem_detector.plot_memorization(save_dir="./analysis")
 
-    # ---- the seed's code: Feature Evolution Analysis -------------------------------------------------
+    # ---- feature evolution across the checkpoints ----------------------------------------------------
     # Track feature evolution across checkpoints
     feature_tracker = FeatureEvolutionTracker(
         model=YourModel(),  # Fresh model for tracking
@@ -100,7 +101,7 @@ def main() -> None:
     feature_tracker.plot_metrics_evolution("layer4", save_dir="./analysis")
     feature_analysis = analysis
 
-    # ---- the seed's code: Phase Transition Attribution ---------------------------------------------
+    # ---- which training examples drove the transition ----------------------------------------------
     # Identify which examples drive transitions
     pt_attributor = PhaseTransitionAttributor(
         model_checkpoints={
@@ -120,9 +121,9 @@ def main() -> None:
 
     print(f"Critical examples: {len(critical)}")
     print(f"Label distribution: {analysis['label_distribution']}")
-    # ---- end of the seed's code ------------------------------------------------------------------
+    # ---- checks ----------------------------------------------------------------------------------
 
-    # memorization: one evaluation per checkpoint, the seed's keys, finite values
+    # memorization: one evaluation per checkpoint, its keys, finite values
     assert [m["epoch"] for m in mem_detector.epoch_memorization] == [0, 10, 20, 30, 40, 50]
     assert all(
         math.isfinite(m["train_accuracy"]) and math.isfinite(m["test_accuracy"])

@@ -1,10 +1,10 @@
-"""Seed 004's Multi-Phenomenon Comparison, run as written with only the import line changed.
+"""Learning dynamics of three training runs compared: grokking, a spurious shortcut and normal
+learning, each recorded by a ``LearningDynamicsAnalyzer``, saved, loaded back and compared.
 
-    python examples/seed004_multi_phenomenon.py [--out DIR]
+    python examples/learning_dynamics_compare_phenomena.py [--out DIR]
 
-The seed assumes three models "already trained with tracking" and their analyzers saved under
-./saved; the three ``train_*_model`` functions below are that training, each with a
-``LearningDynamicsAnalyzer`` in its loop, saved with ``analyzer.save(...)`` (JSON + npz, no pickle):
+The three ``train_*_model`` functions each train with a ``LearningDynamicsAnalyzer`` in the loop and
+save it under ./saved with ``analyzer.save(...)`` (JSON + npz, no pickle):
 
 - grokking: a + b mod 23, the grokking MLP, full-batch AdamW with weight decay 1.0, 3,000 epochs
   (train accuracy is perfect within ~150 epochs, test accuracy jumps past 95% near epoch 2,700);
@@ -13,8 +13,9 @@ The seed assumes three models "already trained with tracking" and their analyzer
   (``dataset=digits_spurious``), a 64-64-10 MLP, 15 epochs;
 - normal: clean digits, the same MLP, 15 epochs.
 
-Then the seed's code loads the three analyzers and compares them. The asserts check the seed's
-keys, that a loaded analyzer gives the analysis it gave before saving, and finite values.
+Then ``LearningDynamicsAnalyzer.load`` reads the three analyzers back and their hard examples and
+forgetting events are compared. The asserts check the analysis keys, that a loaded analyzer gives
+the analysis it gave before saving, and finite values.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import math
 
 import torch
 import torch.nn.functional as F
-from seed004_setup import (
+from learning_examples_setup import (
     digits_datasets,
     digits_mlp,
     grokking_datasets,
@@ -35,7 +36,7 @@ from seed004_setup import (
 from torch.utils.data import DataLoader, TensorDataset
 
 from modelxray.data.digits_variants import DigitsSpurious
-from modelxray.learning import LearningDynamicsAnalyzer  # the seed: from data_attribution.analysis import ...
+from modelxray.learning import LearningDynamicsAnalyzer
 
 before_saving: dict[str, dict] = {}  # each analysis as computed in the training process
 
@@ -96,7 +97,7 @@ def train_normal_model():
 
 
 def main() -> None:
-    # ---- the seed's code ---------------------------------------------------------------------------
+    # ---- train, load the saved analyzers, compare ---------------------------------------------------
     # Train multiple models
     models = {"grokking": train_grokking_model(), "bias": train_biased_model(), "normal": train_normal_model()}
 
@@ -117,7 +118,7 @@ def main() -> None:
         print(f"\n{name}:")
         print(f"  Hard examples: {len(analysis['hard_examples'])}")
         print(f"  Forgetting events: {analysis['forgetting_statistics']['examples_with_forgetting']}")
-    # ---- end of the seed's code ------------------------------------------------------------------
+    # ---- checks ----------------------------------------------------------------------------------
 
     for name, analysis in analyses.items():
         assert analysis.keys() == before_saving[name].keys()

@@ -1,11 +1,15 @@
-"""Design seed 002's Python usage, run as written with only its import line changed.
+"""``get_quantization_analyzer``: quantization strategies compared from Python by memory, accuracy,
+inference time and an efficiency score, with recommendations and a memory timeline.
 
-    python examples/seed002_quantization_analyzer.py
+    python examples/compare_quantization_strategies.py
 
 The model is ``digits_clip`` (a small CLIP trained on scikit-learn's digits the first time, then
-loaded from ~/.cache/modelxray: about 65 s on 2 cores the first time, 20 s after); the seed's five
-strategies run, GPTQ and AWQ calibrated on training images and the class prompts. Results, plots
-and the MLflow store go to a temporary directory; the asserts check what the seed promises.
+loaded from ~/.cache/modelxray: about 65 s on 2 cores the first time, 20 s after); five strategies
+run (none, int8, int4, gptq-int4 and awq-int4), GPTQ and AWQ calibrated on training images and the
+class prompts. ``run_benchmark`` returns one result per strategy; the memory timeline of each is
+plotted and saved. Results, plots and the MLflow store go to a temporary directory; the asserts
+check the per-strategy summary fields against the run's MLflow metrics, the recommendations, the
+report's files and the timelines.
 """
 
 from __future__ import annotations
@@ -18,9 +22,9 @@ import matplotlib
 matplotlib.use("Agg")  # no display needed: the timeline is saved as a PNG
 import matplotlib.pyplot as plt  # noqa: E402
 
-from modelxray import get_quantization_analyzer  # noqa: E402  (the seed: from src.analysis.quantization import ...)
+from modelxray import get_quantization_analyzer  # noqa: E402
 
-SEED_STRATEGIES = ["none", "int8", "int4", "gptq-int4", "awq-int4"]
+STRATEGIES = ["none", "int8", "int4", "gptq-int4", "awq-int4"]
 # each summary field and its MLflow metric quant_impact/<strategy>_<metric> (the score: of the priority)
 SUMMARY = {
     "memory_used_gb": "memory_used_gb",
@@ -36,18 +40,18 @@ def experiment_settings(tmp: Path) -> dict:
         "threads": 1,
         "progress": False,
         "tracker.uri": f"sqlite:///{tmp / 'mlflow.db'}",
-        "tracker.experiment": "seed002",
+        "tracker.experiment": "compare_quantization_strategies",
         "analyzer.quant_impact.eval_examples": 128,
         "analyzer.quant_impact.iters": 2,
     }
 
 
-def seed_snippet(experiment_config: dict, results_dir: Path):
-    """The seed's code, verbatim apart from the import line and a savefig in place of plt.show()."""
+def compare_strategies(experiment_config: dict, results_dir: Path):
+    """Benchmark the strategies, print each one's summary and the recommendations, plot the memory timeline."""
     analyzer = get_quantization_analyzer(
         model_name="digits_clip", config=experiment_config, results_dir=str(results_dir)
     )
-    benchmark = analyzer.run_benchmark(strategies=SEED_STRATEGIES, priority="balanced")
+    benchmark = analyzer.run_benchmark(strategies=STRATEGIES, priority="balanced")
     for result in benchmark.results:
         print(f"Strategy: {result.strategy}")
         print(f"  Memory: {result.memory_used_gb:.2f} GB")
@@ -71,7 +75,7 @@ def seed_snippet(experiment_config: dict, results_dir: Path):
 
 
 def check(benchmark, visualization_data, results_dir: Path, tracking_uri: str) -> None:
-    """What the seed promises: per-strategy summary fields (the run's MLflow metrics), recommendations,
+    """Per-strategy summary fields (the run's MLflow metrics), recommendations,
     the run's files, and a memory timeline per strategy."""
     from mlflow.tracking import MlflowClient
 
@@ -97,7 +101,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         settings = experiment_settings(tmp)
-        benchmark, visualization_data = seed_snippet(settings, tmp / "results")
+        benchmark, visualization_data = compare_strategies(settings, tmp / "results")
         check(benchmark, visualization_data, tmp / "results", settings["tracker.uri"])
         print(f"MLflow run {benchmark.run_id}; all checks passed")
 

@@ -1,14 +1,15 @@
-"""The Model Analysis Framework's Configuration Options, presets and memory advice, on modelxray.
+"""``AnalysisConfig``: every option with its default, the ``minimal()`` and ``comprehensive()``
+presets, and float16 snapshots to save memory.
 
-    python examples/seed001_config_presets.py
+    python examples/analysis_config_presets.py
 
-The seed documents ``AnalysisConfig`` as a dataclass of flat keys with defaults; here every one of
-them is passed as written (and checked to be the default), then read back as an attribute. The
-presets ``AnalysisConfig.minimal()`` ("param change only, high interval") and
-``AnalysisConfig.comprehensive()`` ("all metrics, frequent sampling") each monitor 510 Adam steps of
-a 64-32-10 MLP on scikit-learn's digits; the asserts check which metric families each one measures
-and how often. Last, the Troubleshooting advice ``snapshot_dtype="float16"``: a snapshot half the
-size of the float32 one, on the CPU. A few seconds on 2 cores.
+``AnalysisConfig`` is a dataclass of flat keys with defaults; here every one of them is passed
+explicitly (and checked to be the default), then read back as an attribute. The presets
+``AnalysisConfig.minimal()`` (parameter change only, at a higher interval) and
+``AnalysisConfig.comprehensive()`` (all metrics, measured more often) each monitor 510 Adam steps of
+a 64-32-10 MLP on scikit-learn's digits with ``ModelAnalysisManager``; the asserts check which metric
+families each one measures and how often. Last, ``snapshot_dtype="float16"`` for when memory is
+short: a snapshot half the size of the float32 one, on the CPU. A few seconds on 2 cores.
 """
 
 from __future__ import annotations
@@ -21,15 +22,13 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from modelxray.data.digits import load_digits_split
-
-# the seed: from grail.trainer.analysis import ModelAnalysisManager, AnalysisConfig
 from modelxray.dynamics import AnalysisConfig, ModelAnalysisManager
 
 STEPS = 510  # minimal() measures once (step 501), comprehensive() ten times (51, 101, ... 501)
 
 
-def seed_configuration_options() -> AnalysisConfig:
-    """The seed's ``AnalysisConfig`` fields with their documented defaults, passed as keywords."""
+def every_option() -> AnalysisConfig:
+    """Every ``AnalysisConfig`` field with its documented default, passed as keywords."""
     return AnalysisConfig(
         # Global
         interval=100,  # Measure every N optimizer steps
@@ -44,13 +43,13 @@ def seed_configuration_options() -> AnalysisConfig:
         sparse_quality_enabled=True,
         sparse_quality_thresholds=[1e-8, 1e-6, 1e-4],
         sparse_quality_include_random=True,  # Random baseline
-        # Future: Gradient, Momentum analysis
+        # Gradient and optimizer-moment analysis (off by default)
         gradient_enabled=False,
         momentum_enabled=False,
     )
 
 
-SEED_DEFAULTS = {
+DEFAULTS = {
     "interval": 100,
     "snapshot_device": "cpu",
     "snapshot_dtype": "float32",
@@ -153,7 +152,7 @@ def check_comprehensive(data) -> None:
 
 
 def check_float16_snapshots(data) -> None:
-    """Troubleshooting, memory errors: ``snapshot_dtype="float16"`` halves the CPU snapshot."""
+    """Short of memory: ``snapshot_dtype="float16"`` halves the CPU snapshot."""
     sizes = {}
     for dtype in ("float32", "float16"):
         config = AnalysisConfig(interval=100, snapshot_dtype=dtype, sparse_quality_enabled=False)
@@ -169,9 +168,9 @@ def check_float16_snapshots(data) -> None:
 
 def main() -> None:
     torch.set_num_threads(1)
-    config = seed_configuration_options()
+    config = every_option()
     assert config == AnalysisConfig(), "the documented values are the defaults"
-    for key, value in SEED_DEFAULTS.items():
+    for key, value in DEFAULTS.items():
         assert getattr(config, key) == value, key
     data = load_digits_split()
     check_minimal(data)

@@ -1,14 +1,15 @@
-"""What the seed-004 examples share: the data as the seed's datasets and DataLoaders, the models
-they train, and the working directory its snippets write into (``./results``, ``./analysis``...).
+"""What the learning-dynamics examples share: the datasets and DataLoaders, the models they train,
+and the working directory their code writes into (``./results``, ``./analysis``...).
 
-Not an example itself: ``examples/seed004_*.py`` import it.
+Not an example itself (``scripts/run_examples.py`` skips ``*_setup.py``): the
+``examples/learning_dynamics_*.py`` scripts and ``examples/lightning_callbacks.py`` import it.
 
 - digits: scikit-learn's 1,347 training and 450 test 8x8 images, 10 classes (offline);
 - the grokking task: a + b mod 23 over all pairs, 80% of them for training, the MLP of
   ``model=mlp`` (one-hot a and b, 256 hidden units, no biases); full-batch AdamW with weight decay
   1.0 makes test accuracy jump long after train accuracy (about epoch 2,700).
 
-The training loaders do not shuffle: the seed computes each batch's dataset positions as
+The training loaders do not shuffle: the examples compute each batch's dataset positions as
 ``batch_idx * batch_size ...``, which holds only for a loader that yields the dataset in order.
 """
 
@@ -49,7 +50,7 @@ def digits_mlp(seed: int = 0) -> nn.Module:
 
 class YourModel(nn.Module):
     """A small CNN on the 8x8 digits whose blocks carry ResNet's names (``layer1`` .. ``layer4``),
-    so the seed's ``layer_names=['layer3', 'layer4']`` name real layers."""
+    so ``layer_names=['layer3', 'layer4']`` name real layers."""
 
     def __init__(self):
         super().__init__()
@@ -81,7 +82,7 @@ def grokking_optimizer(model: nn.Module) -> torch.optim.Optimizer:
 
 @contextlib.contextmanager
 def working_directory(description: str):
-    """Run in ``--out DIR`` (kept) or a temporary directory (removed): the seed's relative paths
+    """Run in ``--out DIR`` (kept) or a temporary directory (removed): the examples' relative paths
     (``./results``, ``./checkpoints``) land there."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--out", help="directory to write results into (default: a temporary one)")

@@ -1,16 +1,17 @@
-"""Seed 004's Integration with Existing Code (BEFORE/AFTER) and its Troubleshooting snippets (Out of
-Memory, Slow Training, Hook Conflicts), run as written with only the import lines changed.
+"""Adding ``LearningDynamicsAnalyzer`` to a training loop you already have (before and after), and
+what to do when tracking costs too much memory or time, or hooks conflict.
 
-    python examples/seed004_integration.py [--out DIR]
+    python examples/learning_dynamics_into_existing_loop.py [--out DIR]
 
-The existing code is a digits MLP trained for 10 epochs (batches of 64). The AFTER version adds the
-seed's three lines; the troubleshooting variants track 500 examples and gradients every 20th
-batch, switch to eval mode around ``track_batch``, and reuse one feature tracker after removing
-another's hooks. One more variant passes the logits the loop already computed
-(``track_batch(..., outputs=outputs)``): no second forward. The asserts check the plots in
-./results, the keys the seed names, and that the eval-mode advice changes nothing (the forward
-of ``track_batch`` runs in eval mode either way). The seed's "Import Errors" snippet is its
-``sys.path`` set-up: here the import is ``from modelxray.learning import ...``.
+The existing code is a digits MLP trained for 10 epochs (batches of 64). The "after" version adds
+three calls: the analyzer, ``track_batch`` per batch, ``compute_epoch_statistics`` per epoch (and
+the plots at the end). Then the variants: short of memory, track 500 examples and gradients every
+20th batch (``GradientFlowAnalyzer``); slow training, switch to eval mode around ``track_batch``,
+or pass the logits the loop already computed (``track_batch(..., outputs=outputs)``: no second
+forward); hook conflicts, remove one ``FeatureEvolutionTracker``'s hooks before creating another,
+or reuse one tracker. The asserts check the plots in ./results, the analysis keys, and that the
+eval-mode switch changes nothing (the forward of ``track_batch`` runs in eval mode either way).
+The import is ``from modelxray.learning import ...``.
 """
 
 from __future__ import annotations
@@ -21,9 +22,8 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn as nn
-from seed004_setup import check_plots, digits_datasets, digits_mlp, loaders, working_directory
+from learning_examples_setup import check_plots, digits_datasets, digits_mlp, loaders, working_directory
 
-# the seed: from data_attribution.analysis import (...)
 from modelxray.learning import FeatureEvolutionTracker, GradientFlowAnalyzer, LearningDynamicsAnalyzer
 
 num_epochs = 10
@@ -75,7 +75,7 @@ def after():
 
 
 def out_of_memory():
-    """Troubleshooting, Out of Memory: fewer tracked examples, gradients every 20th batch."""
+    """Short of memory: fewer tracked examples, gradients every 20th batch."""
     model, optimizer = fresh()
     # Reduce tracked examples
     analyzer = LearningDynamicsAnalyzer(track_examples=500)  # Instead of 1000
@@ -97,7 +97,7 @@ def out_of_memory():
 
 
 def slow_training(with_outputs: bool = False):
-    """Troubleshooting, Slow Training: eval mode around track_batch (or the loop's own logits)."""
+    """Slow training: eval mode around track_batch (or the loop's own logits)."""
     model, optimizer = fresh()
     analyzer = LearningDynamicsAnalyzer(num_classes=10)
     for epoch in range(num_epochs):
@@ -120,7 +120,7 @@ def slow_training(with_outputs: bool = False):
 
 
 def hook_conflicts():
-    """Troubleshooting, Hook Conflicts: one tracker per model."""
+    """Hook conflicts: one tracker per model."""
     model, _ = fresh()
     tracker1 = FeatureEvolutionTracker(model, layer_names=["1"])
     tracker1.track_epoch(train_loader, 0, sample_limit=300)

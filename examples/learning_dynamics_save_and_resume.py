@@ -1,15 +1,16 @@
-"""Seed 004's Best Practices 1 (Memory Management), 3 (Save Analysis State) and 4 (Clean Up), run
-as written with only the import lines changed.
+"""Saving a ``LearningDynamicsAnalyzer``'s state during training and resuming from it, with memory
+kept in check (a limited number of tracked examples, ``sample_limit`` for feature tracking) and
+hooks cleaned up.
 
-    python examples/seed004_save_load.py [--out DIR]
+    python examples/learning_dynamics_save_and_resume.py [--out DIR]
 
 A 64-64-10 MLP trains on digits for epochs 0..50 (batches of 128) with a ``LearningDynamicsAnalyzer``
 limited to the first 1,000 training examples and a ``FeatureEvolutionTracker`` on 500 examples
-every 10th epoch. Every 10th epoch the analyzer is saved as the seed does,
+every 10th epoch. Every 10th epoch the analyzer is saved as
 ``./checkpoints/analyzer_epoch_{epoch}.pkl``: that writes ``analyzer_epoch_{epoch}.pkl.json`` and
-``.pkl.npz`` (JSON and numpy arrays, never pickle). "Later, load and continue": the epoch-50
-analyzer is loaded and records 5 more epochs beside the analyzer that never stopped; the asserts
-check the two agree exactly, and the files and keys the seed names.
+``.pkl.npz`` (JSON and numpy arrays, never pickle). Later, ``LearningDynamicsAnalyzer.load`` reads
+the epoch-50 analyzer back and it records 5 more epochs beside the analyzer that never stopped;
+the asserts check the two agree exactly, and the files and keys written.
 """
 
 from __future__ import annotations
@@ -19,9 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.nn.functional as F
-from seed004_setup import digits_datasets, digits_mlp, loaders, working_directory
+from learning_examples_setup import digits_datasets, digits_mlp, loaders, working_directory
 
-# the seed: from data_attribution.analysis import (...)
 from modelxray.learning import FeatureEvolutionTracker, LearningDynamicsAnalyzer
 
 batch_size = 128
@@ -48,7 +48,7 @@ def main() -> None:
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     Path("checkpoints").mkdir(exist_ok=True)
 
-    # ---- the seed's code: 1. Memory Management ----------------------------------------------------
+    # ---- memory: limit the tracked examples -------------------------------------------------------
     # Limit tracked examples
     analyzer = LearningDynamicsAnalyzer(
         num_classes=10,
@@ -56,7 +56,7 @@ def main() -> None:
     )
     feature_tracker = FeatureEvolutionTracker(model, layer_names=["1"])  # the hidden layer's ReLU
 
-    # ---- the seed's code: 3. Save Analysis State (in the training loop) ----------------------------
+    # ---- save the analysis state in the training loop, load it later ------------------------------
     for epoch in range(51):
         train_epoch(model, optimizer, train_loader, epoch, analyzer)
         if epoch % 10 == 0:
@@ -69,9 +69,9 @@ def main() -> None:
     # Later, load and continue
     analyzer_loaded = LearningDynamicsAnalyzer.load("./checkpoints/analyzer_epoch_50.pkl")
 
-    # ---- the seed's code: 4. Clean Up --------------------------------------------------------------
+    # ---- clean up --------------------------------------------------------------------------------
     feature_tracker.remove_hooks()  # Clean up before deleting
-    # ---- end of the seed's code ------------------------------------------------------------------
+    # ---- checks ----------------------------------------------------------------------------------
 
     for epoch in range(0, 51, 10):
         for suffix in (".pkl.json", ".pkl.npz"):

@@ -1,14 +1,17 @@
-"""The Model Analysis Framework's Quick Start and Custom Training Loop, run with only the import changed.
+"""``ModelAnalysisManager`` and ``AnalysisConfig`` in your own training loop: measure how far the
+weights moved every N optimizer steps, and whether a sparse update would have done the same.
 
-    python examples/seed001_quick_start.py
+    python examples/analysis_manager_quick_start.py
 
 A 64-32-10 MLP trains on scikit-learn's digits (1,347 training images, offline) with SGD; both
-snippets run in a few seconds on 2 cores. The loops are the seed's, plus the lines it leaves out
-(``optimizer.zero_grad()`` and the forward before ``loss.backward()``, the ``optimizer_step``
-counter it prints). ``wandb`` is a recorder standing in for Weights & Biases: the checks read back
-what the loop logged. The asserts check what the seed promises: ``{}`` between intervals, one
-measurement every 100 optimizer steps, its metric names (``param_change/*``, ``sparse/*`` with the
-random baseline), nothing per layer or per component by default, and finite values.
+loops run in a few seconds on 2 cores. The first is the quick start: an ``AnalysisConfig`` with
+parameter change and sparse quality on, ``ModelAnalysisManager.create(config)``, and
+``analyzer.on_optimizer_step(model, inputs=batch)`` after each ``optimizer.step()``, logging what it
+returns. The second is a custom loop over several epochs that prints each measurement. ``wandb``
+is a recorder standing in for Weights & Biases: the checks read back what the loop logged. The
+asserts check ``{}`` between intervals, one measurement every 100 optimizer steps, the metric names
+(``param_change/*``, ``sparse/*`` with the random baseline), nothing per layer or per component by
+default, and finite values.
 """
 
 from __future__ import annotations
@@ -21,15 +24,13 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from modelxray.data.digits import load_digits_split
-
-# the seed: from grail.trainer.analysis import ModelAnalysisManager, AnalysisConfig
 from modelxray.dynamics import AnalysisConfig, ModelAnalysisManager
 
-THRESHOLDS = ("1e-08", "1e-06", "1e-04")  # the seed's default thresholds, as metric names write them
+THRESHOLDS = ("1e-08", "1e-06", "1e-04")  # the default thresholds, as metric names write them
 
 
 class DigitsMLP(nn.Module):
-    """Called on a batch ``{"x", "y"}`` it returns the loss (the seed's ``loss = model(batch)``); on a
+    """Called on a batch ``{"x", "y"}`` it returns the loss (so ``loss = model(batch)``); on a
     tensor of pixels, the logits (what the sparse-quality probe forwards)."""
 
     def __init__(self):
@@ -68,7 +69,7 @@ wandb = Recorder()
 
 
 def quick_start(model: nn.Module, dataloader: DataLoader, optimizer: torch.optim.Optimizer) -> ModelAnalysisManager:
-    """The seed's Quick Start."""
+    """Quick start: configure, create the manager, call it after every optimizer step."""
     # Configure analysis
     config = AnalysisConfig(
         interval=100,  # Measure every 100 optimizer steps
@@ -81,8 +82,8 @@ def quick_start(model: nn.Module, dataloader: DataLoader, optimizer: torch.optim
 
     # In training loop
     for batch in dataloader:
-        optimizer.zero_grad()  # (left out in the seed)
-        loss = model(batch)  # (left out in the seed)
+        optimizer.zero_grad()
+        loss = model(batch)
         loss.backward()
         optimizer.step()
 
@@ -94,18 +95,18 @@ def quick_start(model: nn.Module, dataloader: DataLoader, optimizer: torch.optim
 
 
 def custom_training_loop(model, dataloader, optimizer, num_epochs: int) -> ModelAnalysisManager:
-    """The seed's integration example 2, "Custom Training Loop"."""
+    """A custom training loop over several epochs, printing each measurement."""
     config = AnalysisConfig(interval=100)
     analyzer = ModelAnalysisManager.create(config)
 
-    optimizer_step = 0  # (the seed prints it without defining it)
+    optimizer_step = 0
     for epoch in range(num_epochs):
         for batch in dataloader:
-            optimizer.zero_grad()  # (left out in the seed)
+            optimizer.zero_grad()
             loss = model(batch)
             loss.backward()
             optimizer.step()
-            optimizer_step += 1  # (left out in the seed)
+            optimizer_step += 1
 
             # Analyze
             metrics = analyzer.on_optimizer_step(model, inputs=batch)
@@ -115,7 +116,7 @@ def custom_training_loop(model, dataloader, optimizer, num_epochs: int) -> Model
 
 
 def check_metrics(metrics: dict[str, float]) -> None:
-    """The seed's metric reference for its default config: global change statistics, sparsity at each
+    """The metrics of the default config: global change statistics, sparsity at each
     threshold, sparse-update quality with a random baseline; per-layer and per-component breakdowns,
     gradient and momentum metrics are off by default."""
     for key in ("norm_l2", "norm_l1", "norm_max", "mean", "std"):

@@ -1,14 +1,16 @@
-"""Seed 004's During-Training Analysis (Complete Example) and Best Practice 2 (Periodic
-Tracking), run as written with only the import lines changed.
+"""Several learning-dynamics trackers in one training loop: ``LearningDynamicsAnalyzer`` (per-example
+dynamics), ``GradientFlowAnalyzer``, ``MemorizationDetector`` and ``FeatureEvolutionTracker``, each
+at its own period.
 
-    python examples/seed004_during_training.py [--out DIR]
+    python examples/learning_dynamics_during_training.py [--out DIR]
 
 A 64-128-10 MLP trains on digits with 20% of the training labels flipped (``dataset=digits_noisy``):
-the setting where a model memorizes. Three trackers run together in the seed's loop: per-example
+the setting where a model memorizes. Three trackers run together in the loop: per-example
 dynamics every batch, gradient flow every 10th batch (after ``loss.backward()``, before
-``optimizer.step()``), train/test memorization every 5th epoch. The seed's ``torch.arange(...)``
-is its Minimal Example's formula. The periodic-tracking run adds feature evolution every 10th
-epoch. The asserts check the seed's result keys, the plots in ./analysis and finite values.
+``optimizer.step()``), train/test memorization every 5th epoch; then each writes its plots. A
+second run tracks each analysis at its own period, with feature evolution every 10th epoch and
+``track_batch`` given the logits the loop already computed. The asserts check the result keys, the
+plots in ./analysis, finite values, and that the flipped labels are what the model finds hardest.
 """
 
 from __future__ import annotations
@@ -18,9 +20,8 @@ from pathlib import Path
 
 import torch
 import torch.nn as nn
-from seed004_setup import check_plots, digits_datasets, loaders, working_directory
+from learning_examples_setup import check_plots, digits_datasets, loaders, working_directory
 
-# the seed: from data_attribution.analysis import (...)
 from modelxray.learning import (
     FeatureEvolutionTracker,
     GradientFlowAnalyzer,
@@ -45,7 +46,7 @@ def complete_example() -> None:
     num_epochs = 30
     train_dataset, train_loader, test_loader, model, optimizer, criterion = noisy_digits_run()
 
-    # ---- the seed's code (Complete Example) ------------------------------------------------------
+    # ---- three trackers in one loop --------------------------------------------------------------
     # Initialize analyzers
     dynamics = LearningDynamicsAnalyzer(num_classes=10, track_examples=1000, device=device)
 
@@ -89,7 +90,7 @@ def complete_example() -> None:
     dynamics.plot_learning_dynamics(save_dir="./analysis")
     gradients.plot_gradient_flow(save_dir="./analysis")
     memorization.plot_memorization(save_dir="./analysis")
-    # ---- end of the seed's code ------------------------------------------------------------------
+    # ---- checks ----------------------------------------------------------------------------------
 
     written = {p.name: p for p in Path("analysis").glob("*.png")}
     check_plots(
@@ -126,14 +127,14 @@ def complete_example() -> None:
 
 
 def periodic_tracking() -> None:
-    """Best Practice 2: each analysis at its own period, in one loop."""
+    """Each analysis at its own period, in one loop."""
     num_epochs = 21
     train_dataset, train_loader, test_loader, model, optimizer, criterion = noisy_digits_run(seed=1)
     dynamics = LearningDynamicsAnalyzer(num_classes=10)
     memorization = MemorizationDetector(num_classes=10)
     feature_tracker = FeatureEvolutionTracker(model, layer_names=["1"])  # the hidden ReLU's output
 
-    # ---- the seed's code ("... training ..." filled in) -------------------------------------------
+    # ---- each analysis at its own period ---------------------------------------------------------
     for epoch in range(num_epochs):
         for batch_idx, (inputs, targets) in enumerate(train_loader):
             optimizer.zero_grad()
@@ -154,7 +155,7 @@ def periodic_tracking() -> None:
         # Track every 10 epochs
         if epoch % 10 == 0:
             feature_tracker.track_epoch(train_loader, epoch, sample_limit=500)
-    # ---- end of the seed's code ------------------------------------------------------------------
+    # ---- checks ----------------------------------------------------------------------------------
 
     assert len(dynamics.epoch_stats) == num_epochs
     assert [m["epoch"] for m in memorization.epoch_memorization] == [0, 5, 10, 15, 20]

@@ -1,13 +1,13 @@
-"""Seed 004's Minimal Example, run as written with only its import line changed.
+"""``LearningDynamicsAnalyzer`` in your own training loop, in its smallest form: per-example
+forgetting and dataset cartography from one call per batch and one per epoch.
 
-    python examples/seed004_minimal.py [--out DIR]
+    python examples/learning_dynamics_minimal.py [--out DIR]
 
 A 64-64-10 MLP trains on scikit-learn's digits for 15 epochs (Adam, batches of 64; a few seconds
-on 2 cores). The loop is the seed's; "Your training code here" is filled in with the zero_grad,
-backward and step it leaves out. ``track_batch`` records every batch's per-example loss and
-correctness (one no-grad forward of the batch), ``compute_epoch_statistics`` closes the epoch.
-The asserts check what the seed promises: the analysis keys, hard examples as dataset positions,
-the plots in ./results, finite statistics.
+on 2 cores). ``track_batch`` records every batch's per-example loss and correctness at their
+dataset positions (one no-grad forward of the batch), ``compute_epoch_statistics`` closes the
+epoch, ``analyze_learning_patterns`` and ``plot_learning_dynamics`` report. The asserts check the
+analysis keys, hard examples as dataset positions, the plots in ./results, finite statistics.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import math
 
 import torch
 import torch.nn as nn
-from seed004_setup import check_plots, digits_datasets, digits_mlp, loaders, working_directory
+from learning_examples_setup import check_plots, digits_datasets, digits_mlp, loaders, working_directory
 
-from modelxray.learning import LearningDynamicsAnalyzer  # the seed: from data_attribution.analysis import ...
+from modelxray.learning import LearningDynamicsAnalyzer
 
 num_epochs = 15
 batch_size = 64
@@ -31,7 +31,7 @@ def main() -> None:
     criterion = nn.CrossEntropyLoss()
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
 
-    # ---- the seed's code -------------------------------------------------------------------------
+    # ---- learning dynamics in the training loop ---------------------------------------------------
     # Initialize analyzer
     analyzer = LearningDynamicsAnalyzer(num_classes=10)
 
@@ -56,7 +56,7 @@ def main() -> None:
     analysis = analyzer.analyze_learning_patterns()
     plots = analyzer.plot_learning_dynamics(save_dir="./results")
     print(f"Hard examples: {len(analysis['hard_examples'])}")
-    # ---- end of the seed's code ------------------------------------------------------------------
+    # ---- checks ----------------------------------------------------------------------------------
 
     n_tracked = min(1000, len(train_dataset))  # the default track_examples: the first 1,000 positions
     assert analysis["total_examples_tracked"] == n_tracked and analysis["epochs_recorded"] == num_epochs

@@ -1,15 +1,18 @@
-"""The Model Analysis Framework's Trainer integration (its ``ModelAnalysisCallback``), run on modelxray.
+"""``ModelAnalysisManager`` inside ``transformers.Trainer``: a ``TrainerCallback`` of your own that
+measures at every optimizer step and logs under ``analysis/``.
 
-    python examples/seed001_trainer_callback.py
+    python examples/analysis_manager_hf_trainer.py
 
-The seed's callback class and usage, as written, inside ``transformers.Trainer`` (TRL's
-``GRPOTrainer`` is a Trainer; it needs a reward model and generation, so the plain Trainer stands in
-for it here) fine-tuning modelxray's tiny GPT-2 (2 layers, byte tokenizer, built offline) for 201
-steps on windows of the Python documentation text; about 15 s on 2 cores. ``wandb`` is a recorder
-module standing in for Weights & Biases. The asserts check what the seed promises: the analysis
-metrics logged under ``analysis/`` every 100 optimizer steps, the parameter-change statistics by
-name and finite; the Trainer passes no batch to ``on_step_end``, so the sparse-quality family,
-which needs one, is skipped with one warning and training goes on.
+``ModelAnalysisCallback`` calls ``analyzer.on_optimizer_step`` from ``on_step_end`` and logs what it
+returns; it runs inside ``transformers.Trainer`` (TRL's trainers such as ``GRPOTrainer`` are
+Trainers and take it the same way, ``callbacks=[callback]``; they need a reward model and
+generation, so the plain Trainer shows it here) fine-tuning modelxray's tiny GPT-2 (2 layers, byte
+tokenizer, built offline) for 201 steps on windows of the Python documentation text; about 15 s on
+2 cores. ``wandb`` is a recorder module standing in for Weights & Biases. The asserts check the
+analysis metrics logged under ``analysis/`` every 100 optimizer steps, the parameter-change
+statistics by name and finite; the Trainer passes no batch to ``on_step_end``, so the
+sparse-quality family, which needs one, is skipped with one warning and training goes on.
+modelxray's ready-made callback, ``DynamicsTrainerCallback``, is in docs/training_dynamics.md.
 """
 
 from __future__ import annotations
@@ -29,7 +32,6 @@ from pydoc_data.topics import topics  # noqa: E402
 import torch  # noqa: E402
 from transformers import Trainer, TrainerCallback, TrainingArguments  # noqa: E402
 
-# the seed: from grail.trainer.analysis import ModelAnalysisManager, AnalysisConfig
 from modelxray.dynamics import AnalysisConfig, ModelAnalysisManager  # noqa: E402
 from modelxray.models.tiny_gpt2 import TinyGPT2Source  # noqa: E402
 
@@ -68,8 +70,8 @@ def token_windows(tokenizer, n: int) -> list[dict[str, torch.Tensor]]:
     return [{"input_ids": row, "labels": row} for row in ids]
 
 
-def seed_usage(model, train_dataset, output_dir: str) -> ModelAnalysisManager:
-    """The seed's usage lines, the Trainer in place of ``GRPOTrainer(..., callbacks=[callback])``."""
+def train_with_callback(model, train_dataset, output_dir: str) -> ModelAnalysisManager:
+    """The manager, its callback and a Trainer that calls it (``GRPOTrainer`` takes it the same way)."""
     # Usage
     config = AnalysisConfig(interval=100)
     analyzer = ModelAnalysisManager.create(config)
@@ -97,7 +99,7 @@ def main() -> None:
     wandb = sys.modules["wandb"] = recorder_module()
     lm = TinyGPT2Source(device="cpu").load()
     with tempfile.TemporaryDirectory() as tmp:
-        analyzer = seed_usage(lm.model, token_windows(lm.tokenizer, 256), tmp)
+        analyzer = train_with_callback(lm.model, token_windows(lm.tokenizer, 256), tmp)
     assert analyzer.step == STEPS and len(wandb.logged) == analyzer.measurements == 2, len(wandb.logged)
     for logged in wandb.logged:
         assert all(k.startswith("analysis/") for k in logged)
