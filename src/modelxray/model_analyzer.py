@@ -1,4 +1,4 @@
-"""One analysis object over one model, call by call (the ``ModelAnalyzer`` of seed 000)::
+"""One analysis object over one model, call by call (``ModelAnalyzer``, part of modelxray's Python API)::
 
     from modelxray import ModelAnalyzer
 
@@ -40,7 +40,7 @@ def _model_overrides(model: str | Path) -> list[str]:
 
 
 class ModelAnalyzer:
-    """Seed 000's analysis object; see the module docstring.
+    """One analysis object over one model; see the module docstring.
 
     ``overrides``: config overrides as on the command line (``"analyzer.robustness.pgd_steps=3"``,
     ``"tracker=none"``, ``"quant=int8"``); the analyzers are performance, bitwidth and robustness
@@ -92,7 +92,7 @@ class ModelAnalyzer:
         self.bit_width_analyzer = BitWidthCalls(self)
         self.robustness_analyzer = RobustnessCalls(self)
 
-    # -- the seed's verbs ------------------------------------------------------------------------
+    # -- the analysis calls -----------------------------------------------------------------------
     def analyze_performance(self, data_loader: Any = None) -> dict[str, Any]:
         """Loss, perplexity, accuracy and top-k, latency and throughput, memory, per-module time."""
         return self.analyze("performance", data_loader)
@@ -244,7 +244,7 @@ class ModelAnalyzer:
 
 
 class _Calls:
-    """A seed-000 sub-analyzer (``analyzer.performance_analyzer`` ...) over the same loaded model."""
+    """A sub-analyzer (``analyzer.performance_analyzer`` ...) over the same loaded model."""
 
     def __init__(self, owner: ModelAnalyzer):
         self._owner = owner

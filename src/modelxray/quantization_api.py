@@ -1,4 +1,4 @@
-"""``get_quantization_analyzer``: the quantization-benchmark workflow of design seed 002, as a thin
+"""``get_quantization_analyzer``: the quantization-benchmark workflow of the Python API, as a thin
 adapter over ``analyzer=quant_impact`` (so results, files and MLflow logging are the CLI's)::
 
     from modelxray import get_quantization_analyzer
@@ -42,7 +42,7 @@ GIB = 2**30  # bytes per GB in every ``*_gb`` field (the analyzer's memory_used_
 class StrategyResult:
     """One strategy's row of the analyzer (``result.tables["strategies"]``), field for field.
 
-    The first five fields are the seed's summary: ``memory_used_gb`` is the weights' size in the
+    The first five fields are the benchmark's summary: ``memory_used_gb`` is the weights' size in the
     packed format (GiB), ``accuracy`` is top-1 test accuracy for a classifier (zero-shot accuracy for
     a CLIP-style model) and next-token top-1 accuracy on the evaluated windows for a language model,
     ``inference_time`` the mean seconds of a timed forward pass, ``efficiency_score`` the score of the
@@ -193,7 +193,7 @@ class QuantizationAnalyzer:
         return QuantizationBenchmark.from_outcome(outcome, priority)
 
     def _generate_visualization_data(self, benchmark: QuantizationBenchmark) -> dict[str, Any]:
-        """The seed's name for ``visualization_data``."""
+        """Another name for ``visualization_data``."""
         return visualization_data(benchmark)
 
 
@@ -310,7 +310,7 @@ def _priority(priority: str) -> str:
 
 
 def visualization_data(benchmark: QuantizationBenchmark) -> dict[str, Any]:
-    """The data behind the seed's charts, from the analyzer's tables (memory in GB = GiB, as memory_used_gb).
+    """The data behind the benchmark's charts, from the analyzer's tables (memory in GB = GiB, as memory_used_gb).
 
     ``memory_timeline``: per strategy, process RSS sampled while it was quantized and run (seconds since
     its own start, phases load / quantize / inference); ``memory_usage``: weights, stored and peak

@@ -1,4 +1,4 @@
-"""Forward-pass speed on a user's own batches (seed 000's ``benchmark_inference_speed(data_loader)``).
+"""Forward-pass speed on a user's own batches (``ModelAnalyzer``'s ``benchmark_inference_speed(data_loader)``).
 
 The performance analyzer times synthetic batches of chosen sizes; this times the batches the user's
 DataLoader yields, as they come (one warm-up pass on the first, then one timed pass per batch), so

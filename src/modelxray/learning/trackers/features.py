@@ -1,5 +1,5 @@
 """FeatureEvolutionTracker: how named layers' representations change across epochs or checkpoints,
-on FeatureEvolutionCallback; FEATURE_METRICS maps the seed API's metric names to the callback's."""
+on FeatureEvolutionCallback; FEATURE_METRICS maps the tracker's metric names to the callback's."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from modelxray.learning.callbacks.features import FeatureEvolutionCallback
 from modelxray.learning.loaders import batch_pair
 from modelxray.learning.trackers._shared import _config, _save_figures
 
-# the seed API's feature-metric names -> the feature callback's
+# the tracker's feature-metric names -> the feature callback's
 FEATURE_METRICS = {
     "silhouette_score": "silhouette",
     "silhouette": "silhouette",
