@@ -9,6 +9,24 @@ import torch
 import modelxray
 from modelxray.core.errors import ConfigError
 
+# every analyzer that scores a language model on a loader, each at its smallest
+EVERY_LM_ANALYZER = [
+    "analyzer=[performance,robustness,bitwidth,quant_impact]",
+    "tracker=none",
+    "progress=false",
+    "report.dashboard=false",
+    "analyzer.performance.iters=1",
+    "analyzer.performance.layer_timing=false",
+    "analyzer.robustness.pgd_eps=[]",
+    "analyzer.robustness.weight_noise_levels=[]",
+    "analyzer.robustness.quant_noise_bits=[]",
+    "analyzer.robustness.dropout_rates=[0.1]",
+    "analyzer.robustness.substitution_rates=[]",
+    "analyzer.bitwidth.uniform_bits=[8]",
+    "analyzer.bitwidth.sensitivity=false",
+    "analyzer.quant_impact.strategies=[none,int8]",
+]
+
 
 @pytest.fixture(scope="module")
 def model_and_loader():
@@ -22,24 +40,7 @@ def model_and_loader():
 
 def test_bitwidth_robustness_and_quant_impact_score_the_loaders_rows(model_and_loader, tmp_path):
     model, loader = model_and_loader
-    overrides = [
-        "analyzer=[performance,robustness,bitwidth,quant_impact]",
-        "tracker=none",
-        "threads=1",
-        "progress=false",
-        "report.dashboard=false",
-        "analyzer.performance.iters=1",
-        "analyzer.performance.layer_timing=false",
-        "analyzer.robustness.fgsm_eps=[0.03]",
-        "analyzer.robustness.pgd_eps=[]",
-        "analyzer.robustness.weight_noise_levels=[]",
-        "analyzer.robustness.quant_noise_bits=[]",
-        "analyzer.robustness.dropout_rates=[0.1]",
-        "analyzer.robustness.substitution_rates=[]",
-        "analyzer.bitwidth.uniform_bits=[8]",
-        "analyzer.bitwidth.sensitivity=false",
-        "analyzer.quant_impact.strategies=[none,int8]",
-    ]
+    overrides = [*EVERY_LM_ANALYZER, "threads=1", "analyzer.robustness.fgsm_eps=[0.03]"]
     out = modelxray.analyze(overrides, model=model, dataloader=loader, output_dir=tmp_path)
     assert not out.failed
     m = out.metrics
@@ -220,23 +221,7 @@ def test_a_padded_loader_through_every_analyzer_and_an_iterable_one_read_once(mo
     model, _ = model_and_loader
     rows = _rows()
     ids, mask = _padded(rows)
-    overrides = [
-        "analyzer=[performance,robustness,bitwidth,quant_impact]",
-        "tracker=none",
-        "progress=false",
-        "report.dashboard=false",
-        "analyzer.performance.iters=1",
-        "analyzer.performance.layer_timing=false",
-        "analyzer.robustness.fgsm_eps=[]",
-        "analyzer.robustness.pgd_eps=[]",
-        "analyzer.robustness.weight_noise_levels=[]",
-        "analyzer.robustness.quant_noise_bits=[]",
-        "analyzer.robustness.dropout_rates=[0.1]",
-        "analyzer.robustness.substitution_rates=[]",
-        "analyzer.bitwidth.uniform_bits=[8]",
-        "analyzer.bitwidth.sensitivity=false",
-        "analyzer.quant_impact.strategies=[none,int8]",
-    ]
+    overrides = [*EVERY_LM_ANALYZER, "analyzer.robustness.fgsm_eps=[]"]
     padded = modelxray.analyze(
         overrides,
         model=model,

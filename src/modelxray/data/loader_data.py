@@ -30,13 +30,7 @@ def _pair(batch, key: str) -> tuple[torch.Tensor, torch.Tensor]:
     else:
         x = y = None
     if x is None or y is None:
-        if isinstance(batch, dict):
-            shown = f"mappings with {sorted(batch)}"
-        elif isinstance(batch, (list, tuple)):
-            shown = f"{type(batch).__name__}s of {len(batch)} item(s)"
-        else:
-            shown = type(batch).__name__
-        raise ConfigError(key, f"yields {shown}; a classifier's DataLoader yields {EXPECTED}")
+        raise ConfigError(key, f"yields {_shown(batch)}; a classifier's DataLoader yields {EXPECTED}")
     x, y = torch.as_tensor(x), torch.as_tensor(y)
     if not x.is_floating_point() or y.is_floating_point() or y.dim() != 1 or x.shape[0] != y.shape[0]:
         raise ConfigError(
@@ -139,13 +133,9 @@ def _vision_pair(batch, kind: str, key: str):
     if x is not None and isinstance(x, (list, tuple)):  # torchvision's detection loaders: a list of images
         x = torch.stack([torch.as_tensor(i) for i in x])
     if x is None or y is None or not torch.as_tensor(x).is_floating_point() or torch.as_tensor(x).dim() != 4:
-        if isinstance(batch, dict):
-            shown = f"mappings with {sorted(batch)}"
-        elif isinstance(batch, (list, tuple)):
-            shown = f"{type(batch).__name__}s of {len(batch)} item(s)"
-        else:
-            shown = type(batch).__name__
-        raise ConfigError(key, f"yields {shown}; a {VISION_NOUN[kind]}'s DataLoader yields {VISION_EXPECTED[kind]}")
+        raise ConfigError(
+            key, f"yields {_shown(batch)}; a {VISION_NOUN[kind]}'s DataLoader yields {VISION_EXPECTED[kind]}"
+        )
     if kind == "object_detection" and not (
         isinstance(y, (list, tuple)) and all(isinstance(t, dict) and "boxes" in t for t in y)
     ):
@@ -158,3 +148,12 @@ def most_common_class(mask: torch.Tensor) -> int:
     one label for a backbone's k-NN accuracy."""
     scored = mask[mask >= 0]
     return int(torch.bincount(scored).argmax()) if scored.numel() else 0
+
+
+def _shown(batch) -> str:
+    """What a batch of the wrong shape is, for the one-line error."""
+    if isinstance(batch, dict):
+        return f"mappings with {sorted(batch)}"
+    if isinstance(batch, (list, tuple)):
+        return f"{type(batch).__name__}s of {len(batch)} item(s)"
+    return type(batch).__name__
