@@ -8,9 +8,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from torch import nn
 
-    from modelxray.data.base import ClassificationData, TokenData
-    from modelxray.data.example_inputs import ExampleInputs
-
 
 @dataclass
 class ModelInfo:
@@ -52,10 +49,12 @@ class LoadedModel:
 class Subject:
     model: nn.Module
     tokenizer: Any
-    data: TokenData | ClassificationData | ExampleInputs | None
+    # what the analyzers score, built by the data layer above: TokenData, ClassificationData, a task's
+    # windows or images, a generic model's ExampleInputs; None when the user's batches stand for it
+    data: Any
     info: ModelInfo
     task: str = "causal_lm"  # causal_lm | classification | generic | weights | a text or speech task (models.kinds)
-    batches: Any = None  # a user's DataLoader (Python API); used instead of windows over ``data``
+    batches: Any = None  # a user's token batches (Python API, read once); used instead of windows over ``data``
     applied: list[dict[str, Any]] = field(default_factory=list)  # transformations (quantization...) so far
     # the model's outputs before the run transformed it (quantization), to score agreement against:
     # a classifier's test-split logits, a generic model's outputs on its example inputs
