@@ -167,9 +167,10 @@ class FileSource(ModelSource):
         return "auto"
 
     def declared(self) -> Declared:
-        if self.resolved_format() == "hf_dir":
-            return declared_from_dir(Path(os.path.expanduser(self.path)), self.kind, self.path)
-        return Declared(None if self.kind == "auto" else self.kind)
+        kind = self.resolved_kind()
+        if self.resolved_format() == "hf_dir" and kind != "generic":
+            return declared_from_dir(Path(os.path.expanduser(self.path)), kind, self.path)
+        return Declared(None if kind == "auto" else kind)
 
     def resolved_format(self) -> str:
         return detect_format(Path(os.path.expanduser(self.path))) if self.format == "auto" else self.format
