@@ -475,3 +475,16 @@ def test_what_hydra_or_omegaconf_raise_while_composing_is_one_line(tmp_path):
     assert _error(proc) == "Interpolation key 'oops' not found" and len(proc.stderr.strip().splitlines()) == 1
     proc, _ = _cli(["model=tiny_gpt2", "tracker=none", "+analyzer.x._target_=no_such_module.X"], tmp_path)
     assert _error(proc).startswith("analyzer.x._target_: cannot import 'no_such_module.X': ")
+
+
+def test_what_a_model_option_declares_before_loading(tmp_path):
+    """The kind the pre-load check uses is the one the load would use: a generic HF directory (given
+    inputs) is generic, whatever its config's architecture says."""
+    from modelxray.models.file import FileSource
+    from modelxray.models.hf import HFSource
+
+    path = _hf_dir(tmp_path / "m")
+    assert HFSource(name_or_path=str(path)).declared().kind == "causal_lm"
+    assert HFSource(name_or_path=str(path), kind="masked_lm").declared().kind == "masked_lm"
+    assert FileSource(path=str(path)).declared().max_positions == 64
+    assert FileSource(path=str(path), inputs={"input_ids": [1, 8]}).declared().kind == "generic"
