@@ -224,6 +224,7 @@ def _run(
             (out_dir / "errors" / "run_traceback.txt").write_text(tb)
         if tracker_run is None:  # a crash while loading is recorded: a FAILED run with its traceback
             tracker_run = components.tracker.start(run_name, tags)
+            tracker_run.record(out_dir)
         try:
             tracker_run.log_text(tb, "errors/run_traceback.txt")
         finally:
