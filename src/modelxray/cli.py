@@ -170,9 +170,10 @@ def help_text(conf: Path) -> str:
 def say_error(exc: BaseException) -> None:
     """``modelxray: error: <key>: <message>`` on one line: a message of several lines (Hydra's, an
     import error's) keeps its first two; an OmegaConf error is prefixed with the key it concerns."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    text = (lines[0] + ("" if len(lines) < 2 else (" " if lines[0][-1] in ".:;" else "; ") + lines[1])) if lines else ""
-    text = text or type(exc).__name__
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
+    text = lines[0]
+    if len(lines) > 1:  # a sentence goes on after a space, anything else after a semicolon
+        text += (" " if text[-1] in ".:;" else "; ") + lines[1]
     key = getattr(exc, "full_key", None)
     if isinstance(exc, OmegaConfBaseException) and key and not text.startswith(f"{key}:"):
         text = f"{key}: {text}"
