@@ -20,19 +20,18 @@ def check_task(subject: Subject, analyzers: dict, quant=None) -> None:
             "dataset",
             f"{type(subject.data).__name__} does not fit a {subject.task} model ({subject.info.name}); use {hint}",
         )
-    hints = {
-        "causal_lm": "analyzer=performance, robustness, quant_impact, bitwidth or inspect",
-        "classification": "analyzer=performance, robustness, quant_impact, bitwidth or inspect",
-        "weights": "analyzer=inspect, or set model.architecture so the model can run",
-        "generic": "analyzer=performance or inspect (a generic model has example inputs, no labels or tokens)",
+    why = {
+        "weights": ", or set model.architecture so the model can run",
+        "generic": " (a generic model has example inputs, no labels or tokens)",
     }
     for name, analyzer in analyzers.items():
         if subject.task not in analyzer.tasks:
+            fits = analyzers_for(subject.task)
+            hint = f"analyzer={_one_of(fits)}" if fits else "another analyzer"
             raise ConfigError(
                 f"analyzer.{name}",
                 f"analyzes {' and '.join(analyzer.tasks)} models, and "
-                f"{subject.info.name} is a {subject.task} model; use "
-                f"{hints.get(subject.task, 'another analyzer')}",
+                f"{subject.info.name} is a {subject.task} model; use {hint}{why.get(subject.task, '')}",
             )
     if subject.task == "weights" and quant is not None and getattr(quant, "name", "none") != "none":
         raise ConfigError(
@@ -113,3 +112,16 @@ def check_before_load(source, dataset, dataset_chosen: bool = True) -> None:
 
 def _said_by(declared) -> str:
     return f" ({declared.where})" if declared.where else ""
+
+
+def analyzers_for(task: str) -> list[str]:
+    """The analyzer options that analyze a ``task`` model, from each analyzer's own ``tasks``: the
+    one place that says it, so no list of analyzers is kept by hand."""
+    from modelxray.core.schema import SCHEMA, load_class
+
+    return [name for name, path in SCHEMA["analyzer"].items() if task in load_class(path).tasks]
+
+
+def _one_of(names: list[str]) -> str:
+    """``a, b or c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
