@@ -162,3 +162,14 @@ def test_options_in_a_sub_folder_of_a_group_are_choices(tmp_path):
     check_overrides(["model=team/mine"], [conf_dir(), tmp_path], multirun=False)
     with pytest.raises(ConfigError, match="^model: no option 'team/other'; choose one of: "):
         check_overrides(["model=team/other"], [conf_dir(), tmp_path], multirun=False)
+
+
+def test_the_analyzers_that_fit_a_model_come_from_their_tasks():
+    from modelxray.app.checks import analyzers_for
+    from modelxray.core.schema import SCHEMA, load_class
+
+    assert analyzers_for("weights") == ["inspect"] and analyzers_for("generic") == ["performance", "inspect"]
+    for task in ("causal_lm", "classification", "object_detection", "speech_recognition"):
+        expected = [n for n, p in SCHEMA["analyzer"].items() if task in load_class(p).tasks]
+        assert analyzers_for(task) == expected and "performance" in expected
+    assert "learning_dynamics" in analyzers_for("classification")
