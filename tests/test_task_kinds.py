@@ -420,3 +420,28 @@ def test_model_analyzer_scores_a_dataloader_of_the_kinds_own_batches(dirs, tmp_p
     logits = loaded.model(input_ids=torch.tensor(enc["input_ids"])).logits
     expected = float((logits.argmax(-1) == torch.tensor([1, 3, 1, 3])).float().mean())
     assert out["metrics"]["accuracy"] == pytest.approx(expected) and out["metrics"]["examples_scored"] == 4
+
+
+def test_a_text_classifier_loader_of_tuples_or_tokenizer_batches_scores_as_its_mappings(dirs):
+    """``TensorDataset(input_ids, attention_mask, labels)`` and a tokenizer's ``BatchEncoding`` (no
+    dict) give the examples the mappings give; any other shape is one line naming it."""
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from modelxray.data.for_kind import task_data_from_batches
+
+    loaded = _loaded(dirs, "bert_classifier")
+    enc = loaded.tokenizer(["the cat sat", "a dog ran fast", "it rains", "lists are mutable"], padding=True,
+                           return_tensors="pt")  # fmt: skip
+    labels = torch.tensor([1, 3, 1, 3])
+    mappings = [{"input_ids": enc["input_ids"], "attention_mask": enc["attention_mask"], "labels": labels}]
+    tuples = DataLoader(TensorDataset(enc["input_ids"], enc["attention_mask"], labels), batch_size=4)
+    encoding = dict(enc)  # the same keys, then as the BatchEncoding a tokenizer returns
+    enc["labels"] = labels
+    expected = task_data_from_batches(loaded, mappings)
+    for batches in (tuples, [enc], [{**encoding, "labels": labels}]):
+        got = task_data_from_batches(loaded, batches)
+        for w, e in zip(got.windows, expected.windows, strict=True):
+            assert set(e.inputs) <= set(w.inputs) and all(torch.equal(w.inputs[k], e.inputs[k]) for k in e.inputs)
+        assert [int(w.targets) for w in got.windows] == [1, 3, 1, 3]
+    with pytest.raises(ConfigError, match=r"^dataloader: yields lists of 1 item\(s\); a sequence_classification model"):
+        task_data_from_batches(loaded, DataLoader(TensorDataset(enc["input_ids"]), batch_size=2))

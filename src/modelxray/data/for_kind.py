@@ -257,6 +257,32 @@ def _label_ids(labels: list[str], model: Any, path: str) -> tuple[list[int], lis
     return out, [str(id2label.get(i, i)) for i in range(n)]
 
 
+TEXT_INPUT_KINDS = ("masked_lm", "seq2seq_lm", "sequence_classification", "token_classification")
+
+
+def task_batch(batch: Any, kind: str, key: str) -> dict:
+    """One batch of a text, speech or vision-language model's loader as a mapping of its inputs and
+    ``labels``: a mapping (a dict, a tokenizer's ``BatchEncoding``, a ``datasets`` batch), or for a
+    text model a ``TensorDataset``'s ``(input_ids, labels)`` or ``(input_ids, attention_mask, labels)``."""
+    from collections.abc import Mapping
+
+    if isinstance(batch, Mapping) and "labels" in batch:
+        return dict(batch)
+    if isinstance(batch, (list, tuple)) and kind in TEXT_INPUT_KINDS and len(batch) in (2, 3):
+        names = ("input_ids", "labels") if len(batch) == 2 else ("input_ids", "attention_mask", "labels")
+        return dict(zip(names, batch))
+    if isinstance(batch, Mapping):
+        shown = f"a mapping with {sorted(batch)} and no labels"
+    elif isinstance(batch, (list, tuple)):
+        shown = f"{type(batch).__name__}s of {len(batch)} item(s)"
+    else:
+        shown = type(batch).__name__
+    tuples = " or (input_ids, labels), (input_ids, attention_mask, labels)" if kind in TEXT_INPUT_KINDS else ""
+    raise ConfigError(
+        key, f"yields {shown}; a {kind} model's DataLoader yields mappings of its inputs and labels{tuples}"
+    )
+
+
 def task_data_from_batches(loaded: Any, batches: Any, key: str = "dataloader") -> TaskData:
     """A user's DataLoader of a text, speech or vision-language model's batches (Hugging Face style
     mappings: the model's inputs and ``labels``, -100 = not scored) as windows: a seq2seq model's
@@ -270,9 +296,8 @@ def task_data_from_batches(loaded: Any, batches: Any, key: str = "dataloader") -
     if kind == "speech_ctc":
         raise ConfigError(key, "a CTC speech model is scored by transcripts: use dataset=audio_folder")
     windows = []
-    for batch in batches:
-        if not isinstance(batch, dict) or "labels" not in batch:
-            raise ConfigError(key, f"each batch must be a mapping of the model's inputs and labels, got {type(batch)}")
+    for raw in batches:
+        batch = task_batch(raw, kind, key)
         labels = torch.as_tensor(batch["labels"])
         inputs = {k: torch.as_tensor(v) for k, v in batch.items() if k != "labels"}
         if kind in ("seq2seq_lm", "speech_seq2seq") and "decoder_input_ids" not in inputs:
