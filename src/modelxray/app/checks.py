@@ -76,14 +76,6 @@ def check_finite_weights(model, analyzers: dict) -> None:
         )
 
 
-# the datasets of each modality, for the one-line error
-DATASETS_OF = {
-    "text": "a text dataset (pydoc_topics, text_files, wikitext2, labelled_text, text_pairs)",
-    "images": "an image dataset (digits, image_folder, digit_canvases, coco_folder, mask_folder, image_questions)",
-    "audio": "dataset=audio_folder or a text dataset (spoken by espeak-ng)",
-}
-
-
 def check_before_load(source, dataset, dataset_chosen: bool = True) -> None:
     """The model's kind and positions as its own config says (``source.declared()``: config.json or
     the option's keys) against the dataset, before any weight is read: a mismatch that would show only
@@ -98,7 +90,7 @@ def check_before_load(source, dataset, dataset_chosen: bool = True) -> None:
         raise ConfigError(
             "dataset",
             f"{name} holds {modality}, and the model is of kind {declared.kind}{_said_by(declared)}, which needs "
-            f"{' or '.join(fits)}; use {DATASETS_OF[fits[0]]}",
+            f"{' or '.join(fits)}; use {_a(fits[0].removesuffix('s'))} dataset ({', '.join(datasets_of(fits[0]))})",
         )
     seq_len = getattr(dataset, "seq_len", None)  # windows of exactly seq_len tokens: causal and masked LMs
     full_windows = declared.kind in ("causal_lm", "masked_lm")
@@ -120,6 +112,18 @@ def analyzers_for(task: str) -> list[str]:
     from modelxray.core.schema import SCHEMA, load_class
 
     return [name for name, path in SCHEMA["analyzer"].items() if task in load_class(path).tasks]
+
+
+def datasets_of(modality: str) -> list[str]:
+    """The dataset options whose examples are of ``modality`` (text, images, audio), from each
+    dataset's own ``modality``."""
+    from modelxray.core.schema import SCHEMA, load_class
+
+    return [name for name, path in SCHEMA["dataset"].items() if getattr(load_class(path), "modality", None) == modality]
+
+
+def _a(noun: str) -> str:
+    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
 
 
 def _one_of(names: list[str]) -> str:
