@@ -271,12 +271,9 @@ def task_batch(batch: Any, kind: str, key: str) -> dict:
     if isinstance(batch, (list, tuple)) and kind in TEXT_INPUT_KINDS and len(batch) in (2, 3):
         names = ("input_ids", "labels") if len(batch) == 2 else ("input_ids", "attention_mask", "labels")
         return dict(zip(names, batch))
-    if isinstance(batch, Mapping):
-        shown = f"a mapping with {sorted(batch)} and no labels"
-    elif isinstance(batch, (list, tuple)):
-        shown = f"{type(batch).__name__}s of {len(batch)} item(s)"
-    else:
-        shown = type(batch).__name__
+    from modelxray.data.loader_data import describe_batch
+
+    shown = describe_batch(batch) + (" and no labels" if isinstance(batch, Mapping) else "")
     tuples = " or (input_ids, labels), (input_ids, attention_mask, labels)" if kind in TEXT_INPUT_KINDS else ""
     raise ConfigError(
         key, f"yields {shown}; a {kind} model's DataLoader yields mappings of its inputs and labels{tuples}"

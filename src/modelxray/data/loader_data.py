@@ -11,6 +11,8 @@ that calibrate (GPTQ, AWQ) need a configured dataset.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch
 
 from modelxray.core.errors import ConfigError
@@ -30,7 +32,7 @@ def _pair(batch, key: str) -> tuple[torch.Tensor, torch.Tensor]:
     else:
         x = y = None
     if x is None or y is None:
-        raise ConfigError(key, f"yields {_shown(batch)}; a classifier's DataLoader yields {EXPECTED}")
+        raise ConfigError(key, f"yields {describe_batch(batch)}; a classifier's DataLoader yields {EXPECTED}")
     x, y = torch.as_tensor(x), torch.as_tensor(y)
     if not x.is_floating_point() or y.is_floating_point() or y.dim() != 1 or x.shape[0] != y.shape[0]:
         raise ConfigError(
@@ -134,7 +136,7 @@ def _vision_pair(batch, kind: str, key: str):
         x = torch.stack([torch.as_tensor(i) for i in x])
     if x is None or y is None or not torch.as_tensor(x).is_floating_point() or torch.as_tensor(x).dim() != 4:
         raise ConfigError(
-            key, f"yields {_shown(batch)}; a {VISION_NOUN[kind]}'s DataLoader yields {VISION_EXPECTED[kind]}"
+            key, f"yields {describe_batch(batch)}; a {VISION_NOUN[kind]}'s DataLoader yields {VISION_EXPECTED[kind]}"
         )
     if kind == "object_detection" and not (
         isinstance(y, (list, tuple)) and all(isinstance(t, dict) and "boxes" in t for t in y)
@@ -150,9 +152,9 @@ def most_common_class(mask: torch.Tensor) -> int:
     return int(torch.bincount(scored).argmax()) if scored.numel() else 0
 
 
-def _shown(batch) -> str:
+def describe_batch(batch) -> str:
     """What a batch of the wrong shape is, for the one-line error."""
-    if isinstance(batch, dict):
+    if isinstance(batch, Mapping):
         return f"mappings with {sorted(batch)}"
     if isinstance(batch, (list, tuple)):
         return f"{type(batch).__name__}s of {len(batch)} item(s)"
