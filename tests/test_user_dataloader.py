@@ -205,6 +205,7 @@ def test_a_hugging_face_dataset_and_the_language_modeling_collator(tmp_path):
         ((torch.rand(2, 8),), "yields input ids of shape (2, 8) and dtype torch.float32; expected integer token ids"),
         ((torch.ones(2, 8, dtype=torch.long) * 5, torch.tensor([0, 1])), "yields labels of shape (2,) for input ids"),
         ((torch.ones(2, 8, dtype=torch.long),) * 4, "yields tuples of 4 items; expected a (batch, tokens) tensor"),
+        ((torch.ones(2, 8, dtype=torch.long) * 5, torch.rand(2, 8) * 3), "yields float labels; a language model's"),
     ],
 )
 def test_a_loader_of_another_shape_is_one_line_naming_it(batch, expected):

@@ -56,10 +56,10 @@ def token_batch(batch, key: str = "dataloader") -> TokenBatch:
             f"yields input ids of shape {tuple(ids.shape)} and dtype {ids.dtype}; expected integer token ids: {EXPECTED}",
         )
     mask = torch.ones_like(ids, dtype=torch.bool) if mask is None else _same(mask, ids, "attention_mask", key).bool()
-    labels = ids.clone() if labels is None else _same(labels, ids, "labels", key).long()
+    labels = ids.clone() if labels is None else _same(labels, ids, "labels", key)
     if labels.is_floating_point():
         raise ConfigError(key, f"yields float labels; a language model's labels are token ids: {EXPECTED}")
-    return TokenBatch(ids.long(), mask, labels.masked_fill(~mask, IGNORE))
+    return TokenBatch(ids.long(), mask, labels.long().masked_fill(~mask, IGNORE))
 
 
 def _parts(batch, key: str):
