@@ -22,7 +22,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from modelxray.data.digits import load_digits_split
-from modelxray.dynamics import AnalysisConfig, ModelAnalysisManager
+from modelxray.training_dynamics import AnalysisConfig, ModelAnalysisManager
 
 STEPS = 510  # minimal() measures once (step 501), comprehensive() ten times (51, 101, ... 501)
 

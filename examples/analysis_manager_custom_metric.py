@@ -23,7 +23,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from modelxray.data.digits import load_digits_split
-from modelxray.dynamics import AnalysisConfig, MetricComputer, ModelAnalysisManager
+from modelxray.training_dynamics import AnalysisConfig, MetricComputer, ModelAnalysisManager
 
 STEPS = 210  # the first call snapshots; steps 51, 101, 151, 201 measure
 

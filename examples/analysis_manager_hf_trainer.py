@@ -32,8 +32,8 @@ from pydoc_data.topics import topics  # noqa: E402
 import torch  # noqa: E402
 from transformers import Trainer, TrainerCallback, TrainingArguments  # noqa: E402
 
-from modelxray.dynamics import AnalysisConfig, ModelAnalysisManager  # noqa: E402
 from modelxray.models.tiny_gpt2 import TinyGPT2Source  # noqa: E402
+from modelxray.training_dynamics import AnalysisConfig, ModelAnalysisManager  # noqa: E402
 
 STEPS = 201  # the first call snapshots; steps 101 and 201 measure
 SEQ_LEN = 32

@@ -28,8 +28,8 @@ from pydoc_data.topics import topics  # noqa: E402
 
 import torch  # noqa: E402
 
-from modelxray.dynamics import AnalysisConfig, DynamicsError, ModelAnalysisManager  # noqa: E402
 from modelxray.models.tiny_gpt2 import TinyGPT2Source  # noqa: E402
+from modelxray.training_dynamics import AnalysisConfig, DynamicsError, ModelAnalysisManager  # noqa: E402
 
 SEQ_LEN, BATCH = 32, 4
 

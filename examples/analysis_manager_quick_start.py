@@ -24,7 +24,7 @@ from torch import nn
 from torch.utils.data import DataLoader, Dataset
 
 from modelxray.data.digits import load_digits_split
-from modelxray.dynamics import AnalysisConfig, ModelAnalysisManager
+from modelxray.training_dynamics import AnalysisConfig, ModelAnalysisManager
 
 THRESHOLDS = ("1e-08", "1e-06", "1e-04")  # the default thresholds, as metric names write them
 

@@ -24,7 +24,7 @@ from pathlib import Path
 import torch
 from learning_examples_setup import YourModel, check_plots, digits_datasets, loaders, working_directory
 
-from modelxray.learning import FeatureEvolutionTracker, MemorizationDetector, PhaseTransitionAttributor
+from modelxray.learning_dynamics import FeatureEvolutionTracker, MemorizationDetector, PhaseTransitionAttributor
 
 device = torch.device("cpu")
 train_dataset, test_dataset = digits_datasets()

@@ -36,7 +36,7 @@ from learning_examples_setup import (
 from torch.utils.data import DataLoader, TensorDataset
 
 from modelxray.data.digits_variants import DigitsSpurious
-from modelxray.learning import LearningDynamicsAnalyzer
+from modelxray.learning_dynamics import LearningDynamicsAnalyzer
 
 before_saving: dict[str, dict] = {}  # each analysis as computed in the training process
 

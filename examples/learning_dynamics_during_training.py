@@ -22,7 +22,7 @@ import torch
 import torch.nn as nn
 from learning_examples_setup import check_plots, digits_datasets, loaders, working_directory
 
-from modelxray.learning import (
+from modelxray.learning_dynamics import (
     FeatureEvolutionTracker,
     GradientFlowAnalyzer,
     LearningDynamicsAnalyzer,

@@ -11,7 +11,7 @@ or pass the logits the loop already computed (``track_batch(..., outputs=outputs
 forward); hook conflicts, remove one ``FeatureEvolutionTracker``'s hooks before creating another,
 or reuse one tracker. The asserts check the plots in ./results, the analysis keys, and that the
 eval-mode switch changes nothing (the forward of ``track_batch`` runs in eval mode either way).
-The import is ``from modelxray.learning import ...``.
+The import is ``from modelxray.learning_dynamics import ...``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import torch
 import torch.nn as nn
 from learning_examples_setup import check_plots, digits_datasets, digits_mlp, loaders, working_directory
 
-from modelxray.learning import FeatureEvolutionTracker, GradientFlowAnalyzer, LearningDynamicsAnalyzer
+from modelxray.learning_dynamics import FeatureEvolutionTracker, GradientFlowAnalyzer, LearningDynamicsAnalyzer
 
 num_epochs = 10
 batch_size = 64

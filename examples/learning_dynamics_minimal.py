@@ -18,7 +18,7 @@ import torch
 import torch.nn as nn
 from learning_examples_setup import check_plots, digits_datasets, digits_mlp, loaders, working_directory
 
-from modelxray.learning import LearningDynamicsAnalyzer
+from modelxray.learning_dynamics import LearningDynamicsAnalyzer
 
 num_epochs = 15
 batch_size = 64

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from learning_examples_setup import digits_datasets, digits_mlp, loaders, working_directory
 
-from modelxray.learning import FeatureEvolutionTracker, LearningDynamicsAnalyzer
+from modelxray.learning_dynamics import FeatureEvolutionTracker, LearningDynamicsAnalyzer
 
 batch_size = 128
 

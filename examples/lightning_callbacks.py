@@ -31,8 +31,8 @@ from lightning.pytorch.loggers import CSVLogger
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from modelxray.dynamics import DynamicsConfig
 from modelxray.training.lightning_callbacks import DynamicsCallback, LearningDynamicsCallback
+from modelxray.training_dynamics import DynamicsConfig
 
 EPOCHS, BATCH, INTERVAL = 6, 64, 21
 

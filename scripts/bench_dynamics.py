@@ -18,10 +18,10 @@ import time
 
 import torch
 
-from modelxray.dynamics import DynamicsConfig, DynamicsMonitor
-from modelxray.dynamics.base import MetricContext, ParameterDelta
-from modelxray.dynamics.param_change import ParameterChangeMetrics
-from modelxray.dynamics.snapshot import Snapshot
+from modelxray.training_dynamics import DynamicsConfig, DynamicsMonitor
+from modelxray.training_dynamics.base import MetricContext, ParameterDelta
+from modelxray.training_dynamics.param_change import ParameterChangeMetrics
+from modelxray.training_dynamics.snapshot import Snapshot
 
 
 def best(fn, repeat: int) -> float:

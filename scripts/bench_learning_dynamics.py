@@ -23,7 +23,7 @@ import torch
 from modelxray.core import progress
 from modelxray.data.digits import load_digits_split
 from modelxray.data.modular_addition import ModularArithmetic
-from modelxray.learning import ExampleDynamicsCallback, FeatureEvolutionCallback
+from modelxray.learning_dynamics import ExampleDynamicsCallback, FeatureEvolutionCallback
 from modelxray.models.grokking import MLPSource
 from modelxray.training.config import TrainConfig
 from modelxray.training.loop import train

@@ -9,11 +9,11 @@ import pytest
 import torch
 from torch import nn
 
-from modelxray.dynamics import DynamicsConfig, DynamicsError, DynamicsMonitor, ParamChangeConfig, SparseConfig
-from modelxray.dynamics.change_stats import part_stats
-from modelxray.dynamics.low_rank import rank_energy, top_svd
-from modelxray.dynamics.naming import component, fmt_threshold, layer_index, parts
-from modelxray.dynamics.sparse_quality import random_mask, top_mask
+from modelxray.training_dynamics import DynamicsConfig, DynamicsError, DynamicsMonitor, ParamChangeConfig, SparseConfig
+from modelxray.training_dynamics.change_stats import part_stats
+from modelxray.training_dynamics.low_rank import rank_energy, top_svd
+from modelxray.training_dynamics.naming import component, fmt_threshold, layer_index, parts
+from modelxray.training_dynamics.sparse_quality import random_mask, top_mask
 
 
 def _mlp(seed: int = 0) -> nn.Sequential:
@@ -209,7 +209,7 @@ def test_rank_r_energy_of_a_rank_r_matrix_is_one():
 
 
 def test_adam_last_update_equals_the_real_step_and_grad_norms_undo_clipping():
-    from modelxray.dynamics.optim_stats import is_decoupled, last_update
+    from modelxray.training_dynamics.optim_stats import is_decoupled, last_update
 
     model = _mlp()
     opt = torch.optim.AdamW(model.parameters(), lr=0.01, weight_decay=0.1)

@@ -13,15 +13,15 @@ from safetensors.torch import save_file
 from torch import nn
 
 from conftest import mlflow_runs, run_cli
+from modelxray.analyzers.inspect.weights import analyze_weights
 from modelxray.core.errors import ConfigError
 from modelxray.inspection import advice
-from modelxray.inspection.architecture import classify, classify_names
-from modelxray.inspection.inputs import infer_input
-from modelxray.inspection.weights import analyze_weights
 from modelxray.measure.flops import closed_form_gpt2_flops
 from modelxray.metrics.tensor_stats import StatsConfig
+from modelxray.models.architecture import classify, classify_names
 from modelxray.models.digits_classifier import build_digits_model
 from modelxray.models.file import FileSource
+from modelxray.models.input_inference import infer_input
 from modelxray.models.tiny_gpt2 import TinyGPT2Source
 
 

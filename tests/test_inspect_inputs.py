@@ -17,7 +17,7 @@ from modelxray.analyzers.inspect import InspectAnalyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import RunContext
 from modelxray.core.subject import ModelInfo, Subject
-from modelxray.inspection.inputs import infer_input
+from modelxray.models.input_inference import infer_input
 
 
 class GreyCNN(nn.Module):

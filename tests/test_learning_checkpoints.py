@@ -130,7 +130,7 @@ def test_epoch_models_loaders_and_a_class_give_the_same_result(saved, reference)
     with the dataset name: one replay, one set of numbers."""
     from torch.utils.data import DataLoader, TensorDataset
 
-    from modelxray.learning import LearningDynamicsAnalyzer as PerEpoch
+    from modelxray.learning_dynamics import LearningDynamicsAnalyzer as PerEpoch
 
     data = saved["data"]
     models = {}

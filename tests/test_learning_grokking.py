@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from modelxray.data.modular_addition import ModularArithmetic
-from modelxray.learning import ExampleDynamicsCallback, FeatureEvolutionCallback, MemorizationCallback
+from modelxray.learning_dynamics import ExampleDynamicsCallback, FeatureEvolutionCallback, MemorizationCallback
 from modelxray.models.grokking import MLPSource
 from modelxray.training.callbacks import TrainState
 

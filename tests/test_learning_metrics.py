@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 import torch
 
-from modelxray.learning.cartography import RegionThresholds, cartography, hard_example_order
-from modelxray.learning.cka import linear_cka
-from modelxray.learning.forgetting import forgetting_histogram, forgetting_stats
-from modelxray.learning.fourier import fourier_sparsity, frequency_energy, top_frequencies
-from modelxray.learning.memorization import gap_events, region_overlap
-from modelxray.learning.recorder import ExampleRecorder
-from modelxray.learning.state import load_state, save_state
-from modelxray.learning.transitions import change_points, detect_transitions, transition_step
+from modelxray.learning_dynamics.cartography import RegionThresholds, cartography, hard_example_order
+from modelxray.learning_dynamics.cka import linear_cka
+from modelxray.learning_dynamics.forgetting import forgetting_histogram, forgetting_stats
+from modelxray.learning_dynamics.fourier import fourier_sparsity, frequency_energy, top_frequencies
+from modelxray.learning_dynamics.memorization import gap_events, region_overlap
+from modelxray.learning_dynamics.recorder import ExampleRecorder
+from modelxray.learning_dynamics.state import load_state, save_state
+from modelxray.learning_dynamics.transitions import change_points, detect_transitions, transition_step
 
 N = np.nan
 CORRECT = np.array(
@@ -106,7 +106,7 @@ def test_recorder_from_logits_matches_pure_functions_and_hand_values():
     for key in ("events", "first_learned", "unforgettable", "never_learned"):
         np.testing.assert_array_equal(getattr(f_run, key), getattr(f_pure, key))
     assert f_run.events.tolist() == [1, 0, 0, 2, 1]
-    from modelxray.learning.cartography import cartography_from_sums
+    from modelxray.learning_dynamics.cartography import cartography_from_sums
 
     c_sum = cartography_from_sums(rec.count, rec.sum_p, rec.sum_p2, rec.sum_correct)
     c_hist = cartography(h["p_true"], h["correct"])
@@ -131,7 +131,7 @@ def test_recorder_blocks_reads_and_resume_match_the_pure_functions(monkeypatch):
     """Epochs are buffered in blocks and folded later: over several blocks, with examples unseen in
     some epochs, results read mid-epoch and a save/load mid-block, the running statistics equal
     the pure functions on the history and a recorder without history."""
-    import modelxray.learning.recorder as recorder_module
+    import modelxray.learning_dynamics.recorder as recorder_module
 
     monkeypatch.setattr(recorder_module, "BLOCK_EPOCHS", 4)
     rng = np.random.default_rng(0)
@@ -314,7 +314,7 @@ def test_state_round_trips_exactly(tmp_path):
 
 
 def test_cartography_regions_by_share_of_variability():
-    from modelxray.learning.cartography import RegionThresholds, assign_regions
+    from modelxray.learning_dynamics.cartography import RegionThresholds, assign_regions
 
     var = np.array([0.30, 0.25, 0.22, 0.21, 0.05, 0.01])
     conf = np.array([0.5, 0.5, 0.9, 0.1, 0.9, 0.1])

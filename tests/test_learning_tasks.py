@@ -11,7 +11,7 @@ from modelxray.core.errors import ConfigError
 from modelxray.data.digits_defects import MARKER_PIXELS
 from modelxray.data.digits_variants import DigitsNoisy, DigitsSpurious
 from modelxray.data.modular_addition import ModularArithmetic
-from modelxray.learning import (
+from modelxray.learning_dynamics import (
     ExampleDynamicsCallback,
     FeatureEvolutionCallback,
     GradientFlowCallback,
@@ -89,7 +89,7 @@ def test_transformer_last_position_equals_full_causal_forward(n_layers):
 
 
 def test_transformer_works_with_per_example_gradients():
-    from modelxray.learning.attribution import TracInCheckpoint, tracin
+    from modelxray.learning_dynamics.attribution import TracInCheckpoint, tracin
 
     m = GrokkingTransformerSource(p=7, d_model=16, n_heads=2, d_mlp=32, device="cpu").load().model
     d = ModularArithmetic(p=7).load()
@@ -188,7 +188,7 @@ def test_gradient_flow_flags_and_config_errors():
     assert {r["flag"] for r in rep.tables["gradient_flow"]} == {"vanishing"}
     with pytest.raises(ConfigError, match="every_n_epochs"):
         ExampleDynamicsCallback(every_n_epochs=0)
-    from modelxray.learning import MemorizationConfig
+    from modelxray.learning_dynamics import MemorizationConfig
 
     built = MemorizationConfig(every_n_epochs=3).build()  # a Hydra target can be the config dataclass
     assert isinstance(built, MemorizationCallback) and built.config.every_n_epochs == 3
@@ -198,7 +198,7 @@ def test_gradient_flow_flags_and_config_errors():
 
 
 def test_plots_render_from_reports(tmp_path):
-    from modelxray.learning.plots import figures
+    from modelxray.learning_dynamics.plots import figures
     from modelxray.plotting import save
 
     data = DigitsNoisy(noise=0.2).load()
@@ -260,7 +260,7 @@ def test_callbacks_in_the_project_training_loop():
 def test_memorization_shares_the_loops_evaluation_of_the_same_weights(monkeypatch):
     """The loop's eval/ pass and the memorization callback evaluate the same weights once; an
     optimizer step makes the next evaluation run again."""
-    import modelxray.learning.evaluation as evaluation
+    import modelxray.learning_dynamics.evaluation as evaluation
     from modelxray.training.tasks import ClassificationTask
 
     calls = []

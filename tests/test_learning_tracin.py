@@ -4,7 +4,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from modelxray.learning.attribution import TracInCheckpoint, learned_targets, tracin
+from modelxray.learning_dynamics.attribution import TracInCheckpoint, learned_targets, tracin
 
 
 def _blobs(n_per_class: int, seed: int):

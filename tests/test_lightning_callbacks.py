@@ -17,8 +17,8 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset, default_collate
 
 from modelxray.core.errors import ConfigError
-from modelxray.dynamics import DynamicsConfig, DynamicsMonitor
-from modelxray.learning import GradientFlowAnalyzer, LearningDynamicsAnalyzer, MemorizationDetector
+from modelxray.learning_dynamics import GradientFlowAnalyzer, LearningDynamicsAnalyzer, MemorizationDetector
+from modelxray.training_dynamics import DynamicsConfig, DynamicsMonitor
 
 N, D, C, BS, EPOCHS, CLIP = 64, 8, 4, 16, 2, 0.5
 STEPS = EPOCHS * N // BS  # 8 optimizer steps

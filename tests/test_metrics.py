@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from modelxray.metrics.lm import LMScore, batch_token_stats, bits_per_byte, perplexity
-from modelxray.metrics.memory import count_parameters, tensor_bytes_by_dtype
+from modelxray.metrics.tensor_bytes import count_parameters, tensor_bytes_by_dtype
 from modelxray.metrics.windows import IGNORE
 
 

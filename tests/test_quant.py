@@ -195,7 +195,7 @@ def test_int4_g32_asym_reproduces_the_embedded_q4_1_weights_exactly():
 
 @pytest.mark.skipif(importlib.util.find_spec("torchao") is None, reason="torchao not installed")
 def test_torchao_int8_really_stores_int8_and_keeps_quality(trained_tiny):
-    from modelxray.metrics.memory import tensor_bytes_by_dtype
+    from modelxray.metrics.tensor_bytes import tensor_bytes_by_dtype
 
     subject = _subject(trained_tiny)
     qs, report = build_components(compose(["model=tiny_gpt2", "quant=int8_torchao"])).quant.apply(subject)

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from modelxray.core.errors import ConfigError
-from modelxray.dynamics import (
+from modelxray.training_dynamics import (
     AnalysisConfig,
     DynamicsConfig,
     DynamicsMonitor,
@@ -18,7 +18,7 @@ from modelxray.dynamics import (
     ModelAnalysisManager,
     ParamChangeConfig,
 )
-from modelxray.dynamics.aliases import FLAT_KEYS
+from modelxray.training_dynamics.aliases import FLAT_KEYS
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "examples").glob("analysis_*.py"))  # ModelAnalysisManager and AnalysisConfig

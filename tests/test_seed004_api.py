@@ -1,4 +1,4 @@
-"""The learning trackers of a user's loop (``modelxray.learning.trackers``, seed 004's API): their
+"""The learning trackers of a user's loop (``modelxray.learning_dynamics.trackers``, seed 004's API): their
 numbers equal the callbacks' and hand computations, bad input fails before work in one line, and
 the learning-dynamics examples run."""
 
@@ -15,7 +15,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from modelxray.core.errors import ConfigError
-from modelxray.learning import (
+from modelxray.learning_dynamics import (
     ExampleDynamicsCallback,
     FeatureEvolutionTracker,
     GradientFlowAnalyzer,
@@ -23,8 +23,8 @@ from modelxray.learning import (
     MemorizationDetector,
     PhaseTransitionAttributor,
 )
-from modelxray.learning.attribution import TracInCheckpoint, tracin
-from modelxray.learning.evaluation import EvalResult, evaluate
+from modelxray.learning_dynamics.attribution import TracInCheckpoint, tracin
+from modelxray.learning_dynamics.evaluation import EvalResult, evaluate
 from modelxray.training.callbacks import TrainState
 
 REPO = Path(__file__).resolve().parents[1]
@@ -283,8 +283,8 @@ def test_detect_phase_transitions_on_a_hand_built_series():
 
 
 def test_feature_tracker_equals_the_callback_on_the_same_sample():
-    from modelxray.learning.cka import linear_cka
-    from modelxray.learning.features import capture_activations, silhouette_by_class
+    from modelxray.learning_dynamics.cka import linear_cka
+    from modelxray.learning_dynamics.features import capture_activations, silhouette_by_class
 
     x, y = _data()
     model = _model()

@@ -75,9 +75,9 @@ def test_trainer_callback_logs_step_indexed_metrics_to_mlflow(tmp_path):
     import mlflow
     from transformers import Trainer, TrainingArguments
 
-    from modelxray.dynamics import DynamicsConfig, DynamicsMonitor
     from modelxray.models.tiny_gpt2 import TinyGPT2Source
     from modelxray.training.hf_callback import DynamicsTrainerCallback
+    from modelxray.training_dynamics import DynamicsConfig, DynamicsMonitor
 
     model = TinyGPT2Source(device="cpu").load().model
     gen = torch.Generator().manual_seed(0)

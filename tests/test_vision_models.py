@@ -127,7 +127,7 @@ def test_cli_an_image_model_on_text_or_too_few_labels_is_a_one_line_error(vit_di
 def test_inspect_names_vision_transformers_and_dual_encoders(vit_dir, resnet_dir):
     from transformers import CLIPConfig, CLIPModel
 
-    from modelxray.inspection.architecture import classify
+    from modelxray.models.architecture import classify
 
     vit = HFSource(name_or_path=str(vit_dir), device="cpu").load().model
     assert classify(vit)[0] == "vision transformer"
@@ -140,7 +140,7 @@ def test_inspect_names_vision_transformers_and_dual_encoders(vit_dir, resnet_dir
 
 def test_the_digits_vit_trains_seeded_and_is_cached_by_its_settings(tmp_path):
     from modelxray.data.digits import load_digits_split
-    from modelxray.inspection.architecture import classify
+    from modelxray.models.architecture import classify
     from modelxray.models.digits_classifier import DigitsClassifierSource
     from modelxray.quant.verb import quantize
 

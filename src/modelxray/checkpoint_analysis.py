@@ -217,7 +217,7 @@ def _data(train_data, test_data, dataset) -> ClassificationData:
             missing,
             "is needed: train_data and test_data (Datasets or DataLoaders of (input, label)), or dataset='digits'",
         )
-    from modelxray.learning.loaders import dataset_tensors
+    from modelxray.learning_dynamics.loaders import dataset_tensors
 
     x_train, y_train = dataset_tensors(train_data, "train_data")
     x_test, y_test = dataset_tensors(test_data, "test_data")

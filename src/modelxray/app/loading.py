@@ -169,7 +169,7 @@ def _keyed_inputs(loaded: LoadedModel) -> Any:
     """A generic model's example inputs keyed by the names its ``forward`` takes (declared names
     that are not its parameter names go onto its positional arguments, in order)."""
     from modelxray.data.example_inputs import ExampleInputs
-    from modelxray.inspection.inputs import infer_input
+    from modelxray.models.input_inference import infer_input
 
     given = loaded.example_inputs
     spec = infer_input(

@@ -2,7 +2,7 @@
 
 Why in core: two drivers call these hooks (the loop in ``modelxray.training`` and the checkpoint
 replay of ``analyzer=learning_dynamics``) and plug-ins implement them (the learning-dynamics
-callbacks in ``modelxray.learning``, the loop's weight-dynamics monitor). Kept here, the plug-ins
+callbacks in ``modelxray.learning_dynamics``, the loop's weight-dynamics monitor). Kept here, the plug-ins
 depend on this small module and not on the loop, so imports run one way: training -> learning ->
 core. ``modelxray.training.callbacks`` re-exports it as the public path.
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from modelxray.metrics.memory import storage_tensors
+from modelxray.metrics.tensor_bytes import storage_tensors
 from modelxray.quant.rtn import relative_error
 from modelxray.quant.summary import quant_result
 from modelxray.quant.targets import find_targets

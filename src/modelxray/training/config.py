@@ -11,8 +11,8 @@ from typing import Any
 
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
-from modelxray.dynamics.config import DynamicsConfig, section, train_dynamics_defaults
 from modelxray.training.presentation import TrainPresentation
+from modelxray.training_dynamics.config import DynamicsConfig, section, train_dynamics_defaults
 
 
 @dataclass
@@ -46,7 +46,7 @@ class LoraConfig(Configurable):
                 raise ConfigError("enabled", "LoRA needs the peft package: pip install peft (or .[lora])")
 
 
-_LEARNING = {  # train.learning.<key> -> (config class, callback class) in modelxray.learning.callbacks
+_LEARNING = {  # train.learning.<key> -> (config class, callback class) in modelxray.learning_dynamics.callbacks
     "examples": ("ExampleDynamicsConfig", "ExampleDynamicsCallback"),
     "grad_flow": ("GradientFlowConfig", "GradientFlowCallback"),
     "memorization": ("MemorizationConfig", "MemorizationCallback"),
@@ -57,7 +57,7 @@ _LEARNING = {  # train.learning.<key> -> (config class, callback class) in model
 
 @dataclass
 class LearningConfig(Configurable):
-    """Learning-dynamics callbacks (``modelxray.learning``) to run during training; each section is
+    """Learning-dynamics callbacks (``modelxray.learning_dynamics``) to run during training; each section is
     that callback's config keys plus ``enabled``, or null (off)."""
 
     examples: Any = None  # forgetting events and dataset cartography
@@ -67,7 +67,7 @@ class LearningConfig(Configurable):
     attribution: Any = None  # TracIn attribution of a transition to training examples
 
     def validate(self) -> None:
-        from modelxray.learning import callbacks as lc
+        from modelxray.learning_dynamics import callbacks as lc
 
         for key, (cfg_name, _) in _LEARNING.items():
             value = getattr(self, key)
@@ -83,7 +83,7 @@ class LearningConfig(Configurable):
             setattr(self, key, section(getattr(lc, cfg_name), value, key))
 
     def callbacks(self) -> list:
-        from modelxray.learning import callbacks as lc
+        from modelxray.learning_dynamics import callbacks as lc
 
         return [
             getattr(lc, cb_name)(getattr(self, key))

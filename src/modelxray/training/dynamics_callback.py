@@ -8,9 +8,9 @@ the tables, series and insight sentences of the run's report.
 from __future__ import annotations
 
 from modelxray.core.callbacks import Callback, CallbackReport, TrainState
-from modelxray.dynamics.config import DynamicsConfig
-from modelxray.dynamics.monitor import DynamicsMonitor
-from modelxray.dynamics.naming import fmt_threshold
+from modelxray.training_dynamics.config import DynamicsConfig
+from modelxray.training_dynamics.monitor import DynamicsMonitor
+from modelxray.training_dynamics.naming import fmt_threshold
 
 _HEADLINE = (
     "param_change/relative_l2",
@@ -110,7 +110,7 @@ def sparse_table(row: dict[str, float]) -> list[dict]:
 def sparse_insights(row: dict[str, float], cfg: DynamicsConfig) -> list[str]:
     out = []
     for f in cfg.sparse.keep_fractions:
-        from modelxray.dynamics.naming import fmt_fraction
+        from modelxray.training_dynamics.naming import fmt_fraction
 
         lab = f"keep_{fmt_fraction(f)}"
         kl, kr = row.get(f"sparse/kl_at_{lab}"), row.get(f"sparse/kl_at_{lab}_random")

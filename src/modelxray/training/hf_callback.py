@@ -25,7 +25,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from modelxray.dynamics.monitor import DynamicsMonitor
+from modelxray.training_dynamics.monitor import DynamicsMonitor
 
 
 def _reports_to_mlflow(args) -> bool:

@@ -30,7 +30,7 @@ def figures(result) -> dict:
     if result.tables.get("sparse_quality"):
         out["sparse_quality.png"] = _sparse(result.tables["sparse_quality"])
     if result.data.get("learning"):
-        from modelxray.learning import plots as learning
+        from modelxray.learning_dynamics import plots as learning
 
         parts = {
             name: {"data": data, "tables": result.tables, "metrics": result.metrics}

@@ -20,7 +20,7 @@ from torch import nn
 
 from modelxray.core.errors import ConfigError
 from modelxray.data.base import ClassificationData, TokenData
-from modelxray.dynamics.outputs import eval_mode, logits_of
+from modelxray.training_dynamics.outputs import eval_mode, logits_of
 
 
 class StepLoss(NamedTuple):
@@ -169,10 +169,10 @@ class ClassificationTask:
 
     def evaluate_split(self, model: nn.Module, split: str, limit: int | None = None, batch_size: int = 4096):
         """Per-example predictions and losses of the current weights on the first ``limit`` examples
-        of ``split`` (:func:`modelxray.learning.evaluation.evaluate`). The last result per split is
+        of ``split`` (:func:`modelxray.learning_dynamics.evaluation.evaluate`). The last result per split is
         kept until the weights change, so the loop's ``eval/`` pass and the memorization callback
         share one forward at steps where both run."""
-        from modelxray.learning.evaluation import evaluate
+        from modelxray.learning_dynamics.evaluation import evaluate
 
         if split not in ("train", "test"):
             raise ValueError(f"split must be train or test, got {split!r}")

@@ -2,13 +2,13 @@
 to prune or quantize.
 
 Parts, each optional by config: per-tensor parameter statistics aggregated by layer type
-(``inspection/weights.py``, ``metrics/tensor_stats.py``); the architecture and the input it takes
-(``inspection/architecture.py``); FLOPs per module and op with attention counted for any
+(``weights.py``, ``metrics/tensor_stats.py``); the architecture and the input it takes
+(``models/architecture.py``); FLOPs per module and op with attention counted for any
 implementation, bytes per op, time per op and a roofline against the measured peak
 (``measure/flops.py``, ``op_profile.py``, ``peak.py``); energy and CO2 with codecarbon
 (``measure/energy.py``); CPU/GPU utilisation (``measure/utilization.py``); recommendations with the
-numbers behind them (``inspection/advice.py``). The full text report is
-``comprehensive_model_analysis.txt`` (``inspection/text_report.py``).
+numbers behind them (``advice.py``). The full text report is
+``comprehensive_model_analysis.txt`` (``text_report.py``).
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ class InspectAnalyzer(Analyzer):
 
     def preflight(self, subject) -> None:
         """A model that runs needs an input before compute, energy and profiling start: inferred
-        (``inspection/inputs.py``) or configured, else one ConfigError line naming the key to set."""
+        (``models/input_inference.py``) or configured, else one ConfigError line naming the key to set."""
         from modelxray.analyzers.inspect.inputs import input_spec
 
         input_spec(self, subject)

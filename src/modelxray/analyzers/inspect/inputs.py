@@ -1,18 +1,18 @@
 """The input the inspect analyzer runs the model on: declared (``inputs``, ``input_shape``), a
 generic model's own example inputs, a task's first example, or inferred from the model and data
-(``inspection/inputs.py``). Shared by its config's check before any work and by its run."""
+(``models/input_inference.py``). Shared by its config's check before any work and by its run."""
 
 from __future__ import annotations
 
 from modelxray.core.errors import ConfigError
 from modelxray.data.example_inputs import normalize_inputs
-from modelxray.inspection.architecture import describe
-from modelxray.inspection.inputs import infer_input
+from modelxray.models.architecture import describe
+from modelxray.models.input_inference import infer_input
 from modelxray.models.weights_file import WeightsFile
 
 
 def input_spec(cfg, subject):
-    """The model's architecture with the input it takes (``inspection/inputs.py``: config, dataset,
+    """The model's architecture with the input it takes (``models/input_inference.py``: config, dataset,
     model, in that order); ``None`` for a weights-only file. Raises ``ConfigError`` naming
     ``analyzer.inspect.input_shape`` (or ``inputs`` for a model that takes several tensors) when
     compute is on and no input can be inferred."""

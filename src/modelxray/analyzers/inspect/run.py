@@ -9,13 +9,13 @@ import traceback
 import torch
 
 from modelxray.analyzers.inspect.inputs import given_inputs, input_spec
+from modelxray.analyzers.inspect.weights import analyze_weights
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 from modelxray.inspection import advice
-from modelxray.inspection.architecture import classify_names, describe
-from modelxray.inspection.inputs import batch_of, describe_input, make_input
-from modelxray.inspection.weights import analyze_weights
 from modelxray.metrics.tensor_stats import StatsConfig, aggregate
+from modelxray.models.architecture import classify_names, describe
+from modelxray.models.input_inference import batch_of, describe_input, make_input
 from modelxray.models.weights_file import WeightsFile
 
 _TABLE_STATS = (
@@ -78,7 +78,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     result.tables["top_tensors"] = _top_tensors(rows, cfg.top)
     result.tables["recommendations"] = recs
     result.insights.extend(_insights(result, rows))
-    from modelxray.inspection.text_report import render
+    from modelxray.analyzers.inspect.text_report import render
 
     result.texts["comprehensive_model_analysis.txt"] = render(subject, result, cfg)
     return result

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
-from modelxray.dynamics.config import section
+from modelxray.training_dynamics.config import section
 
 
 def _default_sections() -> dict[str, Any]:
@@ -69,7 +69,7 @@ class CheckpointsConfig(Configurable):
 @dataclass
 class CheckpointDynamicsAnalyzer(Analyzer):
     """The ``learning_dynamics`` analyzer, on a classifier's saved checkpoints. (Its per-batch
-    counterpart inside a training loop is ``modelxray.learning.LearningDynamicsAnalyzer``.)"""
+    counterpart inside a training loop is ``modelxray.learning_dynamics.LearningDynamicsAnalyzer``.)"""
 
     name: ClassVar[str] = "learning_dynamics"
     plots_module: ClassVar[str] = "modelxray.analyzers.learning_dynamics.plots"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from modelxray.learning import plots as learning
+from modelxray.learning_dynamics import plots as learning
 
 
 def figures(result) -> dict:

@@ -89,7 +89,7 @@ def _provenance(checkpoints: Checkpoints, files: list[dict]) -> list[str]:
 def _logits_and_grads(cfg, model, x, y) -> torch.Tensor:
     """Training-set logits (detached), with the full-batch loss gradient left in ``p.grad`` for the
     gradient-flow and attribution callbacks."""
-    from modelxray.dynamics.outputs import logits_of
+    from modelxray.training_dynamics.outputs import logits_of
 
     model.eval()
     model.zero_grad(set_to_none=True)

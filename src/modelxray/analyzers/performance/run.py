@@ -13,12 +13,12 @@ from modelxray.analyzers.performance.config import TEXT_AND_SPEECH_TASKS, VISION
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 from modelxray.measure.layer_time import time_by_type, time_modules
-from modelxray.measure.memory import cuda_peaks, peak_rss_bytes, reset_cuda_peaks, rss_bytes
+from modelxray.measure.process_memory import cuda_peaks, peak_rss_bytes, reset_cuda_peaks, rss_bytes
 from modelxray.measure.reference_outputs import is_dual_encoder
 from modelxray.measure.scoring import model_device, score_windows
 from modelxray.measure.speed import time_forward
 from modelxray.metrics.measurements import Latency, Memory, Quality, Speed
-from modelxray.metrics.memory import count_parameters, tensor_bytes_by_dtype
+from modelxray.metrics.tensor_bytes import count_parameters, tensor_bytes_by_dtype
 from modelxray.metrics.windows import make_windows, speed_inputs, windows_from_batches
 
 

@@ -20,7 +20,7 @@ from modelxray.measure.scoring import model_device
 from modelxray.measure.speed import time_forward
 from modelxray.metrics.distinguish import indistinguishable
 from modelxray.metrics.measurements import Latency
-from modelxray.metrics.memory import tensor_bytes_by_dtype
+from modelxray.metrics.tensor_bytes import tensor_bytes_by_dtype
 from modelxray.metrics.windows import NamedTensors, lm_eval_windows, speed_inputs, stack_inputs
 from modelxray.models.kinds import VISION_TASKS
 

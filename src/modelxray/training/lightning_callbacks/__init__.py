@@ -1,7 +1,7 @@
 """PyTorch Lightning callbacks: the weight-dynamics monitor and the learning-dynamics trackers inside
 ``lightning.Trainer``, beside the ``transformers.Trainer`` callback (:mod:`.hf_callback`).
 
-    from modelxray.dynamics import DynamicsConfig
+    from modelxray.training_dynamics import DynamicsConfig
     from modelxray.training.lightning_callbacks import DynamicsCallback, LearningDynamicsCallback
 
     trainer = lightning.Trainer(

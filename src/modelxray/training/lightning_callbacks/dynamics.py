@@ -11,9 +11,9 @@ import torch
 from lightning.pytorch import Callback
 
 from modelxray.core.errors import ConfigError
-from modelxray.dynamics.config import DynamicsConfig
-from modelxray.dynamics.monitor import DynamicsMonitor
 from modelxray.training.lightning_callbacks._shared import _finite, _first_loader, emit
+from modelxray.training_dynamics.config import DynamicsConfig
+from modelxray.training_dynamics.monitor import DynamicsMonitor
 
 
 def _head_rows(loader: Any, n: int) -> Any:
@@ -87,7 +87,7 @@ def _in_last_epoch(trainer) -> bool:
 
 
 class DynamicsCallback(Callback):
-    """The dynamics monitor (:class:`modelxray.dynamics.DynamicsMonitor`) as a ``lightning.Callback``.
+    """The dynamics monitor (:class:`modelxray.training_dynamics.DynamicsMonitor`) as a ``lightning.Callback``.
 
     ``DynamicsCallback(config_or_monitor)``: a ``DynamicsConfig`` (or ``AnalysisConfig``, or a dict of
     its keys) builds a monitor with the computers the config enables; a ``DynamicsMonitor`` (or

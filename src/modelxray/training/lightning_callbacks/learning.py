@@ -51,7 +51,7 @@ def _tracker(value: Any, cls: type, key: str, **kwargs: Any) -> Any:
 
 
 class LearningDynamicsCallback(Callback):
-    """The learning-dynamics trackers (:mod:`modelxray.learning.trackers`) as a ``lightning.Callback``:
+    """The learning-dynamics trackers (:mod:`modelxray.learning_dynamics.trackers`) as a ``lightning.Callback``:
     forgetting and dataset cartography per training example, train/validation memorization, and
     optionally per-layer gradient flow. The numbers are the trackers' (and so the training-loop
     callbacks'): the same calls, made at Lightning's hooks.
@@ -99,8 +99,12 @@ class LearningDynamicsCallback(Callback):
         logits_key: str = "logits",
         indices_key: str = "indices",
     ):
-        from modelxray.learning.callbacks.configs import MemorizationConfig
-        from modelxray.learning.trackers import GradientFlowAnalyzer, LearningDynamicsAnalyzer, MemorizationDetector
+        from modelxray.learning_dynamics.callbacks.configs import MemorizationConfig
+        from modelxray.learning_dynamics.trackers import (
+            GradientFlowAnalyzer,
+            LearningDynamicsAnalyzer,
+            MemorizationDetector,
+        )
 
         self.num_classes = num_classes
         self.logits_key = logits_key
@@ -130,7 +134,7 @@ class LearningDynamicsCallback(Callback):
     # ---- set-up ------------------------------------------------------------------------------------
     def on_fit_start(self, trainer, pl_module) -> None:
         """Build the gradient-flow tracker on the module being trained (it needs the model)."""
-        from modelxray.learning.trackers import GradientFlowAnalyzer
+        from modelxray.learning_dynamics.trackers import GradientFlowAnalyzer
 
         opt = self._gradient_flow_option
         if isinstance(opt, Mapping):
@@ -152,7 +156,7 @@ class LearningDynamicsCallback(Callback):
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         if self.examples is None:
             return
-        from modelxray.learning.loaders import batch_pair
+        from modelxray.learning_dynamics.loaders import batch_pair
 
         inputs, targets = batch_pair(batch, "batch")
         out = outputs if isinstance(outputs, Mapping) else {}
@@ -166,7 +170,7 @@ class LearningDynamicsCallback(Callback):
         if indices is not None:
             return indices.detach() if torch.is_tensor(indices) else indices
         if self._sequential is None:
-            from modelxray.learning.loaders import is_sequential
+            from modelxray.learning_dynamics.loaders import is_sequential
 
             self._sequential = is_sequential(_first_loader(trainer.train_dataloader))
         if not self._sequential:
@@ -185,7 +189,7 @@ class LearningDynamicsCallback(Callback):
 
     # ---- per epoch ----------------------------------------------------------------------------------
     def on_train_epoch_end(self, trainer, pl_module) -> None:
-        from modelxray.learning.callbacks.configs import MemorizationConfig
+        from modelxray.learning_dynamics.callbacks.configs import MemorizationConfig
 
         epoch = trainer.current_epoch
         metrics: dict[str, float] = {}

@@ -1,0 +1,189 @@
+"""``comprehensive_model_analysis.txt``: the whole inspection as one plain-text report, readable in
+a terminal or a CI log, with every number the Markdown summary leaves out (all tensors)."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+
+from modelxray.analyzers.inspect.advice import cache_note
+from modelxray.core.formatting import human_bytes
+from modelxray.models.input_inference import describe_input
+
+WIDTH = 100
+
+
+def _num(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return str(v)
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if math.isnan(v) or math.isinf(v):
+            return str(v)
+        if v != 0 and (abs(v) >= 1e6 or abs(v) < 1e-3):
+            return f"{v:.3e}"
+        return f"{v:,.4f}".rstrip("0").rstrip(".") if abs(v) < 1000 else f"{v:,.1f}"
+    return str(v)
+
+
+def _table(rows: list[dict], cols: list[str]) -> list[str]:
+    if not rows:
+        return ["  (none)"]
+    cells = [[_num(r.get(c)) for c in cols] for r in rows]
+    widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
+    line = lambda vals: "  " + "  ".join(v.rjust(w) if i else v.ljust(w) for i, (v, w) in enumerate(zip(vals, widths)))  # noqa: E731
+    return [line(cols), "  " + "  ".join("-" * w for w in widths), *(line(r) for r in cells)]
+
+
+def _section(title: str) -> list[str]:
+    return ["", "=" * WIDTH, title.upper(), "=" * WIDTH]
+
+
+def render(subject, result, cfg) -> str:
+    info, m, data = subject.info, result.metrics, result.data
+    out = [
+        f"modelxray comprehensive model analysis: {info.name}",
+        f"generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}",
+    ]
+    out += _section("source")
+    out += [
+        f"  name             {info.name}",
+        f"  format           {info.source_format}",
+        f"  stored as        {info.source_dtype}",
+    ]
+    if info.file_path:
+        out.append(f"  file             {info.file_path} ({human_bytes(info.file_bytes or 0)})")
+    out += [f"  note             {n}" for n in info.notes]
+
+    arch = data.get("architecture", {})
+    out += _section("architecture")
+    out += [
+        f"  kind             {arch.get('kind')}",
+        f"  why              {arch.get('reason')}",
+        f"  parameters       {_num(int(m['parameters']))} in {int(m['tensors'])} tensors, "
+        f"{human_bytes(int(m['weight_bytes']))}",
+    ]
+    if arch.get("input"):
+        out.append(f"  analysed input   {describe_input(arch['input'])}")
+    if arch.get("module_counts"):
+        out += ["", "  module types (leaf modules)"]
+        out += _table(
+            [
+                {"type": k, "count": v, "param_share": arch["param_share"].get(k)}
+                for k, v in arch["module_counts"].items()
+            ],
+            ["type", "count", "param_share"],
+        )
+
+    out += _section("parameters by layer type")
+    agg = result.tables.get("parameters_by_layer_type", [])
+    if agg:
+        out += _table(agg, list(agg[0].keys()))
+    out += _section("every tensor")
+    cols = [
+        "name",
+        "type",
+        "numel",
+        "mean",
+        "std",
+        "min",
+        "max",
+        "zeros_share",
+        "small_share",
+        "entropy_bits",
+        "kurtosis",
+        "skewness",
+        "l1",
+        "l2",
+        "spectral_norm",
+        "stable_rank",
+        "outlier_share",
+        "quant_sensitivity",
+        "prune_potential",
+    ]
+    out += _table(data.get("tensors", []), cols)
+    out += [
+        "",
+        "  How to read the indicators:",
+        f"  - quant_sensitivity: relative Frobenius error ||W - Q(W)|| / ||W|| of {cfg.sensitivity_bits}-bit "
+        "symmetric round-to-nearest per output channel; higher = keep at higher precision.",
+        "  - prune_potential: share of the weights that can be zeroed by magnitude while losing at most 1% of "
+        "the tensor's squared L2 norm; higher = more prunable.",
+        f"  - outlier_share: share of values beyond {cfg.outlier_k:g} std of the mean; small_share: |x| below "
+        f"{cfg.small_threshold:g} x max|x|; entropy_bits: entropy of the {cfg.bins}-bin histogram.",
+        f"  - spectral_norm: largest singular value ({cfg.spectral}, relative error bound "
+        f"{_num(m.get('spectral_rel_error_max'))} at most); stable_rank = ||W||_F^2 / ||W||_2^2.",
+    ]
+
+    err = data.get("compute_error")
+    if err:
+        out += _section("compute: FAILED")
+        out += [
+            f"  failed at step   {err['step']} (steps: input, FLOPs, bytes per op, profile, peak, roofline, energy)",
+            f"  error            {err['error']}",
+            f"  input            {describe_input(data.get('input') or arch.get('input') or {})}",
+            f"  traceback        {err['traceback']}",
+            "  The parameter statistics above are complete; the compute figures below (if any) are those of the",
+            "  steps that finished before the failure. If the input is wrong, set analyzer.inspect.input_shape",
+            "  (one tensor) or analyzer.inspect.inputs (named tensors).",
+        ]
+    if "flops_total" in m:
+        out += _section("compute")
+        out.append(f"  FLOPs per forward   {_num(int(m['flops_total']))} (attention counted for any implementation)")
+        if "forward_ms" in m:
+            out.append(
+                f"  forward time        {m['forward_ms']:.2f} ms (median of {cfg.profile_iters} after "
+                f"{cfg.profile_warmup} warm-up)"
+            )
+        if "utilization_of_peak" in m:
+            out.append(
+                f"  achieved            {m['achieved_gflops_per_s']:.2f} GFLOP/s = {m['utilization_of_peak']:.1%} of "
+                f"the measured matmul peak {m['peak_matmul_gflops_per_s']:.1f} GFLOP/s; memory "
+                f"{m['peak_memory_gb_per_s']:.1f} GB/s"
+            )
+        out += ["", "  FLOPs by op type"] + _table(result.tables.get("flops_by_op", []), ["op", "flops", "share"])
+        out += ["", "  FLOPs by module (inclusive)"] + _table(
+            result.tables.get("flops_by_module", []), ["module", "flops", "share"]
+        )
+        roof = result.tables.get("roofline", [])
+        if roof:
+            out += ["", "  Roofline per op (time per forward; bound = which roof limits it)"]
+            out += _table(roof, [c for c in roof[0].keys()])
+            note = cache_note(roof, m.get("peak_memory_gb_per_s"))
+            if note:
+                out += ["", f"  in_cache = True: {note}"]
+        fusion = result.tables.get("fusion_candidates", [])
+        if fusion:
+            out += ["", "  Fusion candidates"] + _table(fusion, [c for c in fusion[0].keys()])
+
+    if "energy" in data:
+        e = data["energy"]
+        status = "MEASURED" if e["measured"] else "ESTIMATED"
+        tdp = (
+            f", CPU TDP {e['cpu_tdp_w']:g} W ({e.get('cpu_tdp_source') or 'source unknown'})"
+            if e.get("cpu_tdp_w")
+            else ""
+        )
+        out += _section("energy and CO2 (codecarbon)")
+        out += [
+            f"  {status}: {e['method']}",
+            f"  power model        {e.get('cpu_power_model', 'unknown')}{tdp}",
+            f"  {e['iterations']} forwards in {e['seconds']:.1f} s: {e['energy_j']:.2f} J {status} "
+            f"(CPU {e['cpu_energy_j']:.2f}, GPU {e['gpu_energy_j']:.2f}, RAM {e['ram_energy_j']:.2f}), "
+            f"mean {e['mean_power_w']:.1f} W",
+            f"  per forward        {m['energy_j_per_forward']:.4g} J, {m['co2_g_per_forward']:.3g} g CO2 "
+            f"(grid of {e['country_iso_code']}), {status}",
+            f"  efficiency         {m['flops_per_joule'] / 1e9:.2f} GFLOP per J, {status}",
+        ]
+    if "system" in data:
+        s = data["system"]
+        out += _section("system during the compute analysis")
+        out += [f"  {k:<28} {_num(v)}" for k, v in s.items()]
+
+    out += _section("recommendations")
+    recs = result.tables.get("recommendations", [])
+    out += [f"  [{r['action']}] {r['target']}\n      {r['why']}" for r in recs] or ["  (none)"]
+    return "\n".join(out) + "\n"
