@@ -13,9 +13,9 @@ from safetensors.torch import save_file
 from torch import nn
 
 from conftest import mlflow_runs, run_cli
+from modelxray.analyzers.inspect import advice
 from modelxray.analyzers.inspect.weights import analyze_weights
 from modelxray.core.errors import ConfigError
-from modelxray.inspection import advice
 from modelxray.measure.flops import closed_form_gpt2_flops
 from modelxray.metrics.tensor_stats import StatsConfig
 from modelxray.models.architecture import classify, classify_names

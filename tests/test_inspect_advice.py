@@ -8,12 +8,11 @@ import pytest
 import torch
 from torch import nn
 
-from modelxray.analyzers.inspect import InspectAnalyzer
+from modelxray.analyzers.inspect import InspectAnalyzer, advice
 from modelxray.analyzers.inspect.weights import analyze_weights
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import RunContext
 from modelxray.core.subject import ModelInfo, Subject
-from modelxray.inspection import advice
 from modelxray.measure.flops import OpTraffic
 from modelxray.measure.op_profile import OpTime
 from modelxray.measure.peak import Peak, roofline

@@ -8,11 +8,11 @@ import traceback
 
 import torch
 
+from modelxray.analyzers.inspect import advice
 from modelxray.analyzers.inspect.inputs import given_inputs, input_spec
 from modelxray.analyzers.inspect.weights import analyze_weights
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
-from modelxray.inspection import advice
 from modelxray.metrics.tensor_stats import StatsConfig, aggregate
 from modelxray.models.architecture import classify_names, describe
 from modelxray.models.input_inference import batch_of, describe_input, make_input
