@@ -1,22 +1,27 @@
 """Write docs/config_reference.md from the config dataclasses: every key of every option's schema,
-its default, and its help (the field's trailing comment), so the docs cannot drift from the code.
+its default, and its help (the field's trailing comment); and the options column of the README's
+group table from the files in conf/, so neither can drift from the code.
 
-    python scripts/gen_config_reference.py            # rewrite docs/config_reference.md
-    python scripts/gen_config_reference.py --check    # exit 1 if the file is out of date
+    python scripts/gen_config_reference.py            # rewrite both
+    python scripts/gen_config_reference.py --check    # exit 1 if either is out of date
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import inspect
 import io
 import sys
 import tokenize
 from pathlib import Path
 
-from modelxray.core.schema import SCHEMA, defaults_of, load_class
+from modelxray.core.schema import SCHEMA, SETTINGS, defaults_of, load_class
 
-OUT = Path(__file__).resolve().parents[1] / "docs" / "config_reference.md"
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "docs" / "config_reference.md"
+README = ROOT / "README.md"
+CONF = ROOT / "conf"
 
 
 def field_help(cls: type) -> dict[str, str]:
@@ -39,6 +44,18 @@ def field_help(cls: type) -> dict[str, str]:
     return out
 
 
+def settings_rows(cls: type, prefix: str) -> list[str]:
+    """One row per top-level key; a nested settings block (``runtime``) gives one row per key in it."""
+    rows, helps = [], field_help(cls)
+    for f in dataclasses.fields(cls):
+        if f.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(f.default_factory):
+            rows += settings_rows(f.default_factory, f"{prefix}{f.name}.")
+            continue
+        shown = f"`{f.default!r}`".replace("|", "\\|")
+        rows.append(f"| `{prefix}{f.name}` | {shown} | {helps.get(f.name, '')} |")
+    return rows
+
+
 def render() -> str:
     lines = [
         "# Config reference",
@@ -47,6 +64,13 @@ def render() -> str:
         "place defaults are defined). Set any key on the command line, e.g. `analyzer.performance.iters=10`.",
         "",
     ]
+    lines += [
+        "## Top-level keys",
+        "",
+        "The run's own keys, beside the groups below (`seed=1`, `runtime.skip_finished=true`).",
+        "",
+    ]
+    lines += ["| key | default | help |", "|---|---|---|", *settings_rows(load_class(SETTINGS), ""), ""]
     for group, options in SCHEMA.items():
         lines += [f"## `{group}`", ""]
         for name, path in options.items():
@@ -67,18 +91,63 @@ def render() -> str:
     return "\n".join(lines)
 
 
+def _defaults() -> dict[str, str]:
+    """The option each group takes when none is chosen (``conf/config.yaml``'s defaults list)."""
+    from omegaconf import OmegaConf
+
+    out = {}
+    for entry in OmegaConf.load(CONF / "config.yaml").defaults:
+        if isinstance(entry, str) or len(entry) != 1:
+            continue
+        (group, option), *_ = entry.items()
+        if isinstance(option, str):
+            out[str(group)] = option
+        elif option is not None and len(option) == 1:  # analyzer: [performance]
+            out[str(group)] = str(option[0])
+    return out
+
+
+def readme_options(readme: str) -> str:
+    """``readme`` with the options cell of each row of its group table (``| `group` | options | notes |``)
+    listing the group's files in conf/: the order written there is kept, new options are appended,
+    options whose file is gone are dropped, and the default is marked."""
+    defaults = _defaults()
+    lines = readme.split("\n")
+    for i, line in enumerate(lines):
+        cells = line.split(" | ")
+        if not line.startswith("| `") or len(cells) < 3:
+            continue
+        group = cells[0].removeprefix("| `").removesuffix("`")
+        folder = CONF / group
+        if not folder.is_dir():
+            continue
+        present = sorted(f.stem for f in folder.glob("*.yaml"))
+        written = [w.split("`")[1] for w in cells[1].split(", ") if w.count("`") >= 2]
+        order = [o for o in written if o in present] + [o for o in present if o not in written]
+        if group in defaults and defaults[group] in order:
+            order.remove(defaults[group])
+            order.insert(0, defaults[group])
+        shown = [f"`{o}` (default)" if o == defaults.get(group) else f"`{o}`" for o in order]
+        lines[i] = " | ".join([cells[0], ", ".join(shown), *cells[2:]])
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="fail if the file differs from the code")
+    parser.add_argument("--check", action="store_true", help="fail if a file differs from the code")
     args = parser.parse_args()
-    text = render()
+    wanted = {OUT: render(), README: readme_options(README.read_text())}
     if args.check:
-        if not OUT.exists() or OUT.read_text() != text:
-            print(f"{OUT} is out of date: run python scripts/gen_config_reference.py", file=sys.stderr)
+        stale = [path for path, text in wanted.items() if not path.exists() or path.read_text() != text]
+        for path in stale:
+            print(f"{path} is out of date: run python scripts/gen_config_reference.py", file=sys.stderr)
+        if stale:
             sys.exit(1)
         return
-    OUT.write_text(text)
-    print(f"wrote {OUT}")
+    for path, text in wanted.items():
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+            print(f"wrote {path}")
 
 
 if __name__ == "__main__":

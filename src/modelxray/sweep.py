@@ -67,8 +67,7 @@ class SweepSetup(Callback):
             self._open_parent(tracker, config)
 
     def _open_parent(self, tracker, config: DictConfig) -> None:
-        from modelxray.tracking.mlflow_tracker import store_key
-        from modelxray.tracking.run_tags import OVERRIDES_TAG, SWEEP_PARENT_TAG
+        from modelxray.tracking.run_tags import OVERRIDES_TAG, SWEEP_PARENT_TAG, store_key
         from modelxray.tracking.runs import SUMMARY_TAG
 
         overrides = [str(o) for o in config.hydra.overrides.task]

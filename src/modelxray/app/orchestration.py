@@ -11,7 +11,7 @@ import os
 import random
 import time
 import traceback
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from modelxray.app.job import JobInfo, RunOutcome, config_fingerprint, flatten
 from modelxray.app.loading import load_subject
 from modelxray.app.quant_stage import _in_place_note, _keeps_reference, _quantize_in_place
 from modelxray.app.resume import _earlier_results, _resume_point
-from modelxray.config.components import build_components
+from modelxray.config.components import Components, build_components
 from modelxray.core.errors import ConfigError, JobKilled
 from modelxray.core.provenance import host, versions
 from modelxray.core.result import Result, RunContext
@@ -33,9 +33,8 @@ from modelxray.data.identity import identify
 from modelxray.models import process_cache
 from modelxray.models.kinds import SPEECH_KINDS, TEXT_KINDS
 from modelxray.report.writer import Written, write_reports, write_result
-from modelxray.tracking.mlflow_tracker import DONE_TAG, PID_TAG, store_key
 from modelxray.tracking.run_names import run_name as readable_run_name
-from modelxray.tracking.run_tags import SWEPT_KEYS_ENV, run_tags
+from modelxray.tracking.run_tags import SWEPT_KEYS_ENV, run_tags, store_key
 
 log = logging.getLogger(__package__)  # log lines keep the name modelxray.app
 
@@ -53,186 +52,291 @@ def _seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+@dataclass
+class Given:
+    """What a Python caller handed in instead of configuring it: a model and what feeds it."""
+
+    model: torch.nn.Module | None = None
+    tokenizer: Any = None
+    batches: Any = None
+    image_shape: tuple[int, int, int] | None = None
+    example_inputs: Any = None
+    processor: Any = None
+
+    def check(self) -> None:
+        feeds = (self.tokenizer, self.batches, self.image_shape, self.example_inputs, self.processor)
+        if self.model is not None and all(g is None for g in feeds) and not _vision_kind(self.model):
+            raise ConfigError(
+                "tokenizer",
+                "an in-memory model needs a tokenizer or a dataloader of token batches (a language model), "
+                "image_shape (an image classifier), a processor (a transformers detector, segmenter, "
+                "vision-language or speech model) or example_inputs (any other module)",
+            )
+
+
+@dataclass
+class RunState:
+    """What one run's stages hand each other, from the composed config to the tracked run."""
+
+    cfg: DictConfig
+    job: JobInfo
+    given: Given
+    components: Components
+    config: dict[str, Any]  # the resolved config, as logged
+    out_dir: Path
+    run_name: str
+    tags: dict[str, str]
+    config_hash: str
+    resume_id: str | None = None  # the run this one continues
+    done: Any = ()  # the analyzers that run finished (or, when skipped, its id and metrics)
+    tracker_run: Any = None  # started once the model and data are loaded and checked
+    subject: Subject | None = None
+    params: dict[str, str] = field(default_factory=dict)
+    earlier: dict[str, Result] = field(default_factory=dict)  # results a resumed run finished before
+    results: dict[str, Result] = field(default_factory=dict)
+    written: dict[str, Written] = field(default_factory=dict)
+    reference_error: str | None = None  # the unquantized outputs failed: performance fails, the rest run
+    metrics: dict[str, float] = field(default_factory=dict)
+    skipped: RunOutcome | None = None  # FINISHED before: nothing runs
+    stage: str = ""  # the stage running now
+
+
 def run(cfg: DictConfig, job: JobInfo, **given: Any) -> RunOutcome:
-    """Run the configured analyzers on the configured (or given) model and record everything. A new
-    run enters the store once the model and data are loaded and checked: bad input found while
-    loading leaves none behind (a crash while loading does leave a FAILED run, with its traceback).
-    ``threads`` holds for the run only: a Python caller's torch keeps its own thread count after it."""
+    """Run the configured analyzers on the configured (or given) model and record everything, one
+    named stage after another (``STAGES``). A new run enters the store once the model and data are
+    loaded and checked: bad input found while loading leaves none behind (a crash while loading does
+    leave a FAILED run, with its traceback). ``threads`` holds for the run only: a Python caller's
+    torch keeps its own thread count after it."""
     threads = torch.get_num_threads()
     try:
-        return _run(cfg, job, **given)
+        state = _prepare(cfg, job, Given(**given))
+        try:
+            for state.stage, stage in STAGES:
+                stage(state)
+                if state.skipped is not None:
+                    return state.skipped
+        except BaseException as exc:
+            _record_failure(state, exc)
+            raise
+        return RunOutcome(
+            state.metrics,
+            state.results,
+            state.out_dir,
+            state.tracker_run.run_id,
+            state.tracker_run.describe(),
+            view=_view_hint(state.tracker_run),
+        )
     finally:
         torch.set_num_threads(threads)
 
 
-def _run(
-    cfg: DictConfig,
-    job: JobInfo,
-    *,
-    model: torch.nn.Module | None = None,
-    tokenizer: Any = None,
-    batches: Any = None,
-    image_shape: tuple[int, int, int] | None = None,
-    example_inputs: Any = None,
-    processor: Any = None,
-) -> RunOutcome:
-    given = (tokenizer, batches, image_shape, example_inputs, processor)
-    if model is not None and all(g is None for g in given) and not _vision_kind(model):
-        raise ConfigError(
-            "tokenizer",
-            "an in-memory model needs a tokenizer or a dataloader of token batches (a language model), "
-            "image_shape (an image classifier), a processor (a transformers detector, segmenter, vision-language "
-            "or speech model) or example_inputs (any other module)",
-        )
-    components = build_components(cfg, skip_model=model is not None, skip_dataset=batches is not None)
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
-    _seed_everything(cfg.seed)
+def _prepare(cfg: DictConfig, job: JobInfo, given: Given) -> RunState:
+    """Check what was given, build every component from the config (bad values fail here, in one
+    line), set threads and seeds, and name and tag the run-to-be."""
+    given.check()
+    components = build_components(cfg, skip_model=given.model is not None, skip_dataset=given.batches is not None)
+    settings = components.settings
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    _seed_everything(settings.seed)
     logging.getLogger("torchao").setLevel(logging.ERROR)  # warns about its CUDA-only extensions on CPU
     # torchao (imported by transformers when installed) registers enums torch now warns about
     logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
     out_dir = Path(job.output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-
     config = OmegaConf.to_container(cfg, resolve=True)
     config.pop("hydra", None)
     swept = tuple(os.environ.get(SWEPT_KEYS_ENV, "").split(",")) if job.sweep_dir is not None else ()
-    run_name = readable_run_name(job.choices, job.overrides, config, swept)
     tags = run_tags(job.overrides, job.sweep_dir, job.job_num, store_key(components.tracker))
     config_hash = config_fingerprint(config)
     tags["modelxray.config_hash"] = config_hash
-    tags[PID_TAG] = str(os.getpid())
-    resume_id, done = _resume_point(cfg, components.tracker, config_hash)
-    if resume_id == "finished":
-        run_id, metrics = done
-        return RunOutcome(metrics, {}, out_dir, run_id, f"skipped: FINISHED before as run {run_id}", skipped=True)
-    tracker_run = None  # a new run is started once the model and data are loaded and checked
-    if resume_id is not None:
-        tracker_run = components.tracker.resume(resume_id, {**tags, "modelxray.resumed_analyzers": ",".join(done)})
-        tracker_run.record(out_dir)
-        log.info("Resuming run %s: %s finished there and are not run again", resume_id, ", ".join(done))
-    results: dict[str, Result] = {}
-    written: dict[str, Written] = {}
-    try:
-        params = {**flatten(config), **{k: str(v) for k, v in job.choices.items()}}
-        earlier = {}
-        if tracker_run is not None:  # before the model loads
-            earlier = _earlier_results(tracker_run, out_dir, components.analyzers, done)
-        if model is None:
-            chosen = any(o.lstrip("+").partition("=")[0] == "dataset" for o in job.overrides)
-            check_before_load(components.model, components.dataset, dataset_chosen=chosen)
-        subject, cache = load_subject(
-            cfg,
-            components,
-            model=model,
-            tokenizer=tokenizer,
-            batches=batches,
-            image_shape=image_shape,
-            example_inputs=example_inputs,
-            processor=processor,
-        )
-        check_task(subject, components.analyzers, components.quant)
-        check_finite_weights(subject.model, components.analyzers)
-        preflight(subject, components.analyzers)
-        if tracker_run is None:  # bad input found while loading leaves no run in the store
-            tracker_run = components.tracker.start(run_name, tags)
-            tracker_run.record(out_dir)
-        if cache:
-            tracker_run.set_tags({"modelxray.model_cache": cache})
-        tracker_run.set_tags(kind_tags(subject, run_name, resumed=resume_id is not None))
-        params.update(subject.info.as_params())
-        if resume_id is None:  # a resumed run has its params (MLflow refuses a changed value)
-            tracker_run.log_params(params)
-            identity = identify(subject.data, components.dataset)
-            if identity is not None:
-                tracker_run.log_dataset(identity)
-
-        if components.train is not None:
-            from modelxray.training.run import train_subject
-
-            subject, results["train"] = train_subject(
-                subject, components.train, tracker_run, out_dir, progress=cfg.progress
-            )
-        pending = [n for n in components.analyzers if n not in earlier]
-        reference_error = None  # the unquantized outputs could not be computed: performance fails, the rest run
-        if pending and _keeps_reference(subject, components):
-            from modelxray.measure.reference_outputs import capture
-
-            try:
-                reference = capture(subject, components.analyzers.get("performance"))
-                subject = dataclasses.replace(subject, reference=reference)
-            except Exception:  # noqa: BLE001 - recorded as performance's failure, never the whole run's
-                reference_error = "the unquantized model's outputs could not be computed:\n" + traceback.format_exc()
-        in_place = _quantize_in_place(cfg, job, components, given_model=model is not None)
-        if in_place:  # the cache must not hand the quantized model to a later run as the loaded one
-            process_cache.evict(components.model)
-        subject, quant_report = components.quant.apply(subject, progress=cfg.progress, in_place=in_place)
-        if quant_report is not None:
-            quant_report.insights.append(_in_place_note(in_place, cfg, job, components, model is not None))
-            quant_report.seconds = quant_report.metrics.get("seconds", 0.0)
-            results["quant"] = quant_report
-            keep_stage("quant", quant_report, out_dir, tracker_run, written)
-        ctx = RunContext(
-            output_dir=out_dir,
-            seed=cfg.seed,
-            progress=cfg.progress,
-            original_weights=OmegaConf.select(cfg, "runtime.original_weights", default="auto"),
-        )
-        finished = [n for n in components.analyzers if n in earlier]
-        for name, analyzer in components.analyzers.items():
-            if name in earlier:
-                results[name] = earlier[name]
-                continue
-            if name == "performance" and reference_error is not None:
-                results[name] = Result(name, error=reference_error, source=analyzer)
-            else:
-                results[name] = run_stage(name, analyzer, subject, ctx)
-            keep_stage(name, results[name], out_dir, tracker_run, written)
-            if results[name].ok:  # a failed analyzer runs again when the run is resumed
-                finished.append(name)
-                tracker_run.set_tags({DONE_TAG: ",".join(finished)})
-
-        run_info = run_summary(config, job, subject, tracker_run.describe())
-        write_reports(
-            out_dir,
-            run_info,
-            results,
-            dashboard=OmegaConf.select(cfg, "report.dashboard", default=True),
-            written=written,
-        )
-        metrics = {f"{name}/{k}": v for name, r in results.items() for k, v in r.finite_metrics().items()}
-        metrics.update({f"{name}/seconds": r.seconds for name, r in results.items()})
-        tracker_run.log_metrics(
-            {
-                k: v
-                for k, v in metrics.items()
-                if k.split("/", 1)[0] not in written and k.split("/", 1)[0] not in earlier
-            }
-        )
-        keep_checkpoints = components.train is not None and components.train.log_checkpoints
-        tracker_run.log_artifacts(out_dir, exclude=() if keep_checkpoints else ("checkpoints",))
-        tracker_run.finish("FAILED" if any(not r.ok for r in results.values()) else "FINISHED")
-    except BaseException as exc:
-        if isinstance(exc, (KeyboardInterrupt, JobKilled)) and hasattr(tracker_run, "hurry"):
-            tracker_run.hurry()  # a stopped process ends in seconds, whatever the server does
-        tb = traceback.format_exc()
-        stopped = isinstance(exc, (KeyboardInterrupt, JobKilled))
-        if tracker_run is None and (stopped or isinstance(exc, ConfigError)):
-            raise  # bad input found while loading (its one line), or a stop before any analysis: no run
-        with contextlib.suppress(OSError):  # a full disk: the run still ends FAILED, its traceback in the store
-            (out_dir / "errors").mkdir(exist_ok=True)
-            (out_dir / "errors" / "run_traceback.txt").write_text(tb)
-        if tracker_run is None:  # a crash while loading is recorded: a FAILED run with its traceback
-            tracker_run = components.tracker.start(run_name, tags)
-            tracker_run.record(out_dir)
-        try:
-            tracker_run.log_text(tb, "errors/run_traceback.txt")
-        finally:
-            tracker_run.finish("KILLED" if stopped else "FAILED")
-        raise
-    return RunOutcome(
-        metrics, results, out_dir, tracker_run.run_id, tracker_run.describe(), view=_view_hint(tracker_run)
+    return RunState(
+        cfg=cfg,
+        job=job,
+        given=given,
+        components=components,
+        config=config,
+        out_dir=out_dir,
+        run_name=readable_run_name(job.choices, job.overrides, config, swept),
+        tags=tags,
+        config_hash=config_hash,
+        params={**flatten(config), **{k: str(v) for k, v in job.choices.items()}},
     )
+
+
+def _resume(state: RunState) -> None:
+    """Skip a config that FINISHED before (``runtime.skip_finished``), or reopen the run that stopped
+    part-way and load back the results of the analyzers it finished, before the model loads."""
+    tracker = state.components.tracker
+    state.resume_id, state.done = _resume_point(state.components.settings.runtime, tracker, state.config_hash)
+    if state.resume_id == "finished":
+        run_id, metrics = state.done
+        state.skipped = RunOutcome(
+            metrics, {}, state.out_dir, run_id, f"skipped: FINISHED before as run {run_id}", skipped=True
+        )
+        return
+    if state.resume_id is not None:
+        tags = {**state.tags, "modelxray.resumed_analyzers": ",".join(state.done)}
+        state.tracker_run = tracker.resume(state.resume_id, tags)
+        state.tracker_run.record(state.out_dir)
+        log.info("Resuming run %s: %s finished there and are not run again", state.resume_id, ", ".join(state.done))
+        state.earlier = _earlier_results(state.tracker_run, state.out_dir, state.components.analyzers, state.done)
+
+
+def _load(state: RunState) -> None:
+    """Check the model, data and analyzers fit each other from their declarations, load them, and
+    check them again loaded (task, finite weights, each analyzer's preflight)."""
+    components, given = state.components, state.given
+    if given.model is None:
+        chosen = any(o.lstrip("+").partition("=")[0] == "dataset" for o in state.job.overrides)
+        check_before_load(components.model, components.dataset, dataset_chosen=chosen)
+    feeds = {f.name: getattr(given, f.name) for f in dataclasses.fields(given)}  # asdict would copy the model
+    state.subject, cache = load_subject(state.cfg, components, **feeds)
+    check_task(state.subject, components.analyzers, components.quant)
+    check_finite_weights(state.subject.model, components.analyzers)
+    preflight(state.subject, components.analyzers)
+    if cache:
+        state.tags["modelxray.model_cache"] = cache
+
+
+def _start_tracking(state: RunState) -> None:
+    """Open the run in the store (a resumed run is open already), with its tags, params and dataset."""
+    if state.tracker_run is None:
+        state.tracker_run = state.components.tracker.start(state.run_name, state.tags)
+        state.tracker_run.record(state.out_dir)
+    elif "modelxray.model_cache" in state.tags:
+        state.tracker_run.set_tags({"modelxray.model_cache": state.tags["modelxray.model_cache"]})
+    state.tracker_run.set_tags(kind_tags(state.subject, state.run_name, resumed=state.resume_id is not None))
+    state.params.update(state.subject.info.as_params())
+    if state.resume_id is None:  # a resumed run has its params (MLflow refuses a changed value)
+        state.tracker_run.log_params(state.params)
+        identity = identify(state.subject.data, state.components.dataset)
+        if identity is not None:
+            state.tracker_run.log_dataset(identity)
+
+
+def _train(state: RunState) -> None:
+    """``train=``: train the model before anything measures it."""
+    train = state.components.train
+    if train is None:
+        return
+    from modelxray.training.run import train_subject
+
+    progress = state.components.settings.progress
+    state.subject, state.results["train"] = train_subject(
+        state.subject, train, state.tracker_run, state.out_dir, progress=progress
+    )
+
+
+def _keep_reference(state: RunState) -> None:
+    """Before ``quant=`` changes the model, keep its outputs for the analyzers that score agreement."""
+    pending = [n for n in state.components.analyzers if n not in state.earlier]
+    if not (pending and _keeps_reference(state.subject, state.components)):
+        return
+    from modelxray.measure.reference_outputs import capture
+
+    try:
+        reference = capture(state.subject, state.components.analyzers.get("performance"))
+        state.subject = dataclasses.replace(state.subject, reference=reference)
+    except Exception:  # noqa: BLE001 - recorded as performance's failure, never the whole run's
+        state.reference_error = "the unquantized model's outputs could not be computed:\n" + traceback.format_exc()
+
+
+def _quantize(state: RunState) -> None:
+    """``quant=``: quantize the model (in place when nothing needs its loaded weights after)."""
+    cfg, job, components = state.cfg, state.job, state.components
+    given_model = state.given.model is not None
+    in_place = _quantize_in_place(cfg, job, components, given_model=given_model)
+    if in_place:  # the cache must not hand the quantized model to a later run as the loaded one
+        process_cache.evict(components.model)
+    progress = components.settings.progress
+    state.subject, quant_report = components.quant.apply(state.subject, progress=progress, in_place=in_place)
+    if quant_report is not None:
+        quant_report.insights.append(_in_place_note(in_place, cfg, job, components, given_model))
+        quant_report.seconds = quant_report.metrics.get("seconds", 0.0)
+        state.results["quant"] = quant_report
+        keep_stage("quant", quant_report, state.out_dir, state.tracker_run, state.written)
+
+
+def _analyze(state: RunState) -> None:
+    """Each analyzer in turn, each kept the moment it ends; one that fails never stops the others."""
+    settings = state.components.settings
+    ctx = RunContext(
+        output_dir=state.out_dir,
+        seed=settings.seed,
+        progress=settings.progress,
+        original_weights=settings.runtime.original_weights,
+    )
+    finished = [n for n in state.components.analyzers if n in state.earlier]
+    for name, analyzer in state.components.analyzers.items():
+        if name in state.earlier:
+            state.results[name] = state.earlier[name]
+            continue
+        if name == "performance" and state.reference_error is not None:
+            state.results[name] = Result(name, error=state.reference_error, source=analyzer)
+        else:
+            state.results[name] = run_stage(name, analyzer, state.subject, ctx)
+        keep_stage(name, state.results[name], state.out_dir, state.tracker_run, state.written)
+        if state.results[name].ok:  # a failed analyzer runs again when the run is resumed
+            finished.append(name)
+            state.tracker_run.mark_finished(finished)
+
+
+def _report(state: RunState) -> None:
+    """The run's report directory: summary, insights, dashboard, over every stage's files."""
+    run_info = run_summary(state.config, state.job, state.subject, state.tracker_run.describe())
+    dashboard = state.components.settings.report.dashboard
+    write_reports(state.out_dir, run_info, state.results, dashboard=dashboard, written=state.written)
+
+
+def _finish_tracking(state: RunState) -> None:
+    """The metrics no stage logged yet, the report's files, and the run's end status."""
+    results, earlier = state.results, state.earlier
+    metrics = {f"{name}/{k}": v for name, r in results.items() for k, v in r.finite_metrics().items()}
+    metrics.update({f"{name}/seconds": r.seconds for name, r in results.items()})
+    state.metrics = metrics
+    unlogged = {k: v for k, v in metrics.items() if k.split("/", 1)[0] not in (*state.written, *earlier)}
+    state.tracker_run.log_metrics(unlogged)
+    train = state.components.train
+    keep_checkpoints = train is not None and train.log_checkpoints
+    state.tracker_run.log_artifacts(state.out_dir, exclude=() if keep_checkpoints else ("checkpoints",))
+    state.tracker_run.finish("FAILED" if any(not r.ok for r in results.values()) else "FINISHED")
+
+
+STAGES = (  # one run, in order; each stage reads and extends the RunState
+    ("resume", _resume),
+    ("load", _load),
+    ("start tracking", _start_tracking),
+    ("train", _train),
+    ("keep reference outputs", _keep_reference),
+    ("quantize", _quantize),
+    ("analyze", _analyze),
+    ("report", _report),
+    ("finish tracking", _finish_tracking),
+)
+
+
+def _record_failure(state: RunState, exc: BaseException) -> None:
+    """A stage raised: bad input found while loading, or a stop before the run was opened, leaves no
+    run; anything else ends the run FAILED (KILLED when stopped) with its traceback in the store."""
+    tracker_run = state.tracker_run
+    stopped = isinstance(exc, (KeyboardInterrupt, JobKilled))
+    if stopped and hasattr(tracker_run, "hurry"):
+        tracker_run.hurry()  # a stopped process ends in seconds, whatever the server does
+    tb = traceback.format_exc()
+    if tracker_run is None and (stopped or isinstance(exc, ConfigError) or state.stage == "resume"):
+        return  # bad input found while loading (its one line), a stop before any analysis, or a store
+        # that could not be asked whether to resume: no run
+    with contextlib.suppress(OSError):  # a full disk: the run still ends FAILED, its traceback in the store
+        (state.out_dir / "errors").mkdir(exist_ok=True)
+        (state.out_dir / "errors" / "run_traceback.txt").write_text(tb)
+    if tracker_run is None:  # a crash while loading is recorded: a FAILED run with its traceback
+        tracker_run = state.tracker_run = state.components.tracker.start(state.run_name, state.tags)
+        tracker_run.record(state.out_dir)
+    try:
+        tracker_run.log_text(tb, "errors/run_traceback.txt")
+    finally:
+        tracker_run.finish("KILLED" if stopped else "FAILED")
 
 
 def kind_tags(subject: Subject, run_name: str, resumed: bool = False) -> dict[str, str]:

@@ -7,22 +7,19 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
-
 from modelxray.core.result import Result
 
 log = logging.getLogger(__package__)  # log lines keep the name modelxray.app
 
 
-def _resume_point(cfg: DictConfig, tracker, config_hash: str) -> tuple[str | None, Any]:
-    """Where this run starts: ``("finished", (run id, metrics))`` when ``runtime.skip_finished`` finds
-    the config FINISHED; ``(run id, analyzers done)`` to continue a run that stopped part-way (the one
-    ``runtime.resume`` names, or the newest such run of this config under ``skip_finished``); else
-    ``(None, [])``, a new run."""
-    explicit = OmegaConf.select(cfg, "runtime.resume", default=None)
-    if explicit:
-        return str(explicit), tracker.resumable(str(explicit), config_hash)
-    if not OmegaConf.select(cfg, "runtime.skip_finished", default=False):
+def _resume_point(runtime, tracker, config_hash: str) -> tuple[str | None, Any]:
+    """Where this run starts (``runtime``: the ``runtime.*`` settings): ``("finished", (run id,
+    metrics))`` when ``skip_finished`` finds the config FINISHED; ``(run id, analyzers done)`` to
+    continue a run that stopped part-way (the one ``resume`` names, or the newest such run of this
+    config under ``skip_finished``); else ``(None, [])``, a new run."""
+    if runtime.resume:
+        return str(runtime.resume), tracker.resumable(str(runtime.resume), config_hash)
+    if not runtime.skip_finished:
         return None, []
     found = tracker.find_finished(config_hash)
     if found is not None:

@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from modelxray.analyzers.base import Analyzer
+from modelxray.config.settings import GROUPS, RunSettings, settings_of, top_level_keys
 from modelxray.core.errors import ConfigError
 from modelxray.core.instantiate import build_component
-
-TOP_LEVEL_KEYS = {
-    "model",
-    "dataset",
-    "analyzer",
-    "quant",
-    "tracker",
-    "train",
-    "seed",
-    "threads",
-    "progress",
-    "model_cache_size",
-    "report",
-    "runtime",
-    "hydra",
-}
 
 
 @dataclass
@@ -36,6 +21,7 @@ class Components:
     quant: Any
     tracker: Any
     train: Any = None  # TrainConfig, or None for train=none
+    settings: RunSettings = field(default_factory=RunSettings)  # seed, threads, runtime.*, report.*
 
 
 def validate_config(cfg: DictConfig) -> Components:
@@ -50,15 +36,11 @@ def build_components(cfg: DictConfig, *, skip_model: bool = False, skip_dataset:
             "holds none of the keys model, dataset, analyzer, quant, tracker: the primary config file (--config-name) "
             "is empty or not a modelxray config; start it with 'defaults: [config, _self_]' to build on the defaults",
         )
-    unknown = sorted(set(cfg.keys()) - TOP_LEVEL_KEYS)
+    valid = top_level_keys()
+    unknown = sorted(set(cfg.keys()) - valid)
     if unknown:
-        raise ConfigError(
-            unknown[0], f"unknown top-level key; valid keys: {', '.join(sorted(TOP_LEVEL_KEYS - {'hydra'}))}"
-        )
-    _check_scalar(cfg, "seed", int)
-    _check_scalar(cfg, "threads", int, allow_none=True, positive=True)
-    _check_scalar(cfg, "progress", bool)
-    _check_scalar(cfg, "model_cache_size", int, non_negative=True)
+        raise ConfigError(unknown[0], f"unknown top-level key; valid keys: {', '.join(sorted(valid - {'hydra'}))}")
+    settings = settings_of({k: _plain(cfg, k) for k in cfg if k not in ("hydra", *GROUPS)})
     model = None if skip_model else build_component(cfg.model, "model")
     dataset = None if skip_dataset else build_component(cfg.dataset, "dataset")
     train = _train(cfg)
@@ -77,9 +59,7 @@ def build_components(cfg: DictConfig, *, skip_model: bool = False, skip_dataset:
     _check_quantizing_analyzers(analyzers, quant)
     tracker = build_component(cfg.tracker, "tracker")
     tracker.redactor = _redactor(cfg)
-    _check_report(cfg)
-    _check_runtime(cfg)
-    return Components(model, dataset, analyzers, quant, tracker, train)
+    return Components(model, dataset, analyzers, quant, tracker, train, settings)
 
 
 def _redactor(cfg: DictConfig) -> Any:
@@ -116,42 +96,7 @@ def _train(cfg: DictConfig) -> Any:
     return obj if getattr(obj, "enabled", False) else None
 
 
-def _check_runtime(cfg: DictConfig) -> None:
-    runtime = cfg.get("runtime") or {}
-    for k in runtime:
-        if k not in ("skip_finished", "resume", "original_weights"):
-            raise ConfigError(f"runtime.{k}", "unknown key; valid keys: skip_finished, resume, original_weights")
-    from modelxray.core.original_weights import PLACES
-
-    where = runtime.get("original_weights", "auto")
-    if where not in PLACES:
-        raise ConfigError("runtime.original_weights", f"expected one of {', '.join(PLACES)}, got {where!r}")
-    if not isinstance(runtime.get("skip_finished", False), bool):
-        raise ConfigError("runtime.skip_finished", f"expected true or false, got {runtime.get('skip_finished')!r}")
-    resume = runtime.get("resume")
-    if resume is not None and (not isinstance(resume, str) or not resume.strip()):
-        raise ConfigError("runtime.resume", f"expected an MLflow run id, got {resume!r}")
-
-
-def _check_report(cfg: DictConfig) -> None:
-    report = cfg.get("report") or {}
-    for k in report:
-        if k != "dashboard":
-            raise ConfigError(f"report.{k}", "unknown key; valid keys: dashboard")
-    if not isinstance(report.get("dashboard", True), bool):
-        raise ConfigError("report.dashboard", f"expected bool, got {report.get('dashboard')!r}")
-
-
-def _check_scalar(
-    cfg: DictConfig, key: str, tp: type, allow_none: bool = False, positive: bool = False, non_negative: bool = False
-) -> None:
-    value = cfg.get(key)
-    if value is None and allow_none:
-        return
-    ok = isinstance(value, tp) and (tp is bool or not isinstance(value, bool))
-    if not ok:
-        raise ConfigError(key, f"expected {tp.__name__}, got {value!r}")
-    if positive and value <= 0:
-        raise ConfigError(key, f"must be positive, got {value!r}")
-    if non_negative and value < 0:
-        raise ConfigError(key, f"must be >= 0, got {value!r}")
+def _plain(cfg: DictConfig, key: str) -> Any:
+    """``cfg[key]`` resolved, as plain Python values."""
+    value = cfg[key]
+    return OmegaConf.to_container(value, resolve=True) if isinstance(value, DictConfig) else value

@@ -81,6 +81,10 @@ SCHEMA: dict[str, dict[str, str]] = {
 }
 
 
+# the run's own top-level keys (seed, threads, runtime.*, report.* ...), stored as ``schema/settings``
+# without a ``_target_``: ``conf/config.yaml`` starts from it
+SETTINGS = "modelxray.config.settings.RunSettings"
+
 # ``field(default="", metadata=REQUIRED)``: a key the user must set (the schema holds ``???``),
 # for fields that cannot go without a default in a dataclass whose base fields have defaults.
 REQUIRED = {"required": True}
@@ -138,4 +142,7 @@ def register_schema() -> None:
             node = defaults_of(cls)
             node["_target_"] = path
             cs.store(group=f"schema/{group}", name=name, node=node)
+    settings = defaults_of(load_class(SETTINGS))
+    settings.pop("_target_")
+    cs.store(group="schema", name="settings", node=settings)
     _registered = True

@@ -17,6 +17,7 @@ class TrackerRun(Protocol):
     def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None: ...
     def log_metric_rows(self, rows: list[tuple[int, dict[str, float]]]) -> None: ...
     def set_tags(self, tags: dict[str, str]) -> None: ...
+    def mark_finished(self, analyzers: list[str]) -> None: ...
     def log_artifacts(self, folder: Path, exclude: tuple[str, ...] = ()) -> None: ...
     def log_files(self, folder: Path, paths: list[Path]) -> None: ...
     def fetch_results(self, folder: Path, names: list[str]) -> dict[str, Path]: ...
@@ -42,6 +43,9 @@ class NullRun:
         pass
 
     def set_tags(self, tags):
+        pass
+
+    def mark_finished(self, analyzers):
         pass
 
     def log_artifacts(self, folder, exclude=()):
@@ -82,6 +86,9 @@ class NullTracker(Configurable):
 
     def start(self, run_name: str | None, tags: dict[str, str]) -> NullRun:
         return NullRun()
+
+    def store_key(self) -> None:
+        return None  # no store: a sweep's jobs have no parent run to log under
 
     def find_finished(self, config_hash: str) -> None:
         return None  # nothing is recorded, so nothing can be skipped

@@ -17,6 +17,8 @@ from modelxray.tracking.redact import Redactor, redact
 
 TEXT_SUFFIXES = (".yaml", ".yml", ".json", ".md", ".txt", ".csv", ".log", ".html", ".tsv")  # redacted before upload
 
+PID_TAG = "modelxray.pid"  # the process logging the run, with the ``host`` tag: is a RUNNING run alive?
+DONE_TAG = "modelxray.analyzers_done"  # analyzers whose results the run holds, comma-separated
 _PARAM_BATCH = 100  # MLflow's limit of params per log_batch call
 _METRIC_BATCH = 1000  # and of metrics
 _PARAM_MAX_CHARS = 6000
@@ -134,6 +136,10 @@ class MlflowRun:
         ]
         for i in range(0, len(items), _METRIC_BATCH):
             self.client.log_batch(self.run_id, metrics=items[i : i + _METRIC_BATCH])
+
+    def mark_finished(self, analyzers: list[str]) -> None:
+        """Record which analyzers' results the run holds: a resumed run does not run them again."""
+        self.set_tags({DONE_TAG: ",".join(analyzers)})
 
     @_to_store
     def set_tags(self, tags: dict[str, str]) -> None:

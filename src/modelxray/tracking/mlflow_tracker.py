@@ -32,7 +32,7 @@ from urllib.parse import urlparse
 
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
-from modelxray.tracking.mlflow_run import MlflowRun
+from modelxray.tracking.mlflow_run import DONE_TAG, PID_TAG, MlflowRun
 from modelxray.tracking.mlflow_store import (
     check_server,
     check_writable,
@@ -243,6 +243,12 @@ class MlflowTracker(Configurable):
         except MlflowException:
             return False
 
+    def store_key(self) -> str:
+        """Which store and experiment this tracker logs to, as one string (a SQLite file by its
+        absolute path). A sweep's jobs log under its parent run only when their key is the parent's."""
+        db = self.sqlite_path()
+        return f"{db if db is not None else self.uri}#{self.experiment}"
+
     def resume(self, run_id: str, tags: dict[str, str]) -> MlflowRun:
         """Reopen ``run_id`` (status RUNNING again) to log the analyzers it has not finished."""
         from mlflow.tracking import MlflowClient
@@ -250,7 +256,7 @@ class MlflowTracker(Configurable):
         client = MlflowClient(tracking_uri=self.store_uri)
         client.update_run(run_id, status="RUNNING")
         run = MlflowRun(client, run_id, self.uri, self.experiment, self.redactor)
-        run.set_tags(tags)
+        run.set_tags({**tags, PID_TAG: str(os.getpid())})
         return self._watched(run)
 
     def start(self, run_name: str | None, tags: dict[str, str]) -> MlflowRun:
@@ -263,7 +269,7 @@ class MlflowTracker(Configurable):
         run = client.create_run(
             experiment_id,
             run_name=self.redactor.text(name) if name else name,
-            tags=self.redactor.pairs({**tags, **self.tags}),
+            tags=self.redactor.pairs({**tags, **self.tags, PID_TAG: str(os.getpid())}),
         )
         return self._watched(MlflowRun(client, run.info.run_id, self.uri, self.experiment, self.redactor))
 
@@ -277,20 +283,6 @@ class MlflowTracker(Configurable):
             )
             run.monitor.start()
         return run
-
-
-def store_key(tracker) -> str | None:
-    """Which store and experiment a tracker logs to, as one string (a SQLite file by its absolute
-    path); None for ``tracker=none``. A sweep's jobs log under its parent run only when their key
-    is the parent's."""
-    if not isinstance(tracker, MlflowTracker):
-        return None
-    db = tracker.sqlite_path()
-    return f"{db if db is not None else tracker.uri}#{tracker.experiment}"
-
-
-PID_TAG = "modelxray.pid"  # the process logging the run, with the ``host`` tag: is a RUNNING run alive?
-DONE_TAG = "modelxray.analyzers_done"  # analyzers whose results the run holds, comma-separated
 
 
 def _done(run) -> list[str]:

@@ -36,6 +36,13 @@ def run_tags(overrides: list[str], sweep_dir: str | None, job_num: int | None, s
     return tags
 
 
+def store_key(tracker) -> str | None:
+    """Which store and experiment a tracker logs to, as one string; None for a tracker without a
+    store (``tracker=none``)."""
+    key = getattr(tracker, "store_key", None)
+    return key() if key is not None else None
+
+
 def scheduler_tags() -> dict[str, str]:
     """Which sweep and which scheduler job this run is: the sweep id set by ``SweepSetup``, the
     submitit executor, and SLURM's job and array-task ids (the last array task's SLURM_JOB_ID

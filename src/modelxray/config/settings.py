@@ -1,0 +1,90 @@
+"""The top-level keys of a run (``seed``, ``threads``, ``progress``, ``model_cache_size``,
+``runtime.*``, ``report.*``): one schema, checked like every group's options. It is registered as
+``schema/settings`` and ``conf/config.yaml`` starts from it, so these dataclasses hold the only
+defaults and ``docs/config_reference.md`` lists every key with its help."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from modelxray.core.configurable import Configurable
+from modelxray.core.errors import ConfigError
+
+ORIGINAL_WEIGHTS_PLACES = ("auto", "disk", "memory", "cpu")  # where changed weights wait (core.original_weights)
+
+
+@dataclass
+class RuntimeSettings(Configurable):
+    """Where a run starts and what it keeps: resuming, skipping finished configs, original weights."""
+
+    skip_finished: bool = False  # skip configs that FINISHED in this experiment; resume those that stopped part-way
+    resume: str | None = None  # an MLflow run id: continue that run, keeping the analyzers it finished
+    original_weights: str = (
+        "auto"  # analyzers that change weights keep the originals: disk, memory, cpu or auto (cpu on a GPU, else disk)
+    )
+
+    def validate(self) -> None:
+        self.require_choice("original_weights", ORIGINAL_WEIGHTS_PLACES)
+        if self.resume is not None and not self.resume.strip():
+            raise ConfigError("resume", f"expected an MLflow run id, got {self.resume!r}")
+
+
+@dataclass
+class ReportSettings(Configurable):
+    """What the report directory holds beside each analyzer's files."""
+
+    dashboard: bool = True  # plots/analysis_summary_dashboard.png: every analyzer's headline figures on one page
+
+
+@dataclass
+class RunSettings(Configurable):
+    """Keys of the run itself, beside the groups (model, dataset, analyzer, quant, train, tracker)."""
+
+    seed: int = 0  # python, numpy and torch RNGs
+    threads: int | None = None  # torch intra-op threads; null = torch's default (physical cores)
+    progress: bool = True  # progress bars
+    model_cache_size: int = 1  # models kept loaded per process (a multirun reuses them); 0 disables
+    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+    report: ReportSettings = field(default_factory=ReportSettings)
+
+    def validate(self) -> None:
+        self.require_positive("threads", allow_none=True)
+        self.require_non_negative("model_cache_size")
+
+
+GROUPS = ("model", "dataset", "analyzer", "quant", "train", "tracker")  # the config groups of a run
+
+
+def top_level_keys() -> set[str]:
+    """Every key a run's config may hold at its top level."""
+    return {*GROUPS, *(f.name for f in dataclasses.fields(RunSettings)), "hydra"}
+
+
+def settings_of(config: dict[str, Any]) -> RunSettings:
+    """The run's settings from its composed config (a plain mapping); a bad or unknown key raises
+    ``ConfigError`` naming it (``runtime.resume``, ``report.dashbord``)."""
+    return _build(RunSettings, {k: v for k, v in config.items() if k not in (*GROUPS, "hydra")}, "")
+
+
+def _build(cls: type, values: Any, prefix: str) -> Any:
+    if values is None:
+        values = {}
+    if not isinstance(values, dict):
+        raise ConfigError(prefix.rstrip("."), f"expected a mapping of {cls.__name__} keys, got {values!r}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(values) - set(fields))
+    if unknown:
+        where = f"{prefix}{unknown[0]}"
+        raise ConfigError(where, f"unknown key; valid keys: {', '.join(f'{prefix}{k}' for k in fields)}")
+    kwargs = {}
+    for name, value in values.items():
+        default = fields[name].default_factory
+        nested = default() if default is not dataclasses.MISSING else None
+        is_settings = isinstance(nested, Configurable)
+        kwargs[name] = _build(type(nested), value, f"{prefix}{name}.") if is_settings else value
+    try:
+        return cls(**kwargs)
+    except ConfigError as exc:
+        raise exc.under(prefix.rstrip(".")) from None
