@@ -7,7 +7,7 @@ import pytest
 
 from modelxray.api import compose
 from modelxray.config.components import build_components
-from modelxray.config.settings import ORIGINAL_WEIGHTS_PLACES, RunSettings, settings_of
+from modelxray.config.settings import ORIGINAL_WEIGHTS_PLACES, RunSettings, run_settings
 from modelxray.core.errors import ConfigError
 
 
@@ -56,7 +56,7 @@ def test_a_bad_top_level_value_is_one_line_naming_its_key(override, key, says):
 
 def test_a_settings_block_that_is_not_a_mapping_is_named():
     with pytest.raises(ConfigError, match=r"^runtime: expected a mapping"):
-        settings_of({"runtime": 3})
+        run_settings({"runtime": 3})
 
 
 def test_the_original_weights_places_are_those_the_implementation_knows():

@@ -8,7 +8,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from modelxray.analyzers.base import Analyzer
-from modelxray.config.settings import GROUPS, RunSettings, settings_of, top_level_keys
+from modelxray.config.settings import GROUPS, RunSettings, run_settings, top_level_keys
 from modelxray.core.errors import ConfigError
 from modelxray.core.instantiate import build_component
 
@@ -40,7 +40,7 @@ def build_components(cfg: DictConfig, *, skip_model: bool = False, skip_dataset:
     unknown = sorted(set(cfg.keys()) - valid)
     if unknown:
         raise ConfigError(unknown[0], f"unknown top-level key; valid keys: {', '.join(sorted(valid - {'hydra'}))}")
-    settings = settings_of({k: _plain(cfg, k) for k in cfg if k not in ("hydra", *GROUPS)})
+    settings = run_settings({k: _plain(cfg, k) for k in cfg if k not in ("hydra", *GROUPS)})
     model = None if skip_model else build_component(cfg.model, "model")
     dataset = None if skip_dataset else build_component(cfg.dataset, "dataset")
     train = _train(cfg)

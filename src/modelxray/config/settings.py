@@ -62,7 +62,7 @@ def top_level_keys() -> set[str]:
     return {*GROUPS, *(f.name for f in dataclasses.fields(RunSettings)), "hydra"}
 
 
-def settings_of(config: dict[str, Any]) -> RunSettings:
+def run_settings(config: dict[str, Any]) -> RunSettings:
     """The run's settings from its composed config (a plain mapping); a bad or unknown key raises
     ``ConfigError`` naming it (``runtime.resume``, ``report.dashbord``)."""
     return _build(RunSettings, {k: v for k, v in config.items() if k not in (*GROUPS, "hydra")}, "")
