@@ -69,6 +69,9 @@ class LMHarness:
     def clean_of(self, n_windows: int) -> dict[str, float]:
         return self.ref.metrics_of(max_windows=n_windows)
 
+    attack_bounds = None  # the range the attacked input stays in (None: unbounded)
+    attack_unit = "window"  # what the progress bar counts
+
     def attack(
         self,
         eps_list: list[float],
@@ -79,74 +82,82 @@ class LMHarness:
         n_windows: int,
         desc: str,
     ) -> dict[float, dict[str, dict]]:
-        """FGSM (and PGD when ``steps`` > 0) at each relative eps on the first ``n_windows`` windows,
-        maximising the next-token loss. Returns {eps: {"fgsm": metrics, "pgd": metrics}}; the FGSM
-        gradient at the clean point is computed once per batch and shared by every eps and PGD's first step."""
-        scale = self.eps_scale
+        """FGSM (and PGD when ``steps`` > 0) at each relative eps (times ``eps_scale``) on the first
+        ``n_windows`` windows, maximising the loss of their targets; what is attacked is the input
+        that ``_attack_start`` and ``_attack_forward`` say (here an offset to the token embeddings).
+        Returns {eps: {"fgsm": metrics, "pgd": metrics}}; the FGSM gradient at the clean point is
+        computed once per batch and shared by every eps and PGD's first step."""
+        scale, bounds = self.eps_scale, self.attack_bounds
         fg = {e: self.ref.comparison() for e in eps_list}
         pg = {e: self.ref.comparison() for e in eps_list} if steps > 0 else {}
         left = n_windows
-        work = [(i, b) for i, b in enumerate(self.ref.batches)]
-        total = sum(min(b[0].shape[0], max(0, n_windows - i * self.batch_size)) for i, b in work)
+        total = sum(min(b[0].shape[0], max(0, n_windows - i * self.batch_size)) for i, b in enumerate(self.ref.batches))
         with (
             frozen(self.model),
-            EmbeddingShift(self.embedding, self.shift_within) as shift,
-            bar(total=total, desc=desc, unit="window", enabled=self.progress) as pbar,
+            self._attack_context() as ctx,
+            bar(total=total, desc=desc, unit=self.attack_unit, enabled=self.progress) as pbar,
         ):
-            for i, (inputs, targets) in work:
+            for i, (inputs, targets) in enumerate(self.ref.batches):
                 if left <= 0:
                     break
                 rows = min(inputs.shape[0], left)
                 left -= rows
                 inputs, targets = inputs[:rows].to(self.ref.device), targets[:rows].to(self.ref.device)
-                grad_fn = self._grad_fn(shift, inputs, targets)
-                zero = torch.zeros((*self.token_shape(inputs), self.embedding.weight.shape[1]), device=self.ref.device)
-                g0 = grad_fn(zero)
+                x0 = self._attack_start(inputs)
+                grad_fn = self._grad_fn(ctx, inputs, targets)
+                g0 = grad_fn(x0)
                 for eps in eps_list:
                     e = eps * scale
-                    fg[eps].add(i, self._logits(shift, inputs, fgsm(zero, g0, e)), targets)
+                    fg[eps].add(i, self._logits(ctx, inputs, fgsm(x0, g0, e, bounds)), targets)
                     if steps > 0:
                         size = (step_size * e) if step_size else default_step_size(e, steps)
-                        delta = pgd(zero, grad_fn, e, steps, size, random_start, generator, first_grad=g0)
-                        pg[eps].add(i, self._logits(shift, inputs, delta), targets)
+                        x = pgd(x0, grad_fn, e, steps, size, random_start, generator, bounds, first_grad=g0)
+                        pg[eps].add(i, self._logits(ctx, inputs, x), targets)
                 pbar.update(rows)
         return {e: {"fgsm": fg[e].result(), **({"pgd": pg[e].result()} if steps > 0 else {})} for e in eps_list}
 
-    def _logits(self, shift: EmbeddingShift, inputs: torch.Tensor, delta: torch.Tensor) -> torch.Tensor:
+    def _attack_context(self):
+        """Entered around an attack, passed to ``_attack_forward``: here the embedding shift."""
+        return EmbeddingShift(self.embedding, self.shift_within)
+
+    def _attack_start(self, inputs) -> torch.Tensor:
+        """The clean point of the attacked input: here a zero offset to the token embeddings."""
+        return torch.zeros((*self.token_shape(inputs), self.embedding.weight.shape[1]), device=self.ref.device)
+
+    def _attack_forward(self, shift: EmbeddingShift, inputs, delta: torch.Tensor) -> torch.Tensor:
+        """The model's logits on ``inputs`` with the attacked input at ``delta``."""
         shift.delta = delta
-        with torch.inference_mode():
-            out = forward_logits(self.model, inputs)
+        out = forward_logits(self.model, inputs)
         shift.delta = None
         return out
 
-    def _grad_fn(self, shift: EmbeddingShift, inputs: torch.Tensor, targets: torch.Tensor):
-        """The gradient of the batch's mean next-token loss with respect to the embedding shift,
-        computed ``attack_batch_size`` windows at a time (the backward keeps every layer's
-        activations of the windows in flight): each part's summed loss over the batch's scored
+    def _logits(self, ctx, inputs, x: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():
+            return self._attack_forward(ctx, inputs, x)
+
+    def _grad_fn(self, ctx, inputs, targets: torch.Tensor):
+        """x -> the gradient of the batch's mean loss over its scored targets with respect to the
+        attacked input, computed ``attack_batch_size`` rows at a time (the backward keeps every
+        layer's activations of the rows in flight): each part's summed loss over the batch's scored
         tokens, so the parts are exactly the rows of the whole batch's gradient."""
         scored = (targets != IGNORE).sum().clamp_min(1)
         step = self.attack_batch_size
 
-        def grad(delta: torch.Tensor) -> torch.Tensor:
+        def grad(x: torch.Tensor) -> torch.Tensor:
             parts = []
-            for start in range(0, inputs.shape[0], step):
+            for start in range(0, x.shape[0], step):
                 rows = slice(start, start + step)
-                d = delta[rows].detach().requires_grad_(True)
-                shift.delta = d
+                part = x[rows].detach().requires_grad_(True)
                 with torch.enable_grad():
-                    logits = forward_logits(self.model, inputs[rows])
-                    loss = (
-                        F.cross_entropy(
-                            logits.float().reshape(-1, logits.shape[-1]),
-                            targets[rows].reshape(-1),
-                            ignore_index=IGNORE,
-                            reduction="sum",
-                        )
-                        / scored
+                    logits = self._attack_forward(ctx, inputs[rows], part).float()
+                    loss = F.cross_entropy(
+                        logits.reshape(-1, logits.shape[-1]),
+                        targets[rows].reshape(-1),
+                        ignore_index=IGNORE,
+                        reduction="sum",
                     )
-                    (g,) = torch.autograd.grad(loss, d)
+                    (g,) = torch.autograd.grad(loss / scored, part)
                 parts.append(g)
-                shift.delta = None
             return torch.cat(parts)
 
         return grad

@@ -9,17 +9,14 @@ tokens are perturbed by token substitution, as any text model's."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from modelxray.core.progress import bar
 from modelxray.measure.scoring import forward_logits
-from modelxray.metrics.windows import IGNORE, Window
-from modelxray.perturb.attacks import default_step_size, fgsm, pgd
-from modelxray.perturb.embedding_shift import frozen
+from modelxray.metrics.windows import Window
 from modelxray.perturb.text_task_harness import TextTaskHarness
 
 BOUNDS = (0.0, 1.0)  # pixels
@@ -71,72 +68,23 @@ class VisionLanguageHarness(TextTaskHarness):
         normalised = (pixels - self.mean.to(pixels)) / self.std.to(pixels)
         return inputs._like({**inputs, "pixel_values": normalised.to(pv.dtype)})
 
+    # LMHarness.attack, on the pixels instead of an offset to the token embeddings
+    attack_bounds = BOUNDS
+    attack_unit = "question"
+
+    def _attack_context(self):
+        return contextlib.nullcontext()
+
     def _pixels(self, inputs) -> torch.Tensor:
+        """The clean image's pixels (the processor's normalisation undone): where the attack starts."""
         pv = inputs["pixel_values"].float()
         return (pv * self.std.to(pv) + self.mean.to(pv)).clamp(*BOUNDS)
 
-    def attack(
-        self,
-        eps_list: list[float],
-        steps: int,
-        step_size: float | None,
-        random_start: bool,
-        generator: torch.Generator,
-        n_windows: int,
-        desc: str,
-    ) -> dict[float, dict[str, dict]]:
-        """FGSM (and PGD when ``steps`` > 0) in pixel space at each eps on the first ``n_windows``
-        questions, raising the reference answer's loss; the gradient at the clean image is shared by
-        every eps and PGD's first step."""
-        fg = {e: self.ref.comparison() for e in eps_list}
-        pg = {e: self.ref.comparison() for e in eps_list} if steps > 0 else {}
-        left = n_windows
-        total = sum(min(b[0].shape[0], max(0, n_windows - i * self.batch_size)) for i, b in enumerate(self.ref.batches))
-        with frozen(self.model), bar(total=total, desc=desc, unit="question", enabled=self.progress) as pbar:
-            for i, (inputs, targets) in enumerate(self.ref.batches):
-                if left <= 0:
-                    break
-                rows = min(inputs.shape[0], left)
-                left -= rows
-                inputs, targets = inputs[:rows].to(self.ref.device), targets[:rows].to(self.ref.device)
-                x0 = self._pixels(inputs)
-                grad_fn = self._pixel_grad_fn(inputs, targets)
-                g0 = grad_fn(x0)
-                for eps in eps_list:
-                    fg[eps].add(i, self._logits_at(inputs, fgsm(x0, g0, eps, BOUNDS)), targets)
-                    if steps > 0:
-                        size = (step_size * eps) if step_size else default_step_size(eps, steps)
-                        x = pgd(x0, grad_fn, eps, steps, size, random_start, generator, BOUNDS, g0)
-                        pg[eps].add(i, self._logits_at(inputs, x), targets)
-                pbar.update(rows)
-        return {e: {"fgsm": fg[e].result(), **({"pgd": pg[e].result()} if steps > 0 else {})} for e in eps_list}
-
-    def _logits_at(self, inputs, pixels: torch.Tensor) -> torch.Tensor:
-        with torch.inference_mode():
-            return forward_logits(self.model, self._with_pixels(inputs, pixels))
+    _attack_start = _pixels
 
     def _pixel_grad_fn(self, inputs, targets: torch.Tensor):
-        """pixels -> d(mean answer-token loss)/d pixels, ``attack_batch_size`` questions at a time,
-        each part's summed loss over the batch's scored tokens (so the parts are the rows of the
-        whole batch's gradient)."""
-        scored = (targets != IGNORE).sum().clamp_min(1)
-        step = self.attack_batch_size
+        """pixels -> d(mean answer-token loss)/d pixels."""
+        return self._grad_fn(None, inputs, targets)
 
-        def grad(pixels: torch.Tensor) -> torch.Tensor:
-            parts = []
-            for start in range(0, pixels.shape[0], step):
-                rows = slice(start, start + step)
-                x = pixels[rows].detach().requires_grad_(True)
-                with torch.enable_grad():
-                    logits = forward_logits(self.model, self._with_pixels(inputs[rows], x)).float()
-                    loss = F.cross_entropy(
-                        logits.reshape(-1, logits.shape[-1]),
-                        targets[rows].reshape(-1),
-                        ignore_index=IGNORE,
-                        reduction="sum",
-                    )
-                    (g,) = torch.autograd.grad(loss / scored, x)
-                parts.append(g)
-            return torch.cat(parts)
-
-        return grad
+    def _attack_forward(self, _ctx, inputs, pixels: torch.Tensor) -> torch.Tensor:
+        return forward_logits(self.model, self._with_pixels(inputs, pixels))
