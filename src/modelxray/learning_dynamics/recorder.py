@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from modelxray.learning_dynamics.cartography import Cartography, RegionThresholds, cartography, cartography_from_sums
-from modelxray.learning_dynamics.forgetting import ForgettingStats, forgetting_stats, forward_fill
+from modelxray.learning_dynamics.forgetting import ForgettingStats, forward_fill
 
 BLOCK_EPOCHS = 32  # epochs buffered on the device between folds (one host transfer per block)
 _RUNNING = ("count", "sum_p", "sum_p2", "sum_correct", "events", "first_learned", "last_state")
@@ -230,9 +230,6 @@ class ExampleRecorder:
             h = self.history()
             return cartography(h["p_true"], h["correct"], thresholds)
         return cartography_from_sums(self.count, self.sum_p, self.sum_p2, self.sum_correct, thresholds)
-
-    def forgetting_from_history(self) -> ForgettingStats:
-        return forgetting_stats(self.history()["correct"])
 
     def last_epoch_mean_loss(self) -> float:
         self._fold()

@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 from modelxray.core.callbacks import Callback, TrainState
 from modelxray.learning_dynamics.callbacks.configs import CallbackConfig
-
-if TYPE_CHECKING:
-    import torch
 
 
 class LearningCallback(Callback):
@@ -89,11 +86,6 @@ def task_data(state: TrainState):
             "x_train/y_train/x_test/y_test (e.g. dataset=digits or dataset=modular_addition)"
         )
     return data
-
-
-def batch_labels(state: TrainState) -> torch.Tensor:
-    """Labels of the step's batch: ``state.task.data.y_train[state.indices]``."""
-    return task_data(state).y_train[state.indices.detach().cpu().long()]
 
 
 def finite(metrics: dict[str, float]) -> dict[str, float]:
