@@ -1,4 +1,4 @@
-"""Seed 000's ModelAnalyzer: one model loaded once, one analyzer per call on the user's DataLoader,
+"""ModelAnalyzer: one model loaded once, one analyzer per call on the user's DataLoader,
 each logged to the object's MLflow run as it finishes; the comprehensive report of all calls."""
 
 from __future__ import annotations

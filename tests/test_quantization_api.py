@@ -1,4 +1,4 @@
-"""get_quantization_analyzer (design seed 002's Python usage): model names and config become the CLI's
+"""get_quantization_analyzer: model names and config become the CLI's
 overrides, bad input fails before any work, and a benchmark's fields are the analyzer's MLflow metrics."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The learning trackers of a user's loop (``modelxray.learning_dynamics.trackers``, seed 004's API): their
+"""The learning trackers of a user's loop (``modelxray.learning_dynamics.trackers``): their
 numbers equal the callbacks' and hand computations, bad input fails before work in one line, and
 the learning-dynamics examples run."""
 
