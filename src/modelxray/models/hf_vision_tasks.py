@@ -16,7 +16,7 @@ from torch import nn
 
 from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel, ModelInfo
-from modelxray.models.hf_vision import processor_settings
+from modelxray.models.hf_vision import PixelClassifier, processor_settings
 
 AUTO_VISION_CLASS = {
     "object_detection": "AutoModelForObjectDetection",
@@ -26,19 +26,8 @@ AUTO_VISION_CLASS = {
 DEFAULT_IMAGE_SIZE = 64  # the digit canvases' side when neither config nor processor names a size
 
 
-class PixelTaskModel(nn.Module):
+class PixelTaskModel(PixelClassifier):
     """``net(pixel_values=(x - mean) / std)`` for pixels ``x`` in [0, 1]; the model's output as is."""
-
-    def __init__(self, net: nn.Module, mean: list[float], std: list[float], image_shape: tuple[int, int, int]):
-        super().__init__()
-        self.net = net
-        self.image_shape = tuple(image_shape)
-        self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).view(-1, 1, 1), persistent=False)
-        self.register_buffer("std", torch.tensor(std, dtype=torch.float32).view(-1, 1, 1), persistent=False)
-
-    @property
-    def config(self):
-        return self.net.config
 
     def forward(self, x: torch.Tensor):
         out = self.net(pixel_values=(x - self.mean.to(x)) / self.std.to(x))
