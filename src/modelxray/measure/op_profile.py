@@ -17,6 +17,7 @@ from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
 from modelxray.measure.flops import eval_mode, run_model
+from modelxray.measure.scoring import model_device
 
 
 @dataclass
@@ -32,16 +33,10 @@ def op_name(profiler_name: str) -> str:
     return profiler_name.replace("::", ".", 1)
 
 
-def _device(model: nn.Module) -> torch.device:
-    for p in model.parameters():
-        return p.device
-    return torch.device("cpu")
-
-
 def profile_ops(model: nn.Module, inputs, *, warmup: int = 2, iters: int = 5) -> tuple[list[OpTime], float]:
     """Per aten op, self time and calls per forward (mean over ``iters`` profiled runs), slowest first;
     and the median wall time of one forward, timed without the profiler (it adds per-op overhead)."""
-    device = _device(model)
+    device = model_device(model)
     on_cuda = device.type == "cuda"
     sync = (lambda: torch.cuda.synchronize(device)) if on_cuda else (lambda: None)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if on_cuda else [])

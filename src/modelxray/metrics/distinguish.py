@@ -50,7 +50,8 @@ def se_from_interval(low: float | None, high: float | None, z: float = Z_95) -> 
     return (high - low) / (2 * z)  # type: ignore[operator]
 
 
-def _number(record: Mapping[str, Any], key: str) -> float:
+def number_at(record: Mapping[str, Any], key: str) -> float:
+    """``record[key]`` as a float; NaN where it is missing, a bool or not a number."""
     v = record.get(key)
     try:
         return math.nan if v is None or isinstance(v, bool) else float(v)
@@ -71,16 +72,16 @@ def interval_of(record: Mapping[str, Any], key: str, z: float = Z_95) -> tuple[f
     ``<key>_ci_high``; else ``<key>_se`` (value -+ z se); else, for a perplexity, exp(loss -+ z
     loss_se) from its ``loss`` and ``loss_se`` (``x_perplexity`` from ``x_loss``, ``x_loss_se``).
     None when the record carries no finite error for it."""
-    value = _number(record, key)
-    low, high = _number(record, f"{key}_ci_low"), _number(record, f"{key}_ci_high")
+    value = number_at(record, key)
+    low, high = number_at(record, f"{key}_ci_low"), number_at(record, f"{key}_ci_high")
     if _finite(low) and _finite(high):
         return low, high
-    se = _number(record, f"{key}_se")
+    se = number_at(record, f"{key}_se")
     if _finite(se) and _finite(value):
         return value - z * se, value + z * se
     names = _loss_of_perplexity(key)
     if names is not None:
-        loss, loss_se = _number(record, names[0]), _number(record, names[1])
+        loss, loss_se = number_at(record, names[0]), number_at(record, names[1])
         if _finite(loss) and _finite(loss_se):
             return _exp(loss - z * loss_se), _exp(loss + z * loss_se)
     return None
@@ -90,15 +91,15 @@ def se_of(record: Mapping[str, Any], key: str) -> float:
     """The standard error of ``record[key]``: ``<key>_se``; else that of its interval
     (``se_from_interval``); else, for a perplexity, perplexity x ``loss_se`` (the delta method).
     NaN when the record carries none."""
-    se = _number(record, f"{key}_se")
+    se = number_at(record, f"{key}_se")
     if _finite(se):
         return se
-    se = se_from_interval(_number(record, f"{key}_ci_low"), _number(record, f"{key}_ci_high"))
+    se = se_from_interval(number_at(record, f"{key}_ci_low"), number_at(record, f"{key}_ci_high"))
     if _finite(se):
         return se
     names = _loss_of_perplexity(key)
     if names is not None:
-        return _number(record, key) * _number(record, names[1])
+        return number_at(record, key) * number_at(record, names[1])
     return math.nan
 
 
@@ -109,7 +110,7 @@ def error_bars(rows: Sequence[Mapping[str, Any]], key: str) -> list[list[float]]
     below, above = [], []
     for row in rows:
         bounds = interval_of(row, key)
-        value = _number(row, key)
+        value = number_at(row, key)
         lo, hi = (value - bounds[0], bounds[1] - value) if bounds is not None else (0.0, 0.0)
         below.append(max(lo, 0.0) if _finite(lo) else 0.0)
         above.append(max(hi, 0.0) if _finite(hi) else 0.0)

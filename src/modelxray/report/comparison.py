@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from modelxray.metrics.distinguish import difference, number_at, se_of
+
 ERROR_SUFFIXES = ("_se", "_ci_low", "_ci_high")
 COUNTS = (("tokens_scored", "tokens"), ("examples_scored", "examples"), ("samples", "samples"))
 HIGHER_IS_BETTER = ("accuracy", "agree")  # words in a metric's name that make its best run the highest
@@ -73,24 +75,14 @@ def fold_errors(metrics: list[str]) -> list[str]:
     return [m for m in metrics if not any(m.endswith(s) and m[: -len(s)] in chosen for s in ERROR_SUFFIXES)]
 
 
-def _value(r: dict, key: str) -> float:
-    v = r.get(key)
-    try:
-        return math.nan if v is None or isinstance(v, bool) else float(v)
-    except (TypeError, ValueError):
-        return math.nan
-
-
 def with_error(key: str, r: dict) -> str:
     """A metric's cell: ``value ± se`` when the run logged ``<key>_se``, ``value [low, high]`` when it
     logged an interval only, ``value ± se`` for a perplexity whose loss has an error, else the value."""
-    from modelxray.metrics.distinguish import se_of
-
     text = fmt(key, r.get(key))
-    low, high = _value(r, f"{key}_ci_low"), _value(r, f"{key}_ci_high")
+    low, high = number_at(r, f"{key}_ci_low"), number_at(r, f"{key}_ci_high")
     if text == "-":
         return text
-    if math.isfinite(_value(r, f"{key}_se")) or not (math.isfinite(low) and math.isfinite(high)):
+    if math.isfinite(number_at(r, f"{key}_se")) or not (math.isfinite(low) and math.isfinite(high)):
         se = se_of(r, key)
         return f"{text} ± {se:.2g}" if math.isfinite(se) else text
     return f"{text} [{fmt(key, low)}, {fmt(key, high)}]"
@@ -128,9 +120,7 @@ def find_run(runs: list[dict], selector: str) -> dict | None:
 
 
 def _with_error(runs: list[dict], metric: str) -> list[dict]:
-    from modelxray.metrics.distinguish import se_of
-
-    return [r for r in runs if math.isfinite(_value(r, metric)) and math.isfinite(se_of(r, metric))]
+    return [r for r in runs if math.isfinite(number_at(r, metric)) and math.isfinite(se_of(r, metric))]
 
 
 def _best(scored: list[dict], metric: str, maximize: tuple[str, ...]) -> dict | None:
@@ -138,7 +128,7 @@ def _best(scored: list[dict], metric: str, maximize: tuple[str, ...]) -> dict | 
     with ``accuracy`` or ``agree``."""
     leaf = metric.rsplit("/", 1)[-1]
     higher = metric in maximize or any(w in leaf for w in HIGHER_IS_BETTER)
-    return (max if higher else min)(scored, key=lambda r: _value(r, metric)) if scored else None
+    return (max if higher else min)(scored, key=lambda r: number_at(r, metric)) if scored else None
 
 
 def _join(names: list[str]) -> str:
@@ -150,7 +140,7 @@ def _sample(runs: list[dict], metric: str, columns: list[str]) -> str:
     found = count_key(metric, columns)
     if found is None:
         return ""
-    counts = sorted({int(_value(r, found[0])) for r in runs if math.isfinite(_value(r, found[0]))})
+    counts = sorted({int(number_at(r, found[0])) for r in runs if math.isfinite(number_at(r, found[0]))})
     if not counts:
         return ""
     return f" on {_join([f'{c:,}' for c in counts])} {found[1]}"
@@ -159,8 +149,6 @@ def _sample(runs: list[dict], metric: str, columns: list[str]) -> str:
 def judge(runs: list[dict], metric: str, labels: dict, maximize, baseline: dict | None, columns) -> str | None:
     """One line on ``metric``: the runs that cannot be told apart from the baseline (``baseline``,
     else the best run), and those that can; None unless two runs carry an error on it."""
-    from modelxray.metrics.distinguish import difference, se_of
-
     scored = _with_error(runs, metric)
     ref = baseline if baseline is not None else _best(scored, metric, maximize)
     if ref is None or len(scored) < 2 or not any(r["run_id"] == ref["run_id"] for r in scored):
@@ -170,7 +158,7 @@ def judge(runs: list[dict], metric: str, labels: dict, maximize, baseline: dict 
     same, apart = [], []
     for r in scored:
         if r["run_id"] != ref["run_id"]:
-            d = difference(_value(r, metric), _value(ref, metric), se_of(r, metric), se_of(ref, metric))
+            d = difference(number_at(r, metric), number_at(ref, metric), se_of(r, metric), se_of(ref, metric))
             (same if d.indistinguishable else apart).append((labels[r["run_id"]], d))
     sample = _sample(scored, metric, columns)
     if not same:
@@ -218,8 +206,6 @@ def plot(runs, x: str, y: str, label: str, maximize: tuple[str, ...], path: Path
     sns.scatterplot(data=df, x=x, y=y, hue="Pareto-optimal", style="Pareto-optimal", s=90, ax=ax)
     edge = df[df["Pareto-optimal"]].sort_values(x)
     ax.plot(edge[x], edge[y], color="#2c3e50", lw=1, ls="--")
-    from modelxray.metrics.distinguish import se_of
-
     errors = [se_of(r, y) for r in df.to_dict("records")]
     if any(math.isfinite(e) for e in errors):  # two standard errors either side, where the run logged one
         yerr = [2 * e if math.isfinite(e) else 0.0 for e in errors]
