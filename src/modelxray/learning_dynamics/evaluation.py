@@ -14,6 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from modelxray.measure.scoring import model_device
+
 
 def per_example_stats(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(loss, correct, p_true)`` per row of ``logits`` (N, C): cross-entropy, argmax == label (bool),
@@ -44,7 +46,7 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int
 
     The model's train/eval mode is restored afterwards, so a callback may call this mid-training."""
     was_training = model.training
-    device = _device_of(model)
+    device = model_device(model)
     model.eval()
     preds, losses = [], []
     try:
@@ -73,7 +75,7 @@ def evaluate_loader(model: nn.Module, loader, key: str = "dataloader", n_classes
     from modelxray.learning_dynamics.loaders import batch_pair, logits_of
 
     was_training = model.training
-    device = _device_of(model)
+    device = model_device(model)
     model.eval()
     preds, losses, labels = [], [], []
     try:
@@ -92,8 +94,3 @@ def evaluate_loader(model: nn.Module, loader, key: str = "dataloader", n_classes
         raise ConfigError(key, "yielded no batch")
     pred, loss, y = torch.cat(preds), torch.cat(losses), torch.cat(labels)
     return EvalResult(float((pred == y).float().mean()), float(loss.mean()), pred, loss)
-
-
-def _device_of(model: nn.Module) -> torch.device:
-    p = next(model.parameters(), None)
-    return p.device if p is not None else torch.device("cpu")

@@ -25,11 +25,7 @@ from modelxray.learning_dynamics.loaders import (
 )
 from modelxray.learning_dynamics.recorder import ExampleRecorder
 from modelxray.learning_dynamics.trackers._shared import _config, _restored, _save_figures, _saved
-
-
-def _device_of(model: nn.Module) -> torch.device:
-    p = next(model.parameters(), None)
-    return p.device if p is not None else torch.device("cpu")
+from modelxray.measure.scoring import model_device
 
 
 @torch.no_grad()
@@ -39,7 +35,7 @@ def _eval_logits(model: nn.Module, inputs: torch.Tensor) -> torch.Tensor:
     was_training = model.training
     model.eval()
     try:
-        return logits_of(model(inputs.to(_device_of(model))), "model output").detach()
+        return logits_of(model(inputs.to(model_device(model))), "model output").detach()
     finally:
         model.train(was_training)
 
