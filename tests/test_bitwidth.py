@@ -1,6 +1,7 @@
 """Bit-width analyzer: configurations, sensitivity, Pareto front, recommendation, and their cost."""
 
 import copy
+import dataclasses
 import math
 
 import pytest
@@ -34,6 +35,13 @@ def test_kl_and_agreement_against_hand_computation():
 def _subject(trained_tiny):
     loaded, data = trained_tiny
     return Subject(loaded.model, loaded.tokenizer, data, loaded.info)
+
+
+def _reloaded(result, analyzer, out_dir):
+    """``result`` as a resumed run loads it back: from ``results/bitwidth.json``, drawn by ``analyzer``."""
+    from modelxray.report.result_file import load_result, save_result
+
+    return load_result(save_result(out_dir, analyzer.name, result), source=analyzer)
 
 
 def test_reference_against_itself(trained_tiny):
@@ -70,7 +78,7 @@ def test_bitwidth_analyzer_end_to_end(trained_tiny, tmp_path, monkeypatch):
     )
     result = analyzer.run(subject, RunContext(output_dir=tmp_path, progress=False))
     # no copy of the model: it is quantized in place for each configuration and read back from a file
-    assert copies == [] and "temporary file" in result.insights[-1]
+    assert copies == [] and "temporary file" in analyzer.insights(result, {})[-1]
     m = result.metrics
     names = {r["config"] for r in result.tables["configurations"]}
     assert names == {
@@ -100,6 +108,15 @@ def test_bitwidth_analyzer_end_to_end(trained_tiny, tmp_path, monkeypatch):
     assert len(rec["rules"]) == rec["units_high"]
     # the model under analysis is untouched
     assert all(torch.equal(v, subject.model.state_dict()[k]) for k, v in before.items())
+    # insights.md asks the config (its insights hook), which reads the Result alone: the work writes no
+    # sentence, a Result reloaded from results/bitwidth.json says the same, a failed one says nothing
+    said = analyzer.insights(result, {})
+    assert result.insights == [] and said == analyzer.insights(_reloaded(result, analyzer, tmp_path), {})
+    assert said[0].startswith("Pareto-optimal configurations (effective bits -> perplexity): ")
+    assert any(s.startswith("Most sensitive to 2-bit weights: block ") for s in said)
+    assert any(s.startswith("Recommendation: ") and "within the +1% budget" in s for s in said)
+    assert "progressive_4_edges8 not evaluated: 2 blocks, progressive_edge 2 needs more than 4." in said
+    assert analyzer.insights(dataclasses.replace(result, error="boom"), {}) == []
 
 
 def test_recommended_plan_file_is_a_valid_quant_config(trained_tiny, tmp_path):
@@ -142,10 +159,9 @@ def test_a_smaller_evaluated_configuration_within_budget_is_recommended(trained_
 
 
 def test_changes_read_with_their_sign():
-    from modelxray.analyzers.bitwidth.modes import LanguageModelMode
+    from modelxray.analyzers.bitwidth.insights import Scoring
 
-    mode = object.__new__(LanguageModelMode)
-    mode.budget = 0.05
+    mode = Scoring("causal_lm", "perplexity", "perplexity", {}, {"count": 8160, "unit": "tokens"}, "", "", 0.05)
     assert mode.describe({"perplexity": 18.0}, -0.005) == "perplexity 18.000 (-0.5%)"  # not "(+-0.5%)"
     assert mode.describe({"perplexity": 18.0}, 0.007) == "perplexity 18.000 (+0.7%)"
     assert mode.budget_text() == "+5% budget"
@@ -257,7 +273,7 @@ def test_the_recommendation_states_its_uncertainty_and_the_plots_draw_it(trained
     from modelxray.analyzers.bitwidth.plots import figures
 
     subject = _subject(trained_tiny)
-    result = BitwidthAnalyzer(
+    analyzer = BitwidthAnalyzer(
         uniform_bits=[8, 4, 3],
         budget_ppl_increase=0.004,
         mixed=False,
@@ -265,14 +281,16 @@ def test_the_recommendation_states_its_uncertainty_and_the_plots_draw_it(trained
         group_size=32,
         sensitivity_windows=4,
         kl_windows=2,
-    ).run(subject, RunContext(output_dir=tmp_path, progress=False))
+    )
+    result = analyzer.run(subject, RunContext(output_dir=tmp_path, progress=False))
     rec = result.data["recommendation"]
     rows = {r["config"]: r for r in result.tables["configurations"]}
     same = abs(rec["delta_loss"]) <= 2 * rec["delta_loss_se"]
     assert rec["indistinguishable_from_reference"] == same
     assert result.metrics["recommended_delta_loss_se"] == rec["delta_loss_se"] > 0
     tokens = f"{int(result.metrics['reference_tokens_scored']):,} tokens"
-    said = [s for s in result.insights if s.startswith(f"On {tokens} the recommended plan cannot be told apart")]
+    insights = analyzer.insights(result, {})
+    said = [s for s in insights if s.startswith(f"On {tokens} the recommended plan cannot be told apart")]
     assert len(said) == same + bool(rec["indistinguishable_cheaper"])
     for c in rec["indistinguishable_cheaper"]:  # paired on the same tokens, the reference cancels
         assert c["effective_bits"] < rec["effective_bits"]
@@ -282,8 +300,7 @@ def test_the_recommendation_states_its_uncertainty_and_the_plots_draw_it(trained
     for r in rows.values():
         line = f"{r['config']} ({r['delta_loss']:+.4f} ± {r['delta_loss_se']:.4f} nats)"
         listed = any(
-            s.startswith(f"Indistinguishable from the unquantized model on {tokens}") and line in s
-            for s in result.insights
+            s.startswith(f"Indistinguishable from the unquantized model on {tokens}") and line in s for s in insights
         )
         assert listed == (abs(r["delta_loss"]) <= 2 * r["delta_loss_se"])
     # perplexity: exp(loss -+ 1.96 loss_se); KL: -+ 1.96 kl_se, bars from the most bits down

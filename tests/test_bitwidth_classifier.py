@@ -122,6 +122,21 @@ def _check_invariants(result):
     rec = result.data["recommendation"]
     assert rec["within_budget"] == (rec["accuracy_drop"] <= 0.01)
     assert m["recommended_accuracy"] == rec["accuracy"]
+    # insights.md asks the config's hook, which reads the Result alone: the same for a Result reloaded
+    # from results/bitwidth.json (a resumed run); the work writes no sentence itself
+    said = result.source.insights(result, {})
+    assert result.insights == [] and said == result.source.insights(_reloaded(result), {})
+    assert said[0].startswith(f"Pareto-optimal configurations (effective bits -> {result.data['quality_metric']}): ")
+    assert said[-1].startswith("Memory: The original values of ")
+
+
+def _reloaded(result):
+    import tempfile
+
+    from modelxray.report.result_file import load_result, save_result
+
+    with tempfile.TemporaryDirectory() as out_dir:
+        return load_result(save_result(out_dir, "bitwidth", result), source=result.source)
 
 
 def test_blocks_are_found_by_structure(images, digits_mlp, clip):
@@ -247,8 +262,9 @@ def test_digits_clip_per_tower_zero_shot(clip, tmp_path):
     assert {"vision.layers.0", "vision.layers.1", "text.layers.0", "text.layers.1"} <= set(sens)
     assert sens["text.layers.1"]["tower"] == "text" and sens["vision.layers.0"]["tower"] == "vision"
     assert sens["text.layers.0"]["kl"] > 0  # the text tower runs in every forward: its bits show in the logits
-    assert any("zero-shot accuracy" in line for line in result.insights)
-    assert any(line.startswith("Summed over blocks, the ") and "tower" in line for line in result.insights)
+    said = result.source.insights(result, {})
+    assert any("zero-shot accuracy" in line for line in said)
+    assert any(line.startswith("Summed over blocks, the ") and "tower" in line for line in said)
     from modelxray.analyzers.bitwidth import plots
 
     assert set(plots.figures(result)) == {

@@ -23,6 +23,7 @@ from typing import ClassVar
 
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
+from modelxray.core.result import Result
 from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS, refuse_ctc
 
 # keys that only mean something for token windows: a classifier run must leave them at their defaults
@@ -166,3 +167,9 @@ class BitwidthAnalyzer(Analyzer):
                 WeightQuantizer(**self.weight_format(self.low_bits, rules)).plan_for(subject.model)
             except ConfigError as exc:
                 raise ConfigError(f"custom.{name}{exc.key.removeprefix('quant.rules')}", exc.message) from None
+
+    def insights(self, result: Result, results: dict[str, Result]) -> list[str]:
+        """The sentences of insights.md (``insights.py``), from the Result alone: a reloaded one says the same."""
+        from modelxray.analyzers.bitwidth import insights
+
+        return insights.insights(result, self)

@@ -1,18 +1,67 @@
 """The bitwidth analyzer's observations (insights.md): the Pareto-optimal configurations and those
 the text cannot tell apart from the unquantized model, the most sensitive units and which component
 (a language model) or tower (a dual encoder) matters more, the recommendation against its budget and
-what it cannot be told apart from, and the configurations a model has no use for."""
+what it cannot be told apart from, the configurations a model has no use for, and where the original
+weights were kept. Pure functions of the Result (its tables and data, as saved in
+``results/bitwidth.json``) and the analyzer's config, so a reloaded Result says the same."""
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from modelxray.analyzers.bitwidth.blocks import OTHER
 from modelxray.core.result import Result
 from modelxray.metrics.distinguish import Difference, indistinguishable
 
 
-def insights(result: Result, mode, cfg) -> list[str]:
+def scored_text(scored: dict) -> str:
+    """What every configuration was scored on, for a sentence: ``8,160 tokens``, ``512 test examples``."""
+    return f"{scored['count']:,} {scored['unit']}"
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """What the sentences need of the mode the run scored in (``modes.py``: a language model's
+    perplexity or a classifier's accuracy), read back from the Result's data and the config."""
+
+    task: str
+    key: str  # the budgeted quality: perplexity | accuracy
+    quality: str  # its name in a sentence: perplexity, accuracy, zero-shot accuracy, mAP@.5 ...
+    reference: dict  # the unquantized model's metrics
+    scored: dict  # {count, unit}: what every configuration was scored on
+    unit_noun: str  # what a sensitivity unit is called: block components | blocks
+    change_key: str  # the recommendation's budgeted change: ppl_increase | accuracy_drop
+    budget: float
+
+    @classmethod
+    def of(cls, result: Result, cfg) -> Scoring:
+        d = result.data
+        key = d["quality_key"]
+        budget = cfg.budget_ppl_increase if key == "perplexity" else cfg.budget_accuracy_drop
+        return cls(
+            d["task"], key, d["quality_metric"], d["reference"], d["scored"], d["unit_noun"], d["change_key"], budget
+        )
+
+    def describe(self, m: dict, change: float) -> str:
+        if self.key == "perplexity":
+            return f"perplexity {m['perplexity']:.3f} ({change:+.1%})"
+        return f"{self.quality} {m['accuracy']:.3f} ({0.0 - 100 * change:+.1f} points)"
+
+    def budget_text(self) -> str:
+        if self.key == "perplexity":
+            return f"{self.budget:+.0%} budget"
+        return f"{100 * self.budget:g}-point {self.quality} budget"
+
+    def sample_text(self) -> str:
+        return scored_text(self.scored)
+
+
+def insights(result: Result, cfg) -> list[str]:
+    """Every sentence, in the order of insights.md; none for a failed result."""
+    if not result.ok:
+        return []
+    mode = Scoring.of(result, cfg)
     out = _pareto(result, mode) + _same_as_reference(result.tables.get("configurations") or [], mode)
     sens = result.tables.get("layer_sensitivity") or []
     if sens:
@@ -32,6 +81,8 @@ def insights(result: Result, mode, cfg) -> list[str]:
     for s in result.data.get("skipped_configurations") or []:
         by_reason.setdefault(s["reason"], []).append(s["config"])
     out += [f"{' and '.join(names)} not evaluated: {reason}." for reason, names in by_reason.items()]
+    if "original_weights" in result.data:
+        out.append(f"Memory: {result.data['original_weights']}")
     return out
 
 
@@ -41,12 +92,12 @@ def _pareto(result: Result, mode) -> list[str]:
     )
     if not front:
         return []
-    ref = mode.metrics[mode.key]
+    ref = mode.reference[mode.key]
     if mode.key == "perplexity":
         tail = f"unquantized {ref:.2f}"
         points = ", ".join(f"{r['config']} {r['effective_bits']:.2f} -> {r['perplexity']:.4g}" for r in front)
     else:
-        tail = f"unquantized {ref:.3f} on {mode.ref.n:,} test examples"
+        tail = f"unquantized {ref:.3f} on {mode.scored['count']:,} test examples"
         points = ", ".join(f"{r['config']} {r['effective_bits']:.2f} -> {r['accuracy']:.3f}" for r in front)
     return [f"Pareto-optimal configurations (effective bits -> {mode.quality}): {points}; {tail}."]
 

@@ -68,15 +68,13 @@ class LanguageModelMode:
         """Relative perplexity increase over the reference (the budgeted quantity)."""
         return m["perplexity"] / ref["perplexity"] - 1
 
-    def describe(self, m: dict, change: float) -> str:
-        return f"perplexity {m['perplexity']:.3f} ({change:+.1%})"
+    def scored(self) -> dict:
+        """What every configuration was scored on (``insights.scored_text`` says it: ``8,160 tokens``)."""
+        return {"count": int(self.metrics["tokens_scored"]), "unit": "tokens"}
 
-    def budget_text(self) -> str:
-        return f"{self.budget:+.0%} budget"
-
-    def sample_text(self) -> str:
-        """What every configuration was scored on, for a sentence: ``8,160 tokens``."""
-        return f"{int(self.metrics['tokens_scored']):,} tokens"
+    def facts(self) -> dict:
+        """What the sentences of insights.md need of this mode, kept in the Result's data (JSON)."""
+        return {"scored": self.scored(), "unit_noun": self.unit_noun, "change_key": self.change_key}
 
     @staticmethod
     def paired_difference(a: dict, b: dict) -> Difference | None:
@@ -167,14 +165,10 @@ class ClassifierMode:
         """Accuracy lost against the reference, absolute (0.01 = one point; the budgeted quantity)."""
         return ref["accuracy"] - m["accuracy"]
 
-    def describe(self, m: dict, change: float) -> str:
-        return f"{self.quality} {m['accuracy']:.3f} ({0.0 - 100 * change:+.1f} points)"
+    def scored(self) -> dict:
+        return {"count": self.ref.n, "unit": "test examples"}
 
-    def budget_text(self) -> str:
-        return f"{100 * self.budget:g}-point {self.quality} budget"
-
-    def sample_text(self) -> str:
-        return f"{self.ref.n:,} test examples"
+    facts = LanguageModelMode.facts
 
     @staticmethod
     def paired_difference(a: dict, b: dict) -> Difference | None:
@@ -276,8 +270,8 @@ class VisionMode(ClassifierMode):
     def probe_reference(self) -> dict:
         return self.metrics
 
-    def sample_text(self) -> str:
-        return f"{self.ref.n:,} images"
+    def scored(self) -> dict:
+        return {"count": self.ref.n, "unit": "images"}
 
     def sensitivity_row(self, unit: Unit, m: dict, base: dict, params: int) -> dict:
         return {

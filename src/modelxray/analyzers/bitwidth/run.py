@@ -7,7 +7,7 @@ import re
 import time
 
 from modelxray.analyzers.bitwidth.custom_plans import resolve_rules
-from modelxray.analyzers.bitwidth.insights import insights
+from modelxray.analyzers.bitwidth.insights import scored_text
 from modelxray.analyzers.bitwidth.modes import mode_for
 from modelxray.core.errors import ConfigError
 from modelxray.core.progress import bar
@@ -117,7 +117,7 @@ class _Session:
 def run(cfg, subject, ctx: RunContext) -> Result:
     with _Session(cfg, subject, ctx) as session:
         result = _analyze(cfg, session, ctx)
-    result.insights.append(f"Memory: {session.originals.describe()}")
+    result.data["original_weights"] = session.originals.describe()  # where they were kept, for insights.md
     return result
 
 
@@ -125,7 +125,13 @@ def _analyze(cfg, session: _Session, ctx: RunContext) -> Result:
     mode, targets = session.mode, session.targets
     result = cfg.new_result()
     result.data.update(
-        {"reference": mode.metrics, "task": mode.task, "quality_metric": mode.quality, "quality_key": mode.key}
+        {
+            "reference": mode.metrics,
+            "task": mode.task,
+            "quality_metric": mode.quality,
+            "quality_key": mode.key,
+            **mode.facts(),  # what insights.md says the configurations were scored on, and its units
+        }
     )
     result.metrics.update({f"reference_{k}": v for k, v in mode.metrics.items() if k in mode.reference_keys})
 
@@ -149,7 +155,6 @@ def _analyze(cfg, session: _Session, ctx: RunContext) -> Result:
         if cfg.recommend and probes:
             ranked = sorted(probes, key=lambda p: p[1]["rank"])
             _recommend_into(result, cfg, mode, ranked, rows, configs, session.evaluate, evaluations)
-    result.insights.extend(insights(result, mode, cfg))
     return result
 
 
@@ -324,7 +329,7 @@ def _plan_yaml(q: WeightQuantizer, rec: dict, mode) -> str:
         f"# ({rec['source']}) {quality}, {rec['effective_bits']:.3f} effective bits",
         *(
             [
-                f"# on {mode.sample_text()} its loss cannot be told apart from the unquantized model's "
+                f"# on {scored_text(mode.scored())} its loss cannot be told apart from the unquantized model's "
                 f"(change {rec['delta_loss']:+.4f} ± {rec['delta_loss_se']:.4f} nats, paired by window)"
             ]
             if rec.get("indistinguishable_from_reference")
