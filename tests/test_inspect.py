@@ -5,6 +5,7 @@ test_flops.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -254,3 +255,65 @@ def test_inspect_a_torchscript_file(gpt2, tmp_path):
     assert arch["module_counts"]["Conv1D"] == 8 and arch["input"]["vocab_size"] == 257
     assert result.metrics["flops_total"] == closed_form_gpt2_flops(2, 64, 16, 257)
     assert result.metrics["parameters"] == sum(p.numel() for p in gpt2.parameters())
+    # insights.md asks the config's hook, which reads the Result alone: the work writes no sentence, a
+    # Result reloaded from results/inspect.json (a resumed run) says the same, a failed one nothing
+    cfg = result.source
+    said = cfg.insights(result, {})
+    assert result.insights == [] and said == cfg.insights(_reloaded(result, tmp_path), {})
+    assert said[0].startswith("decoder-only transformer (") and said[0].endswith(" tensors.")
+    assert said[1].startswith("One forward of token_ids [1, 16], vocabulary 257 costs ")
+    assert cfg.insights(dataclasses.replace(result, error="boom"), {}) == []
+
+
+def _reloaded(result, out_dir):
+    """``result`` as a resumed run loads it back: from ``results/inspect.json``, drawn by its analyzer."""
+    from modelxray.report.result_file import load_result, save_result
+
+    return load_result(save_result(out_dir, "inspect", result), source=result.source)
+
+
+def test_a_weights_file_says_what_it_cannot_measure(gpt2, tmp_path):
+    """A weights-only file: its insights name it and what needs the architecture, also once reloaded."""
+    from modelxray.analyzers.inspect import InspectAnalyzer
+    from modelxray.core.result import RunContext
+    from modelxray.core.subject import Subject
+
+    path = tmp_path / "w.safetensors"
+    save_file({k: v.contiguous() for k, v in gpt2.state_dict().items() if k != "lm_head.weight"}, str(path))
+    loaded = FileSource(path=str(path)).load()
+    subject = Subject(loaded.model, None, None, loaded.info, task="weights")
+    cfg = InspectAnalyzer(spectral="none")
+    result = cfg.run(subject, RunContext(tmp_path, progress=False))
+    said = cfg.insights(result, {})
+    assert said[0] == f"{loaded.info.name} holds weights only: compute, energy and profiling need model.architecture."
+    assert said[1].startswith(f"{result.data['architecture']['kind']} (")
+    assert result.insights == [] and said == cfg.insights(_reloaded(result, tmp_path), {})
+
+
+def test_the_energy_sentence_is_the_same_once_reloaded(tmp_path, monkeypatch):
+    """The energy measurement is saved with the Result, so a resumed run's insights.md says it too."""
+    import modelxray.measure.energy as energy
+    from modelxray.analyzers.inspect import InspectAnalyzer
+    from modelxray.core.result import RunContext
+    from modelxray.core.subject import ModelInfo, Subject
+
+    def fake(work, **kwargs):
+        work()
+        return energy.EnergyReport(
+            seconds=1.0, iterations=2, energy_j=4.0, cpu_energy_j=1.5, gpu_energy_j=0.0, ram_energy_j=2.5,
+            mean_power_w=4.0, co2_g=0.002, country_iso_code="USA", cpu_model="a CPU", measured=False,
+            method="CPU power ESTIMATED from the TDP set by analyzer.inspect.cpu_tdp_w.",
+            cpu_power_model="cpu_load", cpu_tdp_w=40.0, cpu_tdp_source="set",
+        )  # fmt: skip
+
+    monkeypatch.setattr(energy, "measure_energy", fake)
+    cfg = InspectAnalyzer(
+        cpu_tdp_w=40, input_shape=[8], profile_iters=1, profile_warmup=0, peak_matmul_size=64, spectral="none"
+    )
+    subject = Subject(nn.Sequential(nn.Linear(8, 4)), None, None, ModelInfo("toy", "test", "float32"))
+    cfg.preflight(subject)
+    result = cfg.run(subject, RunContext(tmp_path, progress=False))
+    said = cfg.insights(result, {})
+    (line,) = [ln for ln in said if "J per forward" in ln]
+    assert line.startswith("Energy (ESTIMATED) 2 J per forward, 4.0 W mean (CPU 1.5 W, RAM 2.5 W)")
+    assert result.insights == [] and said == cfg.insights(_reloaded(result, tmp_path), {})

@@ -316,6 +316,9 @@ def test_a_failing_step_keeps_the_parameters_and_the_steps_before_it(tmp_path, m
     assert "energy_j_per_forward" not in result.metrics and result.metrics["compute_failed"] == 1.0
     text = result.texts["comprehensive_model_analysis.txt"]
     assert "COMPUTE: FAILED" in text and "FLOPs per forward" in text  # the steps before it are reported
+    said = result.source.insights(result, {})  # insights.md: the failed step, then what was measured
+    assert said[1].startswith("Compute analysis FAILED at step energy (OSError: no power counters) on input ")
+    assert said[2].startswith("One forward of ") and result.insights == []
 
 
 def test_a_forward_that_raises_fails_the_analyzer_and_keeps_its_parameter_report(tmp_path):
@@ -362,5 +365,6 @@ def test_cli_a_model_whose_forward_raises_keeps_its_parameter_report(tmp_path, t
     assert (out.parent / "plots" / "parameter_distributions.png").is_file()
     results = json.loads((out.parent / "analysis_results.json").read_text())["results"]["inspect"]
     assert not results["ok"] and results["data"]["compute_error"]["step"] == "FLOPs"
-    assert any("Compute analysis FAILED at step FLOPs" in line for line in results["insights"])
+    # a failed analyzer's insights.md section is its error line: its own sentences are not asked for
+    assert results["insights"] == [] and "boom: this model refuses to run" in results["data"]["compute_error"]["error"]
     assert "The inspect analyzer failed: builtins.RuntimeError: boom" in (out.parent / "insights.md").read_text()

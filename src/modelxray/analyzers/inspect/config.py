@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
+from modelxray.core.result import Result
 from modelxray.data.example_inputs import normalize_inputs
 from modelxray.measure.energy import check_country, check_cpu_tdp_w
 from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS
@@ -101,3 +102,9 @@ class InspectAnalyzer(Analyzer):
         from modelxray.analyzers.inspect.inputs import input_spec
 
         input_spec(self, subject)
+
+    def insights(self, result: Result, results: dict[str, Result]) -> list[str]:
+        """The sentences of insights.md (``insights.py``), from the Result alone: a reloaded one says the same."""
+        from modelxray.analyzers.inspect import insights
+
+        return insights.insights(result)

@@ -15,7 +15,7 @@ from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 from modelxray.metrics.tensor_stats import StatsConfig, aggregate
 from modelxray.models.architecture import classify_names, describe
-from modelxray.models.input_inference import batch_of, describe_input, make_input
+from modelxray.models.input_inference import batch_of, make_input
 from modelxray.models.weights_file import WeightsFile
 
 _TABLE_STATS = (
@@ -50,6 +50,7 @@ def stats_config(cfg, seed: int = 0) -> StatsConfig:
 def run(cfg, subject, ctx: RunContext) -> Result:
     model = subject.model
     result = cfg.new_result()
+    result.data["model"] = subject.info.name  # named by insights.md
     rows = analyze_weights(model, stats_config(cfg, ctx.seed), ctx.progress)
     by_type = aggregate(rows, "type")
     result.data["tensors"] = rows
@@ -62,9 +63,6 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     if isinstance(model, WeightsFile):
         kind, reason = classify_names([r["name"] for r in rows], {r["name"]: tuple(r["shape"]) for r in rows})
         result.data["architecture"] = {"kind": kind, "reason": reason, "runnable": False}
-        result.insights.append(
-            f"{subject.info.name} holds weights only: compute, energy and profiling need model.architecture."
-        )
     else:
         try:
             arch = input_spec(cfg, subject)
@@ -77,7 +75,6 @@ def run(cfg, subject, ctx: RunContext) -> Result:
             recs += _compute(cfg, model, arch.input, result, ctx, given_inputs(cfg, subject))
     result.tables["top_tensors"] = _top_tensors(rows, cfg.top)
     result.tables["recommendations"] = recs
-    result.insights.extend(_insights(result, rows))
     from modelxray.analyzers.inspect.text_report import render
 
     result.texts["comprehensive_model_analysis.txt"] = render(subject, result, cfg)
@@ -254,37 +251,3 @@ def _flops_table(by_op: dict[str, int], total: int) -> list[dict]:
 def _module_table(by_module: dict[str, int], total: int, top: int) -> list[dict]:
     leafish = sorted(by_module.items(), key=lambda kv: -kv[1])
     return [{"module": m, "flops": float(f), "share": f / total if total else 0.0} for m, f in leafish[: top * 3]]
-
-
-def _insights(result: Result, rows: list[dict]) -> list[str]:
-    m, out = result.metrics, []
-    arch = result.data.get("architecture", {})
-    out.append(
-        f"{arch.get('kind', 'unknown')} ({arch.get('reason', '')}), {m['parameters']:,.0f} parameters in "
-        f"{m['tensors']:.0f} tensors."
-    )
-    err = result.data.get("compute_error")
-    if err:
-        spec = result.data.get("input") or arch.get("input") or {}
-        out.append(
-            f"Compute analysis FAILED at step {err['step']} ({err['error']}) on input {describe_input(spec)}; "
-            f"the parameter statistics are complete, traceback in {err['traceback']}. If the input is wrong, "
-            "set analyzer.inspect.input_shape (one tensor) or analyzer.inspect.inputs (named tensors)."
-        )
-    if "flops_total" in m:
-        spec = result.data["input"]
-        line = f"One forward of {describe_input(spec).split('; from ')[0]} costs {m['flops_total'] / 1e9:.4g} GFLOPs"
-        if "forward_ms" in m:
-            line += f" in {m['forward_ms']:.1f} ms: {m['achieved_gflops_per_s']:.1f} GFLOP/s"
-        if "utilization_of_peak" in m:
-            line += f", {m['utilization_of_peak']:.0%} of the measured matmul peak"
-        out.append(line + ".")
-    note = advice.cache_note(result.tables.get("roofline") or [], m.get("peak_memory_gb_per_s"))
-    if note:
-        out.append("Roofline: " + note)
-    energy = result.measurements.get("energy")
-    if energy is not None:
-        out.append(energy.insight())
-    for rec in result.tables.get("recommendations", [])[:6]:
-        out.append(f"{rec['action']}: {rec['target']}: {rec['why']}.")
-    return out
