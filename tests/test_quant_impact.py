@@ -1,6 +1,7 @@
 """Quantization-impact analyzer: strategies measured, scored and recommended; data exported."""
 
 import copy
+import dataclasses
 import importlib.util
 import io
 import math
@@ -42,6 +43,13 @@ def test_unknown_strategy_fails_at_config_time():
         QuantImpactAnalyzer(strategies=["none", "int5"])
 
 
+def _reloaded(result, analyzer, out_dir):
+    """``result`` as a resumed run loads it back: from ``results/quant_impact.json``, drawn by ``analyzer``."""
+    from modelxray.report.result_file import load_result, save_result
+
+    return load_result(save_result(out_dir, analyzer.name, result), source=analyzer)
+
+
 def test_quant_impact_end_to_end(trained_tiny, tmp_path, monkeypatch):
     loaded, data = trained_tiny
     subject = Subject(loaded.model, loaded.tokenizer, data, loaded.info)
@@ -56,7 +64,13 @@ def test_quant_impact_end_to_end(trained_tiny, tmp_path, monkeypatch):
     assert sum(issubclass(c, torch.nn.Module) for c in copies) == ("int8_torchao" in strategies)
     after = subject.model.state_dict()
     assert all(torch.equal(v, after[k]) and v.dtype == after[k].dtype for k, v in before.items())
-    assert "in place" in result.insights[-1] and "temporary file" in result.insights[-1]
+    # insights.md asks the config's hook, which reads the Result alone: the work writes no sentence, a
+    # Result reloaded from results/quant_impact.json (a resumed run) says the same, a failed one nothing
+    said = a.insights(result, {})
+    assert result.insights == [] and said == a.insights(_reloaded(result, a, tmp_path), {})
+    assert said[0].startswith("Hardware: ") and said[1].startswith("For priority 'balanced', use ")
+    assert "in place" in said[-1] and "temporary file" in said[-1]
+    assert a.insights(dataclasses.replace(result, error="boom"), {}) == []
     rows = {r["strategy"]: r for r in result.tables["strategies"]}
     assert list(rows) == strategies
     assert rows["none"]["kl"] == pytest.approx(0.0, abs=1e-6) and rows["none"]["quality_ratio"] == 1.0
@@ -78,7 +92,7 @@ def test_quant_impact_end_to_end(trained_tiny, tmp_path, monkeypatch):
     # paired loss change against the unquantized model, with its error; "indistinguishable" when within 2 se
     assert rows["none"]["delta_loss"] == 0.0
     assert rows["int2"]["delta_loss"] == pytest.approx(rows["int2"]["loss"] - rows["none"]["loss"], abs=1e-9)
-    same_line = next((s for s in result.insights if s.startswith("Indistinguishable")), "")
+    same_line = next((s for s in said if s.startswith("Indistinguishable")), "")
     for name in ("int8", "int2"):
         r = rows[name]
         assert r["delta_loss_se"] > 0

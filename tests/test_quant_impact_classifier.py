@@ -50,7 +50,8 @@ def _check(out, overrides, tmp_path, zero_shot: bool = False):
         assert list(rows) == ["none", "int8", "int4"]
         (gptq,) = result.tables["unsupported"]
         assert gptq["strategy"] == "gptq_int4" and "repeated blocks" in gptq["reason"]
-        assert any(line.startswith("gptq_int4 cannot run here") for line in result.insights)
+        said = result.source.insights(result, out.results)
+        assert any(line.startswith("gptq_int4 cannot run here") for line in said)
 
     # the unquantized model on the evaluated test examples, scored by hand
     components = build_components(compose(overrides))
@@ -96,6 +97,14 @@ def _check(out, overrides, tmp_path, zero_shot: bool = False):
     table = pd.read_csv(io.StringIO(csv.read_text()))
     assert set(SUMMARY_FIELDS) <= set(table.columns) and len(table) == len(rows)
     assert (run / "plots" / "quant_impact_speed_vs_quality.png").is_file()
+    # insights.md: from the config's hook, on the test examples scored; the Result the run saved in
+    # results/quant_impact.json (what a resumed run loads) says the same
+    from modelxray.report.result_file import load_result
+
+    said = result.source.insights(result, out.results)
+    assert any(f"(baseline {none['accuracy']:.3f}, {n:,} test examples)" in s for s in said)
+    saved = load_result(next(run.rglob("results/quant_impact.json")), source=result.source)
+    assert result.insights == [] and saved.source.insights(saved, out.results) == said
     return result
 
 
@@ -118,7 +127,7 @@ def test_digits_clip_quant_impact_is_zero_shot(tmp_path, keep_threads):
     out = modelxray.analyze(overrides, output_dir=tmp_path / "run")
     result = _check(out, overrides, tmp_path, zero_shot=True)
     assert result.data["quality_metric"] == "zero-shot accuracy"
-    assert any("zero-shot accuracy" in line for line in result.insights)
+    assert any("zero-shot accuracy" in line for line in result.source.insights(result, out.results))
 
 
 @pytest.mark.slow  # a CLI process with a fresh MLflow store: about 18 s on 2 cores

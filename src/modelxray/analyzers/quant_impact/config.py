@@ -140,6 +140,12 @@ class QuantImpactAnalyzer(Analyzer):
         """Nothing beside the strategies table: every per-strategy metric is a column of it."""
         return {}
 
+    def insights(self, result: Result, results: dict[str, Result]) -> list[str]:
+        """The sentences of insights.md (``insights.py``), from the Result alone: a reloaded one says the same."""
+        from modelxray.analyzers.quant_impact import insights
+
+        return insights.insights(result, self)
+
     def summary_tables(self, result: Result) -> dict[str, list[dict]]:
         """The strategies side by side in the columns a reader compares, and the strategies that could
         not run; the full table (every column), the memory timeline and the CSVs are in the JSON and

@@ -10,7 +10,6 @@ import torch
 
 from modelxray.analyzers.quant_impact.config import PRIORITIES, load_strategy, strategy_name
 from modelxray.core.errors import ConfigError
-from modelxray.core.formatting import human_bytes
 from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
 from modelxray.measure.hardware import hardware_profile, strategy_support
@@ -18,7 +17,6 @@ from modelxray.measure.memory_timeline import MemoryTimeline
 from modelxray.measure.reference import Reference
 from modelxray.measure.scoring import model_device
 from modelxray.measure.speed import time_forward
-from modelxray.metrics.distinguish import indistinguishable
 from modelxray.metrics.measurements import Latency
 from modelxray.metrics.tensor_bytes import tensor_bytes_by_dtype
 from modelxray.metrics.windows import NamedTensors, lm_eval_windows, speed_inputs, stack_inputs
@@ -132,6 +130,15 @@ class _Mode:
         self.throughput, self.unit, self.zero_shot = "examples_per_s", "images/s", False
         self.quality = QUALITY_NAME[subject.task]
 
+    def scoring(self) -> dict:
+        """How the strategies were scored, as insights.md says it (``insights.py``): one score per
+        example (a classifier, a vision task) or a perplexity, the speed column and its unit, and the
+        test examples a classifier is scored on."""
+        out = {"classifier": self.classifier, "throughput": self.throughput, "unit": self.unit}
+        if self.classifier:
+            out["examples"] = self.ref.n
+        return out
+
     def evaluate(self, model, progress: bool, desc: str) -> dict:
         if self.vision:
             return self.ref.evaluate_as_classifier(model, desc)
@@ -210,8 +217,11 @@ def run(cfg, subject, ctx: RunContext) -> Result:
             "reference": mode.ref.metrics,
             "task": subject.task,
             "quality_metric": mode.quality,
+            "scoring": mode.scoring(),
         }
     )
+    if originals is not None:  # where the strategies that quantize in place found the weights again
+        result.data["original_weights"] = originals.describe()
     result.tables["unsupported"] = unsupported
     if not rows:
         return result
@@ -233,9 +243,6 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         for k in mode.metric_keys(cfg.priority):
             result.metrics[f"{r['strategy']}_{k}"] = r[k]
     result.data["recommendations"] = _recommend(cfg, rows, profile, mode)
-    result.insights.extend(_insights(cfg, rows, unsupported, profile, mode))
-    if originals is not None:
-        result.insights.append(f"Memory: each simulated strategy quantized the model in place. {originals.describe()}")
     result.texts.update(_export(rows, timelines))
     return result
 
@@ -320,24 +327,6 @@ def _measure(cfg, name, quantizer, support, subject, mode, device, timelines, ct
     return row
 
 
-def _indistinguishable(rows: list[dict], base: dict, mode: _Mode) -> list[str]:
-    """Strategies whose paired loss change against the unquantized model is within two standard
-    errors of zero: on this text they cannot be told apart from it."""
-    if mode.classifier:
-        return []
-    same = [
-        r for r in rows if r is not base and indistinguishable(r.get("delta_loss", math.nan), r.get("delta_loss_se"))
-    ]
-    if not same:
-        return []
-    tokens = int(mode.ref.metrics["tokens_scored"])
-    parts = ", ".join(f"{r['strategy']} ({r['delta_loss']:+.4f} ± {r['delta_loss_se']:.4f} nats)" for r in same)
-    return [
-        f"Indistinguishable from {base['strategy']} on {tokens:,} tokens (loss change within two standard errors "
-        f"of zero, paired by window): {parts}."
-    ]
-
-
 def _recommend(cfg, rows: list[dict], profile: dict, mode: _Mode) -> dict:
     out = {}
     for priority in PRIORITIES:
@@ -348,51 +337,6 @@ def _recommend(cfg, rows: list[dict], profile: dict, mode: _Mode) -> dict:
             **({"accuracy": best["accuracy"]} if mode.classifier else {"perplexity": best["perplexity"]}),
             "weight_mb": best["weight_bytes"] / 2**20,
         }
-    return out
-
-
-def _insights(cfg, rows, unsupported, profile, mode: _Mode) -> list[str]:
-    gpu = ", ".join(g["name"] for g in profile["gpus"]) or "no GPU"
-    out = [
-        f"Hardware: {profile['cpu_model']} ({profile['physical_cores']} cores, "
-        f"{profile['ram_bytes'] / 2**30:.0f} GiB), {gpu}; torch {profile['torch']}."
-    ]
-    base = next((r for r in rows if r["strategy"] == "none"), rows[0])
-    best = max(rows, key=lambda r: r[f"score_{cfg.priority}"])
-    if mode.classifier:
-        quality = (
-            f"{mode.quality} {best['accuracy']:.3f} (baseline {base['accuracy']:.3f}, {mode.ref.n:,} test examples)"
-        )
-    else:
-        quality = f"perplexity {best['perplexity']:.3f} (baseline {base['perplexity']:.3f})"
-    out.append(
-        f"For priority '{cfg.priority}', use {best['strategy']}: {quality}, weights {human_bytes(best['weight_bytes'])} "
-        f"(baseline {human_bytes(base['weight_bytes'])}), {best[mode.throughput]:,.0f} {mode.unit} "
-        f"(baseline {base[mode.throughput]:,.0f})."
-    )
-    sim = [r["strategy"] for r in rows if r["simulated"]]
-    if sim:
-        out.append(
-            f"{', '.join(sim)} are simulated here: their quality is exact, but their speed and process "
-            "memory are those of the float model; their weight size is the packed format's. They share "
-            "one timing of the float model with the baseline, so the speed axis does not rank them by "
-            "timing noise."
-        )
-    out += _indistinguishable(rows, base, mode)
-    for r in rows:
-        if r["strategy"] == base["strategy"]:
-            continue
-        if mode.classifier and base["accuracy"] - r["accuracy"] > 0.02:
-            out.append(
-                f"{r['strategy']} loses {mode.quality}: {r['accuracy']:.3f} vs {base['accuracy']:.3f} "
-                f"(agrees with the unquantized model on {r['top1_agree']:.1%} of examples)."
-            )
-        elif not mode.classifier and r["quality_ratio"] < 0.8:
-            out.append(
-                f"{r['strategy']} loses much quality: perplexity {r['perplexity']:.2f} vs {base['perplexity']:.2f}."
-            )
-    for u in unsupported:
-        out.append(f"{u['strategy']} cannot run here: {u['reason']}.")
     return out
 
 

@@ -1,0 +1,94 @@
+"""The quant_impact analyzer's observations (insights.md): the hardware, the strategy to use for the
+run's priority with its quality, size and speed against the baseline, which strategies are simulated,
+those the text cannot tell apart from the unquantized model, strategies that lose quality, those that
+cannot run here, and where the original weights were kept. Pure functions of the Result (its tables
+and data, as saved in ``results/quant_impact.json``) and the analyzer's config, so a reloaded Result
+says the same."""
+
+from __future__ import annotations
+
+import math
+
+from modelxray.core.formatting import human_bytes
+from modelxray.core.result import Result
+from modelxray.metrics.distinguish import indistinguishable
+
+
+def insights(result: Result, cfg) -> list[str]:
+    """Every sentence, in the order of insights.md; none for a failed result or one without strategies."""
+    rows = result.tables.get("strategies") or []
+    if not result.ok or not rows:
+        return []
+    out = strategy_insights(cfg.priority, rows, result.data)
+    if "original_weights" in result.data:
+        out.append(f"Memory: each simulated strategy quantized the model in place. {result.data['original_weights']}")
+    return out
+
+
+def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
+    """The sentences about the strategies ``rows`` for ``priority``. ``data``: the Result's, with
+    ``scoring`` (``run._Mode.scoring``: ``classifier``, one score per example, else a perplexity;
+    ``throughput``, the column of speed, and its ``unit``; a classifier's ``examples``), the quality's
+    name, the hardware profile, the strategies that could not run and the unquantized reference."""
+    scoring, profile, quality_name = data["scoring"], data["hardware"], data["quality_metric"]
+    classifier, throughput, unit = scoring["classifier"], scoring["throughput"], scoring["unit"]
+    gpu = ", ".join(g["name"] for g in profile["gpus"]) or "no GPU"
+    out = [
+        f"Hardware: {profile['cpu_model']} ({profile['physical_cores']} cores, "
+        f"{profile['ram_bytes'] / 2**30:.0f} GiB), {gpu}; torch {profile['torch']}."
+    ]
+    base = next((r for r in rows if r["strategy"] == "none"), rows[0])
+    best = max(rows, key=lambda r: r[f"score_{priority}"])
+    if classifier:
+        quality = (
+            f"{quality_name} {best['accuracy']:.3f} (baseline {base['accuracy']:.3f}, "
+            f"{scoring['examples']:,} test examples)"
+        )
+    else:
+        quality = f"perplexity {best['perplexity']:.3f} (baseline {base['perplexity']:.3f})"
+    out.append(
+        f"For priority '{priority}', use {best['strategy']}: {quality}, weights {human_bytes(best['weight_bytes'])} "
+        f"(baseline {human_bytes(base['weight_bytes'])}), {best[throughput]:,.0f} {unit} "
+        f"(baseline {base[throughput]:,.0f})."
+    )
+    sim = [r["strategy"] for r in rows if r["simulated"]]
+    if sim:
+        out.append(
+            f"{', '.join(sim)} are simulated here: their quality is exact, but their speed and process "
+            "memory are those of the float model; their weight size is the packed format's. They share "
+            "one timing of the float model with the baseline, so the speed axis does not rank them by "
+            "timing noise."
+        )
+    if not classifier:
+        out += _indistinguishable(rows, base, data["reference"])
+    for r in rows:
+        if r["strategy"] == base["strategy"]:
+            continue
+        if classifier and base["accuracy"] - r["accuracy"] > 0.02:
+            out.append(
+                f"{r['strategy']} loses {quality_name}: {r['accuracy']:.3f} vs {base['accuracy']:.3f} "
+                f"(agrees with the unquantized model on {r['top1_agree']:.1%} of examples)."
+            )
+        elif not classifier and r["quality_ratio"] < 0.8:
+            out.append(
+                f"{r['strategy']} loses much quality: perplexity {r['perplexity']:.2f} vs {base['perplexity']:.2f}."
+            )
+    for u in data["unsupported"]:
+        out.append(f"{u['strategy']} cannot run here: {u['reason']}.")
+    return out
+
+
+def _indistinguishable(rows: list[dict], base: dict, reference: dict) -> list[str]:
+    """Strategies whose paired loss change against the unquantized model is within two standard
+    errors of zero: on the tokens the ``reference`` scored they cannot be told apart from it."""
+    same = [
+        r for r in rows if r is not base and indistinguishable(r.get("delta_loss", math.nan), r.get("delta_loss_se"))
+    ]
+    if not same:
+        return []
+    tokens = int(reference["tokens_scored"])
+    parts = ", ".join(f"{r['strategy']} ({r['delta_loss']:+.4f} ± {r['delta_loss_se']:.4f} nats)" for r in same)
+    return [
+        f"Indistinguishable from {base['strategy']} on {tokens:,} tokens (loss change within two standard errors "
+        f"of zero, paired by window): {parts}."
+    ]
