@@ -172,6 +172,13 @@ def _subject(mlp, data):
     return Subject(mlp.model, None, data, mlp.info, task="classification")
 
 
+def _reloaded(result, analyzer, out_dir):
+    """``result`` as a resumed run loads it back: from ``results/robustness.json``, drawn by ``analyzer``."""
+    from modelxray.report.result_file import load_result, save_result
+
+    return load_result(save_result(out_dir, analyzer.name, result), source=analyzer)
+
+
 def test_analyzer_logs_image_families_deterministically_with_insights_and_a_plot(mlp, digits, tmp_path):
     a = RobustnessAnalyzer(**OFF, gaussian_noise_sigmas=[0.0, 0.1, 0.5], blur_sigmas=[0.0, 2.0], seeds=2)
     subject = _subject(mlp, digits)
@@ -192,8 +199,14 @@ def test_analyzer_logs_image_families_deterministically_with_insights_and_a_plot
     assert r1.data["image_corruptions"]["image_shape"] == [1, 8, 8]
     r3 = a.run(subject, RunContext(tmp_path, seed=1, progress=False))
     assert r3.metrics["gaussian_noise_0.5_kl"] != m["gaussian_noise_0.5_kl"]
-    (blur,) = [s for s in r1.insights if s.startswith("blur:")]
+    # insights.md asks the config's hook, which reads the Result alone: the work writes no sentence, a
+    # Result reloaded from results/robustness.json (a resumed run) says the same, a failed one nothing
+    said = a.insights(r1, {})
+    assert r1.insights == [] and said == a.insights(_reloaded(r1, a, tmp_path), {})
+    (blur,) = [s for s in said if s.startswith("blur:")]
     assert "from level 2 (blur std, pixels)" in blur
+    assert said[-1].startswith("Memory: The original values of ")
+    assert a.insights(dataclasses.replace(r1, error="boom"), {}) == []
     figures = a.figures(r1)
     assert "image_corruptions.png" in figures and len(figures["image_corruptions.png"].axes) == 6
     import matplotlib.pyplot as plt
@@ -221,6 +234,7 @@ def test_feature_vectors_are_skipped_with_a_note_unless_levels_are_set(mlp, digi
     a.preflight(subject)
     r = a.run(subject, RunContext(tmp_path, progress=False))
     assert "feature vectors" in r.data["image_corruptions"]["skipped"]
+    assert a.insights(r, {})[-1] == r.data["image_corruptions"]["skipped"] + "."  # said last in insights.md
     assert not [k for k in r.metrics if k.startswith(IMAGE_FAMILIES)]
     RobustnessAnalyzer(**OFF, blur_sigmas=[]).preflight(subject)  # [] = off: fine anywhere
     with pytest.raises(ConfigError, match=r"^blur_sigmas: image corruptions need image data") as err:
@@ -241,7 +255,7 @@ def test_language_models_skip_image_families_and_reject_explicit_levels(tmp_path
     r = a.run(subject, RunContext(tmp_path, progress=False))
     assert "tokens, not images" in r.data["image_corruptions"]["skipped"]
     assert "token_dropout_0.1_perplexity" in r.metrics and not [k for k in r.metrics if k.startswith(IMAGE_FAMILIES)]
-    assert not any("image" in s for s in r.insights)
+    assert not any("image" in s for s in a.insights(r, {}))
     with pytest.raises(ConfigError, match=r"^gaussian_noise_sigmas: .*tokens, not images"):
         RobustnessAnalyzer(gaussian_noise_sigmas=[0.1]).preflight(subject)
 
@@ -259,3 +273,10 @@ def test_integer_inputs_skip_input_space_attacks_with_a_note(tmp_path):
     assert "inputs are integers" in result.data["input_attacks"]["skipped"]
     families = {r["family"] for r in result.tables["robustness"]}
     assert "fgsm" not in families and {"weight_noise", "quant_noise"} <= families
+    said = result.source.insights(result, out.results)
+    assert said[0] == (
+        "Inputs are integers, not features: input-space attacks and feature corruption do not apply; "
+        "weight and quantization noise still do."
+    )
+    saved = _reloaded(result, result.source, tmp_path / "again")
+    assert result.insights == [] and said == saved.source.insights(saved, out.results)

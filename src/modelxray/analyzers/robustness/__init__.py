@@ -1,4 +1,5 @@
-"""The robustness analyzer: ``config`` (keys, checks), ``run`` (the work), ``plots`` (its figures)."""
+"""The robustness analyzer: ``config`` (keys, checks), ``run`` (the work), ``plots`` and
+``insights`` (how its result is drawn and explained)."""
 
 from modelxray.analyzers.robustness.config import RobustnessAnalyzer
 

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from modelxray.analyzers.robustness.config import IMAGE_KEYS, VISION_KEYS, image_shape_of
+from modelxray.analyzers.robustness.insights import count_key, level_name
 from modelxray.core.errors import ConfigError
 from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
@@ -39,19 +40,6 @@ _ERRORS = (
     "miou_se",
 )
 CLEAN_KEYS = ("loss", "perplexity", "accuracy", "wer", "cer", "map", "map_50", "miou", "pixel_accuracy", "knn_accuracy")
-LOWER_IS_BETTER = ("perplexity", "wer")  # headline metrics that grow as quality falls
-
-
-def level_name(family: str, level: float) -> str:
-    return f"{int(level)}bit" if family == "quant_noise" else f"{level:g}"
-
-
-def count_key(task: str) -> str:
-    """The column saying what each row was measured on: ``windows`` of a text model's examples,
-    ``samples`` of a classifier's test set, ``utterances`` of a speech recogniser's audio."""
-    if task in VISION_TASKS:
-        return "images"
-    return {"classification": "samples", "speech_recognition": "utterances"}.get(task, "windows")
 
 
 def run(cfg, subject, ctx: RunContext) -> Result:
@@ -69,12 +57,10 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         # integer inputs (modular arithmetic's (a, b) pairs): there is no input space to step in
         note = "inputs are integers, not features: input-space attacks and feature corruption do not apply"
         result.data["input_attacks"] = {"skipped": note}
-        result.insights.append(note[0].upper() + note[1:] + "; weight and quantization noise still do.")
         fgsm_eps, pgd_eps = [], []
     if harness.task == "speech_recognition" and (fgsm_eps or pgd_eps):
         note = "inputs are audio: embedding-space attacks do not apply; noise, time shift and speed do"
         result.data["input_attacks"] = {"skipped": note}
-        result.insights.append(note[0].upper() + note[1:] + ".")
         fgsm_eps, pgd_eps = [], []
     eps_union = sorted(set(fgsm_eps) | set(pgd_eps))
     if fgsm_eps:
@@ -111,7 +97,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         "parameters": sum(t.param.numel() for t in targets),
     }
     snapshot = ctx.keep_originals(subject.model, [t.name for t in targets])
-    kept = f"Memory: {snapshot.describe()}"
+    result.data["original_weights"] = snapshot.describe()  # where the noised weights were restored from
     try:
         for level in bar(cfg.weight_noise_levels, desc="robustness: weight noise", enabled=ctx.progress):
             rows.append(
@@ -161,11 +147,6 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         for k in (*_LOGGED, *_ERRORS, f"{harness.quality}_std", "fgsm_" + harness.quality):
             if k in r and r[k] is not None and not (isinstance(r[k], float) and math.isnan(r[k])):
                 result.metrics[f"{prefix}_{k}"] = r[k]
-    result.insights.extend(_insights(rows, clean, harness.quality, count_key(harness.task)))
-    result.insights.append(kept)
-    skipped = result.data["image_corruptions"].get("skipped")
-    if skipped and subject.task == "classification" and any(getattr(cfg, k) is None for k in IMAGE_KEYS.values()):
-        result.insights.append(skipped + ".")  # a classifier whose data are feature vectors
     return result
 
 
@@ -360,63 +341,3 @@ def _grid(cfg) -> dict:
 def _std(values: list[float]) -> float:
     """Sample std over seeds (0 for one seed; NaN when a value is, e.g. nothing was left to score)."""
     return float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-
-
-# what the level of an image corruption means, said in the insights
-_UNITS = {
-    "gaussian_noise": "noise std, pixel units",
-    "blur": "blur std, pixels",
-    "occlusion": "patch side / image side",
-    "audio_noise": "signal-to-noise ratio, dB",
-    "time_shift": "seconds",
-    "speed": "playback speed factor",
-}
-
-
-def _insights(rows: list[dict], clean: dict, quality: str, unit: str) -> list[str]:
-    """Plain sentences: the first level of each family that costs more than 10% of quality against
-    the clean value of the same windows (samples), saying how many, and whether PGD finds much more
-    than FGSM on its windows (a gradient-masking or linearity signal)."""
-    out = []
-    for family in dict.fromkeys(r["family"] for r in rows):
-        fam = [r for r in rows if r["family"] == family and quality in r and not math.isnan(r[quality])]
-        if family in ("quant_noise", "audio_noise"):  # from the mildest: most bits, highest SNR
-            fam = sorted(fam, key=lambda r: -r["level"])
-        elif family == "speed":
-            fam = sorted(fam, key=lambda r: abs(r["level"] - 1.0))
-        elif family in _UNITS:
-            fam = sorted(fam, key=lambda r: r["level"])
-        if not fam:
-            continue
-        base = fam[0].get(f"clean_{quality}", clean[quality])  # PGD: the clean value of its own windows
-        if quality == "wer":  # an error rate: 10% of the words more, not 10% of a small rate
-            worse = lambda v, b=base: v > b + 0.1  # noqa: E731
-        elif quality in LOWER_IS_BETTER:
-            worse = lambda v, b=base: v > 1.1 * b  # noqa: E731
-        else:
-            worse = lambda v, b=base: v < b - 0.1 * abs(b)  # noqa: E731
-        n = int(fam[0].get(unit, 0))
-        on = f" ({n} {unit if n != 1 else unit[:-1]})" if n else ""
-        unit_note = f" ({_UNITS[family]})" if family in _UNITS else ""
-        first = next((r for r in fam if worse(r[quality])), None)
-        if first is None:
-            out.append(
-                f"{family}: {quality} stays within {'0.1' if quality == 'wer' else '10%'} of clean ({base:.3g}) up to level "
-                f"{level_name(family, fam[-1]['level'])}{unit_note}{on}."
-            )
-        else:
-            out.append(
-                f"{family}: {quality} {first[quality]:.3g} vs clean {base:.3g} from level "
-                f"{level_name(family, first['level'])}{unit_note}{on}."
-            )
-    for r in rows:
-        if r["family"] == "pgd" and quality == "perplexity" and "fgsm_perplexity" in r:
-            ratio = r["perplexity"] / r["fgsm_perplexity"]
-            if ratio > 1.1:
-                n = int(r.get(unit, 0))
-                out.append(
-                    f"PGD-eps {r['level']:g} reaches perplexity {r['perplexity']:.3g} where FGSM reaches "
-                    f"{r['fgsm_perplexity']:.3g} on the same {n} {unit if n != 1 else unit[:-1]}: the loss "
-                    "surface is far from linear there."
-                )
-    return out
