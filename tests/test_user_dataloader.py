@@ -201,10 +201,13 @@ def test_a_hugging_face_dataset_and_the_language_modeling_collator(tmp_path):
 @pytest.mark.parametrize(
     "batch,expected",
     [
-        ({"text": ["a"]}, "yields a mapping with ['text'] and no input_ids; expected a (batch, tokens) tensor"),
+        ({"text": ["a"]}, "yields a mapping with ['text'] and no input_ids (text: tokenize first); expected"),
         ((torch.rand(2, 8),), "yields input ids of shape (2, 8) and dtype torch.float32; expected integer token ids"),
         ((torch.ones(2, 8, dtype=torch.long) * 5, torch.tensor([0, 1])), "yields labels of shape (2,) for input ids"),
-        ((torch.ones(2, 8, dtype=torch.long),) * 4, "yields tuples of 4 items; expected a (batch, tokens) tensor"),
+        (
+            (torch.ones(2, 8, dtype=torch.long),) * 4,
+            "yields tuples of 4 tensors (2, 8) int64; expected a (batch, tokens)",
+        ),
         ((torch.ones(2, 8, dtype=torch.long) * 5, torch.rand(2, 8) * 3), "yields float labels; a language model's"),
     ],
 )
@@ -253,6 +256,6 @@ def test_an_image_loader_of_pairs_or_of_pixel_value_mappings_gives_the_same_spli
     assert torch.equal(a.x_test, b.x_test) and torch.equal(a.y_test, b.y_test) and a.n_classes == 3
     with pytest.raises(
         ConfigError,
-        match=r"^dataloader: yields lists of 1 item\(s\); a classifier's DataLoader yields \(inputs, labels\)",
+        match=r"^dataloader: yields lists of 1 item\(s\): 1 tensor \(4, 1, 8, 8\) float32; a classifier's DataLoader yields",
     ):
         classification_from_loader(torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x), batch_size=4))

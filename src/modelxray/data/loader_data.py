@@ -24,7 +24,9 @@ EXPECTED = "(inputs, labels) pairs, or mappings with pixel_values/images/x and l
 
 
 def _pair(batch, key: str) -> tuple[torch.Tensor, torch.Tensor]:
-    if isinstance(batch, dict):
+    """A batch's (inputs, labels): a mapping's (a dict, a ``BatchFeature``, a ``datasets`` batch)
+    named ones, or a list's or tuple's first two (a third and more, such as indices or paths, unread)."""
+    if isinstance(batch, Mapping):
         x = next((batch[k] for k in INPUT_KEYS if k in batch), None)
         y = next((batch[k] for k in LABEL_KEYS if k in batch), None)
     elif isinstance(batch, (list, tuple)) and len(batch) >= 2:
@@ -32,8 +34,10 @@ def _pair(batch, key: str) -> tuple[torch.Tensor, torch.Tensor]:
     else:
         x = y = None
     if x is None or y is None:
-        raise ConfigError(key, f"yields {describe_batch(batch)}; a classifier's DataLoader yields {EXPECTED}")
-    x, y = torch.as_tensor(x), torch.as_tensor(y)
+        raise ConfigError(
+            key, f"yields {describe_batch(batch, items=True)}; a classifier's DataLoader yields {EXPECTED}"
+        )
+    x, y = _as_tensor(x, "inputs", key), _as_tensor(y, "labels", key)
     if not x.is_floating_point() or y.is_floating_point() or y.dim() != 1 or x.shape[0] != y.shape[0]:
         raise ConfigError(
             key,
@@ -41,6 +45,17 @@ def _pair(batch, key: str) -> tuple[torch.Tensor, torch.Tensor]:
             "inputs (batch first) and one integer label per input",
         )
     return x.float(), y.long()
+
+
+def _as_tensor(value, name: str, key: str) -> torch.Tensor:
+    try:
+        return torch.as_tensor(value)
+    except (TypeError, ValueError, RuntimeError):
+        from modelxray.metrics.token_batches import describe_items
+
+        raise ConfigError(
+            key, f"yields {name} as {describe_items(value)}; a classifier's DataLoader yields {EXPECTED}"
+        ) from None
 
 
 def classification_from_loader(loader, key: str = "dataloader", name: str = "your DataLoader") -> ClassificationData:
@@ -125,7 +140,7 @@ def vision_task_from_loader(loader, kind: str, image_shape: tuple[int, int, int]
 
 
 def _vision_pair(batch, kind: str, key: str):
-    if isinstance(batch, dict):
+    if isinstance(batch, Mapping):
         x = next((batch[k] for k in INPUT_KEYS if k in batch), None)
         y = next((batch[k] for k in (*LABEL_KEYS, "masks", "mask") if k in batch), None)
     elif isinstance(batch, (list, tuple)) and len(batch) >= 2:
@@ -136,7 +151,9 @@ def _vision_pair(batch, kind: str, key: str):
         x = torch.stack([torch.as_tensor(i) for i in x])
     if x is None or y is None or not torch.as_tensor(x).is_floating_point() or torch.as_tensor(x).dim() != 4:
         raise ConfigError(
-            key, f"yields {describe_batch(batch)}; a {VISION_NOUN[kind]}'s DataLoader yields {VISION_EXPECTED[kind]}"
+            key,
+            f"yields {describe_batch(batch, items=True)}; a {VISION_NOUN[kind]}'s DataLoader yields "
+            f"{VISION_EXPECTED[kind]}",
         )
     if kind == "object_detection" and not (
         isinstance(y, (list, tuple)) and all(isinstance(t, dict) and "boxes" in t for t in y)
@@ -152,10 +169,17 @@ def most_common_class(mask: torch.Tensor) -> int:
     return int(torch.bincount(scored).argmax()) if scored.numel() else 0
 
 
-def describe_batch(batch) -> str:
-    """What a batch of the wrong shape is, for the one-line error."""
+def describe_batch(batch, items: bool = False) -> str:
+    """What a batch of the wrong shape is, for the one-line error: ``mappings with ['pixel_values']``,
+    ``lists of 1 item(s)`` (``items``: and what they are, ``: 1 tensor (4, 1, 8, 8) float32``),
+    ``tensors (4, 1, 8, 8) float32 alone``."""
+    from modelxray.metrics.token_batches import describe_items
+
     if isinstance(batch, Mapping):
         return f"mappings with {sorted(batch)}"
     if isinstance(batch, (list, tuple)):
-        return f"{type(batch).__name__}s of {len(batch)} item(s)"
+        shown = f"{type(batch).__name__}s of {len(batch)} item(s)"
+        return f"{shown}: {describe_items(batch)}" if items and batch else shown
+    if isinstance(batch, torch.Tensor):
+        return f"{describe_items(batch).replace('tensor ', 'tensors ', 1)} alone"
     return type(batch).__name__

@@ -13,7 +13,8 @@ The shapes people build:
 A second tensor of a tuple is an attention mask when it holds only 0 and 1 (or is boolean) while the
 ids do not; otherwise labels. Labels are unshifted (the label at t is the token at t; -100 is not
 scored), as transformers' causal LMs take them. Anything else is refused in one line naming the shape
-it got, so no analyzer fails on it with a raw traceback.
+it got (text that is not tokenized yet, Python lists collated position by position, three tensors
+none of which is a mask, float ids...), so no analyzer fails on it with a raw traceback.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import torch
 from modelxray.core.errors import ConfigError
 
 IGNORE = -100
+TOKENIZE = "a language model's DataLoader yields token ids: tokenize first (tokenizer(texts, return_tensors='pt', padding=True))"
 EXPECTED = (
     "a (batch, tokens) tensor of token ids, a TensorDataset's (ids,), (ids, labels), (ids, attention_mask) or "
     "(ids, attention_mask, labels), or a mapping with input_ids (and attention_mask, labels)"
@@ -46,6 +48,8 @@ class TokenBatch:
 
 def token_batch(batch, key: str = "dataloader") -> TokenBatch:
     """``batch`` as a TokenBatch, or a one-line ConfigError naming the shape it has."""
+    if _is_text(batch):
+        raise ConfigError(key, f"yields text ({describe_items(batch)}); {TOKENIZE}")
     ids, mask, labels = _parts(batch, key)
     ids = _tensor(ids, "input_ids", key)
     if ids.dim() == 1:
@@ -65,12 +69,15 @@ def token_batch(batch, key: str = "dataloader") -> TokenBatch:
 def _parts(batch, key: str):
     if isinstance(batch, Mapping):
         if "input_ids" not in batch:
-            raise ConfigError(key, f"yields a mapping with {sorted(batch)} and no input_ids; expected {EXPECTED}")
+            text = " (text: tokenize first)" if any(_is_text(v) for v in batch.values()) else ""
+            raise ConfigError(key, f"yields a mapping with {sorted(batch)} and no input_ids{text}; expected {EXPECTED}")
         return batch["input_ids"], batch.get("attention_mask"), batch.get("labels")
     if isinstance(batch, (list, tuple)):
-        parts = list(batch)
+        parts, name = list(batch), type(batch).__name__
+        if len(parts) > 3 and _collated_lists(parts):
+            raise ConfigError(key, f"yields {name}s of {describe_items(parts)}: {COLLATED}")
         if not 1 <= len(parts) <= 3:
-            raise ConfigError(key, f"yields {type(batch).__name__}s of {len(parts)} items; expected {EXPECTED}")
+            raise ConfigError(key, f"yields {name}s of {describe_items(parts)}; expected {EXPECTED}")
         ids, rest = parts[0], parts[1:]
         mask = labels = None
         for part in rest:  # (ids, mask), (ids, labels), (ids, mask, labels)
@@ -79,14 +86,60 @@ def _parts(batch, key: str):
             elif labels is None:
                 labels = part
             else:
-                raise ConfigError(key, f"yields three tensors and none is a 0/1 attention mask; expected {EXPECTED}")
+                raise ConfigError(
+                    key,
+                    f"yields {name}s of {describe_items(parts)} and none after the ids is a 0/1 attention mask; "
+                    f"expected {EXPECTED}",
+                )
         return ids, mask, labels
     return batch, None, None
 
 
+COLLATED = (
+    "rows of Python lists, which a DataLoader collates position by position (a datasets.Dataset without "
+    "set_format('torch') gives these); call dataset.set_format('torch') or give each row as a tensor"
+)
+
+
+def _is_text(value) -> bool:
+    if isinstance(value, (str, bytes)):
+        return True
+    return isinstance(value, (list, tuple)) and bool(value) and all(isinstance(v, (str, bytes)) for v in value)
+
+
+def _collated_lists(parts) -> bool:
+    """Rows of Python lists collated by a DataLoader: one (batch,) tensor per position."""
+    return all(isinstance(p, torch.Tensor) and p.dim() == 1 for p in parts) and len({p.shape for p in parts}) == 1
+
+
+def describe_items(items) -> str:
+    """What a list (or tuple) of a batch holds, for a one-line error: ``2 tensors (4, 8) int64``,
+    ``1 tensor (4, 1, 8, 8) float32``, ``2 str``; a single value described alone."""
+    if not isinstance(items, (list, tuple)):
+        return _describe(items)
+    described = [_describe(v) for v in items]
+    if len(set(described)) == 1 and described:
+        one = described[0]
+        if one.startswith("tensor "):
+            return f"{len(items)} {'tensor' if len(items) == 1 else 'tensors'} {one[len('tensor ') :]}"
+        return f"{len(items)} {one}"
+    return f"{len(items)} items: " + ", ".join(described)
+
+
+def _describe(value) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"tensor {tuple(value.shape)} {str(value.dtype).replace('torch.', '')}"
+    if isinstance(value, (list, tuple)):
+        return f"{type(value).__name__} of {len(value)}"
+    return type(value).__name__
+
+
 def _looks_like_mask(part, ids, rest) -> bool:
     """A 0/1 (or boolean) tensor beside ids that are not all 0 and 1; the first of two such wins."""
-    part, ids = torch.as_tensor(part), torch.as_tensor(ids)
+    try:
+        part, ids = torch.as_tensor(part), torch.as_tensor(ids)
+    except (TypeError, ValueError, RuntimeError):
+        return False  # not a tensor: named in one line as labels (``_same``)
     if part.shape != ids.shape:
         return False
     if part.dtype == torch.bool:
@@ -97,6 +150,10 @@ def _looks_like_mask(part, ids, rest) -> bool:
 
 
 def _tensor(value, name: str, key: str) -> torch.Tensor:
+    if isinstance(value, (list, tuple)) and len(value) > 1 and _collated_lists(list(value)):
+        raise ConfigError(key, f"yields {name} as a {type(value).__name__} of {describe_items(value)}: {COLLATED}")
+    if _is_text(value):
+        raise ConfigError(key, f"yields {name} of text ({describe_items(value)}); {TOKENIZE}")
     try:
         return torch.as_tensor(value)
     except (TypeError, ValueError, RuntimeError):
