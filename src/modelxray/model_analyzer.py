@@ -192,13 +192,14 @@ class ModelAnalyzer:
                 self._base = self._load(load_dataset=False)
             from modelxray.app.loading import user_batches
 
-            data, batches = user_batches(self._base, data_loader, key="data_loader")
+            data, batches = user_batches(self._base, data_loader, "data_loader", self._given["image_shape"])
             if data is None:  # a language model (its token batches, read once) or a generic module
                 return dataclasses.replace(self._base, batches=batches)
-            if self._base.task == "classification" and self._given["image_shape"] is not None:
+            shape = self._given["image_shape"] or getattr(self._base.model, "image_shape", None)
+            if self._base.task == "classification" and shape is not None:
                 from modelxray.data.images import fit_images
 
-                data = fit_images(data, tuple(self._given["image_shape"]), self.name)
+                data = fit_images(data, tuple(shape), self.name)
             return dataclasses.replace(self._base, data=data)
         if self._with_dataset is None:
             self._with_dataset = self._load(load_dataset=True)
@@ -216,8 +217,7 @@ class ModelAnalyzer:
     def _tracker_run(self):
         """The object's MLflow run: started (params logged) on first use, reopened afterwards."""
         from modelxray.app import config_fingerprint, flatten
-        from modelxray.tracking.mlflow_tracker import store_key
-        from modelxray.tracking.run_tags import run_tags
+        from modelxray.tracking.run_tags import run_tags, store_key
 
         if self._run is None:
             config = self._config()
@@ -256,12 +256,21 @@ class PerformanceCalls(_Calls):
         ``tokens_per_second``, ``batches_per_second``; each batch timed once after a warm-up of the
         first, up to ``iters`` batches (default ``analyzer.performance.iters``). Logged as
         ``speed/<metric>``."""
+        from modelxray.core.errors import ConfigError
         from modelxray.measure.loader_speed import time_loader
 
         owner = self._owner
         subject = owner._subject(data_loader)
+        if subject.task != "causal_lm":
+            raise ConfigError(
+                "data_loader",
+                f"benchmark_inference_speed times a language model's token batches; {owner.name} is a "
+                f"{subject.task} model: analyze_performance(data_loader) reports its speed",
+            )
         perf = owner.components.analyzers.get("performance")
-        speed = time_loader(subject.model, data_loader, iters or (perf.iters if perf else 10), owner.cfg.progress)
+        # a language model's batches as read once for the subject (a generator is not read twice)
+        batches = subject.batches if subject.batches is not None else data_loader
+        speed = time_loader(subject.model, batches, iters or (perf.iters if perf else 10), owner.cfg.progress)
         metrics = speed.to_metrics(prefix="")
         out = {
             **metrics,

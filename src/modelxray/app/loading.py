@@ -51,6 +51,8 @@ def _in_memory(
         loaded = wrap_vision_task(model, kind, settings_of(processor), processor, None, info.name)
         loaded.model, loaded.task, loaded.info = loaded.model.eval(), TASK_OF_KIND[kind], info
         return loaded
+    if kind == "image_classification" and example_inputs is None:
+        return _pixel_classifier(model, image_shape, processor, info)
     if image_shape is not None:
         return LoadedModel(model.eval(), None, info, task="classification", image_shape=tuple(image_shape))
     if example_inputs is not None:
@@ -59,6 +61,34 @@ def _in_memory(
         given = example_inputs_for(model, example_inputs, key="example_inputs")
         return LoadedModel(model.eval(), None, info, task="generic", example_inputs=given)
     return LoadedModel(model.eval(), tokenizer, info)
+
+
+def _pixel_classifier(model: torch.nn.Module, image_shape: Any, processor: Any, info: ModelInfo) -> LoadedModel:
+    """A transformers image classifier as ``pixels -> logits`` (``models.hf_vision.PixelClassifier``):
+    its input shape from ``image_shape``, else its config or ``processor``; the processor's
+    normalisation applied inside, to pixels in [0, 1] (without a processor, pixels are fed as given)."""
+    from modelxray.models.hf_vision import PixelClassifier, image_shape_of, normalisation
+    from modelxray.models.hf_vision_tasks import settings_of
+
+    settings = settings_of(processor)
+    if image_shape is not None:
+        shape = tuple(int(d) for d in image_shape)
+    else:
+        try:
+            shape = image_shape_of(model.config, settings, None, info.name)
+        except ConfigError:
+            raise ConfigError(
+                "image_shape",
+                f"{info.name} is an image classifier whose config names no image size: "
+                "pass image_shape=(C, H, W) or its image processor (processor=...)",
+            ) from None
+    if processor is not None:
+        mean, std, notes = normalisation(settings, shape[0])
+    else:
+        mean, std, notes = [0.0] * shape[0], [1.0] * shape[0], []
+    info.notes.extend(notes)
+    wrapped = PixelClassifier(model.eval(), mean, std, shape).eval()
+    return LoadedModel(wrapped, None, info, task="classification", image_shape=shape, processor=processor)
 
 
 def load_subject(
@@ -126,25 +156,77 @@ def load_subject(
     return subject, cache
 
 
-def user_batches(loaded: Any, batches: Any, key: str = "dataloader") -> tuple[Any, Any]:
+def user_batches(loaded: Any, batches: Any, key: str = "dataloader", image_shape: Any = None) -> tuple[Any, Any]:
     """A user's DataLoader as (data, batches): the examples of a kind that reads it so
     (``data_from_batches``), else a language model's token batches read once into a list (an
-    iterable loader yields its batches a single time; every analyzer reads them) in one shape, else
-    the batches as they come (a generic module)."""
-    data = data_from_batches(loaded, batches, key)
+    iterable loader yields its batches a single time; every analyzer reads them) in one shape and
+    checked against the model's vocabulary, else the batches as they come (a generic module). A batch
+    of a shape no analyzer can read is a one-line ConfigError here, before any analyzer runs.
+    ``image_shape``: an image classifier's input where ``loaded`` does not say it (a Subject)."""
+    data = data_from_batches(loaded, batches, key, image_shape)
     if data is not None:
         return data, None
     if loaded.task == "causal_lm":
         from modelxray.metrics.token_batches import token_batch
 
-        read = [token_batch(b, key) for b in batches]
+        read = [token_batch(b, key) for b in yielded(batches, key)]
         if not read:
             raise ConfigError(key, "yields no batches")
+        _check_tokens(read, loaded.model, key)
         return None, [{"input_ids": b.ids, "attention_mask": b.mask, "labels": b.labels} for b in read]
     return None, batches
 
 
-def data_from_batches(loaded: Any, batches: Any, key: str = "dataloader") -> Any:
+def yielded(batches: Any, key: str = "dataloader"):
+    """The batches of a user's loader, as they come; rows of different lengths that its collate
+    could not stack are one line saying so (not torch's traceback from inside the DataLoader)."""
+    it = iter(batches)
+    while True:
+        try:
+            batch = next(it)
+        except StopIteration:
+            return
+        except RuntimeError as exc:
+            if "equal size" not in str(exc):
+                raise
+            first = str(exc).strip().splitlines()[0]
+            raise ConfigError(
+                key,
+                f"could not stack a batch ({first}); rows of different lengths need a collate_fn that pads them "
+                "(transformers' DataCollatorWithPadding or DataCollatorForLanguageModeling) or batch_size=1",
+            ) from None
+        yield batch
+
+
+def _check_tokens(read: list, model: Any, key: str) -> None:
+    """Token ids the model has embeddings for, and a row of two or more tokens to score."""
+    kept = torch.cat([b.ids[b.mask] for b in read])
+    lo, hi = (int(kept.min()), int(kept.max())) if kept.numel() else (0, 0)
+    vocab = _vocab_size(model)
+    if lo < 0 or (vocab is not None and hi >= vocab):
+        embeds = f"embeds ids 0..{vocab - 1}" if vocab is not None else "embeds no negative id"
+        raise ConfigError(
+            key,
+            f"yields token id {lo if lo < 0 else hi} (where no attention mask says padding); {type(model).__name__} "
+            f"{embeds}: mark padding with attention_mask 0 (labels take -100, input ids never)",
+        )
+    if not any(int(m.sum()) >= 2 for b in read for m in b.mask):
+        raise ConfigError(key, "yields no sequence of two or more tokens: nothing a language model can be scored on")
+
+
+def _vocab_size(model: Any) -> int | None:
+    embeddings = getattr(model, "get_input_embeddings", None)
+    try:
+        table = embeddings() if callable(embeddings) else None
+    except (AttributeError, NotImplementedError):
+        table = None
+    if table is not None and hasattr(table, "num_embeddings"):
+        return int(table.num_embeddings)
+    size = getattr(getattr(model, "config", None), "vocab_size", None)
+    return int(size) if size else None
+
+
+def data_from_batches(loaded: Any, batches: Any, key: str = "dataloader", image_shape: Any = None) -> Any:
     """A user's DataLoader as the data a model's analyzers score: a text, speech or vision-language
     model's batches as windows, a detector's, segmenter's or backbone's as labelled images, a
     classifier's as its split; None for a language model or a generic module, which read batches
@@ -152,17 +234,43 @@ def data_from_batches(loaded: Any, batches: Any, key: str = "dataloader") -> Any
     if loaded.kind in TASK_KINDS:
         from modelxray.data.for_kind import task_data_from_batches
 
-        return task_data_from_batches(loaded, batches, key=key)
+        return task_data_from_batches(loaded, yielded(batches, key), key=key)
     if loaded.kind in VISION_KINDS:
         from modelxray.data.loader_data import vision_task_from_loader
 
         shape = getattr(loaded, "image_shape", None) or loaded.model.image_shape  # a subject: its pixel model's
-        return vision_task_from_loader(batches, loaded.kind, tuple(shape), key=key)
+        return vision_task_from_loader(yielded(batches, key), loaded.kind, tuple(shape), key=key)
     if loaded.task == "classification":
         from modelxray.data.loader_data import classification_from_loader
 
-        return classification_from_loader(batches, key=key)
+        data = classification_from_loader(yielded(batches, key), key=key)
+        return _as_model_images(data, loaded, key, image_shape)
     return None
+
+
+def _as_model_images(data: Any, loaded: Any, key: str, image_shape: Any = None) -> Any:
+    """A classifier's split from a loader: flat inputs of the model's C*H*W values stand for its
+    images (as the digits dataset's do); pixels a processor's normalisation is applied to must be in
+    [0, 1], else one line (they look normalised already)."""
+    import dataclasses
+    import math
+
+    shape = image_shape or getattr(loaded, "image_shape", None) or getattr(loaded.model, "image_shape", None)
+    if shape is not None and "image_shape" not in data.meta and math.prod(data.input_shape) == math.prod(shape):
+        data = dataclasses.replace(data, meta={**data.meta, "image_shape": tuple(shape)})
+    mean, std = getattr(loaded.model, "mean", None), getattr(loaded.model, "std", None)
+    normalises = getattr(loaded, "processor", None) is not None and mean is not None and std is not None
+    normalises = normalises and bool((mean != 0).any() or (std != 1).any())
+    lo, hi = data.feature_range
+    if normalises and (lo < -0.01 or hi > 1.01):
+        raise ConfigError(
+            key,
+            f"yields pixels in [{lo:.3g}, {hi:.3g}]: normalised already, it seems; with processor= the model "
+            "applies the processor's normalisation to pixels in [0, 1] itself: give pixels in [0, 1] "
+            "(processor(images, do_normalize=False)), or leave processor out and give image_shape=(C, H, W) "
+            "to feed the pixels as they are",
+        )
+    return data
 
 
 def _keyed_inputs(loaded: LoadedModel) -> Any:
