@@ -21,6 +21,7 @@ AUTO_CLASS = {
     "image_text_to_text": "AutoModelForImageTextToText",
 }
 PROCESSOR_FILE = "preprocessor_config.json"
+NAME_KEY = "model.name_or_path"
 TOKENIZER_HINT = "tokenizer.json (or vocab.txt / spiece.model / vocab.json) with tokenizer_config.json"
 
 
@@ -49,20 +50,13 @@ def load_task_tokenizer(source: Any, path: str, kwargs: dict) -> Any:
             "the byte tokenizer serves causal LMs and dual encoders only; an encoder, seq2seq or speech model needs "
             "its own: leave model.tokenizer unset (the model directory's) or name a tokenizer directory",
         )
-    where = os.path.expanduser(source.tokenizer or path)
-    local = Path(where)
     files = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model")
-    if local.is_dir() and not any((local / f).is_file() for f in files):
-        raise ConfigError(
-            "model.tokenizer",
-            f"{where} holds no tokenizer: add {TOKENIZER_HINT} (tokenizer.save_pretrained(DIR)) "
-            "or set model.tokenizer to a tokenizer directory",
-        )
-    try:
-        return AutoTokenizer.from_pretrained(where, **kwargs)
-    except (OSError, ValueError, TypeError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
-        raise ConfigError("model.tokenizer", f"cannot load the tokenizer of {where}: {first}") from None
+    missing = (
+        f"holds no tokenizer: add {TOKENIZER_HINT} (tokenizer.save_pretrained(DIR)) "
+        "or set model.tokenizer to a tokenizer directory"
+    )
+    where = os.path.expanduser(source.tokenizer or path)
+    return load_part(AutoTokenizer, where, kwargs, files, missing, "tokenizer", "model.tokenizer", (TypeError,))
 
 
 def load_multimodal_processor(path: str, kwargs: dict) -> Any:
@@ -70,33 +64,34 @@ def load_multimodal_processor(path: str, kwargs: dict) -> Any:
     expands the image token into the model's image positions); none is a one-line error."""
     from transformers import AutoProcessor
 
-    local = Path(path)
-    if local.is_dir() and not any((local / f).is_file() for f in ("processor_config.json", PROCESSOR_FILE)):
-        raise ConfigError(
-            "model.name_or_path",
-            f"{path} has no processor_config.json or {PROCESSOR_FILE}: a vision-language model needs its "
-            "processor (processor.save_pretrained(DIR)) to place the image among the prompt's tokens",
-        )
-    try:
-        return AutoProcessor.from_pretrained(path, **kwargs)
-    except (OSError, ValueError, TypeError, ImportError) as exc:  # ImportError: a part needs a package (torchvision)
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
-        raise ConfigError("model.name_or_path", f"cannot load the processor of {path}: {first}") from None
+    missing = (
+        f"has no processor_config.json or {PROCESSOR_FILE}: a vision-language model needs its "
+        "processor (processor.save_pretrained(DIR)) to place the image among the prompt's tokens"
+    )
+    files = ("processor_config.json", PROCESSOR_FILE)
+    # ImportError: a part needs a package (torchvision)
+    return load_part(AutoProcessor, path, kwargs, files, missing, "processor", errors=(TypeError, ImportError))
 
 
 def load_feature_extractor(source: Any, path: str, kwargs: dict) -> Any:
     """A speech model's feature extractor (``preprocessor_config.json``); none is a one-line error."""
     from transformers import AutoFeatureExtractor
 
-    local = Path(path)
-    if local.is_dir() and not (local / PROCESSOR_FILE).is_file():
-        raise ConfigError(
-            "model.name_or_path",
-            f"{path} has no {PROCESSOR_FILE}: a speech model needs its feature extractor "
-            "(feature_extractor.save_pretrained(DIR)) to turn audio into model inputs",
-        )
+    missing = (
+        f"has no {PROCESSOR_FILE}: a speech model needs its feature extractor "
+        "(feature_extractor.save_pretrained(DIR)) to turn audio into model inputs"
+    )
+    return load_part(AutoFeatureExtractor, path, kwargs, (PROCESSOR_FILE,), missing, "feature extractor")
+
+
+def load_part(auto: Any, path: str, kwargs: dict, files, missing: str, what: str, key=NAME_KEY, errors=()) -> Any:
+    """``auto.from_pretrained(path)`` of a model's part (tokenizer, processor): a local directory
+    holding none of ``files`` (``path`` + ``missing`` says what to add), or a load that fails with an
+    OSError, a ValueError or one of ``errors``, is a one-line ConfigError at ``key``."""
+    if Path(path).is_dir() and not any((Path(path) / f).is_file() for f in files):
+        raise ConfigError(key, f"{path} {missing}")
     try:
-        return AutoFeatureExtractor.from_pretrained(path, **kwargs)
-    except (OSError, ValueError) as exc:
+        return auto.from_pretrained(path, **kwargs)
+    except (OSError, ValueError, *errors) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
-        raise ConfigError("model.name_or_path", f"cannot load the feature extractor of {path}: {first}") from None
+        raise ConfigError(key, f"cannot load the {what} of {path}: {first}") from None

@@ -14,7 +14,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel, ModelInfo
 from modelxray.models.hf_vision import PixelClassifier, processor_settings
 
@@ -113,18 +112,12 @@ def settings_of(processor: Any) -> dict[str, Any]:
 
 
 def _image_processor(path: str, kwargs: dict) -> Any:
-    from pathlib import Path
-
     from transformers import AutoImageProcessor
 
-    if Path(path).is_dir() and not (Path(path) / "preprocessor_config.json").is_file():
-        raise ConfigError(
-            "model.name_or_path",
-            f"{path} has no preprocessor_config.json: a detector needs its image processor "
-            "(image_processor.save_pretrained(DIR)), which decodes its boxes",
-        )
-    try:
-        return AutoImageProcessor.from_pretrained(path, **kwargs)
-    except (OSError, ValueError) as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:160]
-        raise ConfigError("model.name_or_path", f"cannot load the image processor of {path}: {first}") from None
+    from modelxray.models.hf_tasks import PROCESSOR_FILE, load_part
+
+    missing = (
+        f"has no {PROCESSOR_FILE}: a detector needs its image processor "
+        "(image_processor.save_pretrained(DIR)), which decodes its boxes"
+    )
+    return load_part(AutoImageProcessor, path, kwargs, (PROCESSOR_FILE,), missing, "image processor")
