@@ -81,7 +81,7 @@ def test_the_analyzer_passes_its_tdp_and_labels_every_figure(tmp_path, monkeypat
     assert m["energy_j_per_forward"] == 2.0 and m["co2_g_per_forward"] == 0.001 and m["mean_power_w"] == 4.0
     assert m["flops_per_joule"] == pytest.approx(m["flops_total"] / 2.0) and m["cpu_tdp_w"] == 40.0
     assert m["energy_measured"] == 0.0
-    (line,) = [ln for ln in result.insights if "J per forward" in ln]
+    (line,) = [ln for ln in result.sentences() if "J per forward" in ln]
     assert line.startswith("Energy (ESTIMATED) 2 J per forward, 4.0 W mean (CPU 1.5 W, RAM 2.5 W)")
     section = result.texts["comprehensive_model_analysis.txt"].split("ENERGY AND CO2")[1].split("\n\n")[0]
     assert "power model        cpu_load, CPU TDP 40 W (set)" in section

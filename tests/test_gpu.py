@@ -44,7 +44,7 @@ def test_every_analyzer_on_cuda(dtype, tmp_path):
     assert m["performance/cuda_max_allocated_bytes"] > 0
     assert m["performance/cuda_max_reserved_bytes"] >= m["performance/cuda_max_allocated_bytes"]
     assert m["inspect/flops_total"] > 0  # counted on CUDA kernels
-    assert "host memory" in out.results["bitwidth"].insights[-1]  # originals kept off the GPU
+    assert "host memory" in out.results["bitwidth"].sentences(out.results)[-1]  # originals kept off the GPU
 
 
 def test_quant_impact_reports_cuda_memory_and_fragmentation(tmp_path):
@@ -78,5 +78,5 @@ def test_energy_on_the_gpu_is_measured_when_nvml_reads_power(tmp_path):
     out = api.analyze([*GPU, "analyzer=inspect"], output_dir=tmp_path)
     m = out.metrics
     assert m["inspect/energy_j_per_forward"] > 0
-    text = "\n".join(out.results["inspect"].insights)
+    text = "\n".join(out.results["inspect"].sentences(out.results))
     assert "GPU" in text

@@ -115,4 +115,4 @@ def test_runtime_original_weights_chooses_where_bitwidth_keeps_them(where, said,
         ],
         output_dir=tmp_path,
     )
-    assert said in out.results["bitwidth"].insights[-1]
+    assert said in out.results["bitwidth"].sentences(out.results)[-1]

@@ -294,7 +294,7 @@ def test_bitwidth_ranks_blocks_by_agreement_and_budgets_the_task_quality(name, d
     assert sens and all(0 <= r["disagreement"] <= 1 for r in sens)
     rows = {r["config"]: r for r in result.tables["configurations"]}
     assert rows["uniform_int8"]["top1_agree"] > rows["uniform_int2"]["top1_agree"]  # 2 bits moves more
-    assert any("agreement with the unquantized outputs" in s for s in result.insights)
+    assert any("agreement with the unquantized outputs" in s for s in result.sentences())
 
 
 def test_the_quantization_analyzer_benchmarks_a_vision_language_model_directory(dirs, tmp_path):

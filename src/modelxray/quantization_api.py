@@ -135,7 +135,7 @@ class QuantizationBenchmark:
         best = result.data.get("recommendations", {})
         return cls(
             results=[StrategyResult.from_row(r) for r in result.tables.get("strategies", [])],
-            recommendations=list(result.insights),
+            recommendations=result.sentences(outcome.results),
             priority=priority,
             recommended=best.get(priority, {}).get("strategy"),
             best_by_priority=best,

@@ -5,8 +5,9 @@
 - ``run(subject, ctx) -> Result``: does the work, in ``run_module`` (the config names it and never
   imports it); it never calls the tracker or writes files, every artifact leaves through the Result;
 - ``figures``/``panel``/``insights``: draws and explains its own Result (the report writer calls
-  them through ``Result.source``); ``plots_module`` names the module that draws (imported only when
-  a report is drawn), ``insights`` is overridden where the analyzer has something to say.
+  them through ``Result.source``); ``plots_module`` names the module that draws and
+  ``insights_module`` the one that writes the sentences of insights.md (each imported only when a
+  report is made, and each reading the config, never imported by it).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ class Analyzer(PlotsFromModule, Configurable):
     # that also quantizes them with quant= would hand it a quantized baseline
     quantizes_itself: ClassVar[bool] = False
     run_module: ClassVar[str] = ""  # the module whose run(config, subject, ctx) does the work
+    # the module whose insights(result, results, config) writes the sentences of insights.md from
+    # the Result alone (a resumed run asks it of a Result reloaded from its file); "" = none
+    insights_module: ClassVar[str] = ""
     # reports the weights as they are, NaN and Inf included: a model with such weights may run it
     studies_broken_weights: ClassVar[bool] = False
 
@@ -49,7 +53,10 @@ class Analyzer(PlotsFromModule, Configurable):
     # -- presentation (the report writer calls these; each may produce nothing) ----------------
     # figures/panel come from ``plots_module`` (PlotsFromModule); override them to draw otherwise
     def insights(self, result: Result, results: dict[str, Result]) -> list[str]:
-        return []
+        """The sentences of insights.md, by ``insights_module``; none for a failed Result."""
+        if not self.insights_module or not result.ok:
+            return []
+        return implementation(self.insights_module).insights(result, results, self)
 
     def headline(self, result: Result) -> dict[str, float]:
         """Metrics for the summary table; grouped ones (``a/b``) stay in MLflow and the JSON."""

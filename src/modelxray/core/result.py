@@ -57,6 +57,12 @@ class Result:
     source: Presenter | None = field(default=None, repr=False, compare=False)  # what made it; draws it
     measurements: dict[str, Measurement] = field(default_factory=dict, repr=False)  # name -> typed measurement
 
+    def sentences(self, results: dict[str, Result] | None = None) -> list[str]:
+        """What insights.md says of this result: its source's insights (which may read the other
+        results of the run) followed by the sentences the stage wrote itself."""
+        said = self.source.insights(self, results or {self.analyzer: self}) if self.source is not None else []
+        return said + list(self.insights)
+
     @property
     def ok(self) -> bool:
         return self.error is None

@@ -12,8 +12,7 @@ def collect_insights(results: dict) -> dict[str, list[str]]:
         if not result.ok:
             sections[name] = [f"The {name} analyzer failed: {result.error.strip().splitlines()[-1]}"]
             continue
-        source = result.source
-        lines = (source.insights(result, results) if source is not None else []) + list(result.insights)
+        lines = result.sentences(results)
         if lines:
             sections[name] = lines
     return sections

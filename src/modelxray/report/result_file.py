@@ -22,7 +22,7 @@ from modelxray.measure.energy import Energy
 from modelxray.metrics.measurements import Latency, Memory, Quality, Speed, Throughput
 
 RESULTS_DIR = "results"
-FORMAT = 1
+FORMAT = 2  # a resumed run runs again the analyzers whose saved result has another format
 _MEASUREMENT_TYPES = {cls.__name__: cls for cls in (Energy, Latency, Memory, Quality, Speed, Throughput)}
 
 

@@ -23,7 +23,6 @@ from typing import ClassVar
 
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
-from modelxray.core.result import Result
 from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS, refuse_ctc
 
 # keys that only mean something for token windows: a classifier run must leave them at their defaults
@@ -36,6 +35,7 @@ class BitwidthAnalyzer(Analyzer):
     quantizes_itself: ClassVar[bool] = True
     plots_module: ClassVar[str] = "modelxray.analyzers.bitwidth.plots"
     run_module: ClassVar[str] = "modelxray.analyzers.bitwidth.run"
+    insights_module: ClassVar[str] = "modelxray.analyzers.bitwidth.insights"
     tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
     uniform_bits: list[int] = field(default_factory=lambda: [8, 6, 4, 3, 2])
     symmetric: bool = True
@@ -167,9 +167,3 @@ class BitwidthAnalyzer(Analyzer):
                 WeightQuantizer(**self.weight_format(self.low_bits, rules)).plan_for(subject.model)
             except ConfigError as exc:
                 raise ConfigError(f"custom.{name}{exc.key.removeprefix('quant.rules')}", exc.message) from None
-
-    def insights(self, result: Result, results: dict[str, Result]) -> list[str]:
-        """The sentences of insights.md (``insights.py``), from the Result alone: a reloaded one says the same."""
-        from modelxray.analyzers.bitwidth import insights
-
-        return insights.insights(result, self)

@@ -57,7 +57,7 @@ class Scoring:
         return scored_text(self.scored)
 
 
-def insights(result: Result, cfg) -> list[str]:
+def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
     """Every sentence, in the order of insights.md; none for a failed result."""
     if not result.ok:
         return []

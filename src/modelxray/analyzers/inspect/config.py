@@ -18,7 +18,6 @@ from typing import Any, ClassVar
 
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
-from modelxray.core.result import Result
 from modelxray.data.example_inputs import normalize_inputs
 from modelxray.measure.energy import check_country, check_cpu_tdp_w
 from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS
@@ -31,6 +30,7 @@ class InspectAnalyzer(Analyzer):
     name: ClassVar[str] = "inspect"
     plots_module: ClassVar[str] = "modelxray.analyzers.inspect.plots"
     run_module: ClassVar[str] = "modelxray.analyzers.inspect.run"
+    insights_module: ClassVar[str] = "modelxray.analyzers.inspect.insights"
     studies_broken_weights: ClassVar[bool] = True  # it counts each tensor's NaN and Inf values
     tasks: ClassVar[tuple[str, ...]] = (
         "causal_lm",
@@ -102,9 +102,3 @@ class InspectAnalyzer(Analyzer):
         from modelxray.analyzers.inspect.inputs import input_spec
 
         input_spec(self, subject)
-
-    def insights(self, result: Result, results: dict[str, Result]) -> list[str]:
-        """The sentences of insights.md (``insights.py``), from the Result alone: a reloaded one says the same."""
-        from modelxray.analyzers.inspect import insights
-
-        return insights.insights(result)

@@ -11,7 +11,7 @@ from modelxray.core.result import Result
 from modelxray.models.input_inference import describe_input
 
 
-def insights(result: Result) -> list[str]:
+def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
     """Every sentence, in the order of insights.md; none for a failed result."""
     if not result.ok:
         return []

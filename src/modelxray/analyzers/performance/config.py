@@ -23,6 +23,7 @@ class PerformanceAnalyzer(Analyzer):
     name: ClassVar[str] = "performance"
     plots_module: ClassVar[str] = "modelxray.analyzers.performance.plots"
     run_module: ClassVar[str] = "modelxray.analyzers.performance.run"
+    insights_module: ClassVar[str] = "modelxray.analyzers.performance.insights"
     tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", "generic", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
 
     # quality. A language model: loss, perplexity, bits per byte, top-k next-token accuracy over
@@ -126,15 +127,6 @@ class PerformanceAnalyzer(Analyzer):
     def headline(self, result: Result) -> dict[str, float]:
         """The speed metrics per batch size (``bs4_...``) are in the speed table already."""
         return {k: v for k, v in super().headline(result).items() if not k.startswith("bs")}
-
-    def insights(self, result: Result, results: dict[str, Result]) -> list[str]:
-        from modelxray.analyzers.performance import insights
-
-        return (
-            insights.performance_insights(result, self)
-            + insights.unpaired_lm_note(result, results)
-            + insights.deployment_insights(result, results, self)
-        )
 
 
 def prefix_token_id(tokenizer, which: str) -> int | None:

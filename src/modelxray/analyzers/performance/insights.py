@@ -229,3 +229,13 @@ def deployment_insights(perf, results: dict, t) -> list[str]:
         f"{'above' if ok else 'below'} the {target:,.0f} {unit}/s target on this hardware."
     )
     return out
+
+
+def insights(result, results: dict, cfg) -> list[str]:
+    """Every sentence of insights.md: the quality and speed findings, a note when a language model's
+    quality has no paired baseline, then the deployment scenarios."""
+    return (
+        performance_insights(result, cfg)
+        + unpaired_lm_note(result, results)
+        + deployment_insights(result, results, cfg)
+    )

@@ -86,6 +86,7 @@ class QuantImpactAnalyzer(Analyzer):
     quantizes_itself: ClassVar[bool] = True
     plots_module: ClassVar[str] = "modelxray.analyzers.quant_impact.plots"
     run_module: ClassVar[str] = "modelxray.analyzers.quant_impact.run"
+    insights_module: ClassVar[str] = "modelxray.analyzers.quant_impact.insights"
     tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
     strategies: list[str] = field(default_factory=lambda: ["none", "int8", "int4", "gptq_int4", "awq_int4"])
     priority: str = "balanced"  # accuracy | speed | memory | balanced: weights of the efficiency score
@@ -139,12 +140,6 @@ class QuantImpactAnalyzer(Analyzer):
     def headline(self, result: Result) -> dict[str, float]:
         """Nothing beside the strategies table: every per-strategy metric is a column of it."""
         return {}
-
-    def insights(self, result: Result, results: dict[str, Result]) -> list[str]:
-        """The sentences of insights.md (``insights.py``), from the Result alone: a reloaded one says the same."""
-        from modelxray.analyzers.quant_impact import insights
-
-        return insights.insights(result, self)
 
     def summary_tables(self, result: Result) -> dict[str, list[dict]]:
         """The strategies side by side in the columns a reader compares, and the strategies that could

@@ -14,7 +14,7 @@ from modelxray.core.result import Result
 from modelxray.metrics.distinguish import indistinguishable
 
 
-def insights(result: Result, cfg) -> list[str]:
+def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
     """Every sentence, in the order of insights.md; none for a failed result or one without strategies."""
     rows = result.tables.get("strategies") or []
     if not result.ok or not rows:

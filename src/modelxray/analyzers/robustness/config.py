@@ -100,6 +100,7 @@ class RobustnessAnalyzer(Analyzer):
     name: ClassVar[str] = "robustness"
     plots_module: ClassVar[str] = "modelxray.analyzers.robustness.plots"
     run_module: ClassVar[str] = "modelxray.analyzers.robustness.run"
+    insights_module: ClassVar[str] = "modelxray.analyzers.robustness.insights"
     tasks: ClassVar[tuple[str, ...]] = (
         "causal_lm",
         "classification",
@@ -208,12 +209,6 @@ class RobustnessAnalyzer(Analyzer):
             if getattr(self, key):
                 raise ConfigError(key, f"image corruptions need image data and {why}; drop the key or set []")
         return {}, f"image corruptions ({', '.join(IMAGE_KEYS)}) skipped: {why}"
-
-    def insights(self, result: Result, results: dict[str, Result]) -> list[str]:
-        """The sentences of insights.md (``insights.py``), from the Result alone: a reloaded one says the same."""
-        from modelxray.analyzers.robustness import insights
-
-        return insights.insights(result, self)
 
     def summary_tables(self, result: Result) -> dict[str, list[dict]]:
         """The robustness table with the columns a reader compares, the same for every row: what

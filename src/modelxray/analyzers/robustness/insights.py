@@ -16,7 +16,7 @@ from modelxray.models.kinds import VISION_TASKS
 LOWER_IS_BETTER = ("perplexity", "wer")  # headline metrics that grow as quality falls
 
 
-def insights(result: Result, cfg) -> list[str]:
+def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
     """Every sentence, in the order of insights.md; none for a failed result."""
     if not result.ok:
         return []
