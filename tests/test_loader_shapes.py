@@ -574,3 +574,19 @@ def test_a_processors_own_normalised_pixels_with_the_processor_are_one_line(vit,
     loader = [{"pixel_values": normalised["pixel_values"], "labels": y}]
     with pytest.raises(ConfigError, match=r"^dataloader: yields pixels in \[-2, 1.98\]: normalised already, it seems"):
         modelxray.analyze(REFUSED, model=net, dataloader=loader, processor=processor, output_dir=tmp_path)
+
+
+@pytest.mark.parametrize("kind", ["object_detection", "semantic_segmentation", "image_features"])
+def test_a_detector_segmenter_or_backbone_loader_of_normalised_pixels_is_one_line(kind):
+    """Their loaders give pixels in [0, 1] too; normalised ones would be clamped there silently."""
+    from modelxray.data.loader_data import vision_task_from_loader
+
+    x = torch.rand(2, 3, 8, 8) * 4 - 2
+    target = {
+        "object_detection": [{"boxes": torch.tensor([[0.0, 0.0, 4.0, 4.0]]), "labels": torch.tensor([1])}] * 2,
+        "semantic_segmentation": torch.zeros(2, 8, 8, dtype=torch.long),
+        "image_features": torch.tensor([0, 1]),
+    }[kind]
+    with pytest.raises(ConfigError, match=r"^dataloader: yields images with pixels in \[-\d.*\]; a \w+'s DataLoader"):
+        vision_task_from_loader([(x, target)], kind, (3, 8, 8))
+    assert vision_task_from_loader([((x + 2) / 4, target)], kind, (3, 8, 8)).images.shape == (2, 3, 8, 8)

@@ -101,6 +101,14 @@ def vision_task_from_loader(loader, kind: str, image_shape: tuple[int, int, int]
     images, boxes, labels, masks, image_labels = [], [], [], [], []
     for batch in loader if loader is not None else ():
         x, target = _vision_pair(batch, kind, key)
+        lo, hi = float(x.min()), float(x.max())
+        if lo < -0.01 or hi > 1.01:  # resizing clamps to [0, 1]: normalised pixels would be cut silently
+            raise ConfigError(
+                key,
+                f"yields images with pixels in [{lo:.3g}, {hi:.3g}]; a {VISION_NOUN[kind]}'s DataLoader yields pixels "
+                "in [0, 1] (the model applies its processor's normalisation itself): processor(images, "
+                "do_normalize=False) gives them",
+            )
         if x.shape[1] != channels:
             if x.shape[1] != 1:
                 raise ConfigError(key, f"yields {x.shape[1]}-channel images; the model reads {channels} channels")
