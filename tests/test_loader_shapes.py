@@ -567,6 +567,14 @@ def test_a_transformers_image_classifier_on_a_loader_of_pixel_value_dicts(given,
     assert "robustness/fgsm_0.05_accuracy" in m and "bitwidth/uniform_int8_accuracy" in m
 
 
+def test_a_transformers_image_classifier_alone_reads_its_input_size_from_its_config(vit, tmp_path):
+    """No loader, processor or image_shape: the configured images, fit to the config's 16 px."""
+    net, _ = vit
+    overrides = ["tracker=none", "analyzer=[performance]", "dataset=sample_images", "analyzer.performance.iters=2"]
+    out = modelxray.analyze([*overrides, "analyzer.performance.layer_timing=false"], model=net, output_dir=tmp_path)
+    assert not out.failed and 0.0 <= out.metrics["performance/accuracy"] <= 1.0
+
+
 def test_a_processors_own_normalised_pixels_with_the_processor_are_one_line(vit, tmp_path, no_analyzer_runs):
     net, processor = vit
     x, y = _vit_images()

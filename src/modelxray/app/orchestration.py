@@ -372,11 +372,13 @@ def run_stage(name: str, analyzer, subject: Subject, ctx: RunContext) -> Result:
 
 
 def _vision_kind(model: torch.nn.Module) -> bool:
-    """A transformers detector, segmenter or backbone: it needs nothing beside itself (a detector says
-    in one line that it needs its image processor)."""
+    """A transformers image classifier, detector, segmenter or backbone: it needs nothing beside
+    itself (its input size is in its config; a detector says in one line that it needs its image
+    processor)."""
     from modelxray.models.kinds import VISION_KINDS, kind_of_architecture
 
-    return hasattr(model, "config") and kind_of_architecture(type(model).__name__) in VISION_KINDS
+    kinds = (*VISION_KINDS, "image_classification")
+    return hasattr(model, "config") and kind_of_architecture(type(model).__name__) in kinds
 
 
 def run_summary(config: dict, job: JobInfo, subject: Subject, tracking: str) -> dict[str, Any]:
