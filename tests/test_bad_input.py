@@ -405,7 +405,7 @@ def test_empty_config_files(tmp_path):
     assert _error(proc) == "model: option 'blank' is an empty file (mine/model/blank.yaml); fill it or remove it"
     (tmp_path / "mine" / "base.yaml").write_text("defaults:\n  - config\n  - _self_\n\nseed: 7\n")
     proc, _ = _cli(["debug=tiny", "--config-name", "base", "--config-dir", "mine", "--cfg", "job"], tmp_path)
-    assert proc.returncode == 0 and "\nseed: 7\n" in proc.stdout, proc.stderr[-2000:]
+    assert proc.returncode == 0 and "\nseed: 7\n" in "\n" + proc.stdout, proc.stderr[-2000:]
 
 
 # --- 8. mismatches the model's own config shows: found before any weight is read
