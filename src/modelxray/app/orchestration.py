@@ -23,6 +23,13 @@ from modelxray.app.checks import check_before_load, check_finite_weights, check_
 from modelxray.app.job import JobInfo, RunOutcome, config_fingerprint, flatten
 from modelxray.app.loading import load_subject
 from modelxray.app.quant_stage import _in_place_note, _keeps_reference, _quantize_in_place
+from modelxray.app.reference_model import (
+    ReferenceOutputs,
+    check_against,
+    check_reference_use,
+    reference_outputs,
+    unquantized_outputs,
+)
 from modelxray.app.resume import _earlier_results, _resume_point
 from modelxray.config.components import Components, build_components
 from modelxray.core.errors import ConfigError, JobKilled
@@ -98,6 +105,7 @@ class RunState:
     reference_error: str | None = None  # the unquantized outputs failed: performance fails, the rest run
     metrics: dict[str, float] = field(default_factory=dict)
     skipped: RunOutcome | None = None  # FINISHED before: nothing runs
+    reference: ReferenceOutputs | None = None  # reference=file|hf|gguf: the other model's outputs
     stage: str = ""  # the stage running now
 
 
@@ -135,6 +143,7 @@ def _prepare(cfg: DictConfig, job: JobInfo, given: Given) -> RunState:
     line), set threads and seeds, and name and tag the run-to-be."""
     given.check()
     components = build_components(cfg, skip_model=given.model is not None, skip_dataset=given.batches is not None)
+    check_reference_use(components)
     settings = components.settings
     if settings.threads:
         torch.set_num_threads(settings.threads)
@@ -183,6 +192,16 @@ def _resume(state: RunState) -> None:
         state.earlier = _earlier_results(state.tracker_run, state.out_dir, state.components.analyzers, state.done)
 
 
+def _reference_model(state: RunState) -> None:
+    """``reference=file|hf|gguf``: the reference's outputs on the run's data, before the model under
+    analysis loads (read from the reference cache when computed before)."""
+    if state.components.reference is None:
+        return
+    progress = state.components.settings.progress
+    state.reference = reference_outputs(state.cfg, state.components, state.given, progress)
+    state.tags["modelxray.reference"] = state.reference.name
+
+
 def _load(state: RunState) -> None:
     """Check the model, data and analyzers fit each other from their declarations, load them, and
     check them again loaded (task, finite weights, each analyzer's preflight)."""
@@ -195,6 +214,9 @@ def _load(state: RunState) -> None:
     check_task(state.subject, components.analyzers, components.quant)
     check_finite_weights(state.subject.model, components.analyzers)
     preflight(state.subject, components.analyzers)
+    if state.reference is not None:
+        check_against(state.reference, state.subject, components.analyzers["performance"])
+        state.subject = dataclasses.replace(state.subject, reference=state.reference.outputs)
     if cache:
         state.tags["modelxray.model_cache"] = cache
 
@@ -229,15 +251,21 @@ def _train(state: RunState) -> None:
 
 
 def _keep_reference(state: RunState) -> None:
-    """Before ``quant=`` changes the model, keep its outputs for the analyzers that score agreement."""
+    """Before ``quant=`` changes the model, keep its outputs for the analyzers that score agreement
+    (a language model's and a classifier's through the reference cache: a sweep computes them once)."""
     pending = [n for n in state.components.analyzers if n not in state.earlier]
-    if not (pending and _keeps_reference(state.subject, state.components)):
-        return
-    from modelxray.measure.reference_outputs import capture
-
+    if state.reference is not None or not (pending and _keeps_reference(state.subject, state.components)):
+        return  # another model is the reference, or nothing compares
+    subject, components, given = state.subject, state.components, state.given
     try:
-        reference = capture(state.subject, state.components.analyzers.get("performance"))
-        state.subject = dataclasses.replace(state.subject, reference=reference)
+        if subject.task in ("causal_lm", "classification") and (subject.data is not None or subject.batches):
+            cacheable = given.model is None and given.batches is None and components.train is None
+            outputs = unquantized_outputs(subject, components, cacheable, components.settings.progress).outputs
+        else:
+            from modelxray.measure.reference_outputs import capture
+
+            outputs = capture(subject, components.analyzers.get("performance"))
+        state.subject = dataclasses.replace(subject, reference=outputs)
     except Exception:  # noqa: BLE001 - recorded as performance's failure, never the whole run's
         state.reference_error = "the unquantized model's outputs could not be computed:\n" + traceback.format_exc()
 
@@ -305,6 +333,7 @@ def _finish_tracking(state: RunState) -> None:
 
 STAGES = (  # one run, in order; each stage reads and extends the RunState
     ("resume", _resume),
+    ("reference model", _reference_model),
     ("load", _load),
     ("start tracking", _start_tracking),
     ("train", _train),

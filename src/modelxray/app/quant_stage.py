@@ -39,7 +39,7 @@ def _in_place_note(in_place: bool, cfg: DictConfig, job: JobInfo, components, gi
 
 def _keeps_reference(subject: Subject, components) -> bool:
     """Keep the unquantized outputs when a quantizer runs and an analyzer scores agreement with them
-    (performance on a classifier or a generic model; quant_impact and bitwidth keep their own)."""
+    (performance, on every kind; quant_impact and bitwidth keep their own)."""
     quantizes = getattr(components.quant, "name", "none") != "none"
-    agreeing = ("classification", "generic", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
+    agreeing = ("causal_lm", "classification", "generic", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
     return quantizes and subject.task in agreeing and "performance" in components.analyzers

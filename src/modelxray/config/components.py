@@ -22,6 +22,7 @@ class Components:
     tracker: Any
     train: Any = None  # TrainConfig, or None for train=none
     settings: RunSettings = field(default_factory=RunSettings)  # seed, threads, runtime.*, report.*
+    reference: Any = None  # a ModelSource to compare with (reference=file|hf|gguf); None: the model before quant=
 
 
 def validate_config(cfg: DictConfig) -> Components:
@@ -59,7 +60,8 @@ def build_components(cfg: DictConfig, *, skip_model: bool = False, skip_dataset:
     _check_quantizing_analyzers(analyzers, quant)
     tracker = build_component(cfg.tracker, "tracker")
     tracker.redactor = _redactor(cfg)
-    return Components(model, dataset, analyzers, quant, tracker, train, settings)
+    reference = _reference(cfg)
+    return Components(model, dataset, analyzers, quant, tracker, train, settings, reference)
 
 
 def _redactor(cfg: DictConfig) -> Any:
@@ -85,6 +87,24 @@ def _check_quantizing_analyzers(analyzers: dict, quant: Any) -> None:
             f"({applied.upper()}) its baseline would already be quantized: run it with quant=none and name what "
             f"to compare in analyzer.{mine[0]}'s keys",
         )
+
+
+def _reference(cfg: DictConfig) -> Any:
+    """The model source of ``reference=file|hf|gguf``, or None for ``reference=none`` (or no key)."""
+    from modelxray.models.base import ModelSource
+    from modelxray.models.reference import NoReference
+
+    node = cfg.get("reference")
+    if node is None:
+        return None
+    obj = build_component(node, "reference")
+    if isinstance(obj, NoReference):
+        return None
+    if not isinstance(obj, ModelSource):
+        raise ConfigError(
+            "reference._target_", f"{type(obj).__name__} is not a model source: use reference=file, hf or gguf"
+        )
+    return obj
 
 
 def _train(cfg: DictConfig) -> Any:

@@ -21,9 +21,8 @@ class RuntimeSettings(Configurable):
 
     skip_finished: bool = False  # skip configs that FINISHED in this experiment; resume those that stopped part-way
     resume: str | None = None  # an MLflow run id: continue that run, keeping the analyzers it finished
-    original_weights: str = (
-        "auto"  # analyzers that change weights keep the originals: disk, memory, cpu or auto (cpu on a GPU, else disk)
-    )
+    original_weights: str = "auto"  # changed weights' originals: disk, memory, cpu, auto (cpu on a GPU, else disk)
+    reference_cache_dir: str | None = "~/.cache/modelxray/references"  # reference outputs by content; null = none kept
 
     def validate(self) -> None:
         self.require_choice("original_weights", ORIGINAL_WEIGHTS_PLACES)
@@ -54,7 +53,7 @@ class RunSettings(Configurable):
         self.require_non_negative("model_cache_size")
 
 
-GROUPS = ("model", "dataset", "analyzer", "quant", "train", "tracker")  # the config groups of a run
+GROUPS = ("model", "dataset", "analyzer", "quant", "reference", "train", "tracker")  # the config groups of a run
 
 
 def top_level_keys() -> set[str]:

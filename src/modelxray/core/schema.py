@@ -74,6 +74,9 @@ SCHEMA: dict[str, dict[str, str]] = {
         "mlflow": "modelxray.tracking.mlflow_tracker.MlflowTracker",
         "none": "modelxray.tracking.base.NullTracker",
     },
+    "reference": {
+        "none": "modelxray.models.reference.NoReference",
+    },
     "train": {
         "train": "modelxray.training.config.TrainConfig",
         "none": "modelxray.training.config.NoTraining",

@@ -51,6 +51,62 @@ class Reference:
                 self.logprobs.append(kept)
                 seen += inputs.shape[0]
         self.metrics = self.metrics_of(None)
+        self.label = "the unquantized model"  # what the reports call it
+
+    def state(self) -> dict:
+        """Everything a comparison needs, as tensors and plain values (``torch.save`` with
+        ``weights_only`` loading): a reference computed once is read back by ``from_state``."""
+        return {
+            "batches": [(inputs, targets) for inputs, targets in self.batches],
+            "batch_size": self.batch_size,
+            "argmax": self.argmax,
+            "logprobs": self.logprobs,
+            "window_stats": self.window_stats(),
+            "vocab_size": self.vocab_size,
+            "label": self.label,
+        }
+
+    @classmethod
+    def from_state(cls, state: dict, device: torch.device | None = None) -> Reference:
+        """The reference ``state()`` saved, on ``device`` (the model under analysis's)."""
+        ref = cls.__new__(cls)
+        device = device or torch.device("cpu")
+        ref.batches = [(inputs, targets) for inputs, targets in state["batches"]]
+        ref.batch_size = int(state["batch_size"])
+        ref.device = device
+        ref.argmax = [a.to(device) for a in state["argmax"]]
+        ref.logprobs = [
+            None if kept is None else (kept[0].to(device), kept[1].to(device)) for kept in state["logprobs"]
+        ]
+        ref._scores = []
+        for row in state["window_stats"]:
+            score = LMScore(ks=[1], nll_sum=float(row[0]), n_tokens=int(row[1]), hits={1: int(row[2])})
+            score.windows.append(row[None].clone())
+            ref._scores.append(score)
+        ref.vocab_size = int(state["vocab_size"])
+        ref.label = str(state["label"])
+        ref.metrics = ref.metrics_of(None)
+        return ref
+
+    def same_tokens(self, windows: list[Window]) -> str | None:
+        """None when ``windows`` are the ones this reference scored (same inputs and targets, same
+        batches), else what differs, in words."""
+        mine = list(batched(windows, self.batch_size))
+        if len(mine) != len(self.batches):
+            return f"{sum(int(t.shape[0]) for _, t in mine)} windows here, {self.n_windows} for the reference"
+        for i, ((a, ta), (b, tb)) in enumerate(zip(mine, self.batches, strict=True)):
+            if a.shape != b.shape or not torch.equal(a.cpu(), b.cpu()) or not torch.equal(ta.cpu(), tb.cpu()):
+                where = ""
+                if a.shape == b.shape:
+                    flat = (a.cpu() != b.cpu()).flatten().nonzero()
+                    if flat.numel():
+                        where = f" (first at token {int(flat[0]) + i * self.batch_size * a.shape[-1]:,})"
+                return f"the token ids differ in batch {i}{where}"
+        return None
+
+    @property
+    def n_windows(self) -> int:
+        return sum(int(t.shape[0]) for _, t in self.batches)
 
     def metrics_of(self, max_batches: int | None = None, max_windows: int | None = None) -> dict[str, float]:
         """The reference's own metrics over the first ``max_batches`` batches or ``max_windows`` windows
@@ -73,8 +129,8 @@ class Reference:
         """(windows, 3): each scored window's summed NLL, scored tokens and top-1 hits, in order."""
         return torch.cat([s.per_window() for s in self._scores])
 
-    def comparison(self) -> Comparison:
-        return Comparison(self)
+    def comparison(self, ks: list[int] | None = None) -> Comparison:
+        return Comparison(self, ks)
 
     def evaluate(
         self, model: nn.Module, max_batches: int | None = None, progress: bool = False, desc: str = "evaluate"
@@ -83,15 +139,22 @@ class Reference:
         return self.compare(model, max_batches, progress, desc).result()
 
     def compare(
-        self, model: nn.Module, max_batches: int | None = None, progress: bool = False, desc: str = "evaluate"
+        self,
+        model: nn.Module,
+        max_batches: int | None = None,
+        progress: bool = False,
+        desc: str = "evaluate",
+        ks: list[int] | None = None,
     ) -> Comparison:
         """The model's Comparison against the reference on the first ``max_batches`` batches (all by
-        default), whose per-window scores stay available (``comp.score.per_window()``)."""
-        comp = Comparison(self)
+        default), whose per-window scores stay available (``comp.score.per_window()``); ``ks``: the
+        top-k accuracies its score keeps (top-1 by default)."""
+        comp = Comparison(self, ks)
+        device = model_device(model)  # a reference read back from disk compares with a model anywhere
         batches = self.batches[:max_batches] if max_batches else self.batches
         with torch.inference_mode():
             for i, (inputs, targets) in enumerate(bar(batches, desc=desc, enabled=progress)):
-                comp.add(i, forward_logits(model, inputs.to(self.device)), targets.to(self.device))
+                comp.add(i, forward_logits(model, inputs.to(device)), targets.to(device))
         return comp
 
 
@@ -99,9 +162,9 @@ class Comparison:
     """Accumulates a variant's logits, batch by batch, against the reference. A variant may score the
     first rows of a batch only, and may mark more targets ``IGNORE`` (e.g. tokens it replaced)."""
 
-    def __init__(self, ref: Reference):
+    def __init__(self, ref: Reference, ks: list[int] | None = None):
         self.ref = ref
-        self.score = LMScore(ks=[1])
+        self.score = LMScore(ks=sorted({1, *(ks or [])}))
         self.agree = self.total = self.kl_n = 0
         self.kl_sum = 0.0
         self.agree_rows: list[torch.Tensor] = []  # per window: agreeing tokens, scored tokens
@@ -112,13 +175,13 @@ class Comparison:
         rows = logits.shape[0]
         self.score.update(logits, targets)
         mask = targets != IGNORE
-        same = (logits.argmax(-1) == self.ref.argmax[batch_index][:rows]) & mask
+        same = (logits.argmax(-1) == self.ref.argmax[batch_index][:rows].to(logits.device)) & mask
         self.agree += int(same.sum())
         self.total += int(mask.sum())
         self.agree_rows.append(torch.stack([same.sum(1), mask.sum(1)], dim=1).double().cpu())
         ref = self.ref.logprobs[batch_index]
         if ref is not None:
-            scored, logp = ref
+            scored, logp = ref[0].to(logits.device), ref[1].to(logits.device)
             k = min(scored.shape[0], rows)
             both = mask[:k] & scored[:k]  # a variant may score fewer positions (tokens it replaced)
             logp = logp[: int(scored[:k].sum())][both[scored[:k]]]

@@ -63,9 +63,14 @@ def generic_outputs(model: nn.Module, inputs: dict[str, torch.Tensor]) -> Any:
         return detached(model(**inputs))
 
 
-def capture(subject, performance: Any = None) -> Any:
+def capture(subject, performance: Any = None, windows: list | None = None, progress: bool = False) -> Any:
     """What ``subject.reference`` holds for its task, or ``None`` for tasks that keep none here
-    (``performance``: the performance analyzer's settings, for a text or speech task)."""
+    (``performance``: the performance analyzer's settings, for a language model or a text or speech
+    task; ``windows``: a language model's scored windows)."""
+    if subject.task == "causal_lm" and windows is not None:
+        from modelxray.measure.reference import Reference
+
+        return Reference(subject.model, windows, performance.batch_size, performance.kl_windows, progress, "reference")
     if getattr(subject.data, "windows", None) is not None or getattr(subject.data, "meta", {}).get("speech_kind"):
         from modelxray.measure.task_outputs import capture_task
 

@@ -15,7 +15,7 @@ from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS
 
 PROTOCOLS = ("disjoint", "sliding", "lm_eval_rolling")  # implemented by modelxray.metrics.windows.make_windows
 # keys that only mean something for token windows, with the value that leaves them unused
-LM_ONLY = {"protocol": "disjoint", "stride": None, "prefix_token": "none", "speed_seq_len": None}
+LM_ONLY = {"protocol": "disjoint", "stride": None, "prefix_token": "none", "speed_seq_len": None, "kl_windows": 8}
 
 
 @dataclass
@@ -36,6 +36,10 @@ class PerformanceAnalyzer(Analyzer):
     prefix_token: str = "none"  # none | bos | eos: prepended so the first token is scored too
     batch_size: int = 4  # windows (a classifier: test examples) per forward pass while scoring
     top_k: list[int] = field(default_factory=lambda: [1, 5, 10])  # accuracy at these k (a classifier: k < n_classes)
+    # against the reference (the model before quant=, or reference=...): top-1 agreement and the paired
+    # loss change on every window, KL on the first kl_windows (their distributions are kept: windows x
+    # seq_len x vocabulary x 4 bytes, in memory and in the reference cache)
+    kl_windows: int = 8  # language models: windows whose reference distributions are kept for exact KL
     # speed: warm-up, then timed forward passes per batch size (sequences, or test examples)
     speed_batch_sizes: list[int] = field(default_factory=lambda: [1, 4])  # batch sizes timed
     speed_seq_len: int | None = None  # tokens per timed sequence (null = dataset.seq_len)
@@ -68,7 +72,7 @@ class PerformanceAnalyzer(Analyzer):
         self.require_choice("prefix_token", ["none", "bos", "eos"])
         self.require_positive("batch_size", "top_k", "speed_batch_sizes", "iters", "layer_timing_iters", "top_layers")
         self.require_positive("stride", "speed_seq_len", allow_none=True)
-        self.require_non_negative("warmup", "generate_examples", "kl_examples", "shown_outputs")
+        self.require_non_negative("warmup", "generate_examples", "kl_examples", "kl_windows", "shown_outputs")
         self.require_positive("max_new_tokens", "bootstrap", "max_detections", "detection_bootstrap", "knn_k")
         if not 0 <= self.agreement_score <= 1:
             raise ConfigError("agreement_score", f"must be a score in [0, 1], got {self.agreement_score}")

@@ -25,6 +25,9 @@ def performance_insights(result, t) -> list[str]:
             out.append(against_unquantized(vs, int(q.n_scored or 0)))
     elif isinstance(q, Quality):
         out.append(_lm_quality(result, q))
+        vs = result.data.get("quality", {}).get("vs_reference")
+        if vs and "top1_agree" in vs:
+            out.append(lm_against_reference(vs, int(result.data["quality"].get("windows", 0))))
     agreement = result.tables.get("output_agreement") or []
     if agreement:
         out.append(_output_agreement(agreement))
@@ -99,6 +102,28 @@ def _change(delta: float, se: float, digits: int, unit: str = "") -> str:
     return f"{delta:+.{digits}f}{err}{unit}, {verdict}"
 
 
+def lm_against_reference(vs: dict, windows: int) -> str:
+    """A language model against its reference on the same windows: the perplexity ratio and the
+    paired loss change (whether it is within its uncertainty), top-1 agreement, and llama.cpp's KL
+    statistics on the windows whose reference distributions were kept."""
+    label = vs.get("reference", "the reference")
+    parts = []
+    if _finite(vs.get("delta_loss")):
+        ratio_err = f" ± {vs['ppl_ratio_se']:.4f}" if _finite(vs.get("ppl_ratio_se")) else ""
+        parts.append(
+            f"perplexity ratio {vs['ppl_ratio']:.4f}{ratio_err} (loss change "
+            f"{_change(vs['delta_loss'], vs.get('delta_loss_se', math.nan), 4, ' nats/token')}, paired by window)"
+        )
+    agree_err = f" ± {vs['top1_agree_se']:.1%}" if _finite(vs.get("top1_agree_se")) else ""
+    parts.append(f"the same top-1 token on {vs['top1_agree']:.1%}{agree_err} of scored tokens")
+    if _finite(vs.get("kl")):
+        kl_err = f" ± {vs['kl_se']:.2g}" if _finite(vs.get("kl_se")) else ""
+        tail = f", p99 {vs['kl_p99']:.3g}, max {vs['kl_max']:.3g}" if _finite(vs.get("kl_p99")) else ""
+        n_kl = min(int(vs.get("kl_windows", windows)), windows)
+        parts.append(f"KL {vs['kl']:.3g}{kl_err} nats/token{tail} (the first {n_kl} windows)")
+    return f"Against {label} on the same {windows} windows: " + "; ".join(parts) + "."
+
+
 def against_unquantized(vs: dict, n: int) -> str:
     """The paired change of a quantized classifier against its unquantized outputs on the same test
     examples, and whether it is within its uncertainty (then it cannot be told from no change)."""
@@ -171,6 +196,8 @@ def unpaired_lm_note(perf, results: dict) -> list[str]:
     q, quant = perf.measurements.get("quality"), results.get("quant")
     if not (isinstance(q, Quality) and not q.is_classifier and quant is not None and quant.ok):
         return []
+    if perf.data.get("quality", {}).get("vs_reference"):
+        return []  # paired with the unquantized outputs above
     return [
         f"The perplexity above is the quantized model's ({quant.data.get('method', 'quantized')}) alone: this run "
         "has no unquantized score on the same windows to pair it with. analyzer=quant_impact measures the paired "

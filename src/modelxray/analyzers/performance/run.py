@@ -7,19 +7,24 @@ agreement with its unquantized outputs); memory and per-module time are shared."
 
 from __future__ import annotations
 
+import math
+import time
+
 import torch
 
-from modelxray.analyzers.performance.config import TEXT_AND_SPEECH_TASKS, VISION_TASKS, prefix_token_id
+from modelxray.analyzers.performance.config import TEXT_AND_SPEECH_TASKS, VISION_TASKS
+from modelxray.analyzers.performance.windows import lm_windows
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 from modelxray.measure.layer_time import time_by_type, time_modules
 from modelxray.measure.process_memory import cuda_peaks, peak_rss_bytes, reset_cuda_peaks, rss_bytes
+from modelxray.measure.reference import Reference
 from modelxray.measure.reference_outputs import is_dual_encoder
 from modelxray.measure.scoring import model_device, score_windows
 from modelxray.measure.speed import time_forward
 from modelxray.metrics.measurements import Latency, Memory, Quality, Speed
 from modelxray.metrics.tensor_bytes import count_parameters, tensor_bytes_by_dtype
-from modelxray.metrics.windows import make_windows, speed_inputs, windows_from_batches
+from modelxray.metrics.windows import speed_inputs, windows_from_batches
 
 
 # -- the three measurements -------------------------------------------------------------
@@ -72,33 +77,18 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     return result
 
 
-def _windows(cfg, subject):
-    if subject.batches is not None:
-        return windows_from_batches(subject.batches), "user batches (disjoint)", None
-    data = subject.data
-    if cfg.stride is not None and cfg.stride > data.seq_len:
-        raise ConfigError("analyzer.performance.stride", f"must not exceed dataset.seq_len ({data.seq_len})")
-    which = cfg.prefix_token
-    if cfg.protocol == "lm_eval_rolling" and which == "none":
-        which = "bos"  # the harness always scores the first token after a prefix token
-    prefix = prefix_token_id(subject.tokenizer, which)
-    windows = make_windows(data.ids, data.seq_len, cfg.protocol, cfg.stride, prefix)
-    stride = cfg.stride or data.seq_len
-    desc = {
-        "disjoint": f"disjoint windows of {data.seq_len}",
-        "sliding": f"sliding windows of {data.seq_len}, stride {stride}",
-        "lm_eval_rolling": f"lm-eval loglikelihood_rolling, windows of {data.seq_len}",
-    }[cfg.protocol]
-    if prefix is not None:
-        desc += f", prefix token {prefix}"
-    return windows, desc, data
-
-
 def _quality(cfg, subject, ctx, result: Result) -> None:
-    windows, desc, data = _windows(cfg, subject)
-    score, seconds = score_windows(
-        subject.model, windows, cfg.batch_size, cfg.top_k, ctx.progress, desc="performance: perplexity"
-    )
+    windows, desc, data = lm_windows(cfg, subject)
+    reference = subject.reference if isinstance(subject.reference, Reference) else None
+    if reference is not None and reference.same_tokens(windows) is None:  # one pass: quality and the comparison
+        start = time.perf_counter()
+        comparison = reference.compare(subject.model, None, ctx.progress, "performance: perplexity", cfg.top_k)
+        score, seconds = comparison.score, time.perf_counter() - start
+    else:
+        comparison = None
+        score, seconds = score_windows(
+            subject.model, windows, cfg.batch_size, cfg.top_k, ctx.progress, desc="performance: perplexity"
+        )
     n_bytes = None
     if data is not None:
         # bytes of the scored tokens: exact when every token is scored, else pro rata
@@ -115,6 +105,26 @@ def _quality(cfg, subject, ctx, result: Result) -> None:
         "windows": len(windows),
         "top_k": cfg.top_k,
     }
+    if comparison is not None:
+        vs = against_reference(comparison, reference)
+        result.metrics.update(vs)
+        result.data["quality"]["vs_reference"] = {**vs, "reference": reference.label, "kl_windows": cfg.kl_windows}
+
+
+def against_reference(comparison, reference) -> dict[str, float]:
+    """The model against its reference on the same windows: top-1 agreement and the paired loss
+    change on every window (each with its standard error, windows as units), KL(reference || model)
+    on the first ``kl_windows`` as llama.cpp's KL report gives it (mean ± SE, p90/p99/p99.9, max, RMS
+    change of the reference's top-token probability), and the perplexity ratio exp(delta_loss)."""
+    got = comparison.result()
+    keys = ("top1_agree", "top1_agree_se", "kl", "kl_se", "kl_p90", "kl_p99", "kl_p999", "kl_max", "rms_dp")
+    out = {k: got[k] for k in keys if k in got}
+    if "delta_loss" in got:
+        ref_loss = reference.metrics["loss"]
+        out.update(reference_loss=ref_loss, delta_loss=got["delta_loss"], delta_loss_se=got["delta_loss_se"])
+        out["ppl_ratio"] = math.exp(got["delta_loss"])  # the model's perplexity over the reference's
+        out["ppl_ratio_se"] = out["ppl_ratio"] * got["delta_loss_se"]  # delta method
+    return out
 
 
 def _speed(cfg, subject, ctx, result: Result) -> None:

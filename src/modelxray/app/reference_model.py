@@ -1,0 +1,186 @@
+"""``reference=file|hf|gguf``: another model's outputs on the run's data, for the analyzers that
+compare. The reference loads, answers and leaves before the model under analysis loads, so the run
+holds one model at a time; its outputs are kept on disk under a key of everything they depend on
+(the reference's files, the data, the scoring settings), so a sweep over quantized variants scores
+its reference once."""
+
+from __future__ import annotations
+
+import dataclasses
+import gc
+import hashlib
+import io
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from modelxray.core.errors import ConfigError
+from modelxray.core.files import write_file
+from modelxray.core.provenance import versions
+
+log = logging.getLogger("modelxray.app")
+
+COMPARED_TASKS = ("causal_lm", "classification")  # the kinds whose reference outputs are compared so far
+STATE_FORMAT = 1  # of the cached outputs: another format is computed again
+
+
+@dataclasses.dataclass
+class ReferenceOutputs:
+    """The reference's outputs (``Subject.reference`` for its task) and what the report says of it."""
+
+    task: str
+    outputs: Any  # measure.reference.Reference (a language model) or {"logits": ...} (a classifier)
+    name: str
+    cached: str | None  # the cache file it was read from, else None
+
+
+def check_reference_use(components) -> None:
+    """Before any work: a reference needs an analyzer that compares with it."""
+    if components.reference is not None and "performance" not in components.analyzers:
+        raise ConfigError(
+            "reference",
+            "is compared with by analyzer=performance, which this run does not run: "
+            "add it ('analyzer=[performance,...]') or drop reference=",
+        )
+
+
+def reference_outputs(cfg, components, given, progress: bool) -> ReferenceOutputs:
+    """The reference's outputs on the run's data: read from the cache, else computed (the reference
+    loaded without the process cache, then released) and cached."""
+    from modelxray.app.loading import load_subject
+
+    source, performance = components.reference, components.analyzers["performance"]
+
+    def compute() -> dict:
+        ref_components = dataclasses.replace(components, model=source)
+        subject, _ = load_subject(cfg, ref_components, batches=given.batches, cache_size=0)
+        if subject.task not in COMPARED_TASKS:
+            raise ConfigError(
+                "reference",
+                f"{subject.info.name} is a {subject.kind or subject.task} model; reference= compares language "
+                "models and classifiers so far (for other kinds, the model before quant= is the reference: "
+                "reference=none)",
+            )
+        state = _capture(subject, performance, f"reference {subject.info.name}", progress)
+        del subject
+        gc.collect()
+        return state
+
+    return cached_outputs(components, source, given.batches is None, compute)
+
+
+def unquantized_outputs(subject, components, cacheable: bool, progress: bool) -> ReferenceOutputs:
+    """The model's own outputs before ``quant=`` (a language model's or a classifier's), read from
+    the reference cache when the same model was scored on the same data before (the other jobs of a
+    quantization sweep), else computed on ``subject`` and cached."""
+    performance = components.analyzers["performance"]
+    return cached_outputs(
+        components, components.model, cacheable, lambda: _capture(subject, performance, "unquantized model", progress)
+    )
+
+
+def cached_outputs(components, source, cacheable: bool, compute) -> ReferenceOutputs:
+    """``compute()``'s state, or the one kept under the same content key (``runtime.reference_cache_dir``)."""
+    cache_dir = components.settings.runtime.reference_cache_dir
+    key = content_key(source, components.dataset, components.analyzers["performance"]) if cacheable else None
+    path = Path(cache_dir).expanduser() / f"{key}.pt" if cache_dir and key else None
+    if path is not None and path.exists():
+        try:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            if state.get("format") == STATE_FORMAT:
+                log.info("Outputs of the %s read from %s", state["name"], path)
+                return _from_state(state, str(path))
+        except Exception as exc:  # noqa: BLE001 - a cache file that cannot be read is computed again
+            log.warning("Reference outputs in %s cannot be read (%s): computing them again", path, exc)
+    state = compute()
+    if path is not None:
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_file(path, buffer.getvalue())
+        log.info("Outputs of the %s computed and kept in %s", state["name"], path)
+    return _from_state(state, None)
+
+
+def check_against(ref: ReferenceOutputs, subject, performance) -> None:
+    """After the model under analysis loads, before any work: the reference answered the same
+    task on the same data (token ids, test examples), else one line saying what differs."""
+    if subject.task != ref.task:
+        raise ConfigError(
+            "reference",
+            f"the {ref.name} is a {ref.task} model and {subject.info.name} a {subject.task} model: compare models of one kind",
+        )
+    if ref.task == "causal_lm":
+        from modelxray.analyzers.performance.windows import lm_windows
+
+        differs = ref.outputs.same_tokens(lm_windows(performance, subject)[0])
+        if differs:
+            raise ConfigError(
+                "reference",
+                f"the {ref.name} was scored on other tokens than {subject.info.name} ({differs}): the two tokenize "
+                "the data differently; compare models that share a tokenizer",
+            )
+    elif ref.task == "classification":
+        logits, data = ref.outputs["logits"], subject.data
+        n = int(getattr(data, "x_test", torch.zeros(0)).shape[0])
+        if int(logits.shape[0]) != n or int(logits.shape[1]) != int(getattr(data, "n_classes", logits.shape[1])):
+            raise ConfigError(
+                "reference",
+                f"the {ref.name} gave {tuple(logits.shape)} logits; {subject.info.name} is scored on {n} test examples "
+                f"of {getattr(data, 'n_classes', '?')} classes: compare classifiers of the same classes on the same data",
+            )
+
+
+def content_key(source, dataset, performance) -> str:
+    """What the reference's outputs depend on, hashed: its config and files (size and time of each),
+    the dataset's config, the performance analyzer's scoring settings and the library versions."""
+    described = {
+        "format": STATE_FORMAT,
+        "source": [type(source).__qualname__, dataclasses.asdict(source)],
+        "files": _fingerprints(source),
+        "dataset": [type(dataset).__qualname__, dataclasses.asdict(dataset)] if dataset is not None else None,
+        "scoring": dataclasses.asdict(performance),
+        "versions": versions(),  # a model built from a config (random weights) depends on torch's and transformers'
+    }
+    return hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def _fingerprints(source) -> list:
+    """Size and modification time of every file the source names (a directory: of each file in it)."""
+    out = []
+    for attr in ("path", "name_or_path", "config"):
+        value = getattr(source, attr, None)
+        if not isinstance(value, str) or not Path(value).expanduser().exists():
+            continue
+        root = Path(value).expanduser().resolve()
+        files = sorted(f for f in root.rglob("*") if f.is_file()) if root.is_dir() else [root]
+        out += [[str(f), f.stat().st_size, f.stat().st_mtime_ns] for f in files]
+    return out
+
+
+def _capture(subject, performance, name: str, progress: bool) -> dict:
+    from modelxray.measure.reference_outputs import capture
+
+    state = {"format": STATE_FORMAT, "task": subject.task, "name": name}
+    if subject.task == "causal_lm":
+        from modelxray.analyzers.performance.windows import lm_windows
+
+        ref = capture(subject, performance, lm_windows(performance, subject)[0], progress)
+        ref.label = f"the {name}"
+        state["reference"] = ref.state()
+    else:
+        state["reference"] = {k: v for k, v in capture(subject, performance).items() if isinstance(v, torch.Tensor)}
+    return state
+
+
+def _from_state(state: dict, cached: str | None) -> ReferenceOutputs:
+    if state["task"] == "causal_lm":
+        from modelxray.measure.reference import Reference
+
+        outputs = Reference.from_state(state["reference"])
+    else:
+        outputs = {**state["reference"], "label": f"the {state['name']}"}
+    return ReferenceOutputs(state["task"], outputs, state["name"], cached)
