@@ -15,7 +15,7 @@ from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS
 
 PROTOCOLS = ("disjoint", "sliding", "lm_eval_rolling")  # implemented by modelxray.metrics.windows.make_windows
 # keys that only mean something for token windows, with the value that leaves them unused
-LM_ONLY = {"protocol": "disjoint", "stride": None, "prefix_token": "none", "speed_seq_len": None, "kl_windows": 8}
+LM_ONLY = {"protocol": "disjoint", "stride": None, "prefix_token": "none", "speed_seq_len": None, "kl_windows": 4}
 
 
 @dataclass
@@ -39,7 +39,7 @@ class PerformanceAnalyzer(Analyzer):
     # against the reference (the model before quant=, or reference=...): top-1 agreement and the paired
     # loss change on every window, KL on the first kl_windows (their distributions are kept: windows x
     # seq_len x vocabulary x 4 bytes, in memory and in the reference cache)
-    kl_windows: int = 8  # language models: windows whose reference distributions are kept for exact KL
+    kl_windows: int = 4  # language models: windows whose reference distributions are kept for exact KL
     # speed: warm-up, then timed forward passes per batch size (sequences, or test examples)
     speed_batch_sizes: list[int] = field(default_factory=lambda: [1, 4])  # batch sizes timed
     speed_seq_len: int | None = None  # tokens per timed sequence (null = dataset.seq_len)
