@@ -183,3 +183,41 @@ def test_a_reference_scored_on_other_tokens_is_one_line():
 
     with pytest.raises(ConfigError, match=r"^reference: the reference base was scored on other tokens than variant"):
         check_against(ReferenceOutputs("causal_lm", ref, "reference base", None), Subject(), Performance())
+
+
+@pytest.fixture(scope="module")
+def cnns(tmp_path_factory):
+    """Two small TorchScript CNNs of the digits' 10 classes, from different seeds."""
+    root = tmp_path_factory.mktemp("reference_cnns")
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        net = torch.nn.Sequential(
+            torch.nn.Unflatten(1, (1, 8, 8)),  # the digits' 64 features as one 8x8 image
+            torch.nn.Conv2d(1, 4, 3, padding=1),
+            torch.nn.ReLU(),
+            torch.nn.Flatten(),
+            torch.nn.Linear(256, 10),
+        ).eval()
+        torch.jit.save(torch.jit.trace(net, torch.zeros(1, 64)), root / f"cnn{seed}.pt")
+    return root
+
+
+def _classifier(path, reference, tmp_path):
+    args = ["model=file", f"model.path={path}", "model.input_shape=[1,8,8]", "dataset=digits"]
+    args += ["reference=file", f"reference.path={reference}", "reference.input_shape=[1,8,8]"]
+    fast = [o for o in FAST if not o.startswith(("dataset.", "analyzer.performance.kl_windows"))]
+    out = modelxray.analyze([*fast, *args, "runtime.reference_cache_dir=null"], output_dir=tmp_path)
+    assert not out.failed, out.results["performance"].error
+    return out.metrics
+
+
+def test_a_classifier_against_a_reference_file_is_paired_by_test_example(cnns, tmp_path):
+    a, b = cnns / "cnn0.pt", cnns / "cnn1.pt"
+    same = _classifier(a, a, tmp_path / "same")
+    assert same["performance/top1_agree"] == 1.0 and same["performance/kl"] == pytest.approx(0.0, abs=1e-9)
+    assert same["performance/delta_accuracy"] == 0.0
+    ab, ba = _classifier(a, b, tmp_path / "ab"), _classifier(b, a, tmp_path / "ba")
+    assert ab["performance/top1_agree"] == ba["performance/top1_agree"] < 1.0  # agreement is symmetric
+    assert ab["performance/delta_accuracy"] == pytest.approx(-ba["performance/delta_accuracy"])
+    assert ab["performance/unquantized_accuracy"] == pytest.approx(ba["performance/accuracy"])  # the reference's
+    assert ab["performance/kl"] > 0 and ba["performance/kl"] > 0
