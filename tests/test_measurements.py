@@ -209,7 +209,8 @@ def test_quality_from_lm_score_logs_the_same_metrics():
     q = Quality.from_dict(old)
     new = q.to_metrics()
     assert {k: new[k] for k in old} == old  # the same names and values ...
-    assert set(new) - set(old) == {"perplexity_se", "perplexity_ci_low", "perplexity_ci_high"}  # ... and derived
+    derived = {"perplexity_se", "perplexity_ci_low", "perplexity_ci_high", "perplexity_se_per_token"}
+    assert set(new) - set(old) == derived  # ... and derived
     assert list(old) == [
         "loss",
         "perplexity",
@@ -220,6 +221,7 @@ def test_quality_from_lm_score_logs_the_same_metrics():
         "bits_per_byte",
         "windows_scored",
         "loss_se",
+        "loss_se_per_token",
         "accuracy_se",
     ]
     assert Quality.from_dict(json.loads(json.dumps(q.to_dict()))) == q
@@ -308,7 +310,8 @@ def test_performance_analyzer_logs_the_same_names_and_draws_from_measurements(tm
     lat = [*LATENCY_NAMES, "tokens_per_s", "batches_per_s"]
     quality = ["loss", "perplexity", "tokens_scored", "accuracy", "top5_accuracy", "top10_accuracy"]
     memory = ["param_bytes", "buffer_bytes", "num_parameters", "peak_rss_bytes", "rss_bytes"]
-    errors = ["loss_se", "perplexity_se", "perplexity_ci_low", "perplexity_ci_high", "accuracy_se", "windows_scored"]
+    errors = ["loss_se", "perplexity_se", "perplexity_ci_low", "perplexity_ci_high", "accuracy_se"]
+    errors += ["loss_se_per_token", "perplexity_se_per_token", "windows_scored"]
     expected = [*quality, "bits_per_byte", *errors, "eval_tokens_per_s", *(f"bs{b}_{k}" for b in (1, 2) for k in lat)]
     if subject.info.file_bytes:
         memory.append("file_bytes")

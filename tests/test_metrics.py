@@ -91,3 +91,24 @@ def test_redaction_hides_secrets_not_sizes():
         "model.name": "gpt2",
         "analyzer.performance.prefix_token": "bos",  # a vocabulary token, not a credential
     }
+
+
+def test_the_per_token_standard_error_is_the_one_of_independent_tokens():
+    """llama.cpp's perplexity tool treats tokens as independent: std(token NLL) / sqrt(n), reported
+    beside the window-based error for comparison (``loss_se_per_token``, ``perplexity_se_per_token``)."""
+    import torch.nn.functional as F
+
+    from modelxray.metrics.measurements import Quality
+
+    g = torch.Generator().manual_seed(0)
+    logits, targets = torch.randn(3, 9, 11, generator=g), torch.randint(0, 11, (3, 9), generator=g)
+    targets[1, :4] = -100
+    score = LMScore(ks=[1])
+    score.update(logits[:2], targets[:2])
+    score.update(logits[2:], targets[2:])
+    nll = F.cross_entropy(logits.reshape(-1, 11), targets.reshape(-1), ignore_index=-100, reduction="none")
+    nll = nll[targets.reshape(-1) != -100].double()
+    out = score.result()
+    assert out["loss_se_per_token"] == pytest.approx(float(nll.std(unbiased=True) / nll.numel() ** 0.5), rel=1e-9)
+    metrics = Quality.from_dict(out).to_metrics()
+    assert metrics["perplexity_se_per_token"] == pytest.approx(metrics["perplexity"] * out["loss_se_per_token"])

@@ -17,7 +17,8 @@ def batch_token_stats(
     logits: torch.Tensor, targets: torch.Tensor, ks: list[int]
 ) -> tuple[float, int, dict[int, int], torch.Tensor]:
     """Summed NLL (nats), scored-token count and top-k hit counts for one batch, and per row
-    (sequence) its summed NLL, scored tokens and top-1 hits as a (B, 3) float64 tensor.
+    (sequence) its summed NLL, scored tokens, top-1 hits and summed squared NLL as a (B, 4) float64
+    tensor.
 
     ``logits`` (B, T, V), ``targets`` (B, T) with ``IGNORE`` where not scored. Works through the
     tokens in chunks so that the cross-entropy and top-k passes read each chunk from cache: on a
@@ -29,7 +30,7 @@ def batch_token_stats(
     flat, tgt = logits.reshape(-1, vocab), targets.reshape(-1)
     kmax = min(max(ks), vocab)
     hits = torch.zeros(len(ks), dtype=torch.int64)
-    per_row = torch.zeros(rows_n, 3, dtype=torch.float64)  # nll, tokens, top-1 hits of each sequence
+    per_row = torch.zeros(rows_n, 4, dtype=torch.float64)  # nll, tokens, top-1 hits, nll^2 of each sequence
     positions = torch.arange(flat.shape[0])
     for start in range(0, flat.shape[0], _CHUNK):
         x, y = flat[start : start + _CHUNK], tgt[start : start + _CHUNK]
@@ -44,7 +45,8 @@ def batch_token_stats(
         nll = F.cross_entropy(x, y, reduction="none").double()
         found = x.topk(kmax, dim=1).indices == y.unsqueeze(1)  # (N, kmax), at most one True per row
         hits += torch.stack([found[:, :k].sum() for k in ks])
-        per_row.index_add_(0, row, torch.stack([nll, torch.ones_like(nll), found[:, 0].double()], dim=1))
+        stats = torch.stack([nll, torch.ones_like(nll), found[:, 0].double(), nll * nll], dim=1)
+        per_row.index_add_(0, row, stats)
     totals = per_row.sum(0)
     return float(totals[0]), int(totals[1]), {k: int(h) for k, h in zip(ks, hits)}, per_row
 
@@ -73,6 +75,7 @@ class LMScore:
     n_tokens: int = 0
     hits: dict[int, int] = field(default_factory=dict)
     windows: list[torch.Tensor] = field(default_factory=list, repr=False)  # (B, 3) per batch: nll, n, hits
+    nll_sq_sum: float = 0.0  # summed squared token NLL: the per-token standard error llama.cpp reports
 
     def update(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
         nll, n, hits, per_row = batch_token_stats(logits, targets, self.ks)
@@ -80,12 +83,14 @@ class LMScore:
         self.n_tokens += n
         for k, h in hits.items():
             self.hits[k] = self.hits.get(k, 0) + h
-        self.windows.append(per_row[per_row[:, 1] > 0])
+        self.nll_sq_sum += float(per_row[:, 3].sum())
+        self.windows.append(per_row[per_row[:, 1] > 0][:, :3])
 
     def merge(self, other: LMScore) -> None:
         """Add another score's tokens and windows to this one (same ``ks``)."""
         self.nll_sum += other.nll_sum
         self.n_tokens += other.n_tokens
+        self.nll_sq_sum += other.nll_sq_sum
         for k, h in other.hits.items():
             self.hits[k] = self.hits.get(k, 0) + h
         self.windows.extend(other.windows)
@@ -106,6 +111,9 @@ class LMScore:
         w = self.per_window()
         out["windows_scored"] = float(w.shape[0])
         out["loss_se"] = ratio_se(w[:, 0], w[:, 1])
+        if self.nll_sq_sum > 0 and self.n_tokens > 1:  # tokens as independent draws, as llama.cpp's perplexity tool
+            var = (self.nll_sq_sum / self.n_tokens - loss * loss) * self.n_tokens / (self.n_tokens - 1)
+            out["loss_se_per_token"] = math.sqrt(max(var, 0.0) / self.n_tokens)
         if 1 in self.ks:
             out["accuracy_se"] = ratio_se(w[:, 2], w[:, 1])
         return out

@@ -68,6 +68,9 @@ class Quality:
     loss_se: float | None = None
     accuracy_se: float | None = None
     windows: float | None = None  # windows scored
+    # the loss's error with tokens as independent draws (llama.cpp's perplexity tool): smaller than
+    # loss_se, because tokens of one window share their context; reported for comparison only
+    loss_se_per_token: float | None = None
     name: str = field(default="perplexity", repr=False)  # what the perplexity is of, said in reports
 
     @classmethod
@@ -180,6 +183,9 @@ class Quality:
                     out[f"{prefix}perplexity_ci_low"], out[f"{prefix}perplexity_ci_high"] = ci
         if self.accuracy_se is not None:
             out[f"{prefix}accuracy_se"] = self.accuracy_se
+        if self.loss_se_per_token is not None and not self.is_classifier:
+            out[f"{prefix}loss_se_per_token"] = self.loss_se_per_token
+            out[f"{prefix}perplexity_se_per_token"] = self.perplexity * self.loss_se_per_token
         if self.windows is not None:
             out[f"{prefix}windows_scored"] = float(self.windows)
         return out
@@ -211,6 +217,7 @@ class Quality:
             loss_se=opt("loss_se"),
             accuracy_se=opt("accuracy_se"),
             windows=opt("windows_scored"),
+            loss_se_per_token=opt("loss_se_per_token"),
         )
 
     def _parts(self) -> tuple[str, list[str]]:
