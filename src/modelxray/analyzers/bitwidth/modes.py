@@ -40,7 +40,10 @@ class LanguageModelMode:
     change_key = "ppl_increase"
     quality = "perplexity"
     higher_is_better = False
-    row_keys = ("perplexity", "loss", "loss_se", "delta_loss", "delta_loss_se", "top1_agree", "kl", "kl_se")
+    row_keys = (
+        *("perplexity", "loss", "loss_se", "delta_loss", "delta_loss_se", "top1_agree", "top1_agree_se"),
+        *("kl", "kl_se", "kl_p90", "kl_p99", "kl_p999", "kl_max", "rms_dp"),
+    )
     reference_keys = ("loss", "perplexity", "tokens_scored")
     rec_keys = ("perplexity", "delta_loss", "delta_loss_se", "kl", "top1_agree")
     rank_by = ("loss_increase",)

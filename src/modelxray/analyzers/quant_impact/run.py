@@ -105,7 +105,9 @@ class _Mode:
                 "delta_loss_se",
                 "kl",
                 "kl_se",
+                "kl_p90",
                 "kl_p99",
+                "kl_p999",
                 "kl_max",
                 "rms_dp",
                 "top1_agree",
@@ -168,7 +170,8 @@ class _Mode:
         else:
             quality = (
                 *("perplexity", "loss", "loss_se", "delta_loss", "delta_loss_se", "accuracy"),
-                *("kl", "kl_se", "kl_p99", "rms_dp", "top1_agree", "top1_agree_se", "latency_p50_ms", "tokens_per_s"),
+                *("kl", "kl_se", "kl_p90", "kl_p99", "kl_p999", "kl_max", "rms_dp", "top1_agree", "top1_agree_se"),
+                *("latency_p50_ms", "tokens_per_s"),
             )
         return (*quality, *COST_KEYS, f"score_{priority}")
 
