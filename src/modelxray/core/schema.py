@@ -69,6 +69,8 @@ SCHEMA: dict[str, dict[str, str]] = {
         "awq": "modelxray.quant.awq.AWQQuantizer",
         "cast": "modelxray.quant.cast.CastQuantizer",
         "torchao": "modelxray.quant.torchao_backend.TorchaoQuantizer",
+        "quanto": "modelxray.quant.quanto_backend.QuantoQuantizer",
+        "hqq": "modelxray.quant.hqq_backend.HQQQuantizer",
     },
     "tracker": {
         "mlflow": "modelxray.tracking.mlflow_tracker.MlflowTracker",

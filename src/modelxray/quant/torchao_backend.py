@@ -11,14 +11,11 @@ This module is the config; the quantization runs in ``torchao_impl`` (imported w
 
 from __future__ import annotations
 
-import fnmatch
-import importlib.util
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from modelxray.core.configurable import implementation
-from modelxray.core.errors import ConfigError
-from modelxray.quant.base import Quantizer
+from modelxray.quant.library_backend import LibraryQuantizer
 
 if TYPE_CHECKING:
     from torch import nn
@@ -29,25 +26,19 @@ METHODS = ("int8_weight_only", "int8_dynamic")
 
 
 @dataclass
-class TorchaoQuantizer(Quantizer):
+class TorchaoQuantizer(LibraryQuantizer):
     name: ClassVar[str] = "torchao"
+    module: ClassVar[str] = "torchao"
+    pip: ClassVar[str] = "torchao"
 
     method: str = "int8_weight_only"
-    skip: list[str] = field(default_factory=list)  # glob patterns of module names to leave in float
 
     def validate(self) -> None:
         self.require_choice("method", METHODS)
-        if importlib.util.find_spec("torchao") is None:
-            raise ConfigError("method", f"{self.method} needs the torchao package: pip install torchao")
+        super().validate()
 
-    def check(self, model: nn.Module, name: str | None = None) -> None:
-        """Nothing to quantize (a TorchScript model, no Linear layer, everything skipped) fails here."""
-        from modelxray.quant.targets import find_targets, no_match_message
-
-        targets = find_targets(model)
-        if not chosen_linears(targets, self.skip):
-            what = f"torchao {self.method} (targets linear" + (f"; skip {', '.join(self.skip)})" if self.skip else ")")
-            raise ConfigError("quant", no_match_message(what, model, targets, name))
+    def describe(self) -> str:
+        return f"torchao {self.method}"
 
     def quantize(
         self, model: nn.Module, calibration: Any = None, *, in_place: bool = False
@@ -57,8 +48,3 @@ class TorchaoQuantizer(Quantizer):
 
     def step(self, result: Result) -> dict[str, Any]:
         return {"method": "torchao", "config": self.method}
-
-
-def chosen_linears(targets: list, skip: list[str]) -> set[str]:
-    """Names of the ``linear`` targets torchao quantizes: every one not matched by a ``skip`` glob."""
-    return {t.name for t in targets if t.kind == "linear" and not any(fnmatch.fnmatchcase(t.name, p) for p in skip)}

@@ -6,13 +6,12 @@ import copy
 import time
 from typing import TYPE_CHECKING
 
-import torch
-
 from modelxray.metrics.tensor_bytes import storage_tensors
+from modelxray.quant.library_backend import chosen_linears
+from modelxray.quant.library_swap import conv1d_to_linear
 from modelxray.quant.rtn import relative_error
 from modelxray.quant.summary import quant_result
 from modelxray.quant.targets import find_targets
-from modelxray.quant.torchao_backend import chosen_linears
 
 if TYPE_CHECKING:
     from torch import nn
@@ -30,22 +29,6 @@ def _config(method: str):
     return {"int8_weight_only": Int8WeightOnlyConfig, "int8_dynamic": Int8DynamicActivationInt8WeightConfig}[method]()
 
 
-def _conv1d_to_linear(model: torch.nn.Module, names: set[str]) -> None:
-    """Swap GPT-2's Conv1D (weight stored in x out) for the equivalent nn.Linear, which torchao handles."""
-    for name in names:
-        module = model.get_submodule(name)
-        if isinstance(module, torch.nn.Linear):
-            continue
-        w = module.weight.detach()
-        linear = torch.nn.Linear(w.shape[0], w.shape[1], bias=module.bias is not None, dtype=w.dtype, device=w.device)
-        with torch.no_grad():
-            linear.weight.copy_(w.t())
-            if module.bias is not None:
-                linear.bias.copy_(module.bias)
-        parent, _, child = name.rpartition(".")
-        setattr(model.get_submodule(parent) if parent else model, child, linear)
-
-
 def quantize_torchao(quantizer: TorchaoQuantizer, model: nn.Module) -> tuple[nn.Module, Result]:
     """A copy of ``model`` with torchao int8 Linear weights, and the report (sizes of the original)."""
     from torchao.quantization import quantize_
@@ -53,7 +36,7 @@ def quantize_torchao(quantizer: TorchaoQuantizer, model: nn.Module) -> tuple[nn.
     start = time.perf_counter()
     original, model = model, copy.deepcopy(model)
     chosen = chosen_linears(find_targets(model), quantizer.skip)
-    _conv1d_to_linear(model, chosen)
+    conv1d_to_linear(model, chosen)
     originals = {n: m.weight.detach().clone() for n, m in model.named_modules() if n in chosen}
     quantize_(model, _config(quantizer.method), filter_fn=lambda m, fqn: fqn in chosen)
     rows = []

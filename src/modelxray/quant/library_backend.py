@@ -1,0 +1,55 @@
+"""The config side of quantizers that run through another library (torchao, optimum-quanto, HQQ):
+the Linear layers they take, the globs that leave some in float, and the one-line errors when the
+library is missing or nothing matches. Config only: no torch, no library import."""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib.util
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+from modelxray.core.errors import ConfigError
+from modelxray.quant.base import Quantizer
+
+if TYPE_CHECKING:
+    from torch import nn
+
+
+@dataclass
+class LibraryQuantizer(Quantizer):
+    """Base of the quantizers that hand a copy's Linear layers to a library."""
+
+    module: ClassVar[str] = ""  # the library's import name, checked before any work
+    pip: ClassVar[str] = ""  # what installs it
+
+    skip: list[str] = field(default_factory=list)  # glob patterns of module names to leave in float
+
+    def validate(self) -> None:
+        if importlib.util.find_spec(self.module.split(".")[0]) is None or not _importable(self.module):
+            raise ConfigError("quant", f"{self.describe()} needs the {self.module!r} package: pip install {self.pip}")
+
+    def describe(self) -> str:
+        """The quantization in words, for messages and the report."""
+        return self.name
+
+    def check(self, model: nn.Module, name: str | None = None) -> None:
+        """Nothing to quantize (a TorchScript model, no Linear layer, everything skipped) fails here."""
+        from modelxray.quant.targets import find_targets, no_match_message
+
+        targets = find_targets(model)
+        if not chosen_linears(targets, self.skip):
+            what = f"{self.describe()} (targets linear" + (f"; skip {', '.join(self.skip)})" if self.skip else ")")
+            raise ConfigError("quant", no_match_message(what, model, targets, name))
+
+
+def chosen_linears(targets: list, skip: list[str]) -> set[str]:
+    """Names of the ``linear`` targets a library quantizes: every one not matched by a ``skip`` glob."""
+    return {t.name for t in targets if t.kind == "linear" and not any(fnmatch.fnmatchcase(t.name, p) for p in skip)}
+
+
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False

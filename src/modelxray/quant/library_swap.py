@@ -1,0 +1,81 @@
+"""Quantizing through another library's modules (torchao, optimum-quanto, HQQ): the chosen Linear
+layers of a copy are handed to the library, which swaps or rewrites them, and each is reported as
+the library stores it (its packed bytes, read from the tensors it holds) with the relative error of
+the library's own dequantized weight against the original."""
+
+from __future__ import annotations
+
+import copy
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import torch
+
+from modelxray.quant.library_backend import chosen_linears
+from modelxray.quant.rtn import relative_error
+from modelxray.quant.summary import quant_result
+from modelxray.quant.targets import find_targets
+
+if TYPE_CHECKING:
+    from torch import nn
+
+    from modelxray.core.result import Result
+
+
+def conv1d_to_linear(model: torch.nn.Module, names: set[str]) -> None:
+    """Swap GPT-2's Conv1D (weight stored in x out) for the equivalent nn.Linear, which torchao handles."""
+    for name in names:
+        module = model.get_submodule(name)
+        if isinstance(module, torch.nn.Linear):
+            continue
+        w = module.weight.detach()
+        linear = torch.nn.Linear(w.shape[0], w.shape[1], bias=module.bias is not None, dtype=w.dtype, device=w.device)
+        with torch.no_grad():
+            linear.weight.copy_(w.t())
+            if module.bias is not None:
+                linear.bias.copy_(module.bias)
+        parent, _, child = name.rpartition(".")
+        setattr(model.get_submodule(parent) if parent else model, child, linear)
+
+
+def quantize_linears(
+    quantizer,
+    model: nn.Module,
+    swap: Callable[[nn.Module, set[str]], None],
+    dequantized: Callable[[nn.Module], torch.Tensor],
+    stored_bytes: Callable[[nn.Module], int],
+    fmt: str,
+    bits: int,
+    notes: list[str],
+) -> tuple[nn.Module, Result]:
+    """A copy of ``model`` whose chosen Linear layers ``swap(copy, names)`` quantized through a
+    library, and the report: per layer the library's stored bytes and the relative error of its
+    ``dequantized`` weight (sizes of the original model)."""
+    start = time.perf_counter()
+    original, model = model, copy.deepcopy(model)
+    chosen = chosen_linears(find_targets(model), quantizer.skip)
+    conv1d_to_linear(model, chosen)
+    originals = {n: m.weight.detach().clone() for n, m in model.named_modules() if n in chosen}
+    swap(model, chosen)
+    rows = []
+    for name, module in model.named_modules():
+        if name not in chosen:
+            continue
+        orig = originals[name]
+        rows.append(
+            {
+                "module": name,
+                "kind": "linear",
+                "component": "",
+                "block": None,
+                "bits": bits,
+                "format": fmt,
+                "elements": orig.numel(),
+                "bytes_before": orig.numel() * orig.element_size(),
+                "packed_bytes": stored_bytes(module),
+                "rel_error": relative_error(orig, dequantized(module).to(orig.dtype)),
+            }
+        )
+    result = quant_result(fmt, rows, original, time.perf_counter() - start, notes, source=quantizer)
+    return model, result

@@ -1,0 +1,104 @@
+"""The field's quantizers as strategies: optimum-quanto (int8/int4/int2 weights) and HQQ (4/3/2 bits).
+Each runs through its library's own modules; the report's sizes are the tensors the library stores,
+its weight error is against the library's own dequantization, and the layer computes with that
+weight; each is a quant= option and a quant_impact strategy."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import GPT2Config, GPT2LMHeadModel
+
+import modelxray
+from modelxray.core.errors import ConfigError
+
+OPTIONS = {
+    "quanto_int8": ("optimum.quanto", "QLinear"),
+    "quanto_int4": ("optimum.quanto", "QLinear"),
+    "quanto_int2": ("optimum.quanto", "QLinear"),
+    "hqq_int4": ("hqq", "HQQLinear"),
+    "hqq_int3": ("hqq", "HQQLinear"),
+    "hqq_int2": ("hqq", "HQQLinear"),
+}
+
+
+def _gpt2() -> GPT2LMHeadModel:
+    torch.manual_seed(0)
+    return GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=128, n_head=2, vocab_size=257, n_positions=32)).eval()
+
+
+def _stored(module) -> int:
+    if type(module).__name__ == "HQQLinear":
+        tensors = [module.W_q, module.meta["scale"], module.meta["zero"]]
+    else:
+        tensors = [t for k, t in module.state_dict().items() if k.startswith("weight")]
+    return sum(t.numel() * t.element_size() for t in tensors)
+
+
+def _dequantized(module) -> torch.Tensor:
+    return module.dequantize() if type(module).__name__ == "HQQLinear" else module.weight.dequantize()
+
+
+@pytest.mark.parametrize("option", list(OPTIONS))
+def test_the_report_is_what_the_library_stores_and_computes_with(option):
+    library, layer_type = OPTIONS[option]
+    pytest.importorskip(library, reason=f"{library} is not installed")
+    model = _gpt2()
+    quantized, report = modelxray.quantize(model, option)
+    rows = {r["module"]: r for r in report.tables["layers"]}
+    assert rows and all(type(quantized.get_submodule(n)).__name__ == layer_type for n in rows)
+    assert type(model.transformer.h[0].attn.c_attn).__name__ == "Conv1D"  # the given model is left as it was
+    x = torch.randn(3, 128)
+    for name, row in rows.items():
+        module = quantized.get_submodule(name)
+        deq = _dequantized(module).float()
+        original = model.get_submodule(name).weight.detach().t()  # GPT-2's Conv1D stores in x out
+        assert row["packed_bytes"] == _stored(module)
+        assert row["rel_error"] == pytest.approx(float((original - deq).norm() / original.norm()), rel=1e-5)
+        if deq.shape[1] == 128:
+            with torch.no_grad():
+                expected = F.linear(x, deq, module.bias)
+                assert torch.allclose(module(x), expected, atol=1e-4, rtol=1e-4)  # it computes with that weight
+    elements = sum(r["elements"] for r in rows.values())
+    assert report.metrics["effective_bits"] == pytest.approx(
+        8 * sum(_stored(quantized.get_submodule(n)) for n in rows) / elements
+    )
+    bits = int(option[-1])
+    assert bits <= report.metrics["effective_bits"] < bits + 1.5  # the integers plus their scales and offsets
+    if option in ("hqq_int4", "hqq_int2"):  # bytes of packed integers, a float32 scale and zero per 64 weights
+        assert report.metrics["effective_bits"] == pytest.approx(bits + 2 * 32 / 64)
+    if option == "hqq_int3":  # 3-bit codes packed ten to a 32-bit word
+        assert report.metrics["effective_bits"] == pytest.approx(3.2 + 2 * 32 / 64, abs=0.02)
+
+
+def test_a_library_quantizer_is_a_quant_option_and_a_quant_impact_strategy(tmp_path):
+    pytest.importorskip("optimum.quanto")
+    pytest.importorskip("hqq")
+    args = ["debug=tiny", "model.n_layer=1", "dataset.max_tokens=512", "dataset.seq_len=64", "report.dashboard=false"]
+    out = modelxray.analyze([*args, "quant=quanto_int4", "analyzer.performance.iters=1"], output_dir=tmp_path / "a")
+    assert not out.failed and 0 < out.metrics["performance/kl"] and 0.5 < out.metrics["performance/top1_agree"]
+    assert out.metrics["quant/effective_bits"] > 4
+    strategies = "analyzer.quant_impact.strategies=[none,int4,quanto_int4,hqq_int4]"
+    out = modelxray.analyze([*args, "analyzer=[quant_impact]", strategies], output_dir=tmp_path / "b")
+    assert not out.failed, out.results["quant_impact"].error
+    m = out.metrics
+    for s in ("int4", "quanto_int4", "hqq_int4"):
+        assert (
+            m[f"quant_impact/{s}_kl"] > 0 and m[f"quant_impact/{s}_weight_bytes"] < m["quant_impact/none_weight_bytes"]
+        )
+
+
+def test_a_missing_library_is_one_line(monkeypatch):
+    import importlib.util
+
+    from modelxray.quant.hqq_backend import HQQQuantizer
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n.startswith("hqq") else real(n, *a))
+    with pytest.raises(
+        ConfigError, match=r"^quant: HQQ 4-bit \(groups of 64\) needs the 'hqq.core.quantize' package: pip install hqq$"
+    ):
+        HQQQuantizer()
+    with pytest.raises(ConfigError, match=r"must be one of 8, 4, 3, 2, 1"):
+        HQQQuantizer(bits=5)
