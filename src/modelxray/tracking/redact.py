@@ -27,8 +27,11 @@ _KEYED = re.compile(
     re.IGNORECASE | re.MULTILINE,
 )
 
-# names of tokens in a vocabulary, not credentials (``analyzer.performance.prefix_token: bos``)
-_VOCABULARY_TOKEN = re.compile(r"(^|_)(prefix|pad|bos|eos|unk|sep|cls|mask|start|end|special)_token$", re.IGNORECASE)
+# names of tokens in a vocabulary, not credentials (``analyzer.performance.prefix_token: bos``), and
+# figures per token (``loss_se_per_token``)
+_VOCABULARY_TOKEN = re.compile(
+    r"(^|_)(prefix|pad|bos|eos|unk|sep|cls|mask|start|end|special|per)_token$", re.IGNORECASE
+)
 
 
 def is_secret_key(key: str) -> bool:
