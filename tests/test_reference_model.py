@@ -221,3 +221,13 @@ def test_a_classifier_against_a_reference_file_is_paired_by_test_example(cnns, t
     assert ab["performance/delta_accuracy"] == pytest.approx(-ba["performance/delta_accuracy"])
     assert ab["performance/unquantized_accuracy"] == pytest.approx(ba["performance/accuracy"])  # the reference's
     assert ab["performance/kl"] > 0 and ba["performance/kl"] > 0
+
+
+def test_the_weights_fingerprint_tells_another_training_apart():
+    from modelxray.app.reference_model import weights_fingerprint
+
+    a, b = _gpt2(0), _gpt2(0)
+    assert weights_fingerprint(a) == weights_fingerprint(b)
+    with torch.no_grad():
+        b.transformer.h[0].mlp.c_fc.weight[0, 0] += 1e-3
+    assert weights_fingerprint(a) != weights_fingerprint(b)

@@ -77,15 +77,16 @@ def unquantized_outputs(subject, components, cacheable: bool, progress: bool) ->
     the reference cache when the same model was scored on the same data before (the other jobs of a
     quantization sweep), else computed on ``subject`` and cached."""
     performance = components.analyzers["performance"]
-    return cached_outputs(
-        components, components.model, cacheable, lambda: _capture(subject, performance, "unquantized model", progress)
-    )
+    compute = lambda: _capture(subject, performance, "unquantized model", progress)  # noqa: E731
+    weights = weights_fingerprint(subject.model) if cacheable else None  # a model trained again is another model
+    return cached_outputs(components, components.model, cacheable, compute, weights)
 
 
-def cached_outputs(components, source, cacheable: bool, compute) -> ReferenceOutputs:
+def cached_outputs(components, source, cacheable: bool, compute, weights: str | None = None) -> ReferenceOutputs:
     """``compute()``'s state, or the one kept under the same content key (``runtime.reference_cache_dir``)."""
     cache_dir = components.settings.runtime.reference_cache_dir
-    key = content_key(source, components.dataset, components.analyzers["performance"]) if cacheable else None
+    performance = components.analyzers["performance"]
+    key = content_key(source, components.dataset, performance, weights) if cacheable else None
     path = Path(cache_dir).expanduser() / f"{key}.pt" if cache_dir and key else None
     if path is not None and path.exists():
         try:
@@ -134,7 +135,21 @@ def check_against(ref: ReferenceOutputs, subject, performance) -> None:
             )
 
 
-def content_key(source, dataset, performance) -> str:
+def weights_fingerprint(model: torch.nn.Module) -> str:
+    """The model's weights in a few numbers per tensor (its sum, its norm and every 997th value,
+    hashed): cheap next to scoring, and another training of the same config differs in them."""
+    digest = hashlib.sha256()
+    with torch.no_grad():
+        for name, tensor in model.state_dict().items():
+            if not isinstance(tensor, torch.Tensor) or not tensor.is_floating_point():
+                continue
+            flat = tensor.detach().reshape(-1)
+            digest.update(f"{name}{tuple(tensor.shape)}{float(flat.sum())!r}{float(flat.norm())!r}".encode())
+            digest.update(flat[::997].float().cpu().numpy().tobytes())
+    return digest.hexdigest()[:24]
+
+
+def content_key(source, dataset, performance, weights: str | None = None) -> str:
     """What the reference's outputs depend on, hashed: its config and files (size and time of each),
     the dataset's config, the performance analyzer's scoring settings and the library versions."""
     described = {
@@ -144,6 +159,7 @@ def content_key(source, dataset, performance) -> str:
         "dataset": [type(dataset).__qualname__, dataclasses.asdict(dataset)] if dataset is not None else None,
         "scoring": dataclasses.asdict(performance),
         "versions": versions(),  # a model built from a config (random weights) depends on torch's and transformers'
+        "weights": weights,
     }
     return hashlib.sha256(json.dumps(described, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
