@@ -87,6 +87,10 @@ def test_a_library_quantizer_is_a_quant_option_and_a_quant_impact_strategy(tmp_p
         assert (
             m[f"quant_impact/{s}_kl"] > 0 and m[f"quant_impact/{s}_weight_bytes"] < m["quant_impact/none_weight_bytes"]
         )
+    rows = {r["strategy"]: r for r in out.results["quant_impact"].tables["strategies"]}
+    assert rows["int4"]["simulated"] and rows["int4"]["speed_measured"] == "float model, shared"
+    for s in ("quanto_int4", "hqq_int4"):  # the libraries' modules hold and run the weights: timed on their own
+        assert not rows[s]["simulated"] and rows[s]["speed_measured"] == "own"
 
 
 def test_a_missing_library_is_one_line(monkeypatch):

@@ -68,6 +68,8 @@ def strategy_support(quantizer, profile: dict) -> tuple[bool, str]:
         if not profile["torchao_installed"]:
             return False, "needs torchao (pip install torchao)"
         return True, "real int8 kernels: memory and latency are measured"
+    if getattr(quantizer, "module", ""):  # optimum-quanto, HQQ: the library's own modules hold and run the weights
+        return True, f"{quantizer.describe()} in its library's modules: memory and latency are measured"
     if kind == "CastQuantizer":
         if getattr(quantizer, "dtype", "") == "float16" and not profile["gpus"]:
             return True, "float16 runs on this CPU but usually slower than float32 (no fp16 matmul units)"

@@ -207,9 +207,10 @@ def unpaired_lm_note(perf, results: dict) -> list[str]:
 
 
 def is_simulated(quant_result) -> bool:
-    """RTN, GPTQ and AWQ keep float weights that hold quantized values; casts and torchao are real."""
+    """RTN, GPTQ and AWQ keep float weights that hold quantized values; casts, torchao, quanto and
+    HQQ store and run the quantized weights."""
     method = str(quant_result.data.get("method", ""))
-    return not (method.startswith("cast") or method.startswith("torchao"))
+    return not method.startswith(("cast", "torchao", "quanto", "hqq"))
 
 
 def deployment_insights(perf, results: dict, t) -> list[str]:
