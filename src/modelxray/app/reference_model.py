@@ -100,9 +100,12 @@ def cached_outputs(components, source, cacheable: bool, compute, weights: str | 
     if path is not None:
         buffer = io.BytesIO()
         torch.save(state, buffer)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_file(path, buffer.getvalue())
-        log.info("Outputs of the %s computed and kept in %s", state["name"], path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_file(path, buffer.getvalue())
+            log.info("Outputs of the %s computed and kept in %s", state["name"], path)
+        except OSError as exc:  # a full disk costs the next run this computation, never this run
+            log.warning("Outputs of the %s not kept in %s: %s", state["name"], path, exc)
     return _from_state(state, None)
 
 
