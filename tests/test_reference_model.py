@@ -231,3 +231,15 @@ def test_the_weights_fingerprint_tells_another_training_apart():
     with torch.no_grad():
         b.transformer.h[0].mlp.c_fc.weight[0, 0] += 1e-3
     assert weights_fingerprint(a) != weights_fingerprint(b)
+
+
+def test_a_reference_cache_that_cannot_be_written_loses_nothing_of_the_run(tmp_path, monkeypatch):
+    from modelxray.app import reference_model
+
+    def full(path, content):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(reference_model, "write_file", full)
+    args = ["model=tiny_gpt2", "model.n_layer=1", "quant=int4", f"runtime.reference_cache_dir={tmp_path / 'c'}"]
+    out = modelxray.analyze([*FAST, *args], output_dir=tmp_path / "run")
+    assert not out.failed and out.metrics["performance/kl"] > 0
