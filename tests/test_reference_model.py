@@ -243,3 +243,42 @@ def test_a_reference_cache_that_cannot_be_written_loses_nothing_of_the_run(tmp_p
     args = ["model=tiny_gpt2", "model.n_layer=1", "quant=int4", f"runtime.reference_cache_dir={tmp_path / 'c'}"]
     out = modelxray.analyze([*FAST, *args], output_dir=tmp_path / "run")
     assert not out.failed and out.metrics["performance/kl"] > 0
+
+
+@pytest.fixture(scope="module")
+def mlm_pair(tmp_path_factory):
+    """A tiny BERT masked LM directory and a noised copy, each with its tokenizer."""
+    import shutil
+
+    import task_models
+    from transformers import BertForMaskedLM
+
+    root = tmp_path_factory.mktemp("mlm_pair")
+    (root / "base").mkdir()
+    base = task_models.bert_mlm(root / "base")
+    shutil.copytree(base, root / "variant")
+    variant = BertForMaskedLM.from_pretrained(root / "variant")
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in variant.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=g))
+    variant.save_pretrained(root / "variant")
+    return base, root / "variant"
+
+
+def test_a_masked_lm_against_a_reference_directory_on_the_same_masked_tokens(mlm_pair, tmp_path, cache_dir):
+    base, variant = mlm_pair
+    small = ["dataset.examples=8", "dataset.seq_len=48", f"dataset.cache_dir={cache_dir}"]
+    args = [*FAST[:2], "analyzer=[performance]", *small, "analyzer.performance.iters=1"]
+    args += ["analyzer.performance.layer_timing=false", "report.dashboard=false", "runtime.reference_cache_dir=null"]
+    same = modelxray.analyze(
+        [*args, "model=hf", f"model.name_or_path={base}", "reference=hf", f"reference.name_or_path={base}"],
+        output_dir=tmp_path / "same",
+    ).metrics
+    assert same["performance/kl"] == pytest.approx(0.0, abs=1e-9) and same["performance/top1_agree"] == 1.0
+    moved = modelxray.analyze(
+        [*args, "model=hf", f"model.name_or_path={variant}", "reference=hf", f"reference.name_or_path={base}"],
+        output_dir=tmp_path / "moved",
+    ).metrics
+    assert moved["performance/kl"] > 0 and moved["performance/top1_agree"] < 1.0
+    assert moved["performance/delta_loss_se"] > 0

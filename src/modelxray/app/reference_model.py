@@ -20,10 +20,13 @@ import torch
 from modelxray.core.errors import ConfigError
 from modelxray.core.files import write_file
 from modelxray.core.provenance import versions
+from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS
 
 log = logging.getLogger("modelxray.app")
 
-COMPARED_TASKS = ("causal_lm", "classification")  # the kinds whose reference outputs are compared so far
+# the tasks whose reference outputs are compared so far: language models, classifiers, and the
+# text and speech tasks (masked LMs, seq2seq, text classifiers, speech recognisers)
+COMPARED_TASKS = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS)
 STATE_FORMAT = 1  # of the cached outputs: another format is computed again
 
 
@@ -61,8 +64,8 @@ def reference_outputs(cfg, components, given, progress: bool) -> ReferenceOutput
             raise ConfigError(
                 "reference",
                 f"{subject.info.name} is a {subject.kind or subject.task} model; reference= compares language "
-                "models and classifiers so far (for other kinds, the model before quant= is the reference: "
-                "reference=none)",
+                "models, classifiers, text and speech models so far (for other kinds, the model before quant= "
+                "is the reference: reference=none)",
             )
         state = _capture(subject, performance, f"reference {subject.info.name}", progress)
         del subject
@@ -127,6 +130,15 @@ def check_against(ref: ReferenceOutputs, subject, performance) -> None:
                 f"the {ref.name} was scored on other tokens than {subject.info.name} ({differs}): the two tokenize "
                 "the data differently; compare models that share a tokenizer",
             )
+    elif ref.task in TEXT_AND_SPEECH_TASKS:
+        windows = getattr(ref.outputs, "windows", None)
+        differs = windows.same_tokens(subject.data.windows) if windows is not None and subject.data.windows else None
+        if differs:
+            raise ConfigError(
+                "reference",
+                f"the {ref.name} was scored on other examples than {subject.info.name} ({differs}): the two "
+                "tokenize the data differently; compare models that share a tokenizer",
+            )
     elif ref.task == "classification":
         logits, data = ref.outputs["logits"], subject.data
         n = int(getattr(data, "x_test", torch.zeros(0)).shape[0])
@@ -190,6 +202,12 @@ def _capture(subject, performance, name: str, progress: bool) -> dict:
         ref = capture(subject, performance, lm_windows(performance, subject)[0], progress)
         ref.label = f"the {name}"
         state["reference"] = ref.state()
+    elif subject.task in TEXT_AND_SPEECH_TASKS:
+        ref = capture(subject, performance)  # measure.task_outputs.TaskReference
+        windows = ref.windows.state() if ref.windows is not None else None
+        if windows is not None:
+            windows["label"] = f"the {name}"
+        state["reference"] = {"windows": windows, "texts": ref.texts, "frame_logprobs": ref.frame_logprobs}
     else:
         state["reference"] = {k: v for k, v in capture(subject, performance).items() if isinstance(v, torch.Tensor)}
     return state
@@ -200,6 +218,13 @@ def _from_state(state: dict, cached: str | None) -> ReferenceOutputs:
         from modelxray.measure.reference import Reference
 
         outputs = Reference.from_state(state["reference"])
+    elif state["task"] in TEXT_AND_SPEECH_TASKS:
+        from modelxray.measure.reference import Reference
+        from modelxray.measure.task_outputs import TaskReference
+
+        saved = state["reference"]
+        windows = Reference.from_state(saved["windows"]) if saved["windows"] is not None else None
+        outputs = TaskReference(windows, saved["texts"], saved["frame_logprobs"])
     else:
         outputs = {**state["reference"], "label": f"the {state['name']}"}
     return ReferenceOutputs(state["task"], outputs, state["name"], cached)

@@ -9,7 +9,7 @@ from torch import nn
 from modelxray.core.progress import bar
 from modelxray.measure.scoring import forward_logits, model_device
 from modelxray.metrics.lm import LMScore, divergence_at, divergence_summary, ratio_se
-from modelxray.metrics.windows import IGNORE, Window, batched
+from modelxray.metrics.windows import IGNORE, NamedTensors, Window, batched
 
 
 class Reference:
@@ -57,7 +57,7 @@ class Reference:
         """Everything a comparison needs, as tensors and plain values (``torch.save`` with
         ``weights_only`` loading): a reference computed once is read back by ``from_state``."""
         return {
-            "batches": [(inputs, targets) for inputs, targets in self.batches],
+            "batches": [(_portable(inputs), targets) for inputs, targets in self.batches],
             "batch_size": self.batch_size,
             "argmax": self.argmax,
             "logprobs": self.logprobs,
@@ -71,7 +71,7 @@ class Reference:
         """The reference ``state()`` saved, on ``device`` (the model under analysis's)."""
         ref = cls.__new__(cls)
         device = device or torch.device("cpu")
-        ref.batches = [(inputs, targets) for inputs, targets in state["batches"]]
+        ref.batches = [(_restored(inputs), targets) for inputs, targets in state["batches"]]
         ref.batch_size = int(state["batch_size"])
         ref.device = device
         ref.argmax = [a.to(device) for a in state["argmax"]]
@@ -95,9 +95,9 @@ class Reference:
         if len(mine) != len(self.batches):
             return f"{sum(int(t.shape[0]) for _, t in mine)} windows here, {self.n_windows} for the reference"
         for i, ((a, ta), (b, tb)) in enumerate(zip(mine, self.batches, strict=True)):
-            if a.shape != b.shape or not torch.equal(a.cpu(), b.cpu()) or not torch.equal(ta.cpu(), tb.cpu()):
+            if a.shape != b.shape or not _equal(a, b) or not torch.equal(ta.cpu(), tb.cpu()):
                 where = ""
-                if a.shape == b.shape:
+                if a.shape == b.shape and isinstance(a, torch.Tensor):
                     flat = (a.cpu() != b.cpu()).flatten().nonzero()
                     if flat.numel():
                         where = f" (first at token {int(flat[0]) + i * self.batch_size * a.shape[-1]:,})"
@@ -156,6 +156,34 @@ class Reference:
             for i, (inputs, targets) in enumerate(bar(batches, desc=desc, enabled=progress)):
                 comp.add(i, forward_logits(model, inputs.to(device)), targets.to(device))
         return comp
+
+
+def _portable(inputs):
+    """A batch's inputs as ``torch.load(weights_only=True)`` reads them back: a tensor, or the
+    tensors of ``NamedTensors`` with the name of the primary one."""
+    if isinstance(inputs, NamedTensors):
+        return {"tensors": dict(inputs), "primary": inputs.primary}
+    return inputs
+
+
+def _restored(inputs):
+    if isinstance(inputs, dict):
+        named = NamedTensors(inputs["tensors"])
+        named.primary = inputs["primary"]
+        return named
+    return inputs
+
+
+def _equal(a, b) -> bool:
+    """The same inputs: one tensor, or the same names holding the same tensors."""
+    if isinstance(a, NamedTensors) or isinstance(b, NamedTensors):
+        return (
+            isinstance(a, NamedTensors)
+            and isinstance(b, NamedTensors)
+            and a.keys() == b.keys()
+            and all(torch.equal(a[k].cpu(), b[k].cpu()) for k in a)
+        )
+    return torch.equal(a.cpu(), b.cpu())
 
 
 class Comparison:
