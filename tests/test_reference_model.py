@@ -250,8 +250,9 @@ def mlm_pair(tmp_path_factory):
     """A tiny BERT masked LM directory and a noised copy, each with its tokenizer."""
     import shutil
 
-    import task_models
     from transformers import BertForMaskedLM
+
+    import task_models
 
     root = tmp_path_factory.mktemp("mlm_pair")
     (root / "base").mkdir()
