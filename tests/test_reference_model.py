@@ -283,3 +283,25 @@ def test_a_masked_lm_against_a_reference_directory_on_the_same_masked_tokens(mlm
     ).metrics
     assert moved["performance/kl"] > 0 and moved["performance/top1_agree"] < 1.0
     assert moved["performance/delta_loss_se"] > 0
+
+
+def test_inspect_lists_each_weight_against_the_reference_file(pair, tmp_path):
+    base_dir, variant_dir, base, variant = pair
+    args = [
+        *FAST,
+        "analyzer=[performance,inspect]",
+        "analyzer.inspect.compute=false",
+        "runtime.reference_cache_dir=null",
+    ]
+    args += ["model=file", f"model.path={variant_dir}", "reference=file", f"reference.path={base_dir}"]
+    out = modelxray.analyze(args, output_dir=tmp_path)
+    assert not out.failed, {n: r.error for n, r in out.results.items() if not r.ok}
+    inspect = out.results["inspect"]
+    rows = {r["name"]: r for r in inspect.data["reference_differences"]["tensors"]}
+    name = "transformer.h.0.mlp.c_fc.weight"
+    a, b = variant.get_parameter(name).detach().double(), base.get_parameter(name).detach().double()
+    assert rows[name]["rel_diff"] == pytest.approx(float((a - b).norm() / b.norm()), rel=1e-6)
+    assert rows[name]["max_abs_diff"] == pytest.approx(float((a - b).abs().max()), rel=1e-6)
+    assert inspect.metrics["reference_tensors_compared"] == len(dict(base.named_parameters()))  # lm_head is tied: once
+    said = [s for s in inspect.sentences(out.results) if s.startswith("Against the reference")]
+    assert said and "tensors compared by name" in said[0]

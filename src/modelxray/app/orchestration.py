@@ -28,6 +28,7 @@ from modelxray.app.reference_model import (
     check_against,
     check_reference_use,
     reference_outputs,
+    reference_weights,
     unquantized_outputs,
 )
 from modelxray.app.resume import _earlier_results, _resume_point
@@ -216,7 +217,8 @@ def _load(state: RunState) -> None:
     preflight(state.subject, components.analyzers)
     if state.reference is not None:
         check_against(state.reference, state.subject, components.analyzers["performance"])
-        state.subject = dataclasses.replace(state.subject, reference=state.reference.outputs)
+        weights = reference_weights(components.reference) if "inspect" in components.analyzers else None
+        state.subject = dataclasses.replace(state.subject, reference=state.reference.outputs, reference_weights=weights)
     if cache:
         state.tags["modelxray.model_cache"] = cache
 

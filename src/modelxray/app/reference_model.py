@@ -112,6 +112,26 @@ def cached_outputs(components, source, cacheable: bool, compute, weights: str | 
     return _from_state(state, None)
 
 
+def reference_weights(source) -> Any:
+    """The reference's weights as files read one tensor at a time, where its tensors carry the names a
+    loaded model's parameters do: a safetensors file, a state dict, or a directory of safetensors
+    shards; None otherwise (a GGUF names its tensors its own way; a hub id is not opened here)."""
+    from modelxray.models.weights_file import WeightsFile, WeightsFiles
+
+    value = getattr(source, "path", None) or getattr(source, "name_or_path", None)
+    path = Path(str(value)).expanduser() if value else None
+    if path is None or not path.exists():
+        return None
+    if path.is_dir():
+        shards = sorted(path.glob("*.safetensors"))
+        return WeightsFiles([WeightsFile(f, "safetensors") for f in shards]) if shards else None
+    if path.suffix == ".safetensors":
+        return WeightsFile(path, "safetensors")
+    if path.suffix in (".pt", ".pth", ".bin"):
+        return WeightsFile(path, "state_dict")
+    return None
+
+
 def check_against(ref: ReferenceOutputs, subject, performance) -> None:
     """After the model under analysis loads, before any work: the reference answered the same
     task on the same data (token ids, test examples), else one line saying what differs."""

@@ -61,6 +61,8 @@ class Subject:
     reference: Any = None
     kind: str | None = None  # the model kind (models.kinds), where it was loaded as one
     processor: Any = None  # a speech model's feature extractor, a detector's or VLM's processor
+    # reference=file|hf: the reference's weights, read one tensor at a time (models.weights_file)
+    reference_weights: Any = None
 
     def with_model(self, model: nn.Module, step: dict[str, Any]) -> Subject:
         """A copy of this subject holding a transformed model, recording the step that made it."""

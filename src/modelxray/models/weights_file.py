@@ -65,6 +65,17 @@ class WeightsFile(nn.Module):
         return {n: tuple(t.shape) for n, t in self._state.items()}
 
 
+class WeightsFiles:
+    """Several weights files read as one (a checkpoint's safetensors shards), one tensor at a time."""
+
+    def __init__(self, files: list[WeightsFile]):
+        self.files = files
+
+    def iter_tensors(self) -> Iterator[tuple[str, torch.Tensor]]:
+        for f in self.files:
+            yield from f.iter_tensors()
+
+
 def _mmap_state_dict(path: Path) -> dict[str, torch.Tensor]:
     try:
         obj = torch.load(str(path), map_location="cpu", weights_only=True, mmap=True)

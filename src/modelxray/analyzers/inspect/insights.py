@@ -45,9 +45,38 @@ def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
     note = advice.cache_note(result.tables.get("roofline") or [], m.get("peak_memory_gb_per_s"))
     if note:
         out.append("Roofline: " + note)
+    diffs = result.data.get("reference_differences")
+    if diffs:
+        out.append(_against_reference(m, diffs))
     energy = result.measurements.get("energy")
     if energy is not None:
         out.append(energy.insight())
     for rec in result.tables.get("recommendations", [])[:6]:
         out.append(f"{rec['action']}: {rec['target']}: {rec['why']}.")
     return out
+
+
+def _against_reference(m: dict, diffs: dict) -> str:
+    """The weights against the reference's tensors of the same names, in one sentence."""
+    n = int(m.get("reference_tensors_compared", 0))
+    where = diffs["reference"]
+    if n == 0:
+        return (
+            f"No weight matches a tensor of the reference {where} by name and shape: the two name their tensors "
+            "differently (a GGUF file, another architecture), so nothing was compared."
+        )
+    top = max(diffs["tensors"], key=lambda r: r["rel_diff"])
+    unchanged = int(m.get("reference_unchanged_tensors", 0))
+    line = (
+        f"Against the reference {where}: {n} tensors compared by name; relative difference "
+        f"{m['reference_rel_diff_mean']:.3g} on average (weighted by size), largest {top['rel_diff']:.3g} "
+        f"({top['name']}), lowest cosine {m['reference_cosine_min']:.6f}; {unchanged} unchanged"
+    )
+    alone = [
+        f"{len(diffs[k])} only in the {w}"
+        for k, w in (("only_in_model", "model"), ("only_in_reference", "reference"))
+        if diffs[k]
+    ]
+    if diffs["shape_differs"]:
+        alone.append(f"{len(diffs['shape_differs'])} of other shapes")
+    return line + ("; " + ", ".join(alone) if alone else "") + "."

@@ -16,7 +16,7 @@ from modelxray.core.result import Result, RunContext
 from modelxray.metrics.tensor_stats import StatsConfig, aggregate
 from modelxray.models.architecture import classify_names, describe
 from modelxray.models.input_inference import batch_of, make_input
-from modelxray.models.weights_file import WeightsFile
+from modelxray.models.weights_file import WeightsFile, named_tensors
 
 _TABLE_STATS = (
     "shape",
@@ -75,10 +75,49 @@ def run(cfg, subject, ctx: RunContext) -> Result:
             recs += _compute(cfg, model, arch.input, result, ctx, given_inputs(cfg, subject))
     result.tables["top_tensors"] = _top_tensors(rows, cfg.top)
     result.tables["recommendations"] = recs
+    if subject.reference_weights is not None:
+        _against_reference(model, subject.reference_weights, result, cfg.top)
     from modelxray.analyzers.inspect.text_report import render
 
     result.texts["comprehensive_model_analysis.txt"] = render(subject, result, cfg)
     return result
+
+
+def _against_reference(model, reference, result: Result, top: int) -> None:
+    """Each weight against the reference's tensor of the same name and shape (``reference=file|hf``):
+    the relative difference, largest absolute difference, cosine and changed share, a table of the
+    ``top`` most changed and the totals; tensors found in one only are counted."""
+    from modelxray.metrics.tensor_difference import tensor_difference
+
+    mine = {}
+    for name, t in named_tensors(model):
+        mine[name] = t.dequantize() if hasattr(t, "dequantize") else t
+    rows, shape_differs, seen = [], [], set()
+    for name, ref in reference.iter_tensors():
+        seen.add(name)
+        if name not in mine:
+            continue
+        if tuple(mine[name].shape) != tuple(ref.shape):
+            shape_differs.append(name)
+            continue
+        rows.append({"name": name, "numel": ref.numel(), **tensor_difference(mine[name].float(), ref.float())})
+    weight = sum(r["numel"] for r in rows)
+    result.metrics["reference_tensors_compared"] = float(len(rows))
+    if rows:
+        result.metrics["reference_rel_diff_mean"] = sum(r["rel_diff"] * r["numel"] for r in rows) / weight
+        result.metrics["reference_rel_diff_max"] = max(r["rel_diff"] for r in rows)
+        result.metrics["reference_cosine_min"] = min(r["cosine"] for r in rows)
+        result.metrics["reference_unchanged_tensors"] = float(sum(r["changed_share"] == 0 for r in rows))
+    result.tables["reference_differences"] = sorted(rows, key=lambda r: -r["rel_diff"])[:top]
+    files = getattr(reference, "files", None) or [reference]
+    where = files[0].path if len(files) == 1 else files[0].path.parent
+    result.data["reference_differences"] = {
+        "reference": str(where),
+        "tensors": rows,
+        "only_in_model": sorted(set(mine) - seen),
+        "only_in_reference": sorted(seen - set(mine)),
+        "shape_differs": shape_differs,
+    }
 
 
 # -- compute, energy, system -----------------------------------------------------------------
