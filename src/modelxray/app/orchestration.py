@@ -196,8 +196,8 @@ def _resume(state: RunState) -> None:
 def _reference_model(state: RunState) -> None:
     """``reference=file|hf|gguf``: the reference's outputs on the run's data, before the model under
     analysis loads (read from the reference cache when computed before)."""
-    if state.components.reference is None:
-        return
+    if state.components.reference is None or "performance" not in state.components.analyzers:
+        return  # inspect alone reads the reference's weights, not its outputs
     progress = state.components.settings.progress
     state.reference = reference_outputs(state.cfg, state.components, state.given, progress)
     state.tags["modelxray.reference"] = state.reference.name
@@ -217,8 +217,9 @@ def _load(state: RunState) -> None:
     preflight(state.subject, components.analyzers)
     if state.reference is not None:
         check_against(state.reference, state.subject, components.analyzers["performance"])
-        weights = reference_weights(components.reference) if "inspect" in components.analyzers else None
-        state.subject = dataclasses.replace(state.subject, reference=state.reference.outputs, reference_weights=weights)
+        state.subject = dataclasses.replace(state.subject, reference=state.reference.outputs)
+    if components.reference is not None and "inspect" in components.analyzers:
+        state.subject = dataclasses.replace(state.subject, reference_weights=reference_weights(components.reference))
     if cache:
         state.tags["modelxray.model_cache"] = cache
 

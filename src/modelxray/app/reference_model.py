@@ -41,12 +41,13 @@ class ReferenceOutputs:
 
 
 def check_reference_use(components) -> None:
-    """Before any work: a reference needs an analyzer that compares with it."""
-    if components.reference is not None and "performance" not in components.analyzers:
+    """Before any work: a reference needs an analyzer that compares with it (performance its
+    outputs, inspect its weights)."""
+    if components.reference is not None and not {"performance", "inspect"} & set(components.analyzers):
         raise ConfigError(
             "reference",
-            "is compared with by analyzer=performance, which this run does not run: "
-            "add it ('analyzer=[performance,...]') or drop reference=",
+            "is compared with by analyzer=performance (outputs) and analyzer=inspect (weights), neither of which "
+            "this run runs: add one ('analyzer=[performance,...]') or drop reference=",
         )
 
 
