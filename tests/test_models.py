@@ -164,6 +164,12 @@ def test_embedded_default_provenance_and_cache(tmp_path_factory):
     assert "dequantized" in loaded.info.notes[0]
     assert src._cache_path(src.resolved_file()).joinpath("modelxray_complete").exists()
     assert sum(p.numel() for p in loaded.model.parameters()) == 134_515_008
+    from modelxray.models.file import FileSource  # model=file model.path=x.gguf: the same file, the same model
+
+    as_file = FileSource(path=str(src.resolved_file()), device="cpu")
+    assert as_file.resolved_format() == "gguf" and as_file.declared().kind == "causal_lm"
+    again = as_file.load()
+    assert again.info.source_format == "gguf" and sum(p.numel() for p in again.model.parameters()) == 134_515_008
 
 
 def test_a_training_scripts_wrapped_checkpoint_reads_as_its_state_dict(tmp_path):

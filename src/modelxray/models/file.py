@@ -35,7 +35,7 @@ from modelxray.models.base import Declared, ModelSource
 from modelxray.models.hf import check_config_json, declared_from_dir
 from modelxray.models.tokenizers import validate_tokenizer_spec
 
-FORMATS = ("auto", "safetensors", "state_dict", "torchscript", "hf_dir")
+FORMATS = ("auto", "safetensors", "state_dict", "torchscript", "hf_dir", "gguf")
 FILE_KINDS = ("auto", "causal_lm", "image_classification", "vision_language", "generic")
 
 
@@ -44,6 +44,8 @@ def detect_format(path: Path) -> str:
         return "hf_dir"
     if path.suffix == ".safetensors":
         return "safetensors"
+    if path.suffix == ".gguf":
+        return "gguf"
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as zf:
             if any(n.endswith("constants.pkl") or "/code/" in n for n in zf.namelist()):
@@ -170,6 +172,8 @@ class FileSource(ModelSource):
         kind = self.resolved_kind()
         if self.resolved_format() == "hf_dir" and kind != "generic":
             return declared_from_dir(Path(os.path.expanduser(self.path)), kind, self.path)
+        if self.resolved_format() == "gguf":
+            return Declared("causal_lm")
         return Declared(None if kind == "auto" else kind)
 
     def resolved_format(self) -> str:

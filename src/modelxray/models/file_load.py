@@ -30,6 +30,10 @@ def load_file(source: FileSource) -> LoadedModel:
         loaded = load_file(dataclasses.replace(source, architecture=str(beside)))
         loaded.info.notes.append(f"architecture from {beside} (beside the weights; model.architecture overrides it)")
         return loaded
+    if fmt == "gguf":  # llama.cpp's format: a causal LM, dequantized through transformers' GGUF reader
+        from modelxray.models.gguf import GGUFSource
+
+        return GGUFSource(path=str(path), dtype=source.dtype, device=source.device).load()
     kind = source.resolved_kind()
     if fmt == "hf_dir" and kind == "generic":
         return _generic(source, _hf_module(source, path), path, fmt, "hf")
