@@ -7,6 +7,27 @@ from modelxray.core.errors import ConfigError
 from modelxray.core.subject import Subject
 from modelxray.models.kinds import DATA_OF_KIND
 
+ENGINE_ANALYZERS = ("performance",)  # what a model evaluated by another engine (llama.cpp) can run
+
+
+def _check_engine(subject: Subject, analyzers: dict, quant) -> None:
+    """A model evaluated by llama.cpp holds no PyTorch weights: only scoring and timing apply."""
+    engine = getattr(subject.model, "engine", None)
+    if engine is None:
+        return
+    for name in analyzers:
+        if name not in ENGINE_ANALYZERS:
+            raise ConfigError(
+                "model.engine",
+                f"{engine} evaluates {subject.info.name} with its own kernels; analyzer={name} reads or changes "
+                "weights and needs the PyTorch engine (model.engine=pytorch)",
+            )
+    if quant is not None and getattr(quant, "name", "none") != "none":
+        raise ConfigError(
+            "model.engine",
+            f"{engine} runs the file as it is quantized; quant= needs the PyTorch engine (model.engine=pytorch)",
+        )
+
 
 def check_task(subject: Subject, analyzers: dict, quant=None) -> None:
     """The dataset, the quantizer and every analyzer must fit the kind of model: a language model,
@@ -20,6 +41,7 @@ def check_task(subject: Subject, analyzers: dict, quant=None) -> None:
             "dataset",
             f"{type(subject.data).__name__} does not fit a {subject.task} model ({subject.info.name}); use {hint}",
         )
+    _check_engine(subject, analyzers, quant)
     why = {
         "weights": ", or set model.architecture so the model can run",
         "generic": " (a generic model has example inputs, no labels or tokens)",

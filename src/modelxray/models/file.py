@@ -20,6 +20,7 @@ This module is the config; reading and building run in ``file_load`` (imported b
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import zipfile
 from dataclasses import dataclass, field
@@ -88,6 +89,7 @@ class FileSource(ModelSource):
     # e.g. {x: [2, 16], ids: {shape: [2, 8], dtype: int64}}, or a .safetensors / torch.save'd dict file
     inputs: Any = None  # generic: named example inputs, batch first: name -> shape or {shape, dtype, high}
     inputs_seed: int = 0  # seed of example inputs drawn from shapes
+    engine: str = "pytorch"  # a .gguf file: pytorch (dequantized) | llama_cpp (llama.cpp's kernels; performance only)
 
     def validate(self) -> None:
         super().validate()
@@ -101,6 +103,15 @@ class FileSource(ModelSource):
         _check_not_empty(p)
         if self.resolved_format() == "hf_dir":
             _check_hf_dir(p)
+        self.require_choice("engine", ("pytorch", "llama_cpp"))
+        if self.engine != "pytorch" and self.resolved_format() != "gguf":
+            raise ConfigError(
+                "engine", f"{self.engine} evaluates GGUF files; {p.name} is not one: leave engine=pytorch"
+            )
+        if self.engine == "llama_cpp" and importlib.util.find_spec("llama_cpp") is None:
+            raise ConfigError(
+                "engine", "llama_cpp needs llama-cpp-python (it builds llama.cpp): pip install llama-cpp-python"
+            )
         if isinstance(self.architecture, str) and not Path(os.path.expanduser(self.architecture)).exists():
             raise ConfigError("architecture", f"architecture config {self.architecture!r} does not exist")
         validate_tokenizer_spec(self.tokenizer, "tokenizer")

@@ -33,7 +33,7 @@ def load_file(source: FileSource) -> LoadedModel:
     if fmt == "gguf":  # llama.cpp's format: a causal LM, dequantized through transformers' GGUF reader
         from modelxray.models.gguf import GGUFSource
 
-        return GGUFSource(path=str(path), dtype=source.dtype, device=source.device).load()
+        return GGUFSource(path=str(path), dtype=source.dtype, device=source.device, engine=source.engine).load()
     kind = source.resolved_kind()
     if fmt == "hf_dir" and kind == "generic":
         return _generic(source, _hf_module(source, path), path, fmt, "hf")

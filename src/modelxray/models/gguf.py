@@ -17,6 +17,8 @@ from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel
 from modelxray.models.base import ModelSource
 
+ENGINES = ("pytorch", "llama_cpp")
+
 
 @dataclass
 class GGUFSource(ModelSource):
@@ -30,9 +32,17 @@ class GGUFSource(ModelSource):
     name: str | None = None
     cache_dir: str = "~/.cache/modelxray"
     use_disk_cache: bool = True
+    engine: str = "pytorch"  # pytorch (dequantized weights) | llama_cpp (llama.cpp's own kernels; performance only)
+    n_ctx: int = 2048  # llama_cpp: the context llama.cpp allocates (at least dataset.seq_len)
 
     def validate(self) -> None:
         super().validate()
+        self.require_choice("engine", ENGINES)
+        self.require_positive("n_ctx")
+        if self.engine == "llama_cpp" and importlib.util.find_spec("llama_cpp") is None:
+            raise ConfigError(
+                "engine", "llama_cpp needs llama-cpp-python (it builds llama.cpp): pip install llama-cpp-python"
+            )
         if (self.path is None) == (self.package is None):
             raise ConfigError("path", "set exactly one of model.path (a .gguf file) or model.package")
         for module, pip in (("gguf", "gguf"), ("accelerate", "accelerate")):
@@ -56,6 +66,8 @@ class GGUFSource(ModelSource):
         return found[0]
 
     def load(self) -> LoadedModel:
+        if self.engine == "llama_cpp":
+            return implementation("modelxray.models.llama_cpp_engine").load_llama_cpp(self)
         return implementation("modelxray.models.gguf_load").load_gguf(self)
 
     def _cache_path(self, gguf_path: Path) -> Path:
