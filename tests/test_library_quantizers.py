@@ -106,3 +106,19 @@ def test_a_missing_library_is_one_line(monkeypatch):
         HQQQuantizer()
     with pytest.raises(ConfigError, match=r"must be one of 8, 4, 3, 2, 1"):
         HQQQuantizer(bits=5)
+
+
+def test_torchao_int4_says_where_its_kernels_are_missing(tmp_path):
+    pytest.importorskip("torchao")
+    from modelxray.quant.torchao_backend import int4_kernels
+
+    why = int4_kernels()
+    if why is None:
+        pytest.skip("torchao's int4 kernels run here")
+    with pytest.raises(ConfigError, match=r"^quant: torchao's int4 weight-only kernels need the mslk package"):
+        modelxray.quantize(_gpt2(), "int4_torchao")
+    args = ["debug=tiny", "model.n_layer=1", "dataset.max_tokens=512", "dataset.seq_len=64", "report.dashboard=false"]
+    strategies = "analyzer.quant_impact.strategies=[none,int4_torchao]"
+    out = modelxray.analyze([*args, "analyzer=[quant_impact]", strategies], output_dir=tmp_path)
+    (skipped,) = out.results["quant_impact"].tables["unsupported"]
+    assert skipped["strategy"] == "int4_torchao" and "mslk" in skipped["reason"]

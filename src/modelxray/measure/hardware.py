@@ -67,6 +67,11 @@ def strategy_support(quantizer, profile: dict) -> tuple[bool, str]:
     if kind == "TorchaoQuantizer":
         if not profile["torchao_installed"]:
             return False, "needs torchao (pip install torchao)"
+        why_not = quantizer.unsupported_here()
+        if why_not is not None:
+            return False, why_not
+        if quantizer.method == "int4_weight_only":
+            return True, "real int4 kernels: memory and latency are measured"
         return True, "real int8 kernels: memory and latency are measured"
     if getattr(quantizer, "module", ""):  # optimum-quanto, HQQ: the library's own modules hold and run the weights
         return True, f"{quantizer.describe()} in its library's modules: memory and latency are measured"

@@ -11,10 +11,12 @@ This module is the config; the quantization runs in ``torchao_impl`` (imported w
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from modelxray.core.configurable import implementation
+from modelxray.core.errors import ConfigError
 from modelxray.quant.library_backend import LibraryQuantizer
 
 if TYPE_CHECKING:
@@ -22,7 +24,15 @@ if TYPE_CHECKING:
 
     from modelxray.core.result import Result
 
-METHODS = ("int8_weight_only", "int8_dynamic")
+METHODS = ("int8_weight_only", "int8_dynamic", "int4_weight_only")
+
+
+def int4_kernels() -> str | None:
+    """None when torchao's int4 weight-only kernels can run here, else why not (torchao 0.18 runs
+    them through the mslk package)."""
+    if importlib.util.find_spec("mslk") is None:
+        return "torchao's int4 weight-only kernels need the mslk package (pip install mslk; a CUDA GPU for most builds)"
+    return None
 
 
 @dataclass
@@ -39,6 +49,16 @@ class TorchaoQuantizer(LibraryQuantizer):
 
     def describe(self) -> str:
         return f"torchao {self.method}"
+
+    def unsupported_here(self) -> str | None:
+        """Why this method cannot run on this machine, or None."""
+        return int4_kernels() if self.method == "int4_weight_only" else None
+
+    def check(self, model: nn.Module, name: str | None = None) -> None:
+        why_not = self.unsupported_here()
+        if why_not is not None:
+            raise ConfigError("quant", f"{why_not}; quant=int4 simulates the same format on any machine")
+        super().check(model, name)
 
     def quantize(
         self, model: nn.Module, calibration: Any = None, *, in_place: bool = False

@@ -24,8 +24,14 @@ def _config(method: str):
     import logging
 
     logging.getLogger("torchao").setLevel(logging.ERROR)  # it warns about its CUDA-only extensions on CPU
-    from torchao.quantization import Int8DynamicActivationInt8WeightConfig, Int8WeightOnlyConfig
+    from torchao.quantization import (
+        Int4WeightOnlyConfig,
+        Int8DynamicActivationInt8WeightConfig,
+        Int8WeightOnlyConfig,
+    )
 
+    if method == "int4_weight_only":
+        return Int4WeightOnlyConfig(group_size=128)
     return {"int8_weight_only": Int8WeightOnlyConfig, "int8_dynamic": Int8DynamicActivationInt8WeightConfig}[method]()
 
 
@@ -52,7 +58,7 @@ def quantize_torchao(quantizer: TorchaoQuantizer, model: nn.Module) -> tuple[nn.
                 "kind": "linear",
                 "component": "",
                 "block": None,
-                "bits": 8,
+                "bits": 4 if quantizer.method == "int4_weight_only" else 8,
                 "format": f"torchao {quantizer.method}",
                 "elements": orig.numel(),
                 "bytes_before": orig.numel() * orig.element_size(),
