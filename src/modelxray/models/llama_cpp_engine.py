@@ -60,7 +60,8 @@ def load_llama_cpp(source: GGUFSource) -> LoadedModel:
         file_bytes=path.stat().st_size,
         notes=[
             f"Evaluated by llama.cpp ({threads} threads) from the file's quantized blocks, its kernels rounding "
-            "activations to 8 bits: the numbers the deployed file gives, on modelxray's token ids."
+            "activations to 8 bits: the numbers the deployed file gives. The token ids are transformers' GGUF "
+            "tokenizer's, as with the PyTorch engine (llama.cpp's own tokenizer splits runs of spaces differently)."
         ],
     )
     return LoadedModel(LlamaCppModel(llm, str(path)), tokenizer, info)
