@@ -9,9 +9,8 @@ import dataclasses
 import logging
 import os
 import random
-import time
 import traceback
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from modelxray.app.checks import check_before_load, check_finite_weights, check_task, preflight
+from modelxray.app.given import Given
 from modelxray.app.job import JobInfo, RunOutcome, config_fingerprint, flatten
 from modelxray.app.loading import load_subject
 from modelxray.app.quant_stage import _in_place_note, _keeps_reference, _quantize_in_place
@@ -32,15 +32,15 @@ from modelxray.app.reference_model import (
     unquantized_outputs,
 )
 from modelxray.app.resume import _earlier_results, _resume_point
+from modelxray.app.stage_results import keep_stage, run_stage
+from modelxray.app.summary import kind_tags, run_summary
 from modelxray.config.components import Components, build_components
 from modelxray.core.errors import ConfigError, JobKilled
-from modelxray.core.provenance import host, versions
 from modelxray.core.result import Result, RunContext
 from modelxray.core.subject import Subject
 from modelxray.data.identity import identify
 from modelxray.models import process_cache
-from modelxray.models.kinds import SPEECH_KINDS, TEXT_KINDS
-from modelxray.report.writer import Written, write_reports, write_result
+from modelxray.report.writer import Written, write_reports
 from modelxray.tracking.run_names import run_name as readable_run_name
 from modelxray.tracking.run_tags import SWEPT_KEYS_ENV, run_tags, store_key
 
@@ -58,28 +58,6 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-@dataclass
-class Given:
-    """What a Python caller handed in instead of configuring it: a model and what feeds it."""
-
-    model: torch.nn.Module | None = None
-    tokenizer: Any = None
-    batches: Any = None
-    image_shape: tuple[int, int, int] | None = None
-    example_inputs: Any = None
-    processor: Any = None
-
-    def check(self) -> None:
-        feeds = (self.tokenizer, self.batches, self.image_shape, self.example_inputs, self.processor)
-        if self.model is not None and all(g is None for g in feeds) and not _vision_kind(self.model):
-            raise ConfigError(
-                "tokenizer",
-                "an in-memory model needs a tokenizer or a dataloader of token batches (a language model), "
-                "image_shape (an image classifier), a processor (a transformers detector, segmenter, "
-                "vision-language or speech model) or example_inputs (any other module)",
-            )
 
 
 @dataclass
@@ -369,89 +347,3 @@ def _record_failure(state: RunState, exc: BaseException) -> None:
         tracker_run.log_text(tb, "errors/run_traceback.txt")
     finally:
         tracker_run.finish("KILLED" if stopped else "FAILED")
-
-
-def kind_tags(subject: Subject, run_name: str, resumed: bool = False) -> dict[str, str]:
-    """``modelxray.kind`` and ``modelxray.task`` (the UI filters runs by them); the run of an encoder,
-    seq2seq or speech model also says its kind in its name (a resumed run keeps its name)."""
-    kind = subject.kind or subject.task
-    tags = {"modelxray.kind": kind, "modelxray.task": subject.task}
-    if subject.kind in (*TEXT_KINDS, *SPEECH_KINDS) and not resumed:
-        tags["mlflow.runName"] = f"{run_name} {kind}"
-    return tags
-
-
-def keep_stage(name: str, result: Result, out_dir: Path, tracker_run, written: dict[str, Written]) -> None:
-    """Save one stage the moment it ends: its files in the run directory (``results/<name>.json``,
-    tables, plots) and its metrics and files in the tracker, so a later crash loses none of it."""
-    tracker_run.log_metrics(  # the numbers first: a file that cannot be written loses none of them
-        {**{f"{name}/{k}": v for k, v in result.finite_metrics().items()}, f"{name}/seconds": result.seconds}
-    )
-    written[name] = write_result(out_dir, name, result)
-    tracker_run.log_files(out_dir, written[name].paths)
-
-
-def run_stage(name: str, analyzer, subject: Subject, ctx: RunContext) -> Result:
-    """Run one analyzer; a failure becomes a Result carrying its traceback, so the others still run."""
-    start = time.perf_counter()
-    try:
-        result = analyzer.run(subject, ctx)
-    except Exception:  # noqa: BLE001 - recorded and reported, never lost
-        result = Result(name, error=traceback.format_exc(), source=analyzer)
-    result.analyzer = name
-    result.seconds = time.perf_counter() - start
-    return result
-
-
-def _vision_kind(model: torch.nn.Module) -> bool:
-    """A transformers image classifier, detector, segmenter or backbone: it needs nothing beside
-    itself (its input size is in its config; a detector says in one line that it needs its image
-    processor)."""
-    from modelxray.models.kinds import VISION_KINDS, kind_of_architecture
-
-    kinds = (*VISION_KINDS, "image_classification")
-    return hasattr(model, "config") and kind_of_architecture(type(model).__name__) in kinds
-
-
-def run_summary(config: dict, job: JobInfo, subject: Subject, tracking: str) -> dict[str, Any]:
-    """What the report's header says of the run: model, dataset, quantization, training, choices."""
-    data = subject.data
-    if data is None:
-        dataset = "user-supplied batches"
-    elif subject.task == "generic":
-        dataset = f"{data.name}: {data.description}; from {data.source}"
-    elif hasattr(data, "windows") or hasattr(data, "images"):  # a text, speech or vision task's own examples
-        dataset = f"{data.name}: {data.description}"
-    elif hasattr(data, "n_tokens"):
-        dataset = f"{data.name}: {data.n_tokens:,} of {data.available_tokens:,} tokens, windows of {data.seq_len}"
-        if getattr(data, "note", None):  # e.g. a text shorter than one window
-            dataset += f" ({data.note})"
-    else:
-        dataset = (
-            f"{data.name}: {data.n_samples:,} test samples of shape {tuple(data.input_shape)}, "
-            f"{data.n_classes} classes (trained on {len(data.y_train):,})"
-        )
-    quant = "; ".join(str(s) for s in subject.applied if s.get("kind") != "train") or "none (weights as loaded)"
-    trained = [s for s in subject.applied if s.get("kind") == "train"]
-    training = (
-        (
-            f"{trained[0]['steps']} {trained[0]['optimizer']} steps at lr {trained[0]['lr']:g}"
-            + (" (LoRA)" if trained[0]["lora"] else "")
-            + " before the analyzers ran"
-        )
-        if trained
-        else None
-    )
-    return {
-        "model": asdict(subject.info),
-        "dataset": dataset,
-        "quant": quant,
-        "training": training,
-        "choices": job.choices,
-        "overrides": job.overrides,
-        "tracking": tracking,
-        "host": host(),
-        "versions": versions(),
-        "output_dir": str(job.output_dir),
-        "config": config,
-    }

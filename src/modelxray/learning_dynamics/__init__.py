@@ -30,7 +30,7 @@ dataclass (``ExampleDynamicsConfig(...).build()``). ``modelxray.learning_dynamic
 
 from __future__ import annotations
 
-import importlib
+from modelxray.core.lazy import lazy_exports
 
 _EXPORTS = {
     "ExampleDynamicsCallback": "callbacks",
@@ -55,11 +55,6 @@ _EXPORTS = {
     "save_state": "state",
 }
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    """The names above, imported on first use: ``modelxray.learning_dynamics.callbacks.configs`` (validated
-    with every training config) must not pull numpy and torch in through this package."""
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# the names above, imported on first use: callbacks.configs (validated with every training config)
+# must not pull numpy and torch in through this package
+__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -73,12 +73,13 @@ def strategy_support(quantizer, profile: dict) -> tuple[bool, str]:
         if quantizer.method == "int4_weight_only":
             return True, "real int4 kernels: memory and latency are measured"
         return True, "real int8 kernels: memory and latency are measured"
-    if getattr(quantizer, "module", ""):  # optimum-quanto, HQQ: the library's own modules hold and run the weights
-        return True, f"{quantizer.describe()} in its library's modules: memory and latency are measured"
     if kind == "CastQuantizer":
         if getattr(quantizer, "dtype", "") == "float16" and not profile["gpus"]:
             return True, "float16 runs on this CPU but usually slower than float32 (no fp16 matmul units)"
         return True, "real 16-bit weights: memory and latency are measured"
     if kind == "NoQuant":
         return True, "baseline"
+    if not quantizer.simulated:  # optimum-quanto, HQQ: the library's own modules hold and run the weights
+        what = quantizer.describe() if hasattr(quantizer, "describe") else quantizer.name
+        return True, f"{what} stores and runs its quantized weights: memory and latency are measured"
     return True, "simulated low-bit weights: quality is exact, memory and latency are the float model's"

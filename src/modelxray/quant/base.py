@@ -32,6 +32,9 @@ class Quantizer(QuantPresentation, Configurable):
     needs_calibration: ClassVar[bool] = False  # GPTQ, AWQ: calibrated on token ids
     # changes the model's own tensors when asked (quantize(..., in_place=True)); False: always a copy
     in_place_capable: ClassVar[bool] = False
+    # keeps float weights that hold quantized values (RTN, GPTQ, AWQ): quality is exact, memory and
+    # speed are the float model's; False where the quantized weights are stored and run (casts, libraries)
+    simulated: ClassVar[bool] = True
 
     def check(self, model: nn.Module, name: str | None = None) -> None:
         """Checks against the model that must fail before any work (a bit plan matching nothing, a

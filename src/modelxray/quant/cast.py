@@ -22,6 +22,7 @@ DTYPES = ("float16", "bfloat16")  # torch dtype names
 @dataclass
 class CastQuantizer(Quantizer):
     name: ClassVar[str] = "cast"
+    simulated: ClassVar[bool] = False  # real 16-bit weights
 
     dtype: str = "bfloat16"
 

@@ -22,11 +22,12 @@ class LibraryQuantizer(Quantizer):
 
     module: ClassVar[str] = ""  # the library's import name, checked before any work
     pip: ClassVar[str] = ""  # what installs it
+    simulated: ClassVar[bool] = False  # the library's modules hold and run the quantized weights
 
     skip: list[str] = field(default_factory=list)  # glob patterns of module names to leave in float
 
     def validate(self) -> None:
-        if importlib.util.find_spec(self.module.split(".")[0]) is None or not _importable(self.module):
+        if not _importable(self.module):
             raise ConfigError("quant", f"{self.describe()} needs the {self.module!r} package: pip install {self.pip}")
 
     def describe(self) -> str:

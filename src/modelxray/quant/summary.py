@@ -52,7 +52,7 @@ def quant_result(
         "quant",
         metrics=metrics,
         tables={"layers": rows},
-        data={"method": method, "bits_histogram": bits_hist},
+        data={"method": method, "bits_histogram": bits_hist, "simulated": getattr(source, "simulated", True)},
         insights=notes,
         source=source,
     )

@@ -16,7 +16,7 @@ are validated) does not pull in torch through this package.
 
 from __future__ import annotations
 
-import importlib
+from modelxray.core.lazy import lazy_exports
 
 _EXPORTS = {
     "MetricComputer": "base",
@@ -41,9 +41,4 @@ _EXPORTS = {
     "ParameterSnapshot": "aliases",
 }
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)  # the names above, imported on first use

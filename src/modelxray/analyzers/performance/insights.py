@@ -207,10 +207,9 @@ def unpaired_lm_note(perf, results: dict) -> list[str]:
 
 
 def is_simulated(quant_result) -> bool:
-    """RTN, GPTQ and AWQ keep float weights that hold quantized values; casts, torchao, quanto and
-    HQQ store and run the quantized weights."""
-    method = str(quant_result.data.get("method", ""))
-    return not method.startswith(("cast", "torchao", "quanto", "hqq"))
+    """RTN, GPTQ and AWQ keep float weights that hold quantized values; casts and the libraries'
+    quantizers store and run the quantized weights (``Quantizer.simulated``)."""
+    return bool(quant_result.data.get("simulated", True))
 
 
 def deployment_insights(perf, results: dict, t) -> list[str]:

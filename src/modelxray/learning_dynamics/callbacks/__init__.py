@@ -6,7 +6,7 @@ named here, so validating ``train.learning`` stays cheap."""
 
 from __future__ import annotations
 
-import importlib
+from modelxray.core.lazy import lazy_exports
 
 _EXPORTS = {
     "CallbackConfig": "configs",
@@ -23,9 +23,4 @@ _EXPORTS = {
     "TransitionAttributionCallback": "attribution",
 }
 __all__ = sorted(_EXPORTS)
-
-
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, _EXPORTS)  # the names above, imported on first use
