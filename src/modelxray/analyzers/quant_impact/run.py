@@ -9,7 +9,7 @@ import time
 import torch
 
 from modelxray.analyzers.quant_impact.config import PRIORITIES, load_strategy, strategy_name
-from modelxray.core.errors import ConfigError
+from modelxray.core.errors import ConfigError, MissingLibrary
 from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
 from modelxray.measure.hardware import hardware_profile, strategy_support
@@ -191,7 +191,11 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     try:
         for requested in bar(cfg.strategies, desc="quant_impact: strategies", enabled=ctx.progress):
             name = strategy_name(requested)
-            quantizer = load_strategy(name)
+            try:
+                quantizer = load_strategy(name)
+            except MissingLibrary as exc:
+                unsupported.append({"strategy": name, "reason": str(exc)})
+                continue
             ok, why = strategy_support(quantizer, profile)
             reason = None if ok else why
             if reason is None:
