@@ -20,6 +20,9 @@ OPTIONS = {
     "hqq_int4": ("hqq", "HQQLinear"),
     "hqq_int3": ("hqq", "HQQLinear"),
     "hqq_int2": ("hqq", "HQQLinear"),
+    "bnb_nf4": ("bitsandbytes", "Linear4bit"),
+    "bnb_fp4": ("bitsandbytes", "Linear4bit"),
+    "bnb_int8": ("bitsandbytes", "Linear8bitLt"),
 }
 
 
@@ -31,13 +34,30 @@ def _gpt2() -> GPT2LMHeadModel:
 def _stored(module) -> int:
     if type(module).__name__ == "HQQLinear":
         tensors = [module.W_q, module.meta["scale"], module.meta["zero"]]
+    elif type(module).__name__ == "Linear4bit":  # packed codes (two per byte) and a float32 absmax per 64
+        tensors = [module.weight.data, module.weight.quant_state.absmax]
+    elif type(module).__name__ == "Linear8bitLt":  # int8 codes and a float32 scale per output channel
+        tensors = [module.weight.data, _int8_scales(module)]
     else:
         tensors = [t for k, t in module.state_dict().items() if k.startswith("weight")]
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def _dequantized(module) -> torch.Tensor:
-    return module.dequantize() if type(module).__name__ == "HQQLinear" else module.weight.dequantize()
+    if type(module).__name__ == "HQQLinear":
+        return module.dequantize()
+    if type(module).__name__ == "Linear4bit":
+        import bitsandbytes as bnb
+
+        return bnb.functional.dequantize_4bit(module.weight.data, module.weight.quant_state)
+    if type(module).__name__ == "Linear8bitLt":
+        return module.weight.data.float() * _int8_scales(module)[:, None] / 127
+    return module.weight.dequantize()
+
+
+def _int8_scales(module) -> torch.Tensor:
+    """The row scales of bitsandbytes' int8 weight (they move to the layer's state at its first forward)."""
+    return module.weight.SCB if module.weight.SCB is not None else module.state.SCB
 
 
 @pytest.mark.parametrize("option", list(OPTIONS))
@@ -58,7 +78,7 @@ def test_the_report_is_what_the_library_stores_and_computes_with(option):
         assert row["rel_error"] == pytest.approx(float((original - deq).norm() / original.norm()), rel=1e-5)
         if deq.shape[1] == 128:
             with torch.no_grad():
-                expected = F.linear(x, deq, module.bias)
+                expected = F.linear(x, deq, module.bias)  # bitsandbytes' int8 on CPU: the dequantized weight
                 assert torch.allclose(module(x), expected, atol=1e-4, rtol=1e-4)  # it computes with that weight
     elements = sum(r["elements"] for r in rows.values())
     assert report.metrics["effective_bits"] == pytest.approx(
@@ -68,6 +88,8 @@ def test_the_report_is_what_the_library_stores_and_computes_with(option):
     assert bits <= report.metrics["effective_bits"] < bits + 1.5  # the integers plus their scales and offsets
     if option in ("hqq_int4", "hqq_int2"):  # bytes of packed integers, a float32 scale and zero per 64 weights
         assert report.metrics["effective_bits"] == pytest.approx(bits + 2 * 32 / 64)
+    if option in ("bnb_nf4", "bnb_fp4"):  # half a byte per code, a float32 absmax per block of 64
+        assert report.metrics["effective_bits"] == pytest.approx(4 + 32 / 64)
     if option == "hqq_int3":  # 3-bit codes packed ten to a 32-bit word
         assert report.metrics["effective_bits"] == pytest.approx(3.2 + 2 * 32 / 64, abs=0.02)
 

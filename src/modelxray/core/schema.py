@@ -72,6 +72,8 @@ SCHEMA: dict[str, dict[str, str]] = {
         "quanto": "modelxray.quant.quanto_backend.QuantoQuantizer",
         "hqq": "modelxray.quant.hqq_backend.HQQQuantizer",
         "gguf": "modelxray.quant.gguf_backend.GGUFQuantizer",
+        "bnb": "modelxray.quant.bnb_backend.BitsAndBytesQuantizer",
+        "compressed_tensors": "modelxray.quant.ct_backend.CompressedTensorsQuantizer",
     },
     "tracker": {
         "mlflow": "modelxray.tracking.mlflow_tracker.MlflowTracker",
