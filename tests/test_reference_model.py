@@ -305,3 +305,58 @@ def test_inspect_lists_each_weight_against_the_reference_file(pair, tmp_path):
     assert inspect.metrics["reference_tensors_compared"] == len(dict(base.named_parameters()))  # lm_head is tied: once
     said = [s for s in inspect.sentences(out.results) if s.startswith("Against the reference")]
     assert said and "tensors compared by name" in said[0]
+
+
+def test_quant_impact_and_bitwidth_take_the_reference_as_their_baseline(pair, tmp_path):
+    """With reference=, quant_impact's and bitwidth's baseline is the reference on their own windows:
+    "none" (the model as loaded) is then compared with it too, by the same hand computation."""
+    base_dir, variant_dir, base, variant = pair
+    common = [
+        "tracker=none", "progress=false", f"dataset.max_tokens={TOKENS}", f"dataset.seq_len={SEQ}", "report.dashboard=false",
+        "model=file", f"model.path={variant_dir}", "reference=file", f"reference.path={base_dir}",
+        f"runtime.reference_cache_dir={tmp_path / 'cache'}",
+    ]  # fmt: skip
+    qi = [
+        "analyzer=[quant_impact]", "analyzer.quant_impact.strategies=[none,int8]", "analyzer.quant_impact.eval_windows=8",
+        f"analyzer.quant_impact.kl_windows={KL_WINDOWS}", "analyzer.quant_impact.iters=1",
+    ]  # fmt: skip
+    out = modelxray.analyze([*common, *qi], output_dir=tmp_path / "qi")
+    assert not out.failed, out.results["quant_impact"].error
+    rows = {r["strategy"]: r for r in out.results["quant_impact"].tables["strategies"]}
+    want = _by_hand(base, variant)
+    for key in ("kl", "top1_agree", "delta_loss"):
+        assert rows["none"][key] == pytest.approx(want[key], rel=1e-4, abs=1e-7), key
+    assert rows["int8"]["kl"] > 0 and abs(rows["int8"]["kl"] - rows["none"]["kl"]) < rows["none"]["kl"]
+    assert out.results["quant_impact"].data["baseline"].startswith("the reference ")
+    plain = modelxray.analyze([a for a in common if not a.startswith("reference")] + qi, output_dir=tmp_path / "plain")
+    assert {r["strategy"]: r for r in plain.results["quant_impact"].tables["strategies"]}["none"]["kl"] == 0.0
+
+    bw = ["analyzer=[bitwidth]", "analyzer.bitwidth.uniform_bits=[8]", f"analyzer.bitwidth.kl_windows={KL_WINDOWS}"]
+    bw += [
+        "analyzer.bitwidth.mixed=false",
+        "analyzer.bitwidth.progressive=false",
+        "analyzer.bitwidth.sensitivity=false",
+    ]
+    bw += ["analyzer.bitwidth.recommend=false"]
+    out = modelxray.analyze([*common, *bw], output_dir=tmp_path / "bw")
+    assert not out.failed, out.results["bitwidth"].error
+    reference = out.results["bitwidth"].data["reference"]
+    assert reference["loss"] == pytest.approx(
+        want["reference_loss"], rel=1e-5
+    )  # the reference's loss, not the variant's
+
+
+def test_a_baseline_reference_on_another_kind_is_one_line(cnns, tmp_path):
+    args = [
+        "tracker=none",
+        "model=file",
+        f"model.path={cnns / 'cnn0.pt'}",
+        "model.input_shape=[1,8,8]",
+        "dataset=digits",
+    ]
+    args += ["reference=file", f"reference.path={cnns / 'cnn1.pt'}", "reference.input_shape=[1,8,8]"]
+    with pytest.raises(
+        ConfigError,
+        match=r"^reference: quant_impact takes reference= as its baseline for language models; for a classification",
+    ):
+        modelxray.analyze([*args, "analyzer=[quant_impact]", "runtime.reference_cache_dir=null"], output_dir=tmp_path)

@@ -677,3 +677,51 @@ def test_the_dashboard_headline_of_a_vision_task_is_its_quality_with_uncertainty
         "performance", metrics={"knn_accuracy": 0.44, "knn_accuracy_ci_low": 0.32, "knn_accuracy_ci_high": 0.56}
     )
     assert quality_line(backbone) == "k-NN accuracy 0.440 (0.32-0.56)"
+
+
+@pytest.mark.parametrize(
+    ("name", "same", "moved"), [("dinov2", "embedding_drift", None), ("segformer", "pixel_agree", 1.0)]
+)
+def test_a_vision_model_compares_with_a_reference_model(name, same, moved, dirs, tmp_path):
+    """reference= on a vision kind: the reference's outputs on the same images (the same directory:
+    no drift, every pixel agreeing; another set of weights: drift), cached by content."""
+    import shutil
+
+    import modelxray
+    from modelxray.core.errors import ConfigError
+
+    other = tmp_path / "other"
+    shutil.copytree(dirs[name], other)
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(other) if name == "dinov2" else None
+    args = ["model=hf", f"model.name_or_path={dirs[name]}", "tracker=none", "progress=false", *SMALL]
+    args += [f"runtime.reference_cache_dir={tmp_path / 'cache'}"]
+    out = modelxray.analyze([*args, "reference=hf", f"reference.name_or_path={other}"], output_dir=tmp_path / "a")
+    m = out.metrics
+    assert not out.failed, out.results["performance"].error
+    if name == "dinov2":
+        assert m["performance/embedding_drift"] == pytest.approx(0, abs=1e-6)
+        torch.manual_seed(1)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(0.05 * torch.randn_like(p))
+        model.save_pretrained(other)
+        out = modelxray.analyze([*args, "reference=hf", f"reference.name_or_path={other}"], output_dir=tmp_path / "b")
+        assert out.metrics["performance/embedding_drift"] > 1e-3
+        assert "cosine drift from the embeddings of the reference" in " ".join(out.results["performance"].insights)
+    else:
+        assert m["performance/pixel_agree"] == pytest.approx(moved)
+    assert list((tmp_path / "cache").glob("*.pt"))  # kept for the next run of the sweep
+    with pytest.raises(
+        ConfigError, match=r"^reference: the .* is a image_features model and .* a semantic_segmentation"
+    ):  # a backbone is no reference for a segmenter
+        modelxray.analyze(
+            [
+                *args,
+                "reference=hf",
+                f"reference.name_or_path={dirs['dinov2']}",
+                f"model.name_or_path={dirs['segformer']}",
+            ],
+            output_dir=tmp_path / "c",
+        )

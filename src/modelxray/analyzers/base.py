@@ -39,6 +39,13 @@ class Analyzer(PlotsFromModule, Configurable):
     def preflight(self, subject) -> None:
         """Checks that need the loaded subject (sizes, tokenizer, layer names). Default: none."""
 
+    def reference_windows(self) -> tuple[int | None, int, int] | None:
+        """Where a language model's ``reference=`` is this analyzer's baseline: the windows it scores
+        (the first n of the data's disjoint windows, None: all), its batch size and its KL windows, on
+        which the reference's outputs are kept for it (``Subject.reference_baselines[name]``). None:
+        the analyzer takes no reference baseline (default)."""
+        return None
+
     def run(self, subject, ctx: RunContext) -> Result:
         """The work, done by ``run_module``'s ``run(config, subject, ctx)``: the config names its
         implementation (imported only when it runs) and never imports it, so modules point one way."""

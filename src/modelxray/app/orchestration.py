@@ -25,6 +25,7 @@ from modelxray.app.loading import load_subject
 from modelxray.app.quant_stage import _in_place_note, _keeps_reference, _quantize_in_place
 from modelxray.app.reference_model import (
     ReferenceOutputs,
+    baseline_specs,
     check_against,
     check_reference_use,
     reference_outputs,
@@ -174,7 +175,8 @@ def _resume(state: RunState) -> None:
 def _reference_model(state: RunState) -> None:
     """``reference=file|hf|gguf``: the reference's outputs on the run's data, before the model under
     analysis loads (read from the reference cache when computed before)."""
-    if state.components.reference is None or "performance" not in state.components.analyzers:
+    components = state.components
+    if components.reference is None or not ("performance" in components.analyzers or baseline_specs(components)):
         return  # inspect alone reads the reference's weights, not its outputs
     progress = state.components.settings.progress
     state.reference = reference_outputs(state.cfg, state.components, state.given, progress)
@@ -194,8 +196,11 @@ def _load(state: RunState) -> None:
     check_finite_weights(state.subject.model, components.analyzers)
     preflight(state.subject, components.analyzers)
     if state.reference is not None:
-        check_against(state.reference, state.subject, components.analyzers["performance"])
-        state.subject = dataclasses.replace(state.subject, reference=state.reference.outputs)
+        specs = baseline_specs(components)
+        check_against(state.reference, state.subject, components.analyzers.get("performance"), specs)
+        state.subject = dataclasses.replace(
+            state.subject, reference=state.reference.outputs, reference_baselines=state.reference.baselines
+        )
     if components.reference is not None and "inspect" in components.analyzers:
         state.subject = dataclasses.replace(state.subject, reference_weights=reference_weights(components.reference))
     if cache:

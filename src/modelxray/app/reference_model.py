@@ -20,13 +20,14 @@ import torch
 from modelxray.core.errors import ConfigError
 from modelxray.core.files import write_file
 from modelxray.core.provenance import versions
-from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS
+from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS
 
 log = logging.getLogger("modelxray.app")
 
-# the tasks whose reference outputs are compared so far: language models, classifiers, and the
-# text and speech tasks (masked LMs, seq2seq, text classifiers, speech recognisers)
-COMPARED_TASKS = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS)
+# the tasks whose reference outputs are compared: language models, classifiers, the text and speech
+# tasks (masked LMs, seq2seq, text classifiers, speech recognisers, vision-language answers) and the
+# vision tasks (detections, segmentation maps, backbone embeddings)
+COMPARED_TASKS = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
 STATE_FORMAT = 1  # of the cached outputs: another format is computed again
 
 
@@ -35,19 +36,34 @@ class ReferenceOutputs:
     """The reference's outputs (``Subject.reference`` for its task) and what the report says of it."""
 
     task: str
-    outputs: Any  # measure.reference.Reference (a language model) or {"logits": ...} (a classifier)
+    outputs: Any  # measure.reference.Reference (a language model) or {"logits": ...} (a classifier); None without performance
     name: str
     cached: str | None  # the cache file it was read from, else None
+    # a language model's outputs on other analyzers' windows: their baseline (name -> Reference)
+    baselines: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def baseline_specs(components) -> dict[str, tuple[int | None, int, int]]:
+    """The analyzers of the run that take the reference as their baseline, with their windows,
+    batch size and KL windows (``Analyzer.reference_windows``)."""
+    specs = {}
+    for name, analyzer in components.analyzers.items():
+        spec = analyzer.reference_windows()
+        if spec is not None:
+            specs[name] = tuple(spec)
+    return specs
 
 
 def check_reference_use(components) -> None:
     """Before any work: a reference needs an analyzer that compares with it (performance its
-    outputs, inspect its weights)."""
-    if components.reference is not None and not {"performance", "inspect"} & set(components.analyzers):
+    outputs, inspect its weights, quant_impact and bitwidth as their baseline)."""
+    if components.reference is not None and not (
+        {"performance", "inspect"} & set(components.analyzers) or baseline_specs(components)
+    ):
         raise ConfigError(
             "reference",
-            "is compared with by analyzer=performance (outputs) and analyzer=inspect (weights), neither of which "
-            "this run runs: add one ('analyzer=[performance,...]') or drop reference=",
+            "is compared with by analyzer=performance (outputs), inspect (weights), quant_impact and bitwidth "
+            "(their baseline), none of which this run runs: add one ('analyzer=[performance,...]') or drop reference=",
         )
 
 
@@ -56,7 +72,8 @@ def reference_outputs(cfg, components, given, progress: bool) -> ReferenceOutput
     loaded without the process cache, then released) and cached."""
     from modelxray.app.loading import load_subject
 
-    source, performance = components.reference, components.analyzers["performance"]
+    source, performance = components.reference, components.analyzers.get("performance")
+    specs = baseline_specs(components)
 
     def compute() -> dict:
         ref_components = dataclasses.replace(components, model=source)
@@ -65,15 +82,44 @@ def reference_outputs(cfg, components, given, progress: bool) -> ReferenceOutput
             raise ConfigError(
                 "reference",
                 f"{subject.info.name} is a {subject.kind or subject.task} model; reference= compares language "
-                "models, classifiers, text and speech models so far (for other kinds, the model before quant= "
-                "is the reference: reference=none)",
+                "models, classifiers, text, speech and vision models (for any other module, the model before "
+                "quant= is the reference: reference=none)",
             )
-        state = _capture(subject, performance, f"reference {subject.info.name}", progress)
+        if specs and subject.task != "causal_lm":
+            one = len(specs) == 1
+            raise ConfigError(
+                "reference",
+                f"{' and '.join(sorted(specs))} {'takes' if one else 'take'} reference= as {'its' if one else 'their'} "
+                f"baseline for language models; for a {subject.kind or subject.task} model "
+                f"{'its' if one else 'their'} baseline is the model as loaded: drop reference= or compare with "
+                "analyzer=performance",
+            )
+        name = f"reference {subject.info.name}"
+        state = _capture(subject, performance, name, progress) if performance is not None else _empty(subject, name)
+        state["baselines"] = _baselines(subject, specs, name, progress) if subject.task == "causal_lm" else {}
         del subject
         gc.collect()
         return state
 
-    return cached_outputs(components, source, given.batches is None, compute)
+    return cached_outputs(components, source, given.batches is None, compute, specs=specs)
+
+
+def _empty(subject, name: str) -> dict:
+    return {"format": STATE_FORMAT, "task": subject.task, "name": name, "reference": None}
+
+
+def _baselines(subject, specs: dict, name: str, progress: bool) -> dict:
+    """The reference's outputs on each analyzer's windows, as ``Reference`` states."""
+    from modelxray.measure.reference import Reference
+    from modelxray.metrics.windows import lm_eval_windows
+
+    out = {}
+    for analyzer, (limit, batch_size, kl_windows) in specs.items():
+        windows = lm_eval_windows(subject.data, subject.batches, limit)
+        ref = Reference(subject.model, windows, batch_size, kl_windows, progress, f"{analyzer}: {name}")
+        ref.label = f"the {name}"
+        out[analyzer] = ref.state()
+    return out
 
 
 def unquantized_outputs(subject, components, cacheable: bool, progress: bool) -> ReferenceOutputs:
@@ -86,11 +132,13 @@ def unquantized_outputs(subject, components, cacheable: bool, progress: bool) ->
     return cached_outputs(components, components.model, cacheable, compute, weights)
 
 
-def cached_outputs(components, source, cacheable: bool, compute, weights: str | None = None) -> ReferenceOutputs:
+def cached_outputs(
+    components, source, cacheable: bool, compute, weights: str | None = None, specs: dict | None = None
+) -> ReferenceOutputs:
     """``compute()``'s state, or the one kept under the same content key (``runtime.reference_cache_dir``)."""
     cache_dir = components.settings.runtime.reference_cache_dir
-    performance = components.analyzers["performance"]
-    key = content_key(source, components.dataset, performance, weights) if cacheable else None
+    performance = components.analyzers.get("performance")
+    key = content_key(source, components.dataset, performance, weights, specs) if cacheable else None
     path = Path(cache_dir).expanduser() / f"{key}.pt" if cache_dir and key else None
     if path is not None and path.exists():
         try:
@@ -133,7 +181,7 @@ def reference_weights(source) -> Any:
     return None
 
 
-def check_against(ref: ReferenceOutputs, subject, performance) -> None:
+def check_against(ref: ReferenceOutputs, subject, performance, specs: dict | None = None) -> None:
     """After the model under analysis loads, before any work: the reference answered the same
     task on the same data (token ids, test examples), else one line saying what differs."""
     if subject.task != ref.task:
@@ -141,6 +189,9 @@ def check_against(ref: ReferenceOutputs, subject, performance) -> None:
             "reference",
             f"the {ref.name} is a {ref.task} model and {subject.info.name} a {subject.task} model: compare models of one kind",
         )
+    _check_baselines(ref, subject, specs or {})
+    if ref.outputs is None:
+        return  # no performance analyzer: only the baselines compare
     if ref.task == "causal_lm":
         from modelxray.analyzers.performance.windows import lm_windows
 
@@ -160,6 +211,8 @@ def check_against(ref: ReferenceOutputs, subject, performance) -> None:
                 f"the {ref.name} was scored on other examples than {subject.info.name} ({differs}): the two "
                 "tokenize the data differently; compare models that share a tokenizer",
             )
+    elif ref.task in VISION_TASKS:
+        _check_same_images(ref, subject)
     elif ref.task == "classification":
         logits, data = ref.outputs["logits"], subject.data
         n = int(getattr(data, "x_test", torch.zeros(0)).shape[0])
@@ -169,6 +222,40 @@ def check_against(ref: ReferenceOutputs, subject, performance) -> None:
                 f"the {ref.name} gave {tuple(logits.shape)} logits; {subject.info.name} is scored on {n} test examples "
                 f"of {getattr(data, 'n_classes', '?')} classes: compare classifiers of the same classes on the same data",
             )
+
+
+def _check_baselines(ref: ReferenceOutputs, subject, specs: dict) -> None:
+    """quant_impact and bitwidth take a language model's reference as their baseline, on the same tokens."""
+    from modelxray.metrics.windows import lm_eval_windows
+
+    for name, baseline in ref.baselines.items():
+        differs = baseline.same_tokens(lm_eval_windows(subject.data, subject.batches, specs[name][0]))
+        if differs:
+            raise ConfigError(
+                "reference",
+                f"the {ref.name} was scored on other tokens than {subject.info.name} ({differs}): the two tokenize "
+                "the data differently; compare models that share a tokenizer",
+            )
+
+
+def _check_same_images(ref: ReferenceOutputs, subject) -> None:
+    """A vision reference saw the same number of images (and, for segmentation maps, at the same size)."""
+    out, n = ref.outputs, int(subject.data.n_examples)
+    got = (
+        len(out["detections"])
+        if "detections" in out
+        else int(next(v for v in out.values() if isinstance(v, torch.Tensor)).shape[0])
+    )
+    maps = out.get("class_maps")
+    masks = getattr(subject.data, "masks", None)
+    if got != n or (maps is not None and masks is not None and tuple(maps.shape) != tuple(masks.shape)):
+        shape = f"{tuple(maps.shape)} maps" if maps is not None else f"{got} images"
+        raise ConfigError(
+            "reference",
+            f"the {ref.name} gave {shape}; {subject.info.name} is scored on {n} images"
+            + (f" of {tuple(masks.shape[1:])} pixels" if masks is not None else "")
+            + ": compare models that take the same image size on the same data",
+        )
 
 
 def weights_fingerprint(model: torch.nn.Module) -> str:
@@ -185,15 +272,17 @@ def weights_fingerprint(model: torch.nn.Module) -> str:
     return digest.hexdigest()[:24]
 
 
-def content_key(source, dataset, performance, weights: str | None = None) -> str:
+def content_key(source, dataset, performance, weights: str | None = None, specs: dict | None = None) -> str:
     """What the reference's outputs depend on, hashed: its config and files (size and time of each),
-    the dataset's config, the performance analyzer's scoring settings and the library versions."""
+    the dataset's config, the scoring settings (the performance analyzer's, and the windows of each
+    analyzer taking it as baseline) and the library versions."""
     described = {
         "format": STATE_FORMAT,
         "source": [type(source).__qualname__, dataclasses.asdict(source)],
         "files": _fingerprints(source),
         "dataset": [type(dataset).__qualname__, dataclasses.asdict(dataset)] if dataset is not None else None,
-        "scoring": dataclasses.asdict(performance),
+        "scoring": dataclasses.asdict(performance) if performance is not None else None,
+        "baselines": specs or {},
         "versions": versions(),  # a model built from a config (random weights) depends on torch's and transformers'
         "weights": weights,
     }
@@ -229,18 +318,21 @@ def _capture(subject, performance, name: str, progress: bool) -> dict:
         if windows is not None:
             windows["label"] = f"the {name}"
         state["reference"] = {"windows": windows, "texts": ref.texts, "frame_logprobs": ref.frame_logprobs}
-    else:
-        state["reference"] = {k: v for k, v in capture(subject, performance).items() if isinstance(v, torch.Tensor)}
+    else:  # tensors, and a detector's list of per-image detections
+        outputs = capture(subject, performance).items()
+        state["reference"] = {k: v for k, v in outputs if isinstance(v, torch.Tensor) or k == "detections"}
     return state
 
 
 def _from_state(state: dict, cached: str | None) -> ReferenceOutputs:
-    if state["task"] == "causal_lm":
-        from modelxray.measure.reference import Reference
+    from modelxray.measure.reference import Reference
 
+    baselines = {name: Reference.from_state(s) for name, s in state.get("baselines", {}).items()}
+    if state["reference"] is None:
+        return ReferenceOutputs(state["task"], None, state["name"], cached, baselines)
+    if state["task"] == "causal_lm":
         outputs = Reference.from_state(state["reference"])
     elif state["task"] in TEXT_AND_SPEECH_TASKS:
-        from modelxray.measure.reference import Reference
         from modelxray.measure.task_outputs import TaskReference
 
         saved = state["reference"]
@@ -248,4 +340,4 @@ def _from_state(state: dict, cached: str | None) -> ReferenceOutputs:
         outputs = TaskReference(windows, saved["texts"], saved["frame_logprobs"])
     else:
         outputs = {**state["reference"], "label": f"the {state['name']}"}
-    return ReferenceOutputs(state["task"], outputs, state["name"], cached)
+    return ReferenceOutputs(state["task"], outputs, state["name"], cached, baselines)

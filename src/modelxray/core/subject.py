@@ -63,6 +63,9 @@ class Subject:
     processor: Any = None  # a speech model's feature extractor, a detector's or VLM's processor
     # reference=file|hf: the reference's weights, read one tensor at a time (models.weights_file)
     reference_weights: Any = None
+    # reference=file|hf|gguf on a language model: the reference's outputs on an analyzer's own windows
+    # (analyzer name -> measure.reference.Reference), its baseline instead of the model as loaded
+    reference_baselines: dict[str, Any] = field(default_factory=dict)
 
     def with_model(self, model: nn.Module, step: dict[str, Any]) -> Subject:
         """A copy of this subject holding a transformed model, recording the step that made it."""

@@ -35,6 +35,8 @@ class Quantizer(QuantPresentation, Configurable):
     # keeps float weights that hold quantized values (RTN, GPTQ, AWQ): quality is exact, memory and
     # speed are the float model's; False where the quantized weights are stored and run (casts, libraries)
     simulated: ClassVar[bool] = True
+    # its quantize() takes ``progress=`` (the run's progress key): work long enough to show a bar
+    reports_progress: ClassVar[bool] = False
 
     def check(self, model: nn.Module, name: str | None = None) -> None:
         """Checks against the model that must fail before any work (a bit plan matching nothing, a

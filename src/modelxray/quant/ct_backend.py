@@ -35,6 +35,7 @@ class CompressedTensorsQuantizer(LibraryQuantizer):
     pip: ClassVar[str] = "compressed-tensors"
     # the checkpoint loads decompressed: float weights holding the quantized values (vLLM runs the packed ones)
     simulated: ClassVar[bool] = True
+    reports_progress: ClassVar[bool] = True  # compressing, saving and loading the checkpoint
 
     scheme: str = "W4A16"  # W4A16 | W8A16 | W8A8 (int8 weights and activations)
     group_size: int | None = None  # weights per scale for the grouped schemes; null: the scheme's (128)
@@ -82,10 +83,10 @@ class CompressedTensorsQuantizer(LibraryQuantizer):
             )
 
     def quantize(
-        self, model: nn.Module, calibration: Any = None, *, in_place: bool = False
+        self, model: nn.Module, calibration: Any = None, *, in_place: bool = False, progress: bool = True
     ) -> tuple[nn.Module, Result]:
         self.check(model)
-        return implementation("modelxray.quant.ct_impl").quantize_compressed_tensors(self, model)
+        return implementation("modelxray.quant.ct_impl").quantize_compressed_tensors(self, model, progress)
 
     def step(self, result: Result) -> dict[str, Any]:
         return {"method": "compressed_tensors", "scheme": self.scheme}

@@ -12,7 +12,9 @@ quantized forward in memory, and the report says so.
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import io
 import tempfile
 import time
 from pathlib import Path
@@ -36,7 +38,15 @@ BITS = {"W4A16": 4, "W8A16": 8, "W8A8": 8}
 STORED = ("weight_packed", "weight", "weight_scale", "weight_zero_point")  # what a compressed layer keeps
 
 
-def quantize_compressed_tensors(quantizer: CompressedTensorsQuantizer, model: nn.Module) -> tuple[nn.Module, Result]:
+def quantize_compressed_tensors(
+    quantizer: CompressedTensorsQuantizer, model: nn.Module, progress: bool = True
+) -> tuple[nn.Module, Result]:
+    """``progress`` False: the libraries' own bars (compressing, writing, loading) are not shown."""
+    with contextlib.nullcontext() if progress else contextlib.redirect_stderr(io.StringIO()):
+        return _quantize(quantizer, model)
+
+
+def _quantize(quantizer: CompressedTensorsQuantizer, model: nn.Module) -> tuple[nn.Module, Result]:
     import compressed_tensors
     from compressed_tensors.compressors import ModelCompressor
 

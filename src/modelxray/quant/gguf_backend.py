@@ -40,6 +40,7 @@ class GGUFQuantizer(LibraryQuantizer):
     pip: ClassVar[str] = "llama-cpp-python (it builds llama.cpp, about 10 minutes)"
     # llama.cpp's stored weights, dequantized into the float model: memory and speed are PyTorch's
     simulated: ClassVar[bool] = True
+    reports_progress: ClassVar[bool] = True  # llama.cpp's quantizer reports each tensor
 
     type: str = "Q4_K_M"  # llama.cpp's file type: Q8_0, Q6_K, Q5_K_M, Q4_K_M, IQ4_XS, Q3_K_M, Q2_K ...
     threads: int = 0  # threads of llama.cpp's quantizer; 0: the run's torch threads
@@ -56,10 +57,10 @@ class GGUFQuantizer(LibraryQuantizer):
         return f"llama.cpp {self.type}"
 
     def quantize(
-        self, model: nn.Module, calibration: Any = None, *, in_place: bool = False
+        self, model: nn.Module, calibration: Any = None, *, in_place: bool = False, progress: bool = True
     ) -> tuple[nn.Module, Result]:
         self.check(model)
-        return implementation("modelxray.quant.gguf_impl").quantize_gguf(self, model)
+        return implementation("modelxray.quant.gguf_impl").quantize_gguf(self, model, progress)
 
     def step(self, result: Result) -> dict[str, Any]:
         return {"method": "gguf", "type": self.type}

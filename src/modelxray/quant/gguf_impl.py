@@ -14,6 +14,7 @@ no stored value.
 from __future__ import annotations
 
 import copy
+import logging
 import re
 import subprocess
 import sys
@@ -99,6 +100,16 @@ def write_source(model: nn.Module, path: Path, arch: str | None, names: dict[str
     tensor above the model's)."""
     import gguf
 
+    chatter = logging.getLogger("gguf")  # the writer logs each file it writes at INFO: not the run's news
+    level = chatter.level
+    chatter.setLevel(logging.WARNING)
+    try:
+        _write(gguf, model, path, arch, names)
+    finally:
+        chatter.setLevel(level)
+
+
+def _write(gguf, model: nn.Module, path: Path, arch: str | None, names: dict[str, str]) -> None:
     writer = gguf.GGUFWriter(path, arch or "llama")
     if arch is None:  # a shape llama.cpp accepts for a file of neutral tensors
         for key, value in (("block_count", 1), ("context_length", 1), ("embedding_length", 1)):

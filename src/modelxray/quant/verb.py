@@ -60,6 +60,7 @@ def quantize_subject(
         lambda: dataclasses.replace(subject_calibration(subject, quantizer), progress=progress),
         subject.info.name,
         in_place,
+        progress,
     )
     if result is None:
         return subject, None
@@ -72,15 +73,17 @@ def _quantize(
     calibration: Callable[[], Calibration],
     name: str | None = None,
     in_place: bool = False,
+    progress: bool = True,
 ) -> tuple[nn.Module, Result | None]:
     """The one code path of the verb and the stage: checks against the model first (a bad bit plan,
     or one matching no module, fails before any work), then the calibration data if the method needs
     it, then the work. ``name``: the model's name in messages (the subject's file or config name)."""
     quantizer.check(model, name)
     given = calibration() if quantizer.needs_calibration else None
+    shown = {"progress": progress} if quantizer.reports_progress else {}
     if in_place and quantizer.in_place_capable:
-        return quantizer.quantize(model, given, in_place=True)
-    return quantizer.quantize(model, given)  # a quantizer of the user's may not take in_place
+        return quantizer.quantize(model, given, in_place=True, **shown)
+    return quantizer.quantize(model, given, **shown)  # a quantizer of the user's may not take in_place
 
 
 def as_quantizer(config: Any) -> Quantizer:

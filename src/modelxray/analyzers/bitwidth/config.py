@@ -116,6 +116,9 @@ class BitwidthAnalyzer(Analyzer):
                 raise exc.under(f"custom.{name}") from None
         WeightQuantizer(**self.weight_format(self.low_bits))  # validates the format
 
+    def reference_windows(self) -> tuple[int | None, int, int]:
+        return self.max_windows, self.batch_size, self.kl_windows
+
     def preflight(self, subject) -> None:
         refuse_ctc(subject, "analyzer.bitwidth")
         if subject.task in VISION_TASKS:

@@ -53,7 +53,8 @@ class LanguageModelMode:
     def __init__(self, cfg, subject, work, targets: list[Target], progress: bool):
         windows = lm_eval_windows(subject.data, subject.batches, cfg.max_windows)
         self.cfg, self.targets = cfg, targets
-        self.ref = Reference(work, windows, cfg.batch_size, cfg.kl_windows, progress, "bitwidth: reference")
+        given = subject.reference_baselines.get(cfg.name)  # reference=: another model is the baseline
+        self.ref = given or Reference(work, windows, cfg.batch_size, cfg.kl_windows, progress, "bitwidth: reference")
         self.metrics = self.ref.metrics
         self.probe = max(1, -(-cfg.sensitivity_windows // cfg.batch_size))  # batches per probe
         self.budget = cfg.budget_ppl_increase

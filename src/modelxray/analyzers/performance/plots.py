@@ -76,7 +76,8 @@ def _vision_quality(m: dict) -> str | None:
 def quality_intervals(result) -> list[dict]:
     """Every quality figure of ``result`` that has a 95% interval, as rows ``{panel, figure, value,
     low, high}``: a language model's perplexity (exp of the loss's interval) and top-1 accuracy
-    (windows as units); a classifier's top-k accuracies (Wilson) and, after quantization, the
+    (windows as units), and against its reference the perplexity ratio, top-1 agreement, loss change
+    and KL; a classifier's top-k accuracies (Wilson) and, after quantization, the
     unquantized accuracy, top-1 agreement (Wilson), the paired accuracy and loss changes and the KL
     (normal, from their standard errors); a generic model's cosine similarity per output."""
     rows: list[dict] = []
@@ -96,6 +97,14 @@ def quality_intervals(result) -> list[dict]:
         add(name, name, m, "perplexity")
         predicted = "next-token accuracy" if q.name == "perplexity" else "scored-token accuracy"
         add(predicted, "top-1 accuracy", m, "accuracy")
+        vs = info.get("vs_reference") or {}
+        if vs:  # against the reference: the model before quant=, or reference=
+            who = "reference" if str(vs.get("reference", "")).startswith("the reference") else "unquantized"
+            add(f"ratio to {who}", "perplexity ratio", vs, "ppl_ratio")
+            add(f"agreement with {who}", "same top-1 token", vs, "top1_agree")
+            add(f"nats vs {who}", "loss change", vs, "delta_loss")
+            kl = interval_of(vs, "kl")  # a KL is never below 0
+            add(f"nats vs {who}", f"KL({who} || model)", vs, "kl", kl and (max(kl[0], 0.0), kl[1]))
     elif isinstance(q, Quality):
         n = q.n_scored or 0
         for k, v in sorted(q.accuracy_at.items()):
@@ -134,6 +143,8 @@ def _quality(result):
             ax.annotate(f"{r['value']:.4g}", (r["value"], i), textcoords="offset points", xytext=(0, 7), ha="center")
         if "change" in panel or "nats" in panel:
             ax.axvline(0.0, color="#888", lw=0.8, ls="--")
+        elif panel.startswith("ratio to"):
+            ax.axvline(1.0, color="#888", lw=0.8, ls="--")
         ax.set_yticks(y, df["figure"])
         ax.set_ylim(-0.7, len(df) - 0.3)
         ax.invert_yaxis()

@@ -57,7 +57,8 @@ def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
         result.metrics["embedding_dim"] = float(out["embeddings"].shape[1])
         if ref is not None:
             result.metrics.update(cosine_drift(out["embeddings"], ref["embeddings"]))
-    result.insights.append(_sentence(task, result.metrics, data.description, ref is not None))
+    against = None if ref is None else ref.get("label", "the unquantized model")
+    result.insights.append(_sentence(task, result.metrics, data.description, against))
 
 
 def _confident(dets: list[dict], score: float) -> list[dict]:
@@ -82,23 +83,25 @@ def _shown(dets: list[dict], n: int) -> list[dict]:
     ]
 
 
-def _sentence(task: str, m: dict, desc: str, quantized: bool) -> str:
+def _sentence(task: str, m: dict, desc: str, against: str | None) -> str:
+    """The task's quality in words; ``against``: the model its outputs are compared with (the
+    unquantized model, or the run's reference), None when there is none."""
     if task == "object_detection":
         s = f"mAP@[.5:.95] {m['map']:.3f} ± {m['map_se']:.3f} and mAP@.5 {m['map_50']:.3f} ± {m['map_50_se']:.3f}"
         s += f" over {int(m['objects'])} objects in {int(m['images_scored'])} images ({desc})"
-        if quantized:
-            s += f"; against the unquantized model's detections mAP@.5 {m['unquantized_map_50']:.3f}"
+        if against:
+            s += f"; against the detections of {against} mAP@.5 {m['unquantized_map_50']:.3f}"
     elif task == "semantic_segmentation":
         s = f"mean IoU {m['miou']:.3f} ± {m['miou_se']:.3f}, pixel accuracy {m['pixel_accuracy']:.3f} ({desc})"
-        if quantized:
-            s += f"; against the unquantized masks: mean IoU {m['unquantized_miou']:.3f}, pixels agree {m['pixel_agree']:.4f}"
+        if against:
+            s += f"; against the masks of {against}: mean IoU {m['unquantized_miou']:.3f}, pixels agree {m['pixel_agree']:.4f}"
     else:
         s = (
             f"k-NN accuracy of the embeddings {m['knn_accuracy']:.3f} (95% CI {m['knn_accuracy_ci_low']:.3f}-"
             f"{m['knn_accuracy_ci_high']:.3f}, k={int(m['knn_k'])}, leave-one-out on {desc})"
         )
-        if quantized:
-            s += f"; cosine drift from the unquantized embeddings {m['embedding_drift']:.2e} ± {m['embedding_drift_se']:.1e}"
+        if against:
+            s += f"; cosine drift from the embeddings of {against} {m['embedding_drift']:.2e} ± {m['embedding_drift_se']:.1e}"
     return (s if s.startswith("mAP") else s[0].upper() + s[1:]) + "."
 
 

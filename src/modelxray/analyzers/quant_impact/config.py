@@ -122,6 +122,9 @@ class QuantImpactAnalyzer(Analyzer):
             except MissingLibrary:
                 pass  # listed as skipped, with the install line, when the strategies run
 
+    def reference_windows(self) -> tuple[int | None, int, int]:
+        return self.eval_windows, self.batch_size, self.kl_windows
+
     def preflight(self, subject) -> None:
         if subject.task in VISION_TASKS:
             return  # its images come with the run (data.for_vision_kind)

@@ -39,6 +39,12 @@ def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
     ]
     base = next((r for r in rows if r["strategy"] == "none"), rows[0])
     best = max(rows, key=lambda r: r[f"score_{priority}"])
+    baseline = data.get("baseline", "the unquantized model")
+    if baseline != "the unquantized model":  # reference=: another model is what every strategy is compared with
+        out.append(
+            f"Every loss change, KL and agreement is against {baseline} on the same tokens; 'none' is the model "
+            "as loaded, compared with it like the others."
+        )
     if classifier:
         quality = (
             f"{quality_name} {best['accuracy']:.3f} (baseline {base['accuracy']:.3f}, "
@@ -60,7 +66,7 @@ def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
             "timing noise."
         )
     if not classifier:
-        out += _indistinguishable(rows, base, data["reference"])
+        out += _indistinguishable(rows, base, data["reference"], baseline)
     for r in rows:
         if r["strategy"] == base["strategy"]:
             continue
@@ -78,17 +84,21 @@ def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
     return out
 
 
-def _indistinguishable(rows: list[dict], base: dict, reference: dict) -> list[str]:
-    """Strategies whose paired loss change against the unquantized model is within two standard
-    errors of zero: on the tokens the ``reference`` scored they cannot be told apart from it."""
+def _indistinguishable(rows: list[dict], base: dict, reference: dict, baseline: str) -> list[str]:
+    """Strategies whose paired loss change against the baseline (the unquantized model, or the
+    reference model) is within two standard errors of zero: on the tokens the ``reference`` scored
+    they cannot be told apart from it."""
+    external = baseline != "the unquantized model"
     same = [
-        r for r in rows if r is not base and indistinguishable(r.get("delta_loss", math.nan), r.get("delta_loss_se"))
+        r
+        for r in rows
+        if (external or r is not base) and indistinguishable(r.get("delta_loss", math.nan), r.get("delta_loss_se"))
     ]
     if not same:
         return []
     tokens = int(reference["tokens_scored"])
     parts = ", ".join(f"{r['strategy']} ({r['delta_loss']:+.4f} ± {r['delta_loss_se']:.4f} nats)" for r in same)
     return [
-        f"Indistinguishable from {base['strategy']} on {tokens:,} tokens (loss change within two standard errors "
+        f"Indistinguishable from {baseline if external else base['strategy']} on {tokens:,} tokens (loss change within two standard errors "
         f"of zero, paired by window): {parts}."
     ]

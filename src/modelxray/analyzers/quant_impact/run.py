@@ -89,7 +89,8 @@ class _Mode:
             self.quality = "zero-shot accuracy" if self.zero_shot else "accuracy"
         else:
             windows = lm_eval_windows(subject.data, subject.batches, cfg.eval_windows)
-            self.ref = Reference(
+            given = subject.reference_baselines.get(cfg.name)  # reference=: another model is the baseline
+            self.ref = given or Reference(
                 subject.model, windows, cfg.batch_size, cfg.kl_windows, ctx.progress, "quant_impact: reference"
             )
             if isinstance(windows[0].inputs, NamedTensors):  # a text or speech task: its own examples
@@ -222,6 +223,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
             "unsupported": unsupported,
             "priority": cfg.priority,
             "reference": mode.ref.metrics,
+            "baseline": getattr(mode.ref, "label", "the unquantized model"),  # reference=: the other model
             "task": subject.task,
             "quality_metric": mode.quality,
             "scoring": mode.scoring(),
