@@ -118,3 +118,31 @@ def test_the_cache_note_reaches_the_advice_and_the_text():
     assert note.startswith("aten.add moved bytes faster than the measured copy bandwidth (10.0 GB/s)")
     assert "not an error" in note
     assert advice.cache_note([r for r in roof if not r["in_cache"]], 10.0) is None
+
+
+def test_precision_advice_after_quantization_where_most_matrices_lose_nothing():
+    """A model quantized to 4 bits whose rows are narrower than a group is already on inspect's
+    4-bit grid: the median error is 0, and only a matrix that still loses something is advised."""
+    rows = [
+        {
+            "name": f"m{i}.weight",
+            "shape": [64, 64],
+            "numel": 4096,
+            "quant_sensitivity": 0.0,
+            "kurtosis": 0.0,
+            "outlier_share": 0.0,
+        }
+        for i in range(4)
+    ]
+    rows.append({**rows[0], "name": "head.weight", "quant_sensitivity": 0.12})
+    keep = advice.precision_candidates(rows, top=5, bits=4, ratio=1.25, min_numel=64)
+    assert [r["target"] for r in keep] == ["head.weight"]
+    assert "where most matrices lose nothing" in keep[0]["why"]
+
+
+def test_inspect_runs_after_quantization(tmp_path):
+    import modelxray
+
+    args = ["debug=tiny", "model.n_layer=1", "quant=int4", "analyzer=inspect", "analyzer.inspect.compute=false"]
+    out = modelxray.analyze([*args, "analyzer.inspect.energy=false", "report.dashboard=false"], output_dir=tmp_path)
+    assert not out.failed, out.results["inspect"].error

@@ -144,3 +144,21 @@ def test_torchao_int4_says_where_its_kernels_are_missing(tmp_path):
     out = modelxray.analyze([*args, "analyzer=[quant_impact]", strategies], output_dir=tmp_path)
     (skipped,) = out.results["quant_impact"].tables["unsupported"]
     assert skipped["strategy"] == "int4_torchao" and "mslk" in skipped["reason"]
+
+
+@pytest.mark.parametrize("option", [*OPTIONS, "int8_torchao"])
+def test_weight_statistics_read_the_weight_a_library_computes_with(option):
+    """Inspect's tensors of a quantized model are the library's dequantized weights (never packed
+    codes), under the layer's weight name and in its shape."""
+    from modelxray.models.quantized_weights import dequantized_tensors
+
+    library = OPTIONS.get(option, ("torchao", ""))[0]
+    pytest.importorskip(library, reason=f"{library} is not installed")
+    quantized, report = modelxray.quantize(_gpt2(), option)
+    tensors = dict(dequantized_tensors(quantized))
+    for row in report.tables["layers"]:
+        module = quantized.get_submodule(row["module"])
+        got = tensors[f"{row['module']}.weight"]
+        assert got.is_floating_point() and got.numel() == row["elements"]
+        assert torch.allclose(got.float(), _dequantized(module).float().reshape(got.shape))
+    assert not any(k.endswith(("W_q", "scale", "zero")) for k in tensors)  # HQQ's packed codes are not weights

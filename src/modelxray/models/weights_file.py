@@ -90,9 +90,11 @@ def _mmap_state_dict(path: Path) -> dict[str, torch.Tensor]:
 
 def named_tensors(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
     """Every weight of ``model`` once (tied weights once), without copying: parameters of a
-    runnable model, or the file's tensors of a ``WeightsFile``."""
+    runnable model (a quantized library's dequantized, ``quantized_weights``), or the file's
+    tensors of a ``WeightsFile``."""
     if isinstance(model, WeightsFile):
         yield from model.iter_tensors()
         return
-    for name, p in model.named_parameters():
-        yield name, p.detach()
+    from modelxray.models.quantized_weights import dequantized_tensors
+
+    yield from dequantized_tensors(model)

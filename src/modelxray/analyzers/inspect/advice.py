@@ -55,17 +55,24 @@ def precision_candidates(rows: list[dict], top: int, bits: int, ratio: float, mi
         return []
     median = statistics.median(r["quant_sensitivity"] for r in mats)
     worst = sorted(mats, key=lambda r: -r["quant_sensitivity"])[:top]
+
+    def against_median(error: float) -> str:
+        if median > 0:
+            return f"x{error / median:.2f} the model median {median:.3f}"
+        return (
+            "where most matrices lose nothing (already on that grid: a quantized model, or rows narrower than a group)"
+        )
+
     return [
         {
             "action": "keep higher precision",
             "target": r["name"],
-            "why": f"{bits}-bit RTN relative error {r['quant_sensitivity']:.3f}, x{r['quant_sensitivity'] / median:.2f} "
-            f"the model median {median:.3f}; "
+            "why": f"{bits}-bit RTN relative error {r['quant_sensitivity']:.3f}, {against_median(r['quant_sensitivity'])}; "
             f"kurtosis {r['kurtosis']:.1f}, outliers {r['outlier_share']:.2%}",
             "value": r["quant_sensitivity"],
         }
         for r in worst
-        if r["quant_sensitivity"] >= ratio * median
+        if r["quant_sensitivity"] > 0 and r["quant_sensitivity"] >= ratio * median
     ]
 
 

@@ -89,9 +89,7 @@ def _against_reference(model, reference, result: Result, top: int) -> None:
     ``top`` most changed and the totals; tensors found in one only are counted."""
     from modelxray.metrics.tensor_difference import tensor_difference
 
-    mine = {}
-    for name, t in named_tensors(model):
-        mine[name] = t.dequantize() if hasattr(t, "dequantize") else t
+    mine = dict(named_tensors(model))  # a quantized library's weights dequantized
     rows, shape_differs, seen = [], [], set()
     for name, ref in reference.iter_tensors():
         seen.add(name)
