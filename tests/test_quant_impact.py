@@ -101,3 +101,35 @@ def test_quant_impact_end_to_end(trained_tiny, tmp_path, monkeypatch):
     assert {"quantize", "inference"} <= set(timeline["phase"]) and set(timeline["strategy"]) == set(strategies)
     assert len(pd.read_csv(io.StringIO(result.texts["quant_impact_strategies.csv"]))) == len(strategies)
     assert "none_perplexity" in result.metrics and "int2_score_balanced" in result.metrics
+
+
+def test_the_memory_sentence_names_the_strategies_that_quantized_in_place(tmp_path):
+    """A cast is quantized in place without being simulated: the sentence names it, not "each simulated strategy"."""
+    args = ["debug=tiny", "model.n_layer=1", "dataset.max_tokens=512", "dataset.seq_len=64", "report.dashboard=false"]
+    import modelxray
+
+    out = modelxray.analyze(
+        [*args, "analyzer=[quant_impact]", "analyzer.quant_impact.strategies=[none,fp16]"], output_dir=tmp_path
+    )
+    result = out.results["quant_impact"]
+    (said,) = [s for s in result.sentences(out.results) if s.startswith("Memory:")]
+    assert said.startswith("Memory: fp16 quantized the model in place.")
+
+
+def test_a_recommendation_that_is_not_the_smallest_says_why():
+    from modelxray.analyzers.quant_impact.insights import strategy_insights
+
+    def row(name, size, quality):
+        scores = {f"score_{p}": 0.5 for p in ("accuracy", "speed", "memory", "balanced")}
+        return {"strategy": name, "weight_bytes": size, "quality_ratio": quality, "perplexity": 20 / quality,
+                "tokens_per_s": 100.0, "simulated": True, **scores}  # fmt: skip
+
+    rows = [row("none", 4e6, 1.0), {**row("int8", 1e6, 0.99), "score_memory": 0.9}, row("int2", 0.5e6, 0.2)]
+    data = {
+        "scoring": {"classifier": False, "throughput": "tokens_per_s", "unit": "tokens/s"},
+        "hardware": {"cpu_model": "cpu", "physical_cores": 2, "ram_bytes": 2**34, "gpus": [], "torch": "2"},
+        "quality_metric": "perplexity", "reference": {"tokens_scored": 100}, "unsupported": [],
+    }  # fmt: skip
+    said = strategy_insights("memory", rows, data)
+    (why,) = [s for s in said if s.startswith("The smallest")]
+    assert "int2" in why and "memory 0.6, quality 0.2 and speed 0.2" in why and "0.20 of the baseline's quality" in why

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from modelxray.analyzers.quant_impact.config import PRIORITIES
 from modelxray.core.formatting import human_bytes
 from modelxray.core.result import Result
 from modelxray.metrics.distinguish import indistinguishable
@@ -21,7 +22,8 @@ def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
         return []
     out = strategy_insights(cfg.priority, rows, result.data)
     if "original_weights" in result.data:
-        out.append(f"Memory: each simulated strategy quantized the model in place. {result.data['original_weights']}")
+        names = result.data.get("in_place") or ["each strategy that can"]
+        out.append(f"Memory: {', '.join(names)} quantized the model in place. {result.data['original_weights']}")
     return out
 
 
@@ -57,6 +59,14 @@ def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
         f"(baseline {human_bytes(base['weight_bytes'])}), {best[throughput]:,.0f} {unit} "
         f"(baseline {base[throughput]:,.0f})."
     )
+    smallest = min(rows, key=lambda r: r["weight_bytes"])
+    if priority in PRIORITIES and smallest is not best and smallest["weight_bytes"] < best["weight_bytes"]:
+        wq, ws, wm = PRIORITIES[priority]
+        out.append(
+            f"The smallest, {smallest['strategy']} ({human_bytes(smallest['weight_bytes'])}), is not recommended: "
+            f"the '{priority}' score weighs memory {wm:g}, quality {wq:g} and speed {ws:g}, and {smallest['strategy']} "
+            f"keeps {smallest['quality_ratio']:.2f} of the baseline's quality against {best['quality_ratio']:.2f}."
+        )
     sim = [r["strategy"] for r in rows if r["simulated"]]
     if sim:
         out.append(

@@ -186,7 +186,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     profile = hardware_profile()
     mode = _Mode(cfg, subject, ctx)
     device = model_device(subject.model)
-    rows, timelines, unsupported = [], [], []
+    rows, timelines, unsupported, in_place = [], [], [], []
     float_speed = FloatSpeed(cfg, subject, mode)
     originals = None  # the model's tensors as loaded, for the strategies that quantize it in place
     try:
@@ -202,6 +202,8 @@ def run(cfg, subject, ctx: RunContext) -> Result:
             if reason is None:
                 if quantizer.in_place_capable and originals is None:
                     originals = ctx.keep_originals(subject.model)
+                if quantizer.in_place_capable:
+                    in_place.append(name)
                 try:
                     rows.append(_measure(cfg, name, quantizer, why, subject, mode, device, timelines, ctx, float_speed))
                 except ConfigError as exc:  # the quantizer refuses this model (one line): list it, go on
@@ -231,6 +233,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     )
     if originals is not None:  # where the strategies that quantize in place found the weights again
         result.data["original_weights"] = originals.describe()
+        result.data["in_place"] = in_place
     result.tables["unsupported"] = unsupported
     if not rows:
         return result
