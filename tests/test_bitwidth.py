@@ -311,3 +311,24 @@ def test_the_recommendation_states_its_uncertainty_and_the_plots_draw_it(trained
     by_size = sorted(rows.values(), key=lambda r: -r["effective_bits"])
     kl = [(r["kl"] - z * r["kl_se"], r["kl"] + z * r["kl_se"]) for r in by_size]
     assert approx_nested(_segments(figs["bit_width_configurations.png"].axes[1]), kl)
+
+
+def test_quality_axes_label_values_without_an_offset():
+    """Perplexities of about 1e8 that differ in their last digits: the axis shows the values, not
+    "+1e8" and a baseline at "0.000"."""
+    from modelxray.analyzers.bitwidth.plots import _accuracy_vs_bits
+    from modelxray.core.result import Result
+
+    base = 1.234e8
+    rows = [
+        {"config": f"int{b}", "effective_bits": b + 0.1, "perplexity": base + 40 * (8 - b), "pareto": b == 8}
+        for b in (8, 6, 4)
+    ]
+    result = Result("bitwidth", data={"task": "causal_lm", "reference": {"perplexity": base}})
+    fig = _accuracy_vs_bits(result, rows)
+    fig.canvas.draw()
+    axis = fig.axes[0].yaxis
+    assert axis.get_major_formatter().get_offset() == ""
+    assert all(
+        float(t.get_text().replace(",", "").replace("\u2212", "-")) > 1e8 for t in axis.get_ticklabels() if t.get_text()
+    )

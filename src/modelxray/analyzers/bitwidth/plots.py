@@ -93,6 +93,8 @@ def _scatter(ax, result, rows, annotate=True):
     if log:
         ax.set_yscale("log")
         _log_axis(ax.yaxis)
+    else:  # tick labels as the values themselves: an offset (+1e8) would show the baseline as "0.000"
+        ax.ticklabel_format(axis="y", useOffset=False, style="plain")
     ax.set_xlabel("effective bits per quantized weight (incl. scales)")
     ax.set_ylabel(label + (" (log scale)" if log else ""))
     ax.legend(fontsize=8)
@@ -133,6 +135,7 @@ def _configurations(result, rows):
         if err is not None:  # the intervals inside the axis
             values += [v - e for v, e in zip(df[key], err[0])] + [v + e for v, e in zip(df[key], err[1])]
         axes[0][0].set_xlim(min(values) * 0.98, max(values) * 1.01)
+        axes[0][0].ticklabel_format(axis="x", useOffset=False, style="plain")
     axes[0][0].axvline(ref, color="#2c3e50", ls="--", lw=1)
     fig.suptitle("Bit-width configurations")
     return fig
