@@ -54,6 +54,18 @@ def test_architecture_kinds(gpt2):
     assert classify(nn.LSTM(4, 4))[0] == "RNN"
 
 
+def test_a_mamba_model_is_a_state_space_model_not_a_cnn():
+    from transformers import MambaConfig, MambaForCausalLM
+
+    from modelxray.models.architecture import classify_names
+
+    mamba = MambaForCausalLM(MambaConfig(vocab_size=64, hidden_size=16, state_size=4, num_hidden_layers=1))
+    kind, why = classify(mamba)
+    assert kind == "state-space model" and "MambaForCausalLM" in why
+    shapes = {n: tuple(p.shape) for n, p in mamba.named_parameters()}
+    assert classify_names(list(shapes), shapes)[0] == "state-space model (from tensor names)"
+
+
 def test_input_inference(gpt2):
     spec = infer_input(gpt2, batch_size=2, seq_len=64, input_shape=None)
     assert spec == {"kind": "token_ids", "shape": [2, 64], "vocab_size": 257, "context_length": 512, "source": "config"}

@@ -6,8 +6,9 @@ attention modules plus a token embedding make a transformer (decoder-only when t
 causal-LM head or its config says ``is_decoder``; encoder-decoder when the config says so; encoder
 otherwise); convolutions without attention make a CNN; only linear layers make an MLP; recurrent
 layers an RNN; attention whose only convolution cuts the image into patches a vision transformer;
-an image tower beside a text tower a dual encoder; other convolutions or recurrence mixed with
-attention a hybrid."""
+an image tower beside a text tower a dual encoder; selective state-space layers (Mamba's ``A_log``)
+a state-space model, not a CNN for its depthwise convolution; other convolutions, recurrence or
+state-space layers mixed with attention a hybrid."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
+import torch
 from torch import nn
 
 _ATTN_NAME = re.compile(r"(attn|attention|self_attn|q_proj|query)", re.IGNORECASE)
@@ -30,7 +32,7 @@ def type_name(m: nn.Module) -> str:
 
 @dataclass
 class Architecture:
-    kind: str  # decoder-only transformer | encoder-decoder transformer | encoder transformer | vision transformer | dual encoder (vision + text) | CNN | MLP | RNN | hybrid | unknown
+    kind: str  # decoder-only transformer | encoder-decoder transformer | encoder transformer | vision transformer | dual encoder (vision + text) | state-space model | CNN | MLP | RNN | hybrid | unknown
     reason: str  # the rule that fired, in words
     module_counts: dict[str, int]  # leaf module type -> count
     param_share: dict[str, float]  # owning module type -> share of all parameters
@@ -75,6 +77,13 @@ def classify(model: nn.Module) -> tuple[str, str]:
     convs = [(n, m) for n, m, t in mods if t in _CONV]
     if has_attn and convs and not has_rnn and all(_is_patch_embedding(n, m) for n, m in convs):
         return "vision transformer", "attention over image patches (a patch-embedding convolution)"
+    ssm = any(isinstance(getattr(m, "A_log", None), torch.Tensor) for _, m, _ in mods)  # Mamba's decay parameters
+    if has_attn and ssm:
+        return "hybrid", "attention together with state-space layers (A_log: Mamba's selective scan)"
+    if ssm:
+        lm = next((t for _, _, t in mods if "CausalLM" in t or "LMHead" in t), None)
+        what = f", a causal-LM head ({lm})" if lm else ""
+        return "state-space model", f"selective state-space layers (A_log) with a causal depthwise convolution{what}, no attention"
     if has_attn and (has_conv or has_rnn):
         return "hybrid", "attention together with " + ("convolutions" if has_conv else "recurrent layers")
     if has_attn:
@@ -117,6 +126,8 @@ def classify_names(names: list[str], shapes: dict[str, tuple[int, ...]]) -> tupl
         return "decoder-only transformer (from tensor names)", "attention and token-embedding tensor names"
     if has_attn:
         return "transformer (from tensor names)", "attention tensor names"
+    if "A_log" in joined:
+        return "state-space model (from tensor names)", "A_log tensors (Mamba's selective scan)"
     if conv:
         return "CNN (from tensor shapes)", "3- to 5-D weight tensors (convolutions)"
     if any(len(s) == 2 for s in shapes.values()):
