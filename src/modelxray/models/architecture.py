@@ -83,7 +83,10 @@ def classify(model: nn.Module) -> tuple[str, str]:
     if ssm:
         lm = next((t for _, _, t in mods if "CausalLM" in t or "LMHead" in t), None)
         what = f", a causal-LM head ({lm})" if lm else ""
-        return "state-space model", f"selective state-space layers (A_log) with a causal depthwise convolution{what}, no attention"
+        return (
+            "state-space model",
+            f"selective state-space layers (A_log) with a causal depthwise convolution{what}, no attention",
+        )
     if has_attn and (has_conv or has_rnn):
         return "hybrid", "attention together with " + ("convolutions" if has_conv else "recurrent layers")
     if has_attn:

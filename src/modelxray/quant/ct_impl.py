@@ -52,7 +52,8 @@ def _quantize(quantizer: CompressedTensorsQuantizer, model: nn.Module) -> tuple[
 
     start = time.perf_counter()
     original, work = model, copy.deepcopy(model)
-    chosen = chosen_linears(find_targets(work), quantizer.skip)
+    targets = {t.name: t for t in find_targets(work)}
+    chosen = chosen_linears(list(targets.values()), quantizer.skip)
     savable = hasattr(work, "save_pretrained") and all(
         isinstance(work.get_submodule(n), torch.nn.Linear) for n in chosen
     )
@@ -97,8 +98,8 @@ def _quantize(quantizer: CompressedTensorsQuantizer, model: nn.Module) -> tuple[
             {
                 "module": name,
                 "kind": "linear",
-                "component": "",
-                "block": None,
+                "component": targets[name].component,
+                "block": targets[name].block,
                 "bits": BITS[quantizer.scheme],
                 "format": f"compressed-tensors {quantizer.scheme}",
                 "elements": orig.numel(),

@@ -211,7 +211,7 @@ def _read_back(model: nn.Module, reader, names: dict[str, str], skip: list[str],
     import gguf
 
     params = dict(model.named_parameters())
-    kind = {f"{t.name}.weight": t.kind for t in targets}
+    by_weight = {f"{t.name}.weight": t for t in targets}
     rows = []
     for tensor in reader.tensors:
         name = names.get(tensor.name)
@@ -229,9 +229,9 @@ def _read_back(model: nn.Module, reader, names: dict[str, str], skip: list[str],
         rows.append(
             {
                 "module": module,
-                "kind": kind.get(name, "weight"),
-                "component": "",
-                "block": None,
+                "kind": by_weight[name].kind if name in by_weight else "weight",
+                "component": by_weight[name].component if name in by_weight else "",
+                "block": by_weight[name].block if name in by_weight else None,
                 "bits": round(8 * int(tensor.n_bytes) / p.numel(), 4),
                 "format": tensor.tensor_type.name,
                 "elements": p.numel(),

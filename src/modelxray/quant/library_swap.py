@@ -54,7 +54,8 @@ def quantize_linears(
     ``dequantized`` weight (sizes of the original model)."""
     start = time.perf_counter()
     original, model = model, copy.deepcopy(model)
-    chosen = chosen_linears(find_targets(model), quantizer.skip)
+    targets = {t.name: t for t in find_targets(model)}
+    chosen = chosen_linears(list(targets.values()), quantizer.skip)
     conv1d_to_linear(model, chosen)
     originals = {n: m.weight.detach().clone() for n, m in model.named_modules() if n in chosen}
     swap(model, chosen)
@@ -67,8 +68,8 @@ def quantize_linears(
             {
                 "module": name,
                 "kind": "linear",
-                "component": "",
-                "block": None,
+                "component": targets[name].component,
+                "block": targets[name].block,
                 "bits": bits,
                 "format": fmt,
                 "elements": orig.numel(),

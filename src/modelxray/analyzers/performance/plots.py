@@ -133,8 +133,12 @@ def _quality(result):
     rows = pd.DataFrame(quality_intervals(result))
     panels = list(dict.fromkeys(rows["panel"]))
     tallest = int(rows.groupby("panel").size().max())
-    fig, axes = new_figure(ncols=len(panels), width=5.5, height=max(2.6, 0.5 * tallest + 1.6))
-    for ax, panel in zip(axes[0], panels):
+    ncols = min(3, len(panels))  # wrapped in rows of three: five panels side by side are too flat to read
+    nrows = -(-len(panels) // ncols)
+    fig, axes = new_figure(ncols=ncols, nrows=nrows, width=5.5, height=max(2.6, 0.5 * tallest + 1.6))
+    for ax in axes.flat[len(panels) :]:
+        ax.set_visible(False)
+    for ax, panel in zip(axes.flat, panels):
         df = rows[rows["panel"] == panel].reset_index(drop=True)
         y = list(range(len(df)))
         err = [(df["value"] - df["low"]).clip(lower=0), (df["high"] - df["value"]).clip(lower=0)]
@@ -153,7 +157,7 @@ def _quality(result):
     import textwrap
 
     line = quality_line(result)
-    width = max(60, int(len(panels) * 5.5 * 14))  # characters that fit the figure's width at this size
+    width = max(60, int(ncols * 5.5 * 14))  # characters that fit the figure's width at this size
     fig.suptitle((textwrap.fill(line, width) + "\n" if line else "") + "error bars: 95% intervals", fontsize=10)
     return fig
 
