@@ -329,3 +329,22 @@ def test_the_energy_sentence_is_the_same_once_reloaded(tmp_path, monkeypatch):
     (line,) = [ln for ln in said if "J per forward" in ln]
     assert line.startswith("Energy (ESTIMATED) 2 J per forward, 4.0 W mean (CPU 1.5 W, RAM 2.5 W)")
     assert result.insights == [] and said == cfg.insights(_reloaded(result, tmp_path), {})
+
+
+def test_a_traced_cnn_file_reveals_its_image_size_through_its_own_forward(tmp_path):
+    """A traced file records no input size; its flatten and linear layers run on one size only."""
+    torch.manual_seed(0)
+    net = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 16, 3, stride=2, padding=1),
+        nn.Flatten(), nn.Linear(16 * 8 * 8, 10),
+    ).eval()  # fmt: skip
+    torch.jit.save(torch.jit.trace(net, torch.zeros(1, 3, 32, 32)), tmp_path / "cnn.pt")
+    loaded = torch.jit.load(tmp_path / "cnn.pt")
+    spec = infer_input(loaded, batch_size=2, seq_len=None, input_shape=None)
+    assert spec["kind"] == "image" and spec["shape"] == [2, 3, 32, 32] and "only common image size" in spec["source"]
+    pooled = nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(4, 2)).eval()
+    spec = infer_input(pooled, batch_size=1, seq_len=None, input_shape=None)  # any size runs: the user's call
+    assert spec["kind"] == "unknown" and "runs on several image sizes (224 and 32 at least)" in spec["message"]
+    odd = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(4 * 998 * 998, 2)).eval()  # sized for 1000x1000
+    spec = infer_input(odd, batch_size=1, seq_len=None, input_shape=None)
+    assert spec["kind"] == "unknown" and "runs on none of the common square image sizes" in spec["message"]

@@ -129,14 +129,15 @@ FAST = [
 
 # -- one tensor ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("compile_", ["trace", "script"])
-def test_a_cnn_needs_its_image_size_and_then_counts_the_hand_formula(tmp_path, compile_):
+def test_a_cnn_file_reveals_its_image_size_and_counts_the_hand_formula(tmp_path, compile_):
+    """A traced or scripted CNN records no input size; its own forward runs on 28x28 only (its flatten
+    feeds a Linear of 8x7x7), so that is the input, and an explicit shape still wins."""
     torch.manual_seed(0)
     model = torch.jit.trace(GreyCNN(), torch.rand(1, 1, 28, 28)) if compile_ == "trace" else torch.jit.script(GreyCNN())
-    with pytest.raises(ConfigError) as info:
-        _fast().preflight(_subject(model))
-    msg = str(info.value)
-    assert msg.startswith("analyzer.inspect.input_shape: ") and "\n" not in msg
-    assert "Conv2d taking 1 channels" in msg and "analyzer.inspect.input_shape=[1,224,224]" in msg
+    _fast().preflight(_subject(model))  # no question asked: the file says it
+    result = _run(_fast(), model, tmp_path)
+    assert result.data["input"]["shape"] == [1, 1, 28, 28] and result.metrics["flops_total"] == CNN_FLOPS
+    assert "the only common image size its forward runs on: 1x28x28" in result.data["input"]["source"]
     for shape in ([1, 28, 28], [1, 1, 28, 28]):  # without the batch dimension, or a conv model's full shape
         result = _run(_fast(input_shape=shape), model, tmp_path)
         assert result.metrics["flops_total"] == CNN_FLOPS and "compute_error" not in result.data
@@ -145,26 +146,19 @@ def test_a_cnn_needs_its_image_size_and_then_counts_the_hand_formula(tmp_path, c
 
 
 @pytest.mark.slow  # a run.py process end to end (the CI runs the slow suite too)
-def test_cli_torchscript_cnn_one_line_error_before_work_then_hand_flops(tmp_path, tracking_uri, cache_dir):
+def test_cli_torchscript_cnn_finds_its_input_then_hand_flops(tmp_path, tracking_uri, cache_dir):
     path = tmp_path / "cnn.pt"
     _traced_cnn().save(str(path))
     common = ["model=file", f"model.path={path}", f"dataset.cache_dir={cache_dir}", *FAST]
     track = [f"tracker.uri={tracking_uri}", "tracker.experiment=inspect_ts_cnn"]
     proc = run_cli([*common, *track], cwd=tmp_path)
-    assert proc.returncode == 2, proc.stderr[-3000:]
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("modelxray: error: analyzer.inspect.input_shape: ") and "input_shape=[1,224,224]" in last
-    assert "inspect: parameter statistics" not in proc.stderr
-    assert not list((tmp_path / "outputs").rglob("comprehensive_model_analysis.txt"))  # no work was done
-
-    proc = run_cli([*common, *track, "analyzer.inspect.input_shape=[1,1,28,28]"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     _, runs = mlflow_runs(tracking_uri, "inspect_ts_cnn")
     (run,) = [r for r in runs if r.info.status == "FINISHED"]
     assert run.data.metrics["inspect/flops_total"] == CNN_FLOPS
     assert run.data.metrics["inspect/flops_per_sample"] == CNN_FLOPS
     text = next((tmp_path / "outputs").rglob("comprehensive_model_analysis.txt")).read_text()
-    assert "analysed input   image [1, 1, 28, 28]; from config (analyzer.inspect.input_shape" in text
+    assert "analysed input   image [1, 1, 28, 28]; from model (the only common image size" in text
 
 
 def test_a_torchscript_vit_gets_its_224_px_input_from_the_position_embedding(tmp_path):

@@ -171,12 +171,15 @@ def _from_model(model: nn.Module, batch_size: int, seq_len: int | None) -> dict:
     if first is not None and type_name(first) in _CONV:
         dims = _conv_dims(first) or 2
         c = _in_channels(first)
+        size, found = _probe_image_size(model, c) if dims == 2 else (None, "")
+        if size is not None:
+            return {"kind": "image", "shape": [batch_size, c, size, size], "source": f"model ({found})"}
         example = ",".join(str(s) for s in [c, *_EXAMPLE_SHAPE.get(dims, [224, 224])])
         return _unknown(
             "analyzer.inspect.input_shape",
             f"cannot infer this model's input: its first layer is a {type_name(first)} taking {c} channels, and "
-            "a convolution's weights do not say the image size; set the shape without the batch dimension, "
-            f"e.g. analyzer.inspect.input_shape=[{example}]",
+            "a convolution's weights do not say the image size" + (f" ({found})" if found else "") + "; set the "
+            f"shape without the batch dimension, e.g. analyzer.inspect.input_shape=[{example}]",
         )
     if first is not None:
         return {
@@ -189,6 +192,32 @@ def _from_model(model: nn.Module, batch_size: int, seq_len: int | None) -> dict:
         "cannot infer this model's input (no image size, embedding, convolution or linear layer found); set the "
         "shape without the batch dimension, e.g. analyzer.inspect.input_shape=[3,224,224]",
     )
+
+
+# square image sizes tried, most common first: a traced or scripted file records no input size, but
+# its forward runs only on the sizes its flatten and linear layers fit
+PROBE_SIZES = (224, 32, 28, 64, 96, 128, 256, 299, 384, 8, 16, 48, 112, 160, 192, 227, 240, 320, 512)
+
+
+def _probe_image_size(model: nn.Module, channels: int) -> tuple[int | None, str]:
+    """The image size a convolutional model's own forward accepts, from one batch-of-one forward per
+    candidate (``PROBE_SIZES``): ``(size, why)`` when exactly one runs; ``(None, what was found)``
+    when none does, or when two do (it pools: any size runs, and which one to analyse is the user's)."""
+    runs = []
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
+    with torch.inference_mode():
+        for size in PROBE_SIZES:
+            try:
+                model(torch.zeros(1, channels, size, size, device=device, dtype=dtype))
+            except Exception:  # noqa: BLE001 - a size the model's layers do not fit
+                continue
+            runs.append(size)
+            if len(runs) == 2:
+                return None, f"its forward runs on several image sizes ({runs[0]} and {runs[1]} at least)"
+    if not runs:
+        return None, "its forward runs on none of the common square image sizes"
+    return runs[0], f"the only common image size its forward runs on: {channels}x{runs[0]}x{runs[0]}"
 
 
 def _token_ids(model: nn.Module, emb: nn.Module, batch_size: int, seq_len: int | None) -> dict:

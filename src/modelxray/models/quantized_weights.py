@@ -35,9 +35,10 @@ def dequantized_tensors(model: nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
     seen: set[int] = set()
     for mname, module in model.named_modules():
         prefix = f"{mname}." if mname else ""
-        whole = getattr(module, "weight", None) is None and callable(getattr(module, "dequantize", None))
+        # HQQ's HQQLinear keeps its packed codes in W_q (no weight) and dequantizes as a whole
+        whole = isinstance(getattr(module, "W_q", None), torch.Tensor) and callable(getattr(module, "dequantize", None))
         own = list(module.named_parameters(recurse=False))
-        if whole and own:  # packed codes under other names (HQQLinear): the module dequantizes its weight
+        if whole and own:
             seen.update(id(p) for _, p in own)
             yield f"{prefix}weight", module.dequantize().detach()
             continue
