@@ -117,8 +117,9 @@ def test_cli_robustness_and_inspect_on_a_vit_are_tracked(vit_dir, tracking_uri, 
 
 @pytest.mark.slow  # a run.py process end to end (the CI runs the slow suite too)
 def test_cli_an_image_model_on_text_or_too_few_labels_is_a_one_line_error(vit_dir, tmp_path):
-    proc = run_cli(["model=hf", f"model.name_or_path={vit_dir}", "tracker=none"], cwd=tmp_path)
-    assert proc.returncode == 2 and "use dataset=digits" in proc.stderr.strip().splitlines()[-1]
+    proc = run_cli(["model=hf", f"model.name_or_path={vit_dir}", "dataset=pydoc_topics", "tracker=none"], cwd=tmp_path)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 2 and "holds text" in last and "image_classification" in last and "digits" in last
     few = _vit(tmp_path / "vit5", num_labels=5)
     proc = run_cli(["model=hf", f"model.name_or_path={few}", "dataset=digits", "tracker=none"], cwd=tmp_path)
     assert proc.returncode == 2 and "10 classes" in proc.stderr and "scores 5" in proc.stderr
@@ -186,3 +187,30 @@ def test_cli_a_vit_on_an_image_folder(vit_dir, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     (report,) = (tmp_path / "outputs").rglob("summary_report.md")
     assert "8 test samples of shape (3, 32, 32)" in report.read_text()  # read at 224, fit to the ViT's 32
+
+
+def test_an_image_classifier_without_a_dataset_is_scored_on_its_kinds_data(tmp_path):
+    """No dataset= given: the default text stands for an image classifier's own offline data (digits),
+    and the report says so; a TorchScript CNN file also tells its input size through its forward."""
+    import modelxray
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(1, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(4 * 8 * 8, 10)
+    ).eval()
+    torch.jit.save(torch.jit.trace(net, torch.zeros(1, 1, 8, 8)), tmp_path / "cnn.pt")
+    args = [
+        "model=file",
+        f"model.path={tmp_path / 'cnn.pt'}",
+        "tracker=none",
+        "progress=false",
+        "report.dashboard=false",
+    ]
+    out = modelxray.analyze([*args, "analyzer.performance.iters=1"], output_dir=tmp_path / "run")
+    assert not out.failed, out.results["performance"].error
+    assert out.metrics["performance/examples_scored"] == 450  # the digits test split, as 1x8x8 images
+    report = (tmp_path / "run" / "summary_report.md").read_text()
+    assert (
+        "scored on scikit-learn's digits" in report
+        and "the only common image size its forward runs on: 1x8x8" in report
+    )

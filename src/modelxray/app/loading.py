@@ -4,6 +4,7 @@ resized, a dual encoder bound to the class prompts), or a generic model's exampl
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import torch
@@ -103,6 +104,7 @@ def load_subject(
     processor: Any = None,
     load_dataset: bool = True,
     cache_size: int | None = None,
+    dataset_chosen: bool = True,
 ) -> tuple[Subject, str | None]:
     """The model under analysis with its data: the configured model (through the process cache:
     returns ``"hit"`` or ``"miss"``) or the given module, on the user's batches, else the configured
@@ -121,6 +123,11 @@ def load_subject(
         and components.dataset is not None
         and loaded.task not in ("weights", "generic")
     )
+    kinds_data = kind_default_dataset(components.dataset, loaded.task, dataset_chosen) if needs_data else None
+    if kinds_data is not None:  # no dataset= given: an image classifier is scored on its kind's offline data
+        components = dataclasses.replace(components, dataset=kinds_data)
+        note = "No dataset was chosen, so this image classifier is scored on scikit-learn's digits (dataset=... picks another)."
+        loaded = dataclasses.replace(loaded, info=dataclasses.replace(loaded.info, notes=[*loaded.info.notes, note]))
     if needs_data:
         _check_dataset_kind(components.dataset, loaded)
     if needs_data and loaded.kind in TASK_KINDS and loaded.tokenizer is None:
@@ -288,6 +295,18 @@ def _keyed_inputs(loaded: LoadedModel) -> Any:
     tensors = dict(zip(spec["arguments"], given.tensors.values()))
     how = "by keyword" if spec["call"] == "keyword" else f"onto forward({', '.join(spec['arguments'])}) in order"
     return ExampleInputs(tensors, given.source, f"{given.description}, passed {how}", meta={"call": spec["call"]})
+
+
+def kind_default_dataset(dataset: Any, task: str, chosen: bool) -> Any:
+    """The dataset that stands for the default text when no ``dataset=`` was given and the model is an
+    image classifier (``digits``, offline); None when the configured dataset stands."""
+    from modelxray.data.base import TextDataset
+
+    if chosen or task != "classification" or not isinstance(dataset, TextDataset):
+        return None
+    from modelxray.data.digits import Digits
+
+    return Digits()
 
 
 def _check_dataset_kind(dataset: Any, loaded: LoadedModel) -> None:

@@ -21,7 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 from modelxray.app.checks import check_before_load, check_finite_weights, check_task, preflight
 from modelxray.app.given import Given
 from modelxray.app.job import JobInfo, RunOutcome, config_fingerprint, flatten
-from modelxray.app.loading import load_subject
+from modelxray.app.loading import kind_default_dataset, load_subject
 from modelxray.app.quant_stage import _in_place_note, _keeps_reference, _quantize_in_place
 from modelxray.app.reference_model import (
     ReferenceOutputs,
@@ -187,11 +187,14 @@ def _load(state: RunState) -> None:
     """Check the model, data and analyzers fit each other from their declarations, load them, and
     check them again loaded (task, finite weights, each analyzer's preflight)."""
     components, given = state.components, state.given
+    chosen = any(o.lstrip("+").partition("=")[0] == "dataset" for o in state.job.overrides)
     if given.model is None:
-        chosen = any(o.lstrip("+").partition("=")[0] == "dataset" for o in state.job.overrides)
         check_before_load(components.model, components.dataset, dataset_chosen=chosen)
     feeds = {f.name: getattr(given, f.name) for f in dataclasses.fields(given)}  # asdict would copy the model
-    state.subject, cache = load_subject(state.cfg, components, **feeds)
+    state.subject, cache = load_subject(state.cfg, components, dataset_chosen=chosen, **feeds)
+    kinds_data = kind_default_dataset(components.dataset, state.subject.task, chosen)
+    if kinds_data is not None:  # the default text stood for an image classifier's own data
+        components = state.components = dataclasses.replace(components, dataset=kinds_data)
     check_task(state.subject, components.analyzers, components.quant)
     check_finite_weights(state.subject.model, components.analyzers)
     preflight(state.subject, components.analyzers)

@@ -28,8 +28,8 @@ def fit_images(data: ClassificationData, shape: tuple[int, int, int], model_name
             f"{data.name} holds feature vectors, not images; {model_name} is an image model: use dataset=digits",
         )
     src, shape = tuple(src), tuple(shape)
-    if src == shape:
-        return data
+    if src == shape and tuple(data.x_test.shape[1:]) == shape:
+        return data  # already images of the model's shape (flat vectors of that shape are reshaped below)
     to_grey = src[0] == len(LUMA) and shape[0] == 1
     if src[0] not in (1, shape[0]) and not to_grey:
         raise ConfigError("dataset", f"{data.name} has {src[0]}-channel images; {model_name} expects {shape[0]}")
@@ -43,7 +43,7 @@ def fit_images(data: ClassificationData, shape: tuple[int, int, int], model_name
             x = F.interpolate(x, size=shape[1:], mode="bilinear", align_corners=False, antialias=True)
         return x.expand(-1, shape[0], -1, -1).clamp(lo, hi).contiguous()
 
-    meta = {**data.meta, "image_shape": shape, "resized_from": src}
+    meta = {**data.meta, "image_shape": shape, **({"resized_from": src} if src != shape else {})}
     if to_grey:
         meta["colour"] = "turned grey (ITU-R BT.601 luma)"
     return dataclasses.replace(data, x_train=fit(data.x_train), x_test=fit(data.x_test), input_shape=shape, meta=meta)

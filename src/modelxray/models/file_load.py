@@ -61,6 +61,16 @@ def load_file(source: FileSource) -> LoadedModel:
     if fmt == "torchscript":
         model = _load_torchscript(path)
         stored = _dominant_dtype(model.state_dict())
+        if kind == "auto":  # a convolutional file whose forward runs on one image size is an image classifier
+            from modelxray.models.input_inference import probed_image_shape
+
+            probed = probed_image_shape(model)
+            if probed is not None:
+                shape, why = probed
+                source, kind = dataclasses.replace(source, input_shape=list(shape)), "image_classification"
+                loaded = _runnable(source, model, path, fmt, stored, kind)
+                loaded.info.notes.append(f"Input: {why} (model.input_shape sets another).")
+                return loaded
         if kind in ("generic", "image_classification"):
             return _runnable(source, model, path, fmt, stored, kind)
         return _loaded_lm(source, model, path, fmt, stored)

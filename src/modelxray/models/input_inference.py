@@ -194,6 +194,17 @@ def _from_model(model: nn.Module, batch_size: int, seq_len: int | None) -> dict:
     )
 
 
+def probed_image_shape(model: nn.Module) -> tuple[tuple[int, int, int], str] | None:
+    """One image's (C, H, W) for a model whose first layer is a 2-D convolution, from its own forward
+    (``_probe_image_size``), with how it was found; None when it is no such model or no single size runs."""
+    first = _first_layer(model)
+    if first is None or type_name(first) not in _CONV or _conv_dims(first) != 2:
+        return None
+    c = _in_channels(first)
+    size, why = _probe_image_size(model, c)
+    return ((c, size, size), why) if size is not None else None
+
+
 # square image sizes tried, most common first: a traced or scripted file records no input size, but
 # its forward runs only on the sizes its flatten and linear layers fit
 PROBE_SIZES = (224, 32, 28, 64, 96, 128, 256, 299, 384, 8, 16, 48, 112, 160, 192, 227, 240, 320, 512)
