@@ -104,3 +104,23 @@ def test_gptq_with_a_few_calibration_batches(loaded):
 def test_none_returns_the_model_as_is(loaded):
     model, report = modelxray.quantize(loaded.model, "none")
     assert model is loaded.model and report is None
+
+
+def test_the_report_names_what_no_target_covers():
+    """An LSTMCell (98% of this model) is no target of round-to-nearest: the report says it stayed as
+    loaded, with its share of the parameters, instead of leaving it unnamed."""
+    import modelxray
+
+    class Tagger(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cell = torch.nn.LSTMCell(64, 64)
+            self.head = torch.nn.Linear(64, 10)
+
+        def forward(self, x):
+            return self.head(self.cell(x)[0])
+
+    _, report = modelxray.quantize(Tagger(), "int8")
+    (said,) = [s for s in report.insights if s.startswith("Left as loaded")]
+    share = 4 * 64 * (64 + 64 + 2) / (4 * 64 * (64 + 64 + 2) + 64 * 10 + 10)
+    assert f"LSTMCell {share:.1%} of the parameters (cell)" in said

@@ -48,6 +48,9 @@ def quant_result(
         bits_hist[str(r["bits"])] = bits_hist.get(str(r["bits"]), 0) + r["elements"]
     for b, n in bits_hist.items():
         metrics[f"params_at_{b}bit_share"] = n / q_elems
+    left = _left_as_loaded(model, {r["module"] for r in rows}, total_elems)
+    if left:
+        notes = [*notes, f"Left as loaded (no target of this quantizer covers them): {left}."]
     return Result(
         "quant",
         metrics=metrics,
@@ -56,3 +59,29 @@ def quant_result(
         insights=notes,
         source=source,
     )
+
+
+def _left_as_loaded(model: nn.Module, covered: set[str], total: int, floor: float = 0.01) -> str:
+    """The module types whose parameters stayed as loaded, each holding at least ``floor`` of the
+    model's parameters, largest first: "LSTMCell 98.1% (cell), Embedding 1.2% (wte)"."""
+    from collections import defaultdict
+
+    from modelxray.models.architecture import type_name
+
+    counts: dict[str, int] = defaultdict(int)
+    names: dict[str, list[str]] = defaultdict(list)
+    seen: set[int] = set()
+    for name, module in model.named_modules():
+        own = [p for p in module.parameters(recurse=False) if p.data_ptr() not in seen]
+        seen.update(p.data_ptr() for p in own)
+        if not own or name in covered:
+            continue
+        kind = type_name(module)
+        counts[kind] += sum(p.numel() for p in own)
+        names[kind].append(name or "(the model itself)")
+    shown = []
+    for kind, n in sorted(counts.items(), key=lambda kv: -kv[1]):
+        if total and n / total >= floor:
+            where = ", ".join(names[kind][:3]) + (f" and {len(names[kind]) - 3} more" if len(names[kind]) > 3 else "")
+            shown.append(f"{kind} {n / total:.1%} of the parameters ({where})")
+    return "; ".join(shown)
