@@ -64,7 +64,7 @@ def test_agreement_matches_a_hand_computation():
     g = torch.Generator().manual_seed(0)
     ref = torch.randn(6, 3, 4, generator=g)
     out = ref + 0.3 * torch.randn(6, 3, 4, generator=g)
-    got = agreement(ref, out)
+    got = agreement(ref, out, scores=True)
     r, o = ref.numpy().reshape(6, -1).astype(np.float64), out.numpy().reshape(6, -1).astype(np.float64)
     cos = (r * o).sum(1) / np.linalg.norm(r, axis=1) / np.linalg.norm(o, axis=1)
     assert got["cosine"] == pytest.approx(cos.mean(), abs=1e-12)
@@ -73,8 +73,25 @@ def test_agreement_matches_a_hand_computation():
     assert got["max_abs_error"] == pytest.approx(np.abs(o - r).max(), abs=1e-6)
     top = (ref.argmax(-1) == out.argmax(-1)).float().mean().item()  # over all 6 x 3 positions
     assert got["top1_agree"] == pytest.approx(top) and got["examples"] == 6
-    same = agreement(ref, ref.clone())
+    same = agreement(ref, ref.clone(), scores=True)
     assert same["cosine"] == pytest.approx(1.0) and same["rel_error"] == 0 and same["top1_agree"] == 1
+
+
+def test_agreement_leaves_out_figures_without_meaning():
+    """One value per example: its cosine is 1 whenever the sign held, so none is given. Hidden states
+    or a regression output: an arg-max agreement means nothing, so only outputs that score classes
+    (named like logits, or listed by the user) get one."""
+    from modelxray.metrics.agreement import output_agreement
+
+    ref = torch.tensor([[1.0], [2.0], [-3.0]])
+    moved = agreement(ref, ref * 1.5)
+    assert "cosine" not in moved and moved["rel_error"] == pytest.approx(0.5)
+    hidden = torch.randn(4, 5, 8)
+    by_name = output_agreement(
+        {"last_hidden_state": hidden, "logits": hidden}, {"last_hidden_state": hidden, "logits": hidden}
+    )
+    assert "top1_agree" not in by_name["last_hidden_state"] and by_name["logits"]["top1_agree"] == 1.0
+    assert "top1_agree" in output_agreement(hidden, hidden, score_outputs=("output",))["output"]
 
 
 def test_outputs_are_found_in_tensors_tuples_and_dicts():
@@ -136,14 +153,14 @@ def test_a_quantized_target_module_reports_agreement_equal_to_quantizing_by_hand
     arch = "{_target_: torch.nn.Linear, in_features: 16, out_features: 4}"
     out = modelxray.analyze([*FAST, "model=file", f"model.path={files / 'linear.pt'}", f"model.architecture={arch}",
                              "model.kind=generic", "model.inputs={input:[8,16]}", "quant=int4",
-                             "analyzer=[performance]"])  # fmt: skip
+                             "analyzer=[performance]", "analyzer.performance.score_outputs=[output]"])  # fmt: skip
     m = out.results["performance"].metrics
     lin = nn.Linear(16, 4)
     lin.load_state_dict(torch.load(files / "linear.pt", weights_only=True))
     q, _ = modelxray.quantize(lin, "int4")
     x = FileSource(path=str(files / "linear.pt"), architecture=eval_arch(), kind="generic",
                    inputs={"input": [8, 16]}).load().example_inputs.tensors["input"]  # fmt: skip
-    hand = agreement(lin(x), q(x))
+    hand = agreement(lin(x), q(x), scores=True)
     assert m["output_cosine"] == pytest.approx(hand["cosine"], abs=1e-9)
     assert m["output_rel_error"] == pytest.approx(hand["rel_error"], abs=1e-9) and 0 < m["output_rel_error"] < 0.2
     assert m["output_top1_agree"] == pytest.approx(hand["top1_agree"])

@@ -66,6 +66,9 @@ class PerformanceAnalyzer(Analyzer):
     detection_bootstrap: int = 50  # resamples of images for the standard error of mAP (a COCO evaluation each)
     agreement_score: float = 0.5  # the unquantized detections at least this confident are the agreement's truth
     knn_k: int = 5  # neighbours voting in a backbone's k-NN accuracy
+    score_outputs: list[str] = field(
+        default_factory=list
+    )  # a generic model's outputs that score classes (top-1 agreement), besides those named like logits or scores
 
     def validate(self) -> None:
         self.require_choice("protocol", PROTOCOLS)

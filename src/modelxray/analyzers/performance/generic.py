@@ -15,8 +15,8 @@ from modelxray.metrics.measurements import Latency, Speed
 
 def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
     """Per output tensor: cosine similarity (and its standard error over examples), relative and
-    largest absolute error, and top-1 agreement for score-like outputs, against the outputs the
-    model gave before it was quantized. The first output's figures are the headline metrics."""
+    largest absolute error, and top-1 agreement for outputs that score classes (named like logits,
+    or in ``score_outputs``), against the outputs the model gave before it was quantized. The first output's figures are the headline metrics."""
     data = subject.data
     result.data["quality"] = {
         "protocol_description": f"{data.n_examples} example input(s): {data.description}",
@@ -27,7 +27,8 @@ def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
             "No labels: quality is agreement with the unquantized outputs, measured when the run quantizes (quant=...)."
         )
         return
-    by_output = output_agreement(subject.reference, generic_outputs(subject.model, data.tensors))
+    outputs = generic_outputs(subject.model, data.tensors)
+    by_output = output_agreement(subject.reference, outputs, tuple(cfg.score_outputs))
     rows = [{"output": name, **vals} for name, vals in by_output.items()]
     result.tables["output_agreement"] = rows
     result.data["quality"]["output_agreement"] = by_output
