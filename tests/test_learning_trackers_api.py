@@ -305,6 +305,32 @@ def test_feature_tracker_equals_the_callback_on_the_same_sample():
         FeatureEvolutionTracker(model, ["layer9"])
 
 
+def test_visualize_evolution_draws_t_sne_equal_to_scikit_learns(tmp_path):
+    """projection="tsne": each snapshot's activations in 2-D by scikit-learn's t-SNE (the same call on
+    the same sample gives the same coordinates); a tracker drawing PCA says how to get t-SNE."""
+    from sklearn.manifold import TSNE
+
+    from modelxray.learning_dynamics.features import capture_activations
+
+    x, y = _data()
+    model = _model()
+    loader = DataLoader(TensorDataset(x, y), batch_size=BS)
+    tracker = FeatureEvolutionTracker(model, ["1"], max_samples_store=40, projection="tsne")
+    tracker.track_epoch(loader, 0)
+    saved = tracker.visualize_evolution("1", save_dir=tmp_path, method="tsne")
+    assert (tmp_path / "feature_tsne_1.png").exists() and saved
+    coords = np.asarray(tracker.callback.pca[0]["1"])
+    a = capture_activations(model, x[:40], ["1"])["1"].astype(np.float64)
+    want = TSNE(n_components=2, init="pca", perplexity=min(30.0, (40 - 1) / 4), random_state=0).fit_transform(a)
+    assert np.allclose(coords, want, atol=1e-3)
+    plain = FeatureEvolutionTracker(model, ["1"], max_samples_store=40)
+    plain.track_epoch(loader, 0)
+    with pytest.raises(
+        ConfigError, match=r"^method: the snapshots were drawn with pca; build the tracker with projection='tsne'"
+    ):
+        plain.visualize_evolution("1", method="tsne")
+
+
 # ---- GradientFlowAnalyzer --------------------------------------------------------------------------------
 def test_gradient_norms_equal_the_hand_computed_ones_with_and_without_backward():
     x, y = _data()

@@ -112,6 +112,19 @@ def pca_projection(acts: np.ndarray, n_components: int = 2, seed: int = 0) -> tu
     return coords, ratios
 
 
+def tsne_projection(acts: np.ndarray, seed: int = 0) -> np.ndarray:
+    """(n, 2) t-SNE coordinates (scikit-learn, PCA initialisation, perplexity 30 or n/4 for few
+    examples); zeros if the activations are constant."""
+    from sklearn.manifold import TSNE
+
+    a = np.asarray(acts, np.float64)
+    if a.shape[0] < 4 or np.allclose(a, a[:1]):
+        return np.zeros((a.shape[0], 2))
+    perplexity = float(min(30.0, max(2.0, (a.shape[0] - 1) / 4)))
+    with single_thread():
+        return TSNE(n_components=2, init="pca", perplexity=perplexity, random_state=seed).fit_transform(a)
+
+
 def silhouette_by_class(acts: np.ndarray, labels: np.ndarray) -> float:
     """Silhouette score of the activations clustered by class (NaN if undefined: <2 classes,
     every example its own class, or constant activations)."""

@@ -189,6 +189,7 @@ def _features(data, tables, metrics, unit: str = "step") -> dict:
             xy = np.asarray(snap["layers"][layer])
             ax.scatter(xy[:, 0], xy[:, 1], c=labels[: len(xy)] if labels.size else None, cmap="tab10", s=6)
             ax.set(title=f"{unit} {snap['step']}", xticks=[], yticks=[])
-        fig.suptitle(f"PCA of {layer} activations")
+        how = "t-SNE" if data.get("projection") == "tsne" else "PCA"
+        fig.suptitle(f"{how} of {layer} activations")
         out["feature_pca.png"] = fig
     return out

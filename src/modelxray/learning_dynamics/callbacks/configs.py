@@ -112,6 +112,7 @@ class FeatureEvolutionConfig(CallbackConfig):
     cka: bool = True
     pca: bool = True
     pca_snapshots: int = 6  # snapshots whose 2-D PCA coordinates go to the report
+    projection: str = "pca"  # pca | tsne: how each snapshot's activations are drawn in 2-D (t-SNE: scikit-learn, about a second per snapshot)
     fourier: bool = True  # Fourier sparsity + weight norm for modular tasks
     fourier_top_k: int = 5
     embedding_param: str | None = None  # a (p, d) parameter to use when the model has no residue_embedding()
@@ -121,6 +122,7 @@ class FeatureEvolutionConfig(CallbackConfig):
         self.require_positive("every_n_epochs", "sample_size", "fourier_top_k", "max_stored_snapshots", "pca_snapshots")
         self.require_positive("probe_max_dim", allow_none=True)
         self.require_choice("sample_split", ("test", "train"))
+        self.require_choice("projection", ("pca", "tsne"))
 
 
 @dataclass

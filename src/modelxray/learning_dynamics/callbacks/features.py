@@ -40,6 +40,7 @@ from modelxray.learning_dynamics.features import (
     pca_projection,
     silhouette_by_class,
     single_thread,
+    tsne_projection,
 )
 from modelxray.learning_dynamics.fourier import fourier_sparsity, top_frequencies, weight_norm
 
@@ -123,6 +124,8 @@ class FeatureEvolutionCallback(LearningCallback):
             if c.pca:
                 coords, ratios = pca_projection(a, 2, c.seed)
                 vals["pca_explained"] = float(sum(ratios))
+                if c.projection == "tsne":
+                    coords = tsne_projection(a, c.seed)
                 self.pca.setdefault(k, {})[layer] = coords.astype(np.float32)
             for name, v in vals.items():
                 self._put(f"{layer}/{name}", k, v)
@@ -203,6 +206,7 @@ class FeatureEvolutionCallback(LearningCallback):
             data["pca"] = [
                 {"step": self.steps[k], "layers": {layer: v.tolist() for layer, v in self.pca[k].items()}} for k in pick
             ]
+            data["projection"] = self.config.projection
         return CallbackReport(metrics=finite(metrics), data=data, insights=self._insights(metrics))
 
     def _insights(self, m: dict[str, float]) -> list[str]:

@@ -165,14 +165,22 @@ class FeatureEvolutionTracker:
         }
 
     def visualize_evolution(self, layer_name: str, save_dir: str | Path | None = None, method: str = "pca") -> dict:
-        """``feature_pca_<layer>.png``: 2-D PCA of the layer's activations at up to ``pca_snapshots``
-        evenly spaced snapshots, coloured by class."""
+        """``feature_<method>_<layer>.png``: the layer's activations in 2-D (PCA, or t-SNE for a tracker
+        built with ``projection="tsne"``) at up to ``pca_snapshots`` evenly spaced snapshots, coloured
+        by class."""
         from modelxray.learning_dynamics.plots import _features
 
-        if method != "pca":
-            raise ConfigError("method", f"must be pca, got {method!r}")
+        if method not in ("pca", "tsne"):
+            raise ConfigError("method", f"must be pca or tsne, got {method!r}")
+        projection = self.callback.config.projection
+        if method != projection:
+            raise ConfigError(
+                "method",
+                f"the snapshots were drawn with {projection}; build the tracker with projection={method!r} "
+                f"to draw {method} (each snapshot is projected when it is taken)",
+            )
         figs = _features(self._layer_data(layer_name), {}, {}, unit="epoch")
-        return _keep(figs, "feature_pca.png", f"feature_pca_{layer_name}.png", save_dir)
+        return _keep(figs, "feature_pca.png", f"feature_{method}_{layer_name}.png", save_dir)
 
     def plot_metrics_evolution(self, layer_name: str, save_dir: str | Path | None = None) -> dict:
         """``feature_metrics_<layer>.png``: silhouette, probe accuracy, CKA to the previous and final
