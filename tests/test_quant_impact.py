@@ -133,3 +133,26 @@ def test_a_recommendation_that_is_not_the_smallest_says_why():
     said = strategy_insights("memory", rows, data)
     (why,) = [s for s in said if s.startswith("The smallest")]
     assert "int2" in why and "memory 0.6, quality 0.2 and speed 0.2" in why and "0.20 of the baseline's quality" in why
+
+
+def test_a_budget_limits_the_recommendation_to_the_strategies_within_it(tmp_path):
+    """max_memory_gb: only strategies whose weights fit are recommended, for every priority; those
+    beyond it are named; with a budget nothing meets, the report says so and recommends nothing."""
+    import modelxray
+
+    args = ["debug=tiny", "model.n_layer=1", "dataset.max_tokens=512", "dataset.seq_len=64", "report.dashboard=false"]
+    args += ["analyzer=[quant_impact]", "analyzer.quant_impact.strategies=[none,int8,int4]"]
+    out = modelxray.analyze(args, output_dir=tmp_path / "all")
+    rows = {r["strategy"]: r for r in out.results["quant_impact"].tables["strategies"]}
+    limit = (rows["int4"]["weight_bytes"] + rows["int8"]["weight_bytes"]) / 2 / 2**30  # int4 fits, int8 does not
+    out = modelxray.analyze([*args, f"analyzer.quant_impact.max_memory_gb={limit}"], output_dir=tmp_path / "b")
+    result = out.results["quant_impact"]
+    assert {v["strategy"] for v in result.data["recommendations"].values()} == {"int4"}
+    assert [r["within_budget"] for r in result.tables["strategies"]] == [False, False, True]
+    said = result.sentences(out.results)
+    assert any(s.startswith("Budget: weights within") and "none, int8 exceed it" in s for s in said)
+    assert any("use int4" in s for s in said)
+    out = modelxray.analyze([*args, "analyzer.quant_impact.max_latency_ms=1e-9"], output_dir=tmp_path / "c")
+    result = out.results["quant_impact"]
+    assert result.data["recommendations"] == {}
+    assert any(s.startswith("No strategy meets the budget") for s in result.sentences(out.results))

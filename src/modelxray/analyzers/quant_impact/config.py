@@ -90,6 +90,12 @@ class QuantImpactAnalyzer(Analyzer):
     tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
     strategies: list[str] = field(default_factory=lambda: ["none", "int8", "int4", "gptq_int4", "awq_int4"])
     priority: str = "balanced"  # accuracy | speed | memory | balanced: weights of the efficiency score
+    max_memory_gb: float | None = (
+        None  # recommend only strategies whose weights fit this many GB (2^30 bytes); null: no limit
+    )
+    max_latency_ms: float | None = (
+        None  # recommend only strategies whose median latency (speed_batch_size) is at most this; null: no limit
+    )
     eval_windows: int = 8  # windows of the dataset for quality per strategy
     kl_windows: int = 4  # windows whose reference distribution is kept for exact KL
     batch_size: int = 4  # windows per forward pass while evaluating
@@ -114,6 +120,7 @@ class QuantImpactAnalyzer(Analyzer):
             "memory_interval_ms",
         )
         self.require_non_negative("warmup")
+        self.require_positive("max_memory_gb", "max_latency_ms", allow_none=True)
         if not self.strategies:
             raise ConfigError("strategies", "is empty: list conf/quant config names, e.g. [none, int8, int4]")
         for s in self.strategies:

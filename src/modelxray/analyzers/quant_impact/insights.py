@@ -40,7 +40,27 @@ def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
         f"{profile['ram_bytes'] / 2**30:.0f} GiB), {gpu}; torch {profile['torch']}."
     ]
     base = next((r for r in rows if r["strategy"] == "none"), rows[0])
-    best = max(rows, key=lambda r: r[f"score_{priority}"])
+    budget = data.get("budget") or {}
+    allowed = [r for r in rows if r.get("within_budget", True)]
+    if budget:
+        limits = " and ".join(
+            f"weights within {v:g} GB" if k == "max_memory_gb" else f"median latency within {v:g} ms"
+            for k, v in budget.items()
+        )
+        left_out = [r["strategy"] for r in rows if not r.get("within_budget", True)]
+        out.append(
+            f"Budget: {limits}; "
+            + (f"{', '.join(left_out)} exceed it and are not recommended." if left_out else "every strategy fits it.")
+        )
+    if not allowed:
+        smallest = min(rows, key=lambda r: r["weight_bytes"])
+        fastest = min(rows, key=lambda r: r["latency_p50_ms"])
+        out.append(
+            f"No strategy meets the budget: the smallest is {smallest['strategy']} ({human_bytes(smallest['weight_bytes'])}), "
+            f"the fastest {fastest['strategy']} ({fastest['latency_p50_ms']:.1f} ms)."
+        )
+        return out
+    best = max(allowed, key=lambda r: r[f"score_{priority}"])
     baseline = data.get("baseline", "the unquantized model")
     if baseline != "the unquantized model":  # reference=: another model is what every strategy is compared with
         out.append(
@@ -59,7 +79,7 @@ def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
         f"(baseline {human_bytes(base['weight_bytes'])}), {best[throughput]:,.0f} {unit} "
         f"(baseline {base[throughput]:,.0f})."
     )
-    smallest = min(rows, key=lambda r: r["weight_bytes"])
+    smallest = min(allowed, key=lambda r: r["weight_bytes"])
     if priority in PRIORITIES and smallest is not best and smallest["weight_bytes"] < best["weight_bytes"]:
         wq, ws, wm = PRIORITIES[priority]
         out.append(

@@ -254,7 +254,12 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     for r in rows:
         for k in mode.metric_keys(cfg.priority):
             result.metrics[f"{r['strategy']}_{k}"] = r[k]
-    result.data["recommendations"] = _recommend(cfg, rows, profile, mode)
+    budget = {k: v for k, v in (("max_memory_gb", cfg.max_memory_gb), ("max_latency_ms", cfg.max_latency_ms)) if v}
+    if budget:
+        for r in rows:
+            r["within_budget"] = within_budget(r, budget)
+        result.data["budget"] = budget
+    result.data["recommendations"] = _recommend(cfg, [r for r in rows if r.get("within_budget", True)], profile, mode)
     result.texts.update(_export(rows, timelines))
     return result
 
@@ -339,7 +344,17 @@ def _measure(cfg, name, quantizer, support, subject, mode, device, timelines, ct
     return row
 
 
+def within_budget(row: dict, budget: dict) -> bool:
+    """The strategy's weights fit ``max_memory_gb`` (2^30 bytes) and its median latency ``max_latency_ms``."""
+    if "max_memory_gb" in budget and row["weight_bytes"] / 2**30 > budget["max_memory_gb"]:
+        return False
+    return not ("max_latency_ms" in budget and row["latency_p50_ms"] > budget["max_latency_ms"])
+
+
 def _recommend(cfg, rows: list[dict], profile: dict, mode: _Mode) -> dict:
+    """The best strategy for each priority among ``rows`` (those within the budget); {} when none is."""
+    if not rows:
+        return {}
     out = {}
     for priority in PRIORITIES:
         best = max(rows, key=lambda r: r[f"score_{priority}"])
