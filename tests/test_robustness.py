@@ -339,3 +339,17 @@ def test_flagship_sweep_gives_two_comparable_mlflow_runs(tiny, tracking_uri, tmp
         ["robustness/fgsm_*_perplexity"],
     )
     assert "robustness/fgsm_0.03_perplexity" in text and "| int4 |" in text and "| int8 |" in text
+
+
+def test_the_degradation_tolerance_of_the_insights_is_a_key():
+    from modelxray.analyzers.robustness.insights import level_insights
+
+    rows = [
+        {"family": "gaussian_noise", "level": lv, "accuracy": acc, "samples": 100}
+        for lv, acc in ((0.1, 0.88), (0.2, 0.7))
+    ]
+    clean = {"accuracy": 0.9}
+    (strict,) = level_insights(rows, clean, "accuracy", "samples", tolerance=0.01)
+    (loose,) = level_insights(rows, clean, "accuracy", "samples", tolerance=0.5)
+    assert strict.startswith("gaussian_noise: accuracy 0.88 vs clean 0.9 from level 0.1")
+    assert loose.startswith("gaussian_noise: accuracy stays within 50% of clean (0.9) up to level 0.2")

@@ -128,6 +128,7 @@ class RobustnessAnalyzer(Analyzer):
     pgd_random_start: bool = False
     pgd_windows: int = 2  # PGD costs steps x (forward + backward) per window
     weight_noise_levels: list[float] = field(default_factory=lambda: [0.03, 0.1])
+    degradation_tolerance: float = 0.1  # the insights name the first level whose quality moves more than this share from clean (WER: this much, absolute)
     noise_targets: str = "linear"  # linear | matrices | all
     seeds: int = 2  # draws of every random perturbation; metrics are means, *_std the spread
     quant_noise_bits: list[int] = field(default_factory=lambda: [8, 6, 4])

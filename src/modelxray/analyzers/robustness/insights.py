@@ -1,5 +1,5 @@
 """The robustness analyzer's observations (insights.md): input attacks that do not apply, the first
-level of each family that costs more than 10% of quality, PGD that finds much more than FGSM, where
+level of each family that costs more than `degradation_tolerance` (10%) of quality, PGD that finds much more than FGSM, where
 the noised weights were restored from, and image corruptions skipped on feature vectors. Pure
 functions of the Result (its table and data, as saved in ``results/robustness.json``) and the
 analyzer's config, so a reloaded Result says the same. Also how rows are named (``level_name``,
@@ -26,7 +26,7 @@ def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
         tail = "." if d["task"] == "speech_recognition" else "; weight and quantization noise still do."
         out.append(note[0].upper() + note[1:] + tail)
     rows = result.tables.get("robustness") or []
-    out += level_insights(rows, d["clean"], d["quality"], count_key(d["task"]))
+    out += level_insights(rows, d["clean"], d["quality"], count_key(d["task"]), cfg.degradation_tolerance)
     if "original_weights" in d:
         out.append(f"Memory: {d['original_weights']}")
     skipped = (d.get("image_corruptions") or {}).get("skipped")
@@ -58,8 +58,9 @@ _UNITS = {
 }
 
 
-def level_insights(rows: list[dict], clean: dict, quality: str, unit: str) -> list[str]:
-    """Plain sentences: the first level of each family that costs more than 10% of quality against
+def level_insights(rows: list[dict], clean: dict, quality: str, unit: str, tolerance: float = 0.1) -> list[str]:
+    """Plain sentences: the first level of each family that costs more than ``tolerance`` (a share;
+    for WER an absolute rate) of quality against
     the clean value of the same windows (samples), saying how many, and whether PGD finds much more
     than FGSM on its windows (a gradient-masking or linearity signal)."""
     out = []
@@ -74,19 +75,19 @@ def level_insights(rows: list[dict], clean: dict, quality: str, unit: str) -> li
         if not fam:
             continue
         base = fam[0].get(f"clean_{quality}", clean[quality])  # PGD: the clean value of its own windows
-        if quality == "wer":  # an error rate: 10% of the words more, not 10% of a small rate
-            worse = lambda v, b=base: v > b + 0.1  # noqa: E731
+        if quality == "wer":  # an error rate: 0.1 more of the words, not 10% of a small rate
+            worse = lambda v, b=base: v > b + tolerance  # noqa: E731
         elif quality in LOWER_IS_BETTER:
-            worse = lambda v, b=base: v > 1.1 * b  # noqa: E731
+            worse = lambda v, b=base: v > (1 + tolerance) * b  # noqa: E731
         else:
-            worse = lambda v, b=base: v < b - 0.1 * abs(b)  # noqa: E731
+            worse = lambda v, b=base: v < b - tolerance * abs(b)  # noqa: E731
         n = int(fam[0].get(unit, 0))
         on = f" ({n} {unit if n != 1 else unit[:-1]})" if n else ""
         unit_note = f" ({_UNITS[family]})" if family in _UNITS else ""
         first = next((r for r in fam if worse(r[quality])), None)
         if first is None:
             out.append(
-                f"{family}: {quality} stays within {'0.1' if quality == 'wer' else '10%'} of clean ({base:.3g}) up to level "
+                f"{family}: {quality} stays within {f'{tolerance:g}' if quality == 'wer' else f'{tolerance:.0%}'} of clean ({base:.3g}) up to level "
                 f"{level_name(family, fam[-1]['level'])}{unit_note}{on}."
             )
         else:
