@@ -255,3 +255,26 @@ def test_an_hf_encoder_directory_is_a_generic_model_with_every_output_compared(t
     names = [row["output"] for row in perf.tables["output_agreement"]]
     assert names[:2] == ["last_hidden_state", "pooler_output"]
     assert 0.99 < perf.metrics["output_cosine"] <= 1.0 + 1e-9 and perf.data["layer_time"]["total_self_ms"] > 0
+
+
+def test_an_hf_detector_directory_as_a_generic_model_keeps_its_heads(tmp_path):
+    """A detection directory analysed as a generic model loads the class config.json names (heads
+    included), never a bare AutoModel that drops them; a checkpoint tensor with no place is named."""
+    import vision_task_models
+    from safetensors.torch import load_file, save_file
+
+    d = vision_task_models.yolos(tmp_path / "yolos")
+    loaded = FileSource(path=str(d), kind="generic", inputs={"pixel_values": [1, 3, 32, 32]}).load()
+    assert type(loaded.model).__name__ == "YolosForObjectDetection"
+    saved = load_file(d / "model.safetensors")
+    assert sum(p.numel() for p in loaded.model.parameters()) == sum(t.numel() for t in saved.values())
+    assert "Loaded as YolosForObjectDetection (the class config.json names)." in loaded.info.notes
+    saved["extra_head.weight"] = torch.zeros(3, 3)
+    save_file(saved, str(d / "model.safetensors"))
+    loaded = FileSource(path=str(d), kind="generic", inputs={"pixel_values": [1, 3, 32, 32]}).load()
+    assert any(
+        n.startswith(
+            "1 tensors of the checkpoint have no place in YolosForObjectDetection and were dropped: extra_head.weight"
+        )
+        for n in loaded.info.notes
+    )

@@ -36,7 +36,8 @@ def load_file(source: FileSource) -> LoadedModel:
         return GGUFSource(path=str(path), dtype=source.dtype, device=source.device, engine=source.engine).load()
     kind = source.resolved_kind()
     if fmt == "hf_dir" and kind == "generic":
-        return _generic(source, _hf_module(source, path), path, fmt, "hf")
+        module, notes = _hf_module(source, path)
+        return _generic(source, module, path, fmt, "hf", notes)
     if fmt == "hf_dir":
         from modelxray.models.hf import HFSource
 
@@ -135,22 +136,42 @@ def _image_shape(source: FileSource, model: torch.nn.Module) -> tuple[int, int, 
     return None
 
 
-def _generic(source: FileSource, model: torch.nn.Module, path: Path, fmt: str, stored: str) -> LoadedModel:
+def _generic(
+    source: FileSource, model: torch.nn.Module, path: Path, fmt: str, stored: str, notes: list[str] | None = None
+) -> LoadedModel:
     from modelxray.models.generic import example_inputs_for
 
     model = source.place(model)
     inputs = example_inputs_for(model, source.inputs, source.inputs_seed, source.allow_unsafe_pickle)
     note = f"A generic model: run on its example inputs ({inputs.source}); quality is agreement with its own unquantized outputs."
-    return LoadedModel(model, None, _info(path, fmt, stored, [note]), task="generic", example_inputs=inputs)
-
-
-def _hf_module(source: FileSource, path: Path) -> torch.nn.Module:
-    """An HF directory as a bare ``AutoModel`` (an encoder, a detector...): the generic kind."""
-    from transformers import AutoModel
-
-    return AutoModel.from_pretrained(
-        str(path), dtype=source.torch_dtype(), local_files_only=True, trust_remote_code=source.trust_remote_code
+    return LoadedModel(
+        model, None, _info(path, fmt, stored, [note, *(notes or [])]), task="generic", example_inputs=inputs
     )
+
+
+def _hf_module(source: FileSource, path: Path) -> tuple[torch.nn.Module, list[str]]:
+    """An HF directory as the class its config names (``architectures``: a detector with its heads),
+    else a bare ``AutoModel``: the generic kind. Notes say which class, and what of the checkpoint
+    the class has no place for (dropped, never silently)."""
+    import transformers
+    from transformers import AutoConfig, AutoModel
+
+    kwargs = {"dtype": source.torch_dtype(), "local_files_only": True, "trust_remote_code": source.trust_remote_code}
+    config = AutoConfig.from_pretrained(str(path), local_files_only=True, trust_remote_code=source.trust_remote_code)
+    named = (getattr(config, "architectures", None) or [None])[0]
+    cls = getattr(transformers, named, None) if named else None
+    model, info = (cls or AutoModel).from_pretrained(str(path), output_loading_info=True, **kwargs)
+    notes = [
+        f"Loaded as {type(model).__name__}"
+        + (" (the class config.json names)." if cls else " (config.json names no class transformers has).")
+    ]
+    dropped = sorted(info.get("unexpected_keys") or [])
+    if dropped:
+        shown = ", ".join(dropped[:3]) + (f" and {len(dropped) - 3} more" if len(dropped) > 3 else "")
+        notes.append(
+            f"{len(dropped)} tensors of the checkpoint have no place in {type(model).__name__} and were dropped: {shown}."
+        )
+    return model, notes
 
 
 def _weights_only(path: Path, fmt: str) -> LoadedModel:
