@@ -260,8 +260,9 @@ def test_an_hf_encoder_directory_is_a_generic_model_with_every_output_compared(t
 def test_an_hf_detector_directory_as_a_generic_model_keeps_its_heads(tmp_path):
     """A detection directory analysed as a generic model loads the class config.json names (heads
     included), never a bare AutoModel that drops them; a checkpoint tensor with no place is named."""
-    import vision_task_models
     from safetensors.torch import load_file, save_file
+
+    import vision_task_models
 
     d = vision_task_models.yolos(tmp_path / "yolos")
     loaded = FileSource(path=str(d), kind="generic", inputs={"pixel_values": [1, 3, 32, 32]}).load()

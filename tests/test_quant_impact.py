@@ -156,3 +156,28 @@ def test_a_budget_limits_the_recommendation_to_the_strategies_within_it(tmp_path
     result = out.results["quant_impact"]
     assert result.data["recommendations"] == {}
     assert any(s.startswith("No strategy meets the budget") for s in result.sentences(out.results))
+
+
+def test_a_strategy_that_fails_never_loses_the_others(tmp_path, monkeypatch):
+    """A quantizer that crashes on this model (Swin under GPTQ did) is listed as failed, with its
+    traceback kept in the run; the other strategies are measured and recommended as before."""
+    import modelxray
+    from modelxray.quant.weight import WeightQuantizer
+
+    real = WeightQuantizer.quantize
+
+    def crash_at_4_bits(self, model, *args, **kwargs):
+        if self.bits == 4:
+            raise RuntimeError("shape '[8, 16, 16, 64]' is invalid for input of size 4096")
+        return real(self, model, *args, **kwargs)
+
+    monkeypatch.setattr(WeightQuantizer, "quantize", crash_at_4_bits)
+    args = ["debug=tiny", "model.n_layer=1", "dataset.max_tokens=512", "dataset.seq_len=64", "report.dashboard=false"]
+    out = modelxray.analyze(
+        [*args, "analyzer=[quant_impact]", "analyzer.quant_impact.strategies=[none,int8,int4]"], output_dir=tmp_path
+    )
+    result = out.results["quant_impact"]
+    assert not out.failed and [r["strategy"] for r in result.tables["strategies"]] == ["none", "int8"]
+    (failed,) = result.tables["unsupported"]
+    assert failed["strategy"] == "int4" and failed["reason"].startswith("failed: RuntimeError: shape '[8, 16, 16, 64]'")
+    assert "crash_at_4_bits" in result.texts["quant_impact_int4_traceback.txt"]

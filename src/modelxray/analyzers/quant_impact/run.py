@@ -5,6 +5,7 @@ from __future__ import annotations
 import gc
 import math
 import time
+import traceback
 
 import torch
 
@@ -187,6 +188,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     mode = _Mode(cfg, subject, ctx)
     device = model_device(subject.model)
     rows, timelines, unsupported, in_place = [], [], [], []
+    failures: dict[str, str] = {}  # strategy -> traceback
     float_speed = FloatSpeed(cfg, subject, mode)
     originals = None  # the model's tensors as loaded, for the strategies that quantize it in place
     try:
@@ -208,6 +210,9 @@ def run(cfg, subject, ctx: RunContext) -> Result:
                     rows.append(_measure(cfg, name, quantizer, why, subject, mode, device, timelines, ctx, float_speed))
                 except ConfigError as exc:  # the quantizer refuses this model (one line): list it, go on
                     reason = str(exc)
+                except Exception as exc:  # noqa: BLE001 - one strategy failing never loses the others
+                    reason = f"failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+                    failures[name] = traceback.format_exc()
                 finally:
                     if quantizer.in_place_capable:
                         originals.restore()
@@ -235,6 +240,8 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         result.data["original_weights"] = originals.describe()
         result.data["in_place"] = in_place
     result.tables["unsupported"] = unsupported
+    for name, trace in failures.items():
+        result.texts[f"quant_impact_{name}_traceback.txt"] = trace
     if not rows:
         return result
     for r in rows:
