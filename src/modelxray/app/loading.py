@@ -329,8 +329,9 @@ def _fit_images(data: Any, loaded: LoadedModel) -> Any:
 
     if not isinstance(data, ClassificationData):
         return data  # check_task names the datasets that fit
+    flat = _takes_flat(loaded.model, data)
     if _is_zero_shot(loaded):  # no head: it scores whatever classes the dataset names
-        return fit_images(data, loaded.image_shape, loaded.info.name)
+        return fit_images(data, loaded.image_shape, loaded.info.name, flat)
     config = getattr(loaded.model, "config", None)
     data = match_labels(data, getattr(config, "label2id", None), loaded.info.name)
     labels = getattr(config, "num_labels", None)
@@ -340,7 +341,24 @@ def _fit_images(data: Any, loaded: LoadedModel) -> Any:
             f"{data.name} has {data.n_classes} classes and {loaded.info.name} scores {labels}; "
             "use a model with at least as many labels",
         )
-    return fit_images(data, loaded.image_shape, loaded.info.name)
+    return fit_images(data, loaded.image_shape, loaded.info.name, flat)
+
+
+def _takes_flat(model: torch.nn.Module, data: Any) -> bool:
+    """Whether the model runs on the data's examples as stored, flat (one forward of one example):
+    flat pixels go to such a model as they are, and are reshaped into images for one that needs them."""
+    x = data.x_test[:1]
+    if x.dim() != 2 or x.shape[0] == 0:
+        return True  # images already, or nothing to try
+    try:
+        param = next(model.parameters(), None)
+        with torch.inference_mode():
+            model(
+                x.to(device=param.device, dtype=param.dtype) if param is not None and param.is_floating_point() else x
+            )
+    except Exception:  # noqa: BLE001 - a model that needs images refuses flat vectors
+        return False
+    return True
 
 
 def _is_zero_shot(loaded: LoadedModel) -> bool:

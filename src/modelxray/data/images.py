@@ -15,9 +15,13 @@ from modelxray.data.base import ClassificationData
 LUMA = (0.299, 0.587, 0.114)  # ITU-R BT.601 weights of R, G, B: colour images to grey for a one-channel model
 
 
-def fit_images(data: ClassificationData, shape: tuple[int, int, int], model_name: str) -> ClassificationData:
+def fit_images(
+    data: ClassificationData, shape: tuple[int, int, int], model_name: str, takes_flat: bool = True
+) -> ClassificationData:
     """``data`` with every image resized (bilinear, antialiased) and its channels fit to ``shape``:
-    grey repeated over a colour model's channels, colour turned grey (``LUMA``) for a grey model."""
+    grey repeated over a colour model's channels, colour turned grey (``LUMA``) for a grey model.
+    ``takes_flat``: the model runs on flat pixels (a leading Unflatten); False: flat pixels of
+    its own shape are reshaped into images (a convolutional TorchScript file)."""
     import torch
     import torch.nn.functional as F
 
@@ -28,8 +32,9 @@ def fit_images(data: ClassificationData, shape: tuple[int, int, int], model_name
             f"{data.name} holds feature vectors, not images; {model_name} is an image model: use dataset=digits",
         )
     src, shape = tuple(src), tuple(shape)
-    if src == shape and tuple(data.x_test.shape[1:]) == shape:
-        return data  # already images of the model's shape (flat vectors of that shape are reshaped below)
+    if src == shape and (tuple(data.x_test.shape[1:]) == shape or takes_flat):
+        return data  # already images of the model's shape, or flat pixels for a model that takes them
+    # (flat vectors of the model's image shape, for a model that needs images, are reshaped below)
     to_grey = src[0] == len(LUMA) and shape[0] == 1
     if src[0] not in (1, shape[0]) and not to_grey:
         raise ConfigError("dataset", f"{data.name} has {src[0]}-channel images; {model_name} expects {shape[0]}")
