@@ -214,7 +214,18 @@ def test_cli_inspect_tiny_gpt2(tiny, tracking_uri, tmp_path):
     artifacts = {
         a.path for a in __import__("mlflow").tracking.MlflowClient(tracking_uri).list_artifacts(run.info.run_id)
     }
-    assert "comprehensive_model_analysis.txt" in artifacts
+    assert {"comprehensive_model_analysis.txt", "comprehensive_model_analysis.xml"} <= artifacts
+    # the executive summary leads the text report and the Markdown section, and the XML holds it all
+    assert text.split("EXECUTIVE SUMMARY")[1].split("SOURCE")[0].count("Finding ") == 3
+    assert "What: a decoder-only transformer of 149,312 parameters" in text
+    markdown = (out.parent / "summary_report.md").read_text().split("## inspect")[1]
+    assert markdown.index("**Executive summary**") < markdown.index("| metric | value |")
+    import xml.etree.ElementTree as ET
+
+    root = ET.parse(out.parent / "comprehensive_model_analysis.xml").getroot()
+    xml_metrics = {e.get("name"): float(e.get("value")) for e in root.iter("metric")}
+    assert xml_metrics["flops_total"] == m["inspect/flops_total"]
+    assert len(root.find("tables/table[@name='top_tensors']")) > 0 and len(root.findall("summary/line")) == 5
     results = json.loads((out.parent / "analysis_results.json").read_text())["results"]["inspect"]
     assert len(results["data"]["tensors"]) == len([p for p in TinyGPT2Source().load().model.parameters()])
 

@@ -65,6 +65,11 @@ class Analyzer(PlotsFromModule, Configurable):
             return []
         return implementation(self.insights_module).insights(result, results, self)
 
+    def summary_lead(self, result: Result) -> list[str]:
+        """Sentences at the top of the analyzer's section of ``summary_report.md``, before its
+        metrics (an executive summary); default: none."""
+        return []
+
     def headline(self, result: Result) -> dict[str, float]:
         """Metrics for the summary table; grouped ones (``a/b``) stay in MLflow and the JSON."""
         return {k: v for k, v in result.metrics.items() if "/" not in k}

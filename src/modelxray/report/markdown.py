@@ -93,6 +93,10 @@ def summary_report(run: dict, results: dict, plots: list[str]) -> str:
             ]
             continue
         out += [f"Finished in {result.seconds:.1f} s.", ""]
+        source = getattr(result, "source", None)
+        lead = source.summary_lead(result) if source is not None and hasattr(source, "summary_lead") else []
+        if lead:
+            out += ["**Executive summary**", "", *(f"- {line}" for line in lead), ""]
         # metrics a typed measurement renders below are not repeated in the table
         shown = {k for m in (getattr(result, "measurements", None) or {}).values() for k in m.to_metrics()}
         rest = {k: v for k, v in headline_metrics(result).items() if k not in shown}

@@ -96,6 +96,12 @@ class InspectAnalyzer(Analyzer):
         if self.sensitivity_bits > 16:
             raise ConfigError("sensitivity_bits", f"must be in 1..16, got {self.sensitivity_bits}")
 
+    def summary_lead(self, result) -> list[str]:
+        """The executive summary: what the model is, its cost, and the three findings that matter most."""
+        from modelxray.core.configurable import implementation
+
+        return implementation("modelxray.analyzers.inspect.summary").executive_summary(result)
+
     def preflight(self, subject) -> None:
         """A model that runs needs an input before compute, energy and profiling start: inferred
         (``models/input_inference.py``) or configured, else one ConfigError line naming the key to set."""

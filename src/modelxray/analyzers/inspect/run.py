@@ -78,8 +78,10 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     if subject.reference_weights is not None:
         _against_reference(model, subject.reference_weights, result, cfg.top)
     from modelxray.analyzers.inspect.text_report import render
+    from modelxray.analyzers.inspect.xml_report import render_xml
 
     result.texts["comprehensive_model_analysis.txt"] = render(subject, result, cfg)
+    result.texts["comprehensive_model_analysis.xml"] = render_xml(subject.info.name, result)
     return result
 
 

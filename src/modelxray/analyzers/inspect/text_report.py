@@ -7,6 +7,7 @@ import math
 from datetime import datetime, timezone
 
 from modelxray.analyzers.inspect.advice import cache_note
+from modelxray.analyzers.inspect.summary import executive_summary
 from modelxray.core.formatting import human_bytes
 from modelxray.models.input_inference import describe_input
 
@@ -48,6 +49,8 @@ def render(subject, result, cfg) -> str:
         f"modelxray comprehensive model analysis: {info.name}",
         f"generated {datetime.now(timezone.utc):%Y-%m-%d %H:%M UTC}",
     ]
+    out += _section("executive summary")
+    out += [f"  {line}" for line in executive_summary(result)]
     out += _section("source")
     out += [
         f"  name             {info.name}",
