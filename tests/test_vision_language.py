@@ -67,6 +67,23 @@ def test_dual_encoder_directories_are_the_vision_language_kind(clip_dir, siglip_
     assert siglip.model.family == "siglip" and any("without normalisation" in n for n in siglip.info.notes)
 
 
+def test_a_dual_encoder_with_a_trained_vocabulary_and_no_tokenizer_is_one_line(tmp_path):
+    """A SigLIP directory of 32,000 text ids without its tokenizer: byte ids would be other tokens
+    than it learned, so it stops in one line instead of scoring garbage."""
+    from transformers import SiglipConfig, SiglipModel
+
+    text = {**SMALL, "vocab_size": 32000, "max_position_embeddings": 32}
+    SiglipModel(
+        SiglipConfig(text_config=text, vision_config={**SMALL, "image_size": 16, "patch_size": 8})
+    ).save_pretrained(tmp_path)
+    with pytest.raises(
+        ConfigError,
+        match=r"^model.tokenizer: .* has no tokenizer .* a text vocabulary of 32000 ids, which a trained tokenizer made",
+    ):
+        HFSource(name_or_path=str(tmp_path), device="cpu").load()
+    assert HFSource(name_or_path=str(tmp_path), device="cpu", tokenizer="byte").load().tokenizer.name_or_path == "byte"
+
+
 def test_zero_shot_logits_are_the_dual_encoders_own_similarities(clip_dir, siglip_dir):
     loaded = HFSource(name_or_path=str(clip_dir), device="cpu").load()
     clf = loaded.model.for_classes(_digits_names(), loaded.tokenizer, "a photo of the digit {label}")
@@ -97,7 +114,9 @@ def test_templates_and_tokenizers_fail_in_one_line(tmp_path):
     with pytest.raises(ConfigError, match=r"^prompt_template: must contain \{label\}"):
         HFSource(name_or_path=str(tmp_path), prompt_template="a photo of a digit")
     small_vocab = _clip(tmp_path / "clip100", text={**TEXT, "vocab_size": 100, "eos_token_id": 99})
-    with pytest.raises(ConfigError, match=r"^model.tokenizer: .*no tokenizer.*vocabulary \(100\)"):
+    with pytest.raises(
+        ConfigError, match=r"^model.tokenizer: .*no tokenizer.*vocabulary of 100 ids, which cannot hold"
+    ):
         HFSource(name_or_path=str(small_vocab), device="cpu").load()
     bad_eos = _clip(tmp_path / "clip_eos", text={**TEXT, "eos_token_id": 49407})
     loaded = HFSource(name_or_path=str(bad_eos), device="cpu").load()

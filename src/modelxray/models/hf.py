@@ -169,6 +169,11 @@ def _head(url: str) -> str | None:
     return None
 
 
+# a text vocabulary at least this large was made by a trained tokenizer (CLIP's 49,408, SigLIP's
+# 32,000): without that tokenizer, byte ids would be other tokens than the model learned
+TEST_VOCAB = 1024
+
+
 @dataclass
 class HFSource(ModelSource):
     name_or_path: str = field(default="", metadata=REQUIRED)  # a hub id (org/name) or a local model directory
@@ -317,7 +322,8 @@ class HFSource(ModelSource):
 
     def _dual_encoder_tokenizer(self, path: str, kwargs: dict, config) -> tuple[object, list[str]]:
         """The directory's tokenizer (or ``model.tokenizer``); a directory without one (saved from
-        random weights) falls back to the byte tokenizer when its text vocabulary holds 257 ids."""
+        random weights) falls back to the byte tokenizer when its text vocabulary holds 257 to
+        ``TEST_VOCAB`` - 1 ids, a test model's; a larger one was made by a trained tokenizer."""
         from modelxray.models.vision_language import BYTE_VOCAB
 
         if self.tokenizer == "byte":
@@ -339,11 +345,17 @@ class HFSource(ModelSource):
                     return tokenizer, []
                 why = f"its tokenizer has {len(tokenizer)} tokens"  # built from the config alone: no vocabulary
         vocab = int(getattr(config.text_config, "vocab_size", 0) or 0)
-        if vocab < BYTE_VOCAB:
+        if not BYTE_VOCAB <= vocab < TEST_VOCAB:  # a trained vocabulary: byte ids would be other tokens
             raise ConfigError(
                 "model.tokenizer",
-                f"{self.name_or_path} has no tokenizer ({why}) and its text vocabulary ({vocab}) is smaller than "
-                f"the byte tokenizer's {BYTE_VOCAB} ids; set model.tokenizer to its tokenizer directory",
+                f"{self.name_or_path} has no tokenizer ({why}) and a text vocabulary of {vocab} ids, which "
+                + (
+                    f"cannot hold the byte tokenizer's {BYTE_VOCAB}"
+                    if vocab < BYTE_VOCAB
+                    else "a trained tokenizer made"
+                )
+                + "; set model.tokenizer to its tokenizer directory (model.tokenizer=byte uses modelxray's byte "
+                "tokenizer anyway)",
             )
         note = (
             f"No tokenizer in {self.name_or_path}: class prompts are encoded with modelxray's byte tokenizer "
