@@ -148,13 +148,21 @@ class AnalysisConfig(DynamicsConfig):
         sparse: Any = None,
         grad: Any = None,
         optim: Any = None,
+        activations: Any = None,
+        sharpness: Any = None,
     ):
         flat = {k: v for k, v in locals().items() if k in FLAT_KEYS and v is not None}
         self.snapshot_device = snapshot_device
         nested = {"param_change": param_change, "sparse": sparse, "grad": grad, "optim": optim}
         sections = {name: merge_section(name, value, flat) for name, value in nested.items()}
         try:
-            super().__init__(interval=interval, snapshot_dtype=snapshot_dtype, **sections)
+            super().__init__(
+                interval=interval,
+                snapshot_dtype=snapshot_dtype,
+                activations=activations,
+                sharpness=sharpness,
+                **sections,
+            )
         except ConfigError as exc:
             raise _under_flat_name(exc, flat) from None
 

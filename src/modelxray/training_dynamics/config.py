@@ -82,7 +82,43 @@ class OptimConfig(Configurable):
     per_layer: bool = True
 
 
-_SECTIONS = {"param_change": ParamChangeConfig, "sparse": SparseConfig, "grad": GradConfig, "optim": OptimConfig}
+@dataclass
+class ActivationConfig(Configurable):
+    """Dead and saturated units, per activation module, on the probe batch (one forward)."""
+
+    enabled: bool = False
+    dead_below: float = 0.0  # a unit whose output never exceeds this on the probe is dead
+    saturated_share: float = 0.99  # a bounded unit at a bound on at least this share of positions is saturated
+    saturation_margin: float = 0.01  # "at a bound": within this share of the activation's range
+    per_layer: bool = True  # activations/<module>/dead_share (and saturated_share)
+
+    def validate(self) -> None:
+        for key in ("saturated_share", "saturation_margin"):
+            if not 0.0 < getattr(self, key) <= 1.0:
+                raise ConfigError(key, f"must lie in (0, 1], got {getattr(self, key)}")
+
+
+@dataclass
+class SharpnessConfig(Configurable):
+    """Loss change under a random, filter-normalised perturbation of the weights (forwards only)."""
+
+    enabled: bool = False
+    sigma: float = 0.01  # each tensor's perturbation norm, as a share of the tensor's own norm
+    samples: int = 4  # random directions averaged (each one probe forward)
+    seed: int = 0
+
+    def validate(self) -> None:
+        self.require_positive("sigma", "samples")
+
+
+_SECTIONS = {
+    "param_change": ParamChangeConfig,
+    "sparse": SparseConfig,
+    "grad": GradConfig,
+    "optim": OptimConfig,
+    "activations": ActivationConfig,
+    "sharpness": SharpnessConfig,
+}
 
 
 def train_dynamics_defaults() -> dict[str, Any]:
@@ -118,6 +154,8 @@ class DynamicsConfig(Configurable):
     sparse: Any = None
     grad: Any = None
     optim: Any = None
+    activations: Any = None  # dead and saturated units (off by default: one probe forward)
+    sharpness: Any = None  # loss change under a relative weight perturbation (off by default: samples forwards)
 
     def validate(self) -> None:
         self.require_positive("interval")
@@ -145,4 +183,6 @@ class DynamicsConfig(Configurable):
             sparse=SparseConfig(),
             grad=GradConfig(),
             optim=OptimConfig(),
+            activations=ActivationConfig(enabled=True),
+            sharpness=SharpnessConfig(enabled=True),
         )

@@ -97,6 +97,7 @@ class DynamicsMonitor:
     def create(cls, config: DynamicsConfig | None = None, probe: Any = None) -> DynamicsMonitor:
         """A monitor with the computers the config enables (parameter change, sparse quality,
         gradients, optimizer state)."""
+        from modelxray.training_dynamics.landscape import ActivationMetrics, SharpnessMetrics
         from modelxray.training_dynamics.sparse_quality import SparseQualityMetrics
 
         monitor = cls(config, probe)
@@ -106,6 +107,8 @@ class DynamicsMonitor:
             (cfg.sparse.enabled, SparseQualityMetrics()),
             (cfg.grad.enabled, GradientMetrics()),
             (cfg.optim.enabled, OptimizerMetrics()),
+            (cfg.activations.enabled, ActivationMetrics()),
+            (cfg.sharpness.enabled, SharpnessMetrics()),
         ):
             if enabled:
                 monitor.add_metric(computer)
@@ -165,7 +168,8 @@ class DynamicsMonitor:
         loop clipped the gradients by a factor c (``p.grad`` = c x raw gradient), pass c and the
         ``grad/`` norms are those of the raw gradients."""
         self.step = self.step + 1 if step is None else step
-        if self.probe is None and inputs is not None and self.config.sparse.enabled:
+        probing = self.config.sparse.enabled or self.config.activations.enabled or self.config.sharpness.enabled
+        if self.probe is None and inputs is not None and probing:
             self.probe = _detach_batch(inputs)  # the first batch seen is the fixed probe from now on
         if self.snapshot is None:
             self._snapshot(model)
