@@ -2,7 +2,8 @@
 
 codecarbon reads power where the hardware exposes it (Intel RAPL, NVML on NVIDIA GPUs, powermetrics
 on macOS) and otherwise *estimates* CPU power as a TDP times the share of the CPU the process kept
-busy; RAM power is always a model. The TDP itself may be a guess: codecarbon looks the CPU's name up
+busy; RAM power is always a model, of the whole machine's memory: the work is charged the share of it
+the process holds (its resident memory over the machine's), not all of it. The TDP itself may be a guess: codecarbon looks the CPU's name up
 in its table and, when the name is not there (``AMD EPYC`` in a cloud VM), assumes 4 W per thread.
 Users comparing energy must know which they got, so every figure derived from the measurement says
 MEASURED or ESTIMATED, and an estimate names its power model and the TDP it assumed, which a user
@@ -50,6 +51,9 @@ class EnergyReport:
     cpu_power_model: str = "unknown"  # codecarbon's CPU mode: intel_rapl (measured), cpu_load, constant ...
     cpu_tdp_w: float | None = None  # the TDP a CPU estimate scaled; None when CPU power was measured
     cpu_tdp_source: str | None = None  # set (cpu_tdp_w) | table (codecarbon's CPU table) | default (4 W/thread)
+    # the process's share of the machine's memory: codecarbon's RAM model covers all of it, and only
+    # this share is the work's (1.0 for reports saved before the share was kept)
+    ram_share: float = 1.0
 
     @property
     def status(self) -> str:
@@ -134,6 +138,7 @@ def measure_energy(
     tracker.start()
     start = time.perf_counter()
     cpu_start = _process_cpu_seconds()
+    rss_start = _rss_share()
     n = 0
     try:
         while (max_iterations is None or n < max_iterations) and (n == 0 or time.perf_counter() - start < min_seconds):
@@ -142,6 +147,7 @@ def measure_energy(
     finally:
         seconds = time.perf_counter() - start
         cpu_seconds = _process_cpu_seconds() - cpu_start
+        ram_share = (rss_start + _rss_share()) / 2  # the work's memory: the process's share, start and end
         tracker.stop()
     d = tracker.final_emissions_data
     kwh_to_j = 3.6e6
@@ -153,6 +159,9 @@ def measure_energy(
         reported = cpu_j + gpu_j + ram_j
         cpu_j = tdp * cpu_seconds / threads  # the load model over the whole work (module docstring)
         co2_g *= (cpu_j + gpu_j + ram_j) / reported if reported > 0 else 1.0
+    before = cpu_j + gpu_j + ram_j
+    ram_j *= ram_share  # codecarbon's RAM model powers all the machine's memory; this process holds its share
+    co2_g *= (cpu_j + gpu_j + ram_j) / before if before > 0 else 1.0
     energy = cpu_j + gpu_j + ram_j
     return EnergyReport(
         seconds=seconds,
@@ -170,7 +179,16 @@ def measure_energy(
         cpu_power_model=cpu_mode,
         cpu_tdp_w=tdp,
         cpu_tdp_source=source,
+        ram_share=ram_share,
     )
+
+
+def _rss_share() -> float:
+    """This process's resident memory as a share of the machine's (psutil)."""
+    import psutil
+
+    total = psutil.virtual_memory().total
+    return psutil.Process().memory_info().rss / total if total else 1.0
 
 
 def _cpu(tracker):
@@ -222,7 +240,7 @@ def _describe(tracker, data, tdp_key: str = "cpu_tdp_w") -> tuple[str, bool, str
     gpu_measured = True
     if getattr(data, "gpu_count", 0):
         parts.append("GPU power measured (NVML)")
-    parts.append("RAM power estimated (codecarbon's per-GB model)")
+    parts.append("RAM power estimated (codecarbon's per-GB model, for this process's share of the machine's memory)")
     return mode, cpu_measured and gpu_measured, "; ".join(parts) + ".", tdp, source
 
 
