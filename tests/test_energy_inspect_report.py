@@ -135,3 +135,16 @@ def test_energy_survives_a_result_file(tmp_path):
     back = load_result(save_result(tmp_path, "inspect", result))
     assert back.measurements["energy"] == result.measurements["energy"]
     assert back.measurements["energy"].markdown().startswith("**ESTIMATED: 2 J per forward**")
+
+
+def test_each_operators_energy_is_its_share_of_the_profiled_time_and_they_add_up():
+    from types import SimpleNamespace
+
+    from modelxray.analyzers.inspect.run import _energy_by_op
+
+    rows = [{"op": "aten.addmm", "time_s": 0.003}, {"op": "aten.add", "time_s": 0.001}]
+    _energy_by_op(rows, SimpleNamespace(energy_j=8.0, iterations=4))  # 2 J per forward
+    assert [r["energy_j"] for r in rows] == pytest.approx([1.5, 0.5])
+    assert sum(r["energy_j"] for r in rows) == pytest.approx(2.0) and {r["energy_status"] for r in rows} == {
+        "ESTIMATED"
+    }

@@ -85,6 +85,16 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     return result
 
 
+def _energy_by_op(rows: list[dict], energy) -> None:
+    """Each operator's share of a forward's energy, by its share of the profiled time: an estimate
+    (``energy_j`` with ``energy_status`` ESTIMATED), since no counter splits power by operator."""
+    per_forward = energy.energy_j / max(energy.iterations, 1)
+    total = sum(r.get("time_s", 0.0) for r in rows)
+    for r in rows:
+        r["energy_j"] = per_forward * r.get("time_s", 0.0) / total if total > 0 else float("nan")
+        r["energy_status"] = "ESTIMATED"
+
+
 def _against_reference(model, reference, result: Result, top: int) -> None:
     """Each weight against the reference's tensor of the same name and shape (``reference=file|hf``):
     the relative difference, largest absolute difference, cosine and changed share, a table of the
@@ -234,6 +244,7 @@ def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, given=None
                 # cpu_tdp_w (an estimate's TDP); the summary shows them in one line saying MEASURED or ESTIMATED
                 result.record("energy", Energy(energy, "forward", energy.iterations, float(flops.total)))
                 result.data["energy"] = energy.as_dict()
+                _energy_by_op(result.tables.get("roofline") or [], energy)
             pbar.update(1)
         except Exception as exc:  # noqa: BLE001 - the parameter results and the steps before it are kept
             _compute_failed(result, step, exc, traceback.format_exc())
