@@ -329,9 +329,9 @@ def _fit_images(data: Any, loaded: LoadedModel) -> Any:
 
     if not isinstance(data, ClassificationData):
         return data  # check_task names the datasets that fit
+    if _is_zero_shot(loaded):  # no head: it scores whatever classes the dataset names (its own input layer)
+        return fit_images(data, loaded.image_shape, loaded.info.name)
     flat = _takes_flat(loaded.model, data)
-    if _is_zero_shot(loaded):  # no head: it scores whatever classes the dataset names
-        return fit_images(data, loaded.image_shape, loaded.info.name, flat)
     config = getattr(loaded.model, "config", None)
     data = match_labels(data, getattr(config, "label2id", None), loaded.info.name)
     labels = getattr(config, "num_labels", None)
