@@ -109,7 +109,15 @@ def test_the_memory_sentence_names_the_strategies_that_quantized_in_place(tmp_pa
     import modelxray
 
     out = modelxray.analyze(
-        [*args, "analyzer=[quant_impact]", "analyzer.quant_impact.strategies=[none,fp16]"], output_dir=tmp_path
+        [
+            *args,
+            "analyzer=[quant_impact]",
+            "analyzer.quant_impact.strategies=[none,fp16]",
+            "analyzer.quant_impact.eval_windows=2",
+            "analyzer.quant_impact.iters=1",
+            "analyzer.quant_impact.warmup=0",
+        ],
+        output_dir=tmp_path,
     )
     result = out.results["quant_impact"]
     (said,) = [s for s in result.sentences(out.results) if s.startswith("Memory:")]
@@ -142,6 +150,7 @@ def test_a_budget_limits_the_recommendation_to_the_strategies_within_it(tmp_path
 
     args = ["debug=tiny", "model.n_layer=1", "dataset.max_tokens=512", "dataset.seq_len=64", "report.dashboard=false"]
     args += ["analyzer=[quant_impact]", "analyzer.quant_impact.strategies=[none,int8,int4]"]
+    args += ["analyzer.quant_impact.eval_windows=2", "analyzer.quant_impact.iters=1", "analyzer.quant_impact.warmup=0"]
     out = modelxray.analyze(args, output_dir=tmp_path / "all")
     rows = {r["strategy"]: r for r in out.results["quant_impact"].tables["strategies"]}
     limit = (rows["int4"]["weight_bytes"] + rows["int8"]["weight_bytes"]) / 2 / 2**30  # int4 fits, int8 does not
@@ -173,6 +182,7 @@ def test_a_strategy_that_fails_never_loses_the_others(tmp_path, monkeypatch):
 
     monkeypatch.setattr(WeightQuantizer, "quantize", crash_at_4_bits)
     args = ["debug=tiny", "model.n_layer=1", "dataset.max_tokens=512", "dataset.seq_len=64", "report.dashboard=false"]
+    args += ["analyzer.quant_impact.eval_windows=2", "analyzer.quant_impact.iters=1", "analyzer.quant_impact.warmup=0"]
     out = modelxray.analyze(
         [*args, "analyzer=[quant_impact]", "analyzer.quant_impact.strategies=[none,int8,int4]"], output_dir=tmp_path
     )
