@@ -359,3 +359,25 @@ def test_a_traced_cnn_file_reveals_its_image_size_through_its_own_forward(tmp_pa
     odd = nn.Sequential(nn.Conv2d(3, 4, 3), nn.Flatten(), nn.Linear(4 * 998 * 998, 2)).eval()  # sized for 1000x1000
     spec = infer_input(odd, batch_size=1, seq_len=None, input_shape=None)
     assert spec["kind"] == "unknown" and "runs on none of the common square image sizes" in spec["message"]
+
+
+def test_system_figures_say_where_they_came_from_or_that_they_are_not_exposed():
+    """CPU clock, disk and network I/O, temperatures and cache counters around a piece of work:
+    each measured figure names its source; one the OS does not expose says so in one line."""
+    from modelxray.measure.utilization import UtilizationSampler
+
+    with UtilizationSampler(0.05) as sampler:
+        a = torch.randn(256, 256)
+        for _ in range(200):
+            a = torch.tanh(a @ a)
+    s = sampler.summary()
+    sources = s["sources"]
+    assert set(sources) == {"cpu_freq_mhz", "process_read_bytes", "machine_net_sent_bytes", "temperature_c", "cache"}
+    for key, text in sources.items():
+        assert text.startswith(("measured", "not exposed here", "not readable here")), (key, text)
+    if sources["cache"].startswith("measured"):
+        assert 0 <= s["cache_miss_rate"] <= 1
+    else:
+        assert "cache_miss_rate" not in s
+    assert s["process_write_bytes"] >= 0 and s["process_read_bytes"] >= 0
+    assert any(k.startswith("temperature_c/") for k in s) == sources["temperature_c"].startswith("measured")

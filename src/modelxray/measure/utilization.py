@@ -1,7 +1,8 @@
 """CPU and GPU utilisation and memory while some code runs, sampled by a background thread.
 
 psutil gives this process's CPU share (100% = one core busy) and the whole machine's per-core
-load; on CUDA, ``torch.cuda.utilization`` (NVML) and the allocator's peak. Short bursts between
+load; on CUDA, ``torch.cuda.utilization`` (NVML) and the allocator's peak; ``system_metrics`` the
+CPU clock, disk and network I/O, temperatures and cache counters, each saying where it came from. Short bursts between
 samples are missed; the interval is config."""
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from dataclasses import dataclass, field
 
 import psutil
 import torch
+
+from modelxray.measure.system_metrics import CacheCounters, cpu_freq_mhz, io_snapshot, temperatures
 
 
 @dataclass
@@ -36,6 +39,9 @@ class UtilizationSampler:
                 "system_cpu_percent": psutil.cpu_percent(None),
                 "rss_bytes": self._proc.memory_info().rss,
             }
+            freq = cpu_freq_mhz()
+            if freq is not None:
+                row["cpu_freq_mhz"] = freq
             if self._cuda:
                 try:
                     row["gpu_util_percent"] = float(torch.cuda.utilization())
@@ -47,6 +53,8 @@ class UtilizationSampler:
     def __enter__(self) -> UtilizationSampler:
         self._t0 = time.perf_counter()
         self._cpu0 = self._proc.cpu_times()
+        self._io0 = io_snapshot()
+        self._cache = CacheCounters().__enter__()
         self._thread.start()
         return self
 
@@ -56,6 +64,10 @@ class UtilizationSampler:
         self._seconds = time.perf_counter() - self._t0
         cpu1 = self._proc.cpu_times()
         self._cpu_seconds = (cpu1.user - self._cpu0.user) + (cpu1.system - self._cpu0.system)
+        io1 = io_snapshot()
+        self._io = {k: io1[k] - v for k, v in self._io0.items() if k in io1}
+        self._cache.__exit__(*exc)
+        self._temperatures, self._temperature_note = temperatures()
 
     def summary(self) -> dict:
         """Means and peaks; ``cores_busy`` is process CPU time / wall time (exact, not sampled)."""
@@ -76,4 +88,19 @@ class UtilizationSampler:
         gpu = [s["gpu_memory_bytes"] for s in self.samples if "gpu_memory_bytes" in s]
         if gpu:
             out["gpu_memory_peak_bytes"] = max(gpu)
+        freq = [s["cpu_freq_mhz"] for s in self.samples if "cpu_freq_mhz" in s]
+        if freq:
+            out["cpu_freq_mhz_mean"], out["cpu_freq_mhz_max"] = statistics.fmean(freq), max(freq)
+        out.update(self._io)
+        out.update({f"temperature_c/{name}": v for name, v in self._temperatures.items()})
+        out.update(getattr(self._cache, "values", {}))
+        out["sources"] = {
+            "cpu_freq_mhz": "measured: the clock the OS reports, sampled" if freq else "not exposed here",
+            "process_read_bytes": "measured: this process's disk I/O (the OS's counters)",
+            "machine_net_sent_bytes": "measured: the whole machine's network I/O, not this process's alone",
+            "temperature_c": "measured: the OS's sensors" if self._temperatures else self._temperature_note,
+            "cache": "measured: perf stat on this process"
+            if getattr(self._cache, "values", None)
+            else self._cache.note,
+        }
         return out

@@ -250,6 +250,9 @@ def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, given=None
             _compute_failed(result, step, exc, traceback.format_exc())
     system = sampler.summary()
     m.update({"cores_busy": system["cores_busy"], "rss_peak_bytes": float(system["rss_peak_bytes"])})
+    for key in ("cpu_freq_mhz_mean", "process_read_bytes", "process_write_bytes", "cache_miss_rate"):
+        if key in system:  # measured where the OS exposes it; data["system"]["sources"] says where each came from
+            m[key] = float(system[key])
     result.data.update({"system": system, "utilization_samples": sampler.samples})
     return recs
 

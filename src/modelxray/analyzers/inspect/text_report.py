@@ -184,7 +184,8 @@ def render(subject, result, cfg) -> str:
     if "system" in data:
         s = data["system"]
         out += _section("system during the compute analysis")
-        out += [f"  {k:<28} {_num(v)}" for k, v in s.items()]
+        out += [f"  {k:<28} {_num(v)}" for k, v in s.items() if k != "sources"]
+        out += [f"  source of {k:<18} {v}" for k, v in (s.get("sources") or {}).items()]
 
     out += _section("recommendations")
     recs = result.tables.get("recommendations", [])
