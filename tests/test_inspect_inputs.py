@@ -158,7 +158,9 @@ def test_cli_torchscript_cnn_finds_its_input_then_hand_flops(tmp_path, tracking_
     assert run.data.metrics["inspect/flops_total"] == CNN_FLOPS
     assert run.data.metrics["inspect/flops_per_sample"] == CNN_FLOPS
     text = next((tmp_path / "outputs").rglob("comprehensive_model_analysis.txt")).read_text()
-    assert "analysed input   image [1, 1, 28, 28]; from model (the only common image size" in text
+    # the file is an image classifier of the one size its forward runs on, scored on the digits fitted to it
+    assert "Input: the only common image size its forward runs on: 1x28x28" in text
+    assert "analysed input   image [1, 1, 28, 28]; from dataset digits" in text
 
 
 def test_a_torchscript_vit_gets_its_224_px_input_from_the_position_embedding(tmp_path):

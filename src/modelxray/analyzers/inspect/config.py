@@ -66,6 +66,10 @@ class InspectAnalyzer(Analyzer):
     prune_min: float = 0.3  # prune_potential from which a layer is recommended for pruning
     precision_ratio: float = 1.25  # quant_sensitivity / model median from which a layer should keep more bits
     advice_min_numel: int = 1024  # prune/precision advice: weight matrices (2+ dims > 1) of at least this many elements
+    structured_prune_share: float = (
+        0.1  # structured pruning: share of each layer's output units (neurons, channels) removed, weakest by L2 norm
+    )
+    structured_layers: int = 8  # largest layers whose units are removed one layer at a time (a forward each); 0 = none
 
     def validate(self) -> None:
         self.require_positive(
@@ -85,7 +89,11 @@ class InspectAnalyzer(Analyzer):
             "precision_ratio",
         )
         self.require_positive("seq_len", "input_shape", allow_none=True)
-        self.require_non_negative("profile_warmup", "prune_min", "advice_min_numel")
+        self.require_non_negative("profile_warmup", "prune_min", "advice_min_numel", "structured_layers")
+        if not 0.0 < self.structured_prune_share < 1.0:
+            raise ConfigError(
+                "structured_prune_share", f"must lie strictly between 0 and 1, got {self.structured_prune_share}"
+            )
         self.require_choice("spectral", SPECTRAL)
         check_cpu_tdp_w(self.cpu_tdp_w)
         check_country(self.country_iso_code)

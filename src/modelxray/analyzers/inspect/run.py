@@ -85,6 +85,31 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     return result
 
 
+def _structured(cfg, model, x, result: Result) -> list[dict]:
+    """Whole units removed from the largest layers, each layer's cost measured (``structured_pruning``),
+    and advice for the layers whose weakest units cost least."""
+    from modelxray.measure.flops import run_model
+    from modelxray.measure.structured_pruning import structured_pruning
+
+    rows, together = structured_pruning(
+        model, lambda: run_model(model, x), cfg.structured_prune_share, cfg.structured_layers
+    )
+    result.tables["structured_pruning"] = rows
+    if together is not None:
+        result.metrics["structured_prune_output_change"] = together
+    share = f"{cfg.structured_prune_share:.0%}"
+    return [
+        {
+            "action": "prune structurally",
+            "target": r["layer"],
+            "why": f"removing its {share} weakest {r['unit']}s ({r['removed']} of {r['units']}, {r['params_removed']:,} "
+            f"weights) changes the output by {r['output_change']:.2%}",
+            "value": r["output_change"],
+        }
+        for r in rows[: min(cfg.top, 3)]
+    ]
+
+
 def _energy_by_op(rows: list[dict], energy) -> None:
     """Each operator's share of a forward's energy, by its share of the profiled time: an estimate
     (``energy_j`` with ``energy_status`` ESTIMATED), since no counter splits power by operator."""
@@ -174,7 +199,7 @@ def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, given=None
     m, recs = result.metrics, []
     result.data["input"] = spec
     step = "input"
-    steps = ["FLOPs", "bytes per op", "profile", "peak", "energy"]
+    steps = ["FLOPs", "bytes per op", "profile", "peak", "energy", "structured pruning"]
     with (
         UtilizationSampler(cfg.utilization_interval_s) as sampler,
         bar(total=len(steps), desc="inspect: compute", enabled=ctx.progress) as pbar,
@@ -245,6 +270,11 @@ def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, given=None
                 result.record("energy", Energy(energy, "forward", energy.iterations, float(flops.total)))
                 result.data["energy"] = energy.as_dict()
                 _energy_by_op(result.tables.get("roofline") or [], energy)
+            pbar.update(1)
+
+            if cfg.structured_layers:
+                step = "structured pruning"
+                recs += _structured(cfg, model, x, result)
             pbar.update(1)
         except Exception as exc:  # noqa: BLE001 - the parameter results and the steps before it are kept
             _compute_failed(result, step, exc, traceback.format_exc())
