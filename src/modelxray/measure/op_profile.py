@@ -70,3 +70,47 @@ def profile_ops(model: nn.Module, inputs, *, warmup: int = 2, iters: int = 5) ->
         )
     rows.sort(key=lambda t: (-t.device_time_s, -t.cpu_time_s, t.op))
     return rows, statistics.median(walls)  # the median: robust to a busy machine's stragglers
+
+
+def profile_nodes(model: nn.Module, inputs, *, iters: int = 2, dtype_bytes: int = 4) -> list[dict]:
+    """Per aten op *and input shapes* (a node of the forward, the same for a TorchScript file and an
+    eager model): calls, self time and time with the ops it calls, per forward; the profiler's FLOPs
+    (it counts matmuls and convolutions, on the op that dispatches them, e.g. ``aten.conv2d``; 0
+    elsewhere); the bytes of its inputs estimated from their shapes at ``dtype_bytes`` per element;
+    FLOPs per byte. Slowest (self time) first."""
+    iters = max(1, iters)
+    with eval_mode(model), torch.inference_mode():
+        run_model(model, inputs)  # warm-up
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True) as prof:
+            for _ in range(iters):
+                run_model(model, inputs)
+    rows = []
+    for e in prof.key_averages(group_by_input_shape=True):
+        flops_total = float(getattr(e, "flops", 0) or 0)
+        if not e.key.startswith("aten::") or (e.self_cpu_time_total <= 0 and flops_total <= 0):
+            continue
+        shapes = [list(s) for s in (e.input_shapes or []) if isinstance(s, (list, tuple)) and s]
+        numel = sum(_prod(s) for s in shapes if all(isinstance(d, int) for d in s))
+        flops = flops_total / iters
+        bytes_in = float(numel * dtype_bytes)
+        rows.append(
+            {
+                "op": op_name(e.key),
+                "input_shapes": " ".join("x".join(map(str, s)) for s in shapes),
+                "calls": round(e.count / iters),
+                "time_s": e.self_cpu_time_total / 1e6 / iters,
+                "total_time_s": e.cpu_time_total / 1e6 / iters,  # with the ops it calls
+                "flops": flops,
+                "input_bytes": bytes_in,
+                "intensity": flops / bytes_in if bytes_in else 0.0,
+            }
+        )
+    rows.sort(key=lambda r: (-r["time_s"], r["op"]))
+    return rows
+
+
+def _prod(shape) -> int:
+    out = 1
+    for d in shape:
+        out *= int(d)
+    return out

@@ -181,6 +181,18 @@ def render(subject, result, cfg) -> str:
             f"(grid of {e['country_iso_code']}), {status}",
             f"  efficiency         {m['flops_per_joule'] / 1e9:.2f} GFLOP per J, {status}",
         ]
+    nodes = result.tables.get("nodes")
+    if nodes:
+        out += _section("nodes: each op by its input shapes, slowest first")
+        out += _table(
+            nodes, ["op", "input_shapes", "calls", "time_s", "total_time_s", "flops", "input_bytes", "intensity"]
+        )
+        out += [
+            "",
+            "  time_s is the op's own time per forward, total_time_s with the ops it calls; flops are the profiler's",
+            "  count (matmuls and convolutions on the op that dispatches them; 0 elsewhere); input_bytes come from the",
+            "  input shapes at the model's dtype.",
+        ]
     if "system" in data:
         s = data["system"]
         out += _section("system during the compute analysis")
