@@ -16,9 +16,12 @@ import torch
 from torch import nn
 
 from modelxray.metrics.agreement import output_tensors
-from modelxray.models.architecture import type_name
 
 PRUNABLE = {"Linear": 0, "Conv1d": 0, "Conv2d": 0, "Conv3d": 0, "Conv1D": 1}  # type -> the weight's output dim
+
+
+def type_name(m: nn.Module) -> str:
+    return getattr(m, "original_name", None) or type(m).__name__  # a TorchScript module keeps its class here
 
 
 def _first_output(out) -> torch.Tensor:
