@@ -368,3 +368,20 @@ def test_cli_a_model_whose_forward_raises_keeps_its_parameter_report(tmp_path, t
     # a failed analyzer's insights.md section is its error line: its own sentences are not asked for
     assert results["insights"] == [] and "boom: this model refuses to run" in results["data"]["compute_error"]["error"]
     assert "The inspect analyzer failed: builtins.RuntimeError: boom" in (out.parent / "insights.md").read_text()
+
+
+def test_the_inputs_suggestion_follows_each_arguments_modality():
+    """A speech model's two arguments get audio and mask shapes in the one-line error, not token ids."""
+    from modelxray.models.input_inference import infer_input
+
+    class Speech(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(16, 4)
+
+        def forward(self, input_values, attention_mask):
+            return self.proj(input_values[..., :16]) * attention_mask[..., :1]
+
+    spec = infer_input(Speech(), batch_size=1, seq_len=None, input_shape=None)
+    assert spec["kind"] == "unknown"
+    assert "analyzer.inspect.inputs='{input_values:[1,16000],attention_mask:[1,16]}'" in spec["message"]

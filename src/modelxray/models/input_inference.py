@@ -328,7 +328,18 @@ def _vit_image_shape(model: nn.Module) -> tuple[list[int], str] | None:
 
 # -- several named tensors ---------------------------------------------------------------------
 def _example_named(name: str) -> str:
-    return "[1,16]" if _IDS.search(name) or _MASK.search(name) else "[1,3,224,224]"
+    """An example shape for an argument by its name's modality: ids and masks, audio, speech
+    features, images (the rest)."""
+    if _IDS.search(name) or _MASK.search(name):
+        return "[1,16]"
+    if _AUDIO.search(name):
+        return "[1,16000]"  # one second of 16 kHz audio
+    if "features" in name:
+        return "[1,80,3000]"  # log-mel frames, as Whisper takes them
+    return "[1,3,224,224]"
+
+
+_AUDIO = re.compile(r"input_values|audio|wave|wav|speech", re.IGNORECASE)
 
 
 def default_dtype(name: str) -> str | None:
