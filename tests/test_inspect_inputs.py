@@ -141,7 +141,9 @@ def test_a_cnn_file_reveals_its_image_size_and_counts_the_hand_formula(tmp_path,
     nodes = result.tables["nodes"]  # each op by its input shapes, for the compiled file as for an eager model
     (head,) = [n for n in nodes if n["op"] == "aten.addmm"]
     assert head["input_shapes"] == "10 1x392 392x10" and head["flops"] == 2 * 392 * 10 and head["time_s"] > 0
-    assert any(n["input_shapes"].startswith("1x1x28x28 4x1x3x3") for n in nodes)
+    (conv1,) = [n for n in nodes if n["input_shapes"] == "1x1x28x28 4x1x3x3 4"]
+    assert conv1["flops"] == 2 * 4 * 28 * 28 * 1 * 9 and conv1["time_s"] > 0  # the hand formula, timed
+    assert sum(n["flops"] for n in nodes) == CNN_FLOPS  # the nodes add up to the forward
     for shape in ([1, 28, 28], [1, 1, 28, 28]):  # without the batch dimension, or a conv model's full shape
         result = _run(_fast(input_shape=shape), model, tmp_path)
         assert result.metrics["flops_total"] == CNN_FLOPS and "compute_error" not in result.data

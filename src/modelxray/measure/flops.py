@@ -217,6 +217,7 @@ class _Record:
     elementwise: bool
     inputs: list[tuple[int | None, int]]  # (storage key, bytes) per input tensor
     outputs: list[tuple[int | None, int]]
+    shapes: str = ""  # the input tensors' shapes, as the profiler writes them ("1x4x28x28 4x1x3x3 4")
 
 
 class _OpRecorder(TorchDispatchMode):
@@ -269,6 +270,7 @@ class _OpRecorder(TorchDispatchMode):
                 elementwise=(torch.Tag.pointwise in func.tags or name in _ELEMENTWISE_EXTRA) and not flops,
                 inputs=ins,
                 outputs=outs,
+                shapes=" ".join("x".join(map(str, t.shape)) for t in _tensors((args, kwargs)) if t.dim()),
             )
         )
 

@@ -114,3 +114,30 @@ def _prod(shape) -> int:
     for d in shape:
         out *= int(d)
     return out
+
+
+def node_table(records: list, timed: list[dict]) -> list[dict]:
+    """The forward's nodes: each (op, input shapes) of one traced forward (``flops.trace_ops``, whose
+    FLOPs and bytes are exact for every op, convolutions included) with its calls, module, FLOPs,
+    bytes moved and FLOPs per byte, and the profiler's time of the same op on the same shapes
+    (``profile_nodes``: with the ops it calls; None where the profiler saw no such node). Views move
+    nothing and are left out. Slowest first, then most FLOPs."""
+    times = {(r["op"], r["input_shapes"]): r["total_time_s"] for r in timed}
+    nodes: dict[tuple[str, str], dict] = {}
+    for rec in records:
+        if rec.is_view:
+            continue
+        row = nodes.setdefault(
+            (rec.op, rec.shapes),
+            {"op": rec.op, "module": rec.module, "input_shapes": rec.shapes, "calls": 0, "flops": 0, "bytes": 0},
+        )
+        row["calls"] += 1
+        row["flops"] += rec.flops
+        row["bytes"] += rec.bytes_read + rec.bytes_written
+    out = []
+    for (op, shapes), row in nodes.items():
+        row["intensity"] = row["flops"] / row["bytes"] if row["bytes"] else 0.0
+        row["time_s"] = times.get((op, shapes))
+        out.append(row)
+    out.sort(key=lambda r: (-(r["time_s"] or 0.0), -r["flops"], r["op"]))
+    return out

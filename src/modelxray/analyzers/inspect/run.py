@@ -188,7 +188,7 @@ def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, given=None
     from modelxray.core.progress import bar
     from modelxray.measure.energy import Energy, measure_energy
     from modelxray.measure.flops import count_flops, fusion_candidates, op_traffic, run_model, trace_ops
-    from modelxray.measure.op_profile import profile_nodes, profile_ops
+    from modelxray.measure.op_profile import node_table, profile_nodes, profile_ops
     from modelxray.measure.peak import measure_peak, roofline
     from modelxray.measure.utilization import UtilizationSampler
 
@@ -239,9 +239,10 @@ def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, given=None
             m["forward_ms"] = forward_s * 1e3
             m["achieved_gflops_per_s"] = flops.total / forward_s / 1e9 if forward_s > 0 else float("nan")
             result.data["op_times"] = [t.__dict__ for t in times]
-            # each op by its input shapes: the nodes of a TorchScript file as of an eager model
-            nodes = profile_nodes(model, x, iters=2, dtype_bytes=dtype.itemsize)
-            result.tables["nodes"] = nodes[: cfg.top * 2]
+            # each op by its input shapes: the nodes of a TorchScript file as of an eager model, with the
+            # traced forward's exact FLOPs and bytes and the profiler's time of the same op on the same shapes
+            timed = profile_nodes(model, x, iters=2, dtype_bytes=dtype.itemsize)
+            result.tables["nodes"] = node_table(records, timed)[: cfg.top * 2]
             pbar.update(1)
 
             step = "peak"

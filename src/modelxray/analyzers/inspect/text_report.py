@@ -184,14 +184,12 @@ def render(subject, result, cfg) -> str:
     nodes = result.tables.get("nodes")
     if nodes:
         out += _section("nodes: each op by its input shapes, slowest first")
-        out += _table(
-            nodes, ["op", "input_shapes", "calls", "time_s", "total_time_s", "flops", "input_bytes", "intensity"]
-        )
+        out += _table(nodes, ["op", "module", "input_shapes", "calls", "time_s", "flops", "bytes", "intensity"])
         out += [
             "",
-            "  time_s is the op's own time per forward, total_time_s with the ops it calls; flops are the profiler's",
-            "  count (matmuls and convolutions on the op that dispatches them; 0 elsewhere); input_bytes come from the",
-            "  input shapes at the model's dtype.",
+            "  flops and bytes (read and written) are the traced forward's, exact for every op; time_s is the",
+            "  profiler's time per forward of the same op on the same shapes, with the ops it calls (- where the",
+            "  profiler saw none).",
         ]
     if "system" in data:
         s = data["system"]
