@@ -1,4 +1,5 @@
-"""Number formatting shared by the text reports, the Markdown writer and the figures."""
+"""Number formatting shared by the text reports, the Markdown writer and the figures, and the name
+a module goes by in them."""
 
 from __future__ import annotations
 
@@ -20,3 +21,8 @@ def fmt_number(v: Any) -> str:
             return f"{v:.4g}"
         return f"{v:,.4f}".rstrip("0").rstrip(".") if abs(v) < 1000 else f"{v:,.1f}"
     return str(v)
+
+
+def type_name(module: Any) -> str:
+    """The module's class name; a TorchScript module keeps it as ``original_name``."""
+    return getattr(module, "original_name", None) or type(module).__name__

@@ -15,13 +15,10 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from modelxray.core.formatting import type_name
 from modelxray.metrics.agreement import output_tensors
 
 PRUNABLE = {"Linear": 0, "Conv1d": 0, "Conv2d": 0, "Conv3d": 0, "Conv1D": 1}  # type -> the weight's output dim
-
-
-def type_name(m: nn.Module) -> str:
-    return getattr(m, "original_name", None) or type(m).__name__  # a TorchScript module keeps its class here
 
 
 def _first_output(out) -> torch.Tensor:

@@ -19,15 +19,12 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from modelxray.core.formatting import type_name
+
 _ATTN_NAME = re.compile(r"(attn|attention|self_attn|q_proj|query)", re.IGNORECASE)
 _CONV = {"Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"}
 _RNN = {"RNN", "LSTM", "GRU"}
 _LINEAR = {"Linear", "Conv1D", "NonDynamicallyQuantizableLinear"}
-
-
-def type_name(m: nn.Module) -> str:
-    """The module's class name; a TorchScript module keeps it as ``original_name``."""
-    return getattr(m, "original_name", None) or type(m).__name__
 
 
 @dataclass

@@ -25,7 +25,7 @@ import torch
 from modelxray.quant.library_backend import chosen_linears
 from modelxray.quant.library_swap import conv1d_to_linear
 from modelxray.quant.rtn import relative_error
-from modelxray.quant.summary import quant_result
+from modelxray.quant.summary import layer_row, quant_result
 from modelxray.quant.targets import find_targets
 
 if TYPE_CHECKING:
@@ -72,6 +72,7 @@ def _quantize(quantizer: CompressedTensorsQuantizer, model: nn.Module) -> tuple[
             folder = Path(quantizer.save_dir).expanduser() if quantizer.save_dir else Path(tmp)
             work.save_pretrained(folder)
             compressor.update_config(str(folder))
+            del work  # saved: the checkpoint loads next, without this copy beside it
             dtype = next(original.parameters()).dtype
             loaded = type(original).from_pretrained(folder, dtype=dtype).eval()
         # decompressed now, as its first forward would, so the analyses see the weights it computes with
@@ -94,20 +95,9 @@ def _quantize(quantizer: CompressedTensorsQuantizer, model: nn.Module) -> tuple[
     rows = []
     for name in sorted(chosen):
         orig = originals[name]
-        rows.append(
-            {
-                "module": name,
-                "kind": "linear",
-                "component": targets[name].component,
-                "block": targets[name].block,
-                "bits": BITS[quantizer.scheme],
-                "format": f"compressed-tensors {quantizer.scheme}",
-                "elements": orig.numel(),
-                "bytes_before": orig.numel() * orig.element_size(),
-                "packed_bytes": stored[name],
-                "rel_error": relative_error(orig, _loaded_weight(loaded.get_submodule(name)).to(orig.dtype)),
-            }
-        )
+        error = relative_error(orig, _loaded_weight(loaded.get_submodule(name)).to(orig.dtype))
+        fmt = f"compressed-tensors {quantizer.scheme}"
+        rows.append(layer_row(name, orig, BITS[quantizer.scheme], fmt, stored[name], error, targets[name]))
     result = quant_result(
         f"compressed-tensors {quantizer.scheme}", rows, original, time.perf_counter() - start, notes, source=quantizer
     )

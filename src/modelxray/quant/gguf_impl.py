@@ -31,7 +31,7 @@ from modelxray.core.progress import bar
 from modelxray.quant.library_backend import chosen_linears
 from modelxray.quant.library_swap import conv1d_to_linear
 from modelxray.quant.rtn import relative_error
-from modelxray.quant.summary import quant_result
+from modelxray.quant.summary import layer_row, quant_result
 from modelxray.quant.targets import find_targets
 
 if TYPE_CHECKING:
@@ -226,20 +226,10 @@ def _read_back(model: nn.Module, reader, names: dict[str, str], skip: list[str],
         original = p.detach().clone()
         with torch.no_grad():
             p.copy_(values)
-        rows.append(
-            {
-                "module": module,
-                "kind": by_weight[name].kind if name in by_weight else "weight",
-                "component": by_weight[name].component if name in by_weight else "",
-                "block": by_weight[name].block if name in by_weight else None,
-                "bits": round(8 * int(tensor.n_bytes) / p.numel(), 4),
-                "format": tensor.tensor_type.name,
-                "elements": p.numel(),
-                "bytes_before": p.numel() * p.element_size(),
-                "packed_bytes": int(tensor.n_bytes),
-                "rel_error": relative_error(original, values),
-            }
-        )
+        bits = round(8 * int(tensor.n_bytes) / p.numel(), 4)
+        error = relative_error(original, values)
+        fmt = tensor.tensor_type.name
+        rows.append(layer_row(module, p, bits, fmt, int(tensor.n_bytes), error, by_weight.get(name), kind="weight"))
     return rows
 
 

@@ -14,7 +14,7 @@ import torch
 
 from modelxray.quant.library_backend import chosen_linears
 from modelxray.quant.rtn import relative_error
-from modelxray.quant.summary import quant_result
+from modelxray.quant.summary import layer_row, quant_result
 from modelxray.quant.targets import find_targets
 
 if TYPE_CHECKING:
@@ -64,19 +64,7 @@ def quantize_linears(
         if name not in chosen:
             continue
         orig = originals[name]
-        rows.append(
-            {
-                "module": name,
-                "kind": "linear",
-                "component": targets[name].component,
-                "block": targets[name].block,
-                "bits": bits,
-                "format": fmt,
-                "elements": orig.numel(),
-                "bytes_before": orig.numel() * orig.element_size(),
-                "packed_bytes": stored_bytes(module),
-                "rel_error": relative_error(orig, dequantized(module).to(orig.dtype)),
-            }
-        )
+        error = relative_error(orig, dequantized(module).to(orig.dtype))
+        rows.append(layer_row(name, orig, bits, fmt, stored_bytes(module), error, targets[name]))
     result = quant_result(fmt, rows, original, time.perf_counter() - start, notes, source=quantizer)
     return model, result

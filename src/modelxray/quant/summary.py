@@ -10,6 +10,25 @@ if TYPE_CHECKING:
     from torch import nn
 
 
+def layer_row(
+    module: str, original, bits: float, fmt: str, packed_bytes: int, rel_error: float, target=None, kind: str = "linear"
+) -> dict:
+    """One quantized tensor's report row: its module, kind, component and block (from its ``target``,
+    ``quant.targets.Target``, when known), bits and format, sizes before and after, and weight error."""
+    return {
+        "module": module,
+        "kind": target.kind if target is not None else kind,
+        "component": target.component if target is not None else "",
+        "block": target.block if target is not None else None,
+        "bits": bits,
+        "format": fmt,
+        "elements": original.numel(),
+        "bytes_before": original.numel() * original.element_size(),
+        "packed_bytes": packed_bytes,
+        "rel_error": rel_error,
+    }
+
+
 def quant_result(
     method: str, rows: list[dict], model: nn.Module, seconds: float, notes: list[str], source: Any = None
 ) -> Result:
@@ -66,7 +85,7 @@ def _left_as_loaded(model: nn.Module, covered: set[str], total: int, floor: floa
     model's parameters, largest first: "LSTMCell 98.1% (cell), Embedding 1.2% (wte)"."""
     from collections import defaultdict
 
-    from modelxray.models.architecture import type_name
+    from modelxray.core.formatting import type_name
 
     counts: dict[str, int] = defaultdict(int)
     names: dict[str, list[str]] = defaultdict(list)

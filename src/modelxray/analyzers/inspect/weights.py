@@ -8,9 +8,9 @@ import re
 
 from torch import nn
 
+from modelxray.core.formatting import type_name
 from modelxray.core.progress import bar
 from modelxray.metrics.tensor_stats import StatsConfig, tensor_stats
-from modelxray.models.architecture import type_name
 from modelxray.models.weights_file import WeightsFile, named_tensors
 from modelxray.quant.targets import block_of
 
