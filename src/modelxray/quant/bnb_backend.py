@@ -12,12 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from modelxray.core.configurable import implementation
 from modelxray.quant.library_backend import LibraryQuantizer
 
 if TYPE_CHECKING:
-    from torch import nn
-
     from modelxray.core.result import Result
 
 WEIGHTS = ("nf4", "fp4", "int8")
@@ -28,6 +25,8 @@ class BitsAndBytesQuantizer(LibraryQuantizer):
     name: ClassVar[str] = "bnb"
     module: ClassVar[str] = "bitsandbytes"
     pip: ClassVar[str] = "bitsandbytes"
+    run_module: ClassVar[str] = "modelxray.quant.bnb_impl"
+    run_function: ClassVar[str] = "quantize_bnb"
 
     weights: str = "nf4"  # nf4 | fp4 (4-bit codes, blocks of 64) | int8 (LLM.int8(), per output channel)
     double_quant: bool = False  # 4-bit: quantize the block scales too (QLoRA's double quantization)
@@ -45,12 +44,6 @@ class BitsAndBytesQuantizer(LibraryQuantizer):
 
     def describe(self) -> str:
         return f"bitsandbytes {self.weights}"
-
-    def quantize(
-        self, model: nn.Module, calibration: Any = None, *, in_place: bool = False
-    ) -> tuple[nn.Module, Result]:
-        self.check(model)
-        return implementation("modelxray.quant.bnb_impl").quantize_bnb(self, model)
 
     def step(self, result: Result) -> dict[str, Any]:
         return {"method": "bnb", "config": self.weights}

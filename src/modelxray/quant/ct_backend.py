@@ -14,7 +14,6 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from modelxray.core.configurable import implementation
 from modelxray.quant.library_backend import LibraryQuantizer
 
 if TYPE_CHECKING:
@@ -33,6 +32,8 @@ class CompressedTensorsQuantizer(LibraryQuantizer):
     name: ClassVar[str] = "compressed_tensors"
     module: ClassVar[str] = "compressed_tensors"
     pip: ClassVar[str] = "compressed-tensors"
+    run_module: ClassVar[str] = "modelxray.quant.ct_impl"
+    run_function: ClassVar[str] = "quantize_compressed_tensors"
     # the checkpoint loads decompressed: float weights holding the quantized values (vLLM runs the packed ones)
     simulated: ClassVar[bool] = True
     reports_progress: ClassVar[bool] = True  # compressing, saving and loading the checkpoint
@@ -81,12 +82,6 @@ class CompressedTensorsQuantizer(LibraryQuantizer):
                 f"{bad} takes {widths[bad]} inputs, not a multiple of {group}: choose a group size that divides "
                 f"every layer's{hint}, or skip the layer",
             )
-
-    def quantize(
-        self, model: nn.Module, calibration: Any = None, *, in_place: bool = False, progress: bool = True
-    ) -> tuple[nn.Module, Result]:
-        self.check(model)
-        return implementation("modelxray.quant.ct_impl").quantize_compressed_tensors(self, model, progress)
 
     def step(self, result: Result) -> dict[str, Any]:
         return {"method": "compressed_tensors", "scheme": self.scheme}

@@ -17,12 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from modelxray.core.configurable import implementation
 from modelxray.quant.library_backend import LibraryQuantizer
 
 if TYPE_CHECKING:
-    from torch import nn
-
     from modelxray.core.result import Result
 
 # llama.cpp's file types that need no importance matrix (llama-quantize refuses IQ2_XXS, IQ2_XS,
@@ -38,6 +35,8 @@ class GGUFQuantizer(LibraryQuantizer):
     name: ClassVar[str] = "gguf"
     module: ClassVar[str] = "llama_cpp"
     pip: ClassVar[str] = "llama-cpp-python (it builds llama.cpp, about 10 minutes)"
+    run_module: ClassVar[str] = "modelxray.quant.gguf_impl"
+    run_function: ClassVar[str] = "quantize_gguf"
     # llama.cpp's stored weights, dequantized into the float model: memory and speed are PyTorch's
     simulated: ClassVar[bool] = True
     reports_progress: ClassVar[bool] = True  # llama.cpp's quantizer reports each tensor
@@ -55,12 +54,6 @@ class GGUFQuantizer(LibraryQuantizer):
 
     def describe(self) -> str:
         return f"llama.cpp {self.type}"
-
-    def quantize(
-        self, model: nn.Module, calibration: Any = None, *, in_place: bool = False, progress: bool = True
-    ) -> tuple[nn.Module, Result]:
-        self.check(model)
-        return implementation("modelxray.quant.gguf_impl").quantize_gguf(self, model, progress)
 
     def step(self, result: Result) -> dict[str, Any]:
         return {"method": "gguf", "type": self.type}

@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from modelxray.core.configurable import implementation
 from modelxray.quant.library_backend import LibraryQuantizer
 
 if TYPE_CHECKING:
@@ -26,6 +25,8 @@ class HQQQuantizer(LibraryQuantizer):
     name: ClassVar[str] = "hqq"
     module: ClassVar[str] = "hqq.core.quantize"
     pip: ClassVar[str] = "hqq"
+    run_module: ClassVar[str] = "modelxray.quant.hqq_impl"
+    run_function: ClassVar[str] = "quantize_hqq"
 
     bits: int = 4  # 8, 4, 3, 2 or 1
     group_size: int = 64  # weights per scale and zero point
@@ -52,12 +53,6 @@ class HQQQuantizer(LibraryQuantizer):
                     f"{n} holds {m.weight.numel():,} weights, not a multiple of {self.group_size}: choose a "
                     "group size that divides every layer's, or skip the layer",
                 )
-
-    def quantize(
-        self, model: nn.Module, calibration: Any = None, *, in_place: bool = False
-    ) -> tuple[nn.Module, Result]:
-        self.check(model)
-        return implementation("modelxray.quant.hqq_impl").quantize_hqq(self, model)
 
     def step(self, result: Result) -> dict[str, Any]:
         return {"method": "hqq", "bits": self.bits, "group_size": self.group_size}

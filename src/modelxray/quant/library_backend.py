@@ -7,13 +7,16 @@ from __future__ import annotations
 import fnmatch
 import importlib.util
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
+from modelxray.core.configurable import implementation
 from modelxray.core.errors import ConfigError, MissingLibrary
 from modelxray.quant.base import Quantizer
 
 if TYPE_CHECKING:
     from torch import nn
+
+    from modelxray.core.result import Result
 
 
 @dataclass
@@ -22,6 +25,8 @@ class LibraryQuantizer(Quantizer):
 
     module: ClassVar[str] = ""  # the library's import name, checked before any work
     pip: ClassVar[str] = ""  # what installs it
+    run_module: ClassVar[str] = ""  # the module that quantizes (imported only when it runs) ...
+    run_function: ClassVar[str] = ""  # ... and its function(quantizer, model[, progress]) -> (model, Result)
     simulated: ClassVar[bool] = False  # the library's modules hold and run the quantized weights
 
     skip: list[str] = field(default_factory=list)  # glob patterns of module names to leave in float
@@ -35,6 +40,15 @@ class LibraryQuantizer(Quantizer):
     def describe(self) -> str:
         """The quantization in words, for messages and the report."""
         return self.name
+
+    def quantize(
+        self, model: nn.Module, calibration: Any = None, *, in_place: bool = False, progress: bool = True
+    ) -> tuple[nn.Module, Result]:
+        """A quantized copy, made by ``run_module.run_function`` (given ``progress`` when the quantizer
+        reports it); the config never imports its implementation."""
+        self.check(model)
+        run = getattr(implementation(self.run_module), self.run_function)
+        return run(self, model, progress) if self.reports_progress else run(self, model)
 
     def check(self, model: nn.Module, name: str | None = None) -> None:
         """Nothing to quantize (a TorchScript model, no Linear layer, everything skipped) fails here."""

@@ -11,12 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from modelxray.core.configurable import implementation
 from modelxray.quant.library_backend import LibraryQuantizer
 
 if TYPE_CHECKING:
-    from torch import nn
-
     from modelxray.core.result import Result
 
 WEIGHTS = ("int8", "int4", "int2")
@@ -27,6 +24,8 @@ class QuantoQuantizer(LibraryQuantizer):
     name: ClassVar[str] = "quanto"
     module: ClassVar[str] = "optimum.quanto"
     pip: ClassVar[str] = "optimum-quanto"
+    run_module: ClassVar[str] = "modelxray.quant.quanto_impl"
+    run_function: ClassVar[str] = "quantize_quanto"
 
     weights: str = "int4"  # int8 | int4 | int2: quanto's qint8, qint4, qint2 weights
 
@@ -36,12 +35,6 @@ class QuantoQuantizer(LibraryQuantizer):
 
     def describe(self) -> str:
         return f"quanto {self.weights} weights"
-
-    def quantize(
-        self, model: nn.Module, calibration: Any = None, *, in_place: bool = False
-    ) -> tuple[nn.Module, Result]:
-        self.check(model)
-        return implementation("modelxray.quant.quanto_impl").quantize_quanto(self, model)
 
     def step(self, result: Result) -> dict[str, Any]:
         return {"method": "quanto", "config": self.weights}

@@ -15,7 +15,6 @@ import importlib.util
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from modelxray.core.configurable import implementation
 from modelxray.core.errors import ConfigError
 from modelxray.quant.library_backend import LibraryQuantizer
 
@@ -40,6 +39,8 @@ class TorchaoQuantizer(LibraryQuantizer):
     name: ClassVar[str] = "torchao"
     module: ClassVar[str] = "torchao"
     pip: ClassVar[str] = "torchao"
+    run_module: ClassVar[str] = "modelxray.quant.torchao_impl"
+    run_function: ClassVar[str] = "quantize_torchao"
 
     method: str = "int8_weight_only"
 
@@ -59,12 +60,6 @@ class TorchaoQuantizer(LibraryQuantizer):
         if why_not is not None:
             raise ConfigError("quant", f"{why_not}; quant=int4 simulates the same format on any machine")
         super().check(model, name)
-
-    def quantize(
-        self, model: nn.Module, calibration: Any = None, *, in_place: bool = False
-    ) -> tuple[nn.Module, Result]:
-        self.check(model)
-        return implementation("modelxray.quant.torchao_impl").quantize_torchao(self, model)
 
     def step(self, result: Result) -> dict[str, Any]:
         return {"method": "torchao", "config": self.method}
