@@ -72,27 +72,21 @@ def profile_ops(model: nn.Module, inputs, *, warmup: int = 2, iters: int = 5) ->
     return rows, statistics.median(walls)  # the median: robust to a busy machine's stragglers
 
 
-def profile_nodes(model: nn.Module, inputs, *, iters: int = 2, dtype_bytes: int = 4) -> list[dict]:
-    """Per aten op *and input shapes* (a node of the forward, the same for a TorchScript file and an
-    eager model): calls, self time and time with the ops it calls, per forward; the profiler's FLOPs
-    (it counts matmuls and convolutions, on the op that dispatches them, e.g. ``aten.conv2d``; 0
-    elsewhere); the bytes of its inputs estimated from their shapes at ``dtype_bytes`` per element;
-    FLOPs per byte. Slowest (self time) first."""
+def profile_nodes(model: nn.Module, inputs, *, iters: int = 2) -> list[dict]:
+    """The profiler's time per aten op *and input shapes* (a node of the forward, the same for a
+    TorchScript file and an eager model): calls, self time, and time with the ops it calls, per
+    forward. ``node_table`` joins it with the traced forward's exact FLOPs and bytes."""
     iters = max(1, iters)
     with eval_mode(model), torch.inference_mode():
         run_model(model, inputs)  # warm-up
-        with profile(activities=[ProfilerActivity.CPU], record_shapes=True, with_flops=True) as prof:
+        with profile(activities=[ProfilerActivity.CPU], record_shapes=True) as prof:
             for _ in range(iters):
                 run_model(model, inputs)
     rows = []
     for e in prof.key_averages(group_by_input_shape=True):
-        flops_total = float(getattr(e, "flops", 0) or 0)
-        if not e.key.startswith("aten::") or (e.self_cpu_time_total <= 0 and flops_total <= 0):
+        if not e.key.startswith("aten::") or e.cpu_time_total <= 0:
             continue
-        shapes = [list(s) for s in (e.input_shapes or []) if isinstance(s, (list, tuple)) and s]
-        numel = sum(_prod(s) for s in shapes if all(isinstance(d, int) for d in s))
-        flops = flops_total / iters
-        bytes_in = float(numel * dtype_bytes)
+        shapes = [s for s in (e.input_shapes or []) if isinstance(s, (list, tuple)) and s]
         rows.append(
             {
                 "op": op_name(e.key),
@@ -100,20 +94,10 @@ def profile_nodes(model: nn.Module, inputs, *, iters: int = 2, dtype_bytes: int 
                 "calls": round(e.count / iters),
                 "time_s": e.self_cpu_time_total / 1e6 / iters,
                 "total_time_s": e.cpu_time_total / 1e6 / iters,  # with the ops it calls
-                "flops": flops,
-                "input_bytes": bytes_in,
-                "intensity": flops / bytes_in if bytes_in else 0.0,
             }
         )
     rows.sort(key=lambda r: (-r["time_s"], r["op"]))
     return rows
-
-
-def _prod(shape) -> int:
-    out = 1
-    for d in shape:
-        out *= int(d)
-    return out
 
 
 def node_table(records: list, timed: list[dict]) -> list[dict]:

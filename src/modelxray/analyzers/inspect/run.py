@@ -241,7 +241,7 @@ def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, given=None
             result.data["op_times"] = [t.__dict__ for t in times]
             # each op by its input shapes: the nodes of a TorchScript file as of an eager model, with the
             # traced forward's exact FLOPs and bytes and the profiler's time of the same op on the same shapes
-            timed = profile_nodes(model, x, iters=2, dtype_bytes=dtype.itemsize)
+            timed = profile_nodes(model, x, iters=2)
             result.tables["nodes"] = node_table(records, timed)[: cfg.top * 2]
             pbar.update(1)
 
