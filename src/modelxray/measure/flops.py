@@ -315,7 +315,7 @@ def op_traffic(model: nn.Module, inputs, records: list[_Record] | None = None) -
 
 
 # -- fusion candidates ----------------------------------------------------------------------------------
-def _layer_pattern(module: str) -> str:
+def layer_pattern(module: str) -> str:
     """ "m.layers.3.mlp.c_fc" -> "m.layers.*.mlp.c_fc": the same site in every layer aggregates. A trailing
     index ("features.3", a Sequential's own layer) stays: it names one layer, not a repeated block."""
     return re.sub(r"(?<=\.)\d+(?=\.)", "*", module)
@@ -358,7 +358,7 @@ def fusion_candidates(model: nn.Module, inputs, records: list[_Record] | None = 
     first."""
     agg: dict[tuple, dict] = {}
     for head, consumers in _chains(records if records is not None else trace_ops(model, inputs)):
-        module = _layer_pattern(head.module)
+        module = layer_pattern(head.module)
         key = (head.op, tuple(c.op for c in consumers), module)
         row = agg.setdefault(
             key,

@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
 
-from modelxray.measure.flops import eval_mode, run_model
+from modelxray.measure.flops import eval_mode, layer_pattern, run_model
 from modelxray.measure.scoring import model_device
 
 
@@ -116,6 +116,9 @@ def node_table(records: list, timed: list[dict]) -> list[dict]:
             {"op": rec.op, "module": rec.module, "input_shapes": rec.shapes, "calls": 0, "flops": 0, "bytes": 0},
         )
         row["calls"] += 1
+        if rec.module != row["module"]:  # the same op on the same shapes in each repeated block
+            same = layer_pattern(rec.module) == layer_pattern(row["module"])
+            row["module"] = layer_pattern(row["module"]) if same else "(several modules)"
         row["flops"] += rec.flops
         row["bytes"] += rec.bytes_read + rec.bytes_written
     out = []
