@@ -55,8 +55,15 @@ def test_quant_impact_reports_cuda_memory_and_fragmentation(tmp_path):
         [*GPU, "analyzer=quant_impact", f"analyzer.quant_impact.strategies=[{','.join(strategies)}]"],
         output_dir=tmp_path,
     )
-    rows = {r["strategy"]: r for r in out.results["quant_impact"].tables["strategies"]}
+    result = out.results["quant_impact"]
+    rows = {r["strategy"]: r for r in result.tables["strategies"]}
     assert set(rows) == set(strategies)
+    assert result.data["load_memory"]["cuda_peak_allocated"] > 0  # the load onto the GPU, measured
+    said = result.sentences(out.results)
+    assert any(s.startswith("Loading the model took") for s in said)
+    from modelxray.analyzers.quant_impact.insights import fragmentation
+
+    assert [s for s in said if s.startswith("GPU memory fragmentation")] == fragmentation(list(rows.values()), 0.25)
     for r in rows.values():
         assert r["cuda_peak_allocated"] > 0 and r["cuda_peak_reserved"] >= r["cuda_peak_allocated"]
         assert r["cuda_fragmentation_bytes"] >= 0

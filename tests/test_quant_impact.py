@@ -143,6 +143,35 @@ def test_a_recommendation_that_is_not_the_smallest_says_why():
     assert "int2" in why and "memory 0.6, quality 0.2 and speed 0.2" in why and "0.20 of the baseline's quality" in why
 
 
+def test_memory_life_and_fragmentation_sentences_from_the_rows():
+    """Hand-made rows: the load sentence, each strategy's quantizing overhead above the loaded model
+    (costliest first), and fragmentation named only past the configured share of reserved memory."""
+    from modelxray.analyzers.quant_impact.insights import fragmentation, memory_life
+
+    load = {"seconds": 1.5, "rss_before": 100 * 2**20, "peak_rss": 400 * 2**20, "rss_after": 300 * 2**20}
+    rows = [
+        {"strategy": "none", "quantize_overhead_bytes": 0, "peak_quantize_rss": 300 * 2**20},
+        {"strategy": "int8", "quantize_overhead_bytes": 10 * 2**20, "peak_quantize_rss": 310 * 2**20},
+        {"strategy": "gptq_int4", "quantize_overhead_bytes": 200 * 2**20, "peak_quantize_rss": 500 * 2**20},
+    ]
+    first, second = memory_life(rows, load)
+    assert first == (
+        "Loading the model took 1.5 s; process memory peaked at 400.0 MiB (300.0 MiB above the process "
+        "before it), 300.0 MiB held after."
+    )
+    assert "gptq_int4 +200.0 MiB, int8 +10.0 MiB." in second and "The costliest, gptq_int4, needs 500.0 MiB" in second
+    assert memory_life([rows[0]], None) == []
+    gpu = [
+        {"strategy": "int8", "cuda_peak_reserved": 1000, "cuda_fragmentation_bytes": 200},
+        {"strategy": "int4", "cuda_peak_reserved": 1000, "cuda_fragmentation_bytes": 400},
+    ]
+    (said,) = fragmentation(gpu, 0.25)
+    assert said.startswith("GPU memory fragmentation after int4") and "(40%;" in said and "expandable_segments" in said
+    assert len(fragmentation(gpu, 0.1)) == 2 and fragmentation(rows, 0.1) == []  # CPU rows: nothing to say
+    with pytest.raises(ConfigError, match="fragmentation_share"):
+        QuantImpactAnalyzer(fragmentation_share=1.5)
+
+
 def test_a_budget_limits_the_recommendation_to_the_strategies_within_it(tmp_path):
     """max_memory_gb: only strategies whose weights fit are recommended, for every priority; those
     beyond it are named; with a budget nothing meets, the report says so and recommends nothing."""
@@ -160,6 +189,12 @@ def test_a_budget_limits_the_recommendation_to_the_strategies_within_it(tmp_path
     assert [r["within_budget"] for r in result.tables["strategies"]] == [False, False, True]
     said = result.sentences(out.results)
     assert any(s.startswith("Budget: weights within") and "none, int8 exceed it" in s for s in said)
+    # the memory of the model's life: its load (measured once, before any strategy) and each strategy's
+    load = result.data["load_memory"]
+    assert load["seconds"] > 0 and load["peak_rss"] >= max(load["rss_before"], load["rss_after"]) > 0
+    assert result.metrics["load_peak_rss_bytes"] == load["peak_rss"]
+    assert any(s.startswith("Loading the model took") for s in said)
+    assert any(s.startswith("Quantizing raised process memory") and "int4 +" in s for s in said)
     assert any("use int4" in s for s in said)
     out = modelxray.analyze([*args, "analyzer.quant_impact.max_latency_ms=1e-9"], output_dir=tmp_path / "c")
     result = out.results["quant_impact"]

@@ -161,6 +161,7 @@ def load_subject(
         batches=batches,
         kind=loaded.kind,
         processor=loaded.processor,
+        load_memory=loaded.load_memory,
     )
     return subject, cache
 

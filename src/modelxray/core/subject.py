@@ -43,6 +43,8 @@ class LoadedModel:
     example_inputs: Any = None  # a generic model's named example inputs (data.example_inputs.ExampleInputs)
     kind: str | None = None  # the model kind (models.kinds): masked_lm, seq2seq_lm, speech_ctc ...
     processor: Any = None  # a speech model's feature extractor, a detector's or VLM's processor
+    # what loading cost (models.process_cache): seconds, process memory before/peak/after, CUDA peak
+    load_memory: dict[str, float] | None = None
 
 
 @dataclass
@@ -66,6 +68,7 @@ class Subject:
     # reference=file|hf|gguf on a language model: the reference's outputs on an analyzer's own windows
     # (analyzer name -> measure.reference.Reference), its baseline instead of the model as loaded
     reference_baselines: dict[str, Any] = field(default_factory=dict)
+    load_memory: dict[str, float] | None = None  # what loading the model cost (LoadedModel.load_memory)
 
     def with_model(self, model: nn.Module, step: dict[str, Any]) -> Subject:
         """A copy of this subject holding a transformed model, recording the step that made it."""

@@ -4,9 +4,13 @@ copy (see ``modelxray.quant``), never on the cached model."""
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 
+import torch
+
 from modelxray.core.subject import LoadedModel
+from modelxray.measure.memory_timeline import MemoryTimeline
 from modelxray.models.base import ModelSource
 
 _CACHE: OrderedDict[str, LoadedModel] = OrderedDict()
@@ -19,12 +23,33 @@ def lookup(source: ModelSource, capacity: int = 1) -> tuple[LoadedModel, bool]:
     if key in _CACHE:
         _CACHE.move_to_end(key)
         return _CACHE[key], True
-    loaded = source.load()
+    loaded = _measured_load(source)
     if capacity > 0:
         while len(_CACHE) >= capacity:
             _CACHE.popitem(last=False)
         _CACHE[key] = loaded
     return loaded, False
+
+
+def _measured_load(source: ModelSource) -> LoadedModel:
+    """``source.load()``, with what it cost kept on the model (``load_memory``): seconds, the process's
+    memory before, at its peak (sampled) and after, and the CUDA peak where a GPU is used."""
+    cuda = torch.cuda.is_available()
+    if cuda:
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    with MemoryTimeline() as timeline:
+        with timeline.phase("load"):
+            loaded = source.load()
+    samples = [s.rss for s in timeline.samples if s.phase == "load"]
+    loaded.load_memory = {
+        "seconds": time.perf_counter() - start,
+        "rss_before": samples[0],
+        "peak_rss": max(samples),
+        "rss_after": samples[-1],
+        "cuda_peak_allocated": torch.cuda.max_memory_allocated() if cuda else 0,
+    }
+    return loaded
 
 
 def load_model(source: ModelSource, capacity: int = 1) -> LoadedModel:

@@ -106,6 +106,9 @@ class QuantImpactAnalyzer(Analyzer):
     warmup: int = 1
     iters: int = 3
     memory_interval_ms: float = 50.0  # memory sampling period of the timeline
+    # GPU: a strategy after which the allocator holds more than this share of its reserved memory unused
+    # (reserved minus allocated) is named, with the allocator settings that return it
+    fragmentation_share: float = 0.25
 
     def validate(self) -> None:
         self.require_choice("priority", PRIORITIES)
@@ -120,6 +123,8 @@ class QuantImpactAnalyzer(Analyzer):
             "memory_interval_ms",
         )
         self.require_non_negative("warmup")
+        if not 0 < self.fragmentation_share < 1:
+            raise ConfigError("fragmentation_share", f"must be a share in (0, 1), got {self.fragmentation_share}")
         self.require_positive("max_memory_gb", "max_latency_ms", allow_none=True)
         if not self.strategies:
             raise ConfigError("strategies", "is empty: list conf/quant config names, e.g. [none, int8, int4]")

@@ -21,6 +21,8 @@ def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
     if not result.ok or not rows:
         return []
     out = strategy_insights(cfg.priority, rows, result.data)
+    out += memory_life(rows, result.data.get("load_memory"))
+    out += fragmentation(rows, result.data.get("fragmentation_share", 0.25))
     if "original_weights" in result.data:
         names = result.data.get("in_place") or ["each strategy that can"]
         out.append(f"Memory: {', '.join(names)} quantized the model in place. {result.data['original_weights']}")
@@ -111,6 +113,49 @@ def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
             )
     for u in data["unsupported"]:
         out.append(f"{u['strategy']} cannot run here: {u['reason']}.")
+    return out
+
+
+def memory_life(rows: list[dict], load: dict | None) -> list[str]:
+    """The process memory over the model's life: what loading it cost (once, before any strategy), the
+    peak while each strategy quantized it above the process as loaded (its loading phase), and what
+    inference added."""
+    out = []
+    if load:
+        out.append(
+            f"Loading the model took {load['seconds']:.1f} s; process memory peaked at {human_bytes(load['peak_rss'])} "
+            f"({human_bytes(max(load['peak_rss'] - load['rss_before'], 0))} above the process before it), "
+            f"{human_bytes(load['rss_after'])} held after."
+        )
+    quantized = [r for r in rows if r["strategy"] != "none" and "quantize_overhead_bytes" in r]
+    if quantized:
+        worst = max(quantized, key=lambda r: r["quantize_overhead_bytes"])
+        parts = ", ".join(
+            f"{r['strategy']} +{human_bytes(max(r['quantize_overhead_bytes'], 0))}"
+            for r in sorted(quantized, key=lambda r: -r["quantize_overhead_bytes"])
+        )
+        out.append(
+            f"Quantizing raised process memory above the loaded model by: {parts}. The costliest, "
+            f"{worst['strategy']}, needs {human_bytes(worst['peak_quantize_rss'])} at its peak: plan the "
+            "machine for that, not for the final weights."
+        )
+    return out
+
+
+def fragmentation(rows: list[dict], share: float) -> list[str]:
+    """On a GPU: the strategies after which PyTorch's caching allocator keeps more than ``share`` of its
+    reserved memory unallocated, and what returns it."""
+    out = []
+    for r in rows:
+        reserved, idle = r.get("cuda_peak_reserved", 0), r.get("cuda_fragmentation_bytes", 0)
+        if reserved > 0 and idle / reserved > share:
+            out.append(
+                f"GPU memory fragmentation after {r['strategy']}: {human_bytes(idle)} of {human_bytes(reserved)} "
+                f"reserved is unallocated ({idle / reserved:.0%}; inactive split blocks "
+                f"{human_bytes(r.get('cuda_inactive_split_bytes', 0))}). Set "
+                "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, or call torch.cuda.empty_cache() between "
+                "models, so the memory other work can use is not held back."
+            )
     return out
 
 

@@ -234,8 +234,13 @@ def run(cfg, subject, ctx: RunContext) -> Result:
             "task": subject.task,
             "quality_metric": mode.quality,
             "scoring": mode.scoring(),
+            "fragmentation_share": cfg.fragmentation_share,
         }
     )
+    if subject.load_memory:  # what loading the model cost, before any strategy ran
+        result.data["load_memory"] = subject.load_memory
+        result.metrics["load_seconds"] = subject.load_memory["seconds"]
+        result.metrics["load_peak_rss_bytes"] = subject.load_memory["peak_rss"]
     if originals is not None:  # where the strategies that quantize in place found the weights again
         result.data["original_weights"] = originals.describe()
         result.data["in_place"] = in_place
@@ -251,6 +256,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         r["memory_saved_bytes"] = base["weight_bytes"] - r["weight_bytes"]
         r["quality_per_gb"] = r["quality_ratio"] / (r["weight_bytes"] / 2**30)
         r["inference_overhead_bytes"] = r["peak_inference_rss"] - r["rss_after_quantize"]
+        r["quantize_overhead_bytes"] = r["peak_quantize_rss"] - r["rss_at_load"]
     for priority in PRIORITIES:
         for r, score in zip(rows, efficiency_scores(rows, priority)):
             r[f"score_{priority}"] = score
