@@ -39,6 +39,19 @@ class SmallCNN(nn.Module):
         return self.fc(torch.relu(self.c2(torch.relu(self.c1(x)))).flatten(1))
 
 
+class WithRate(nn.Module):
+    """forward(x, sr: int): a speech detector that takes its sample rate as a plain int (as silero-vad)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.head = nn.Conv1d(1, 8, 16, stride=8), nn.Linear(8, 1)
+
+    def forward(self, x: torch.Tensor, sr: int) -> torch.Tensor:
+        if sr != 16000:
+            raise ValueError(f"unsupported sample rate {sr}")
+        return torch.sigmoid(self.head(torch.relu(self.conv(x.unsqueeze(1))).mean(-1)))
+
+
 @pytest.fixture(autouse=True)
 def _outputs_in_tmp(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # modelxray.analyze writes outputs/api/... under the working directory
@@ -51,6 +64,7 @@ def files(tmp_path_factory):
     two = TwoInputs().eval()
     torch.jit.trace(two, (torch.rand(2, 16), torch.rand(2, 8))).save(str(d / "two.pt"))
     torch.jit.trace(SmallCNN().eval(), torch.rand(1, 1, 28, 28)).save(str(d / "cnn28.pt"))
+    torch.jit.script(WithRate().eval()).save(str(d / "rate.pt"))
     lin = nn.Linear(16, 4)
     torch.save(lin.state_dict(), d / "linear.pt")
     from safetensors.torch import save_file
@@ -147,6 +161,33 @@ def test_inputs_from_a_tensors_file(files):
     loaded = FileSource(path=str(files / "two.pt"), inputs=str(files / "inputs.safetensors")).load()
     assert loaded.task == "generic" and loaded.example_inputs.n_examples == 3
     assert loaded.example_inputs.source.startswith("tensors file")
+
+
+def test_a_fixed_non_tensor_argument_goes_with_every_batch(files):
+    """sr: {value: 16000} is passed as it is: inspect traces and profiles the scripted file, performance
+    times it at every batch size; in Python an int among the example tensors does the same, and a
+    quantized run compares outputs on the same inputs with it."""
+    out = modelxray.analyze([*FAST, "model=file", f"model.path={files / 'rate.pt'}",
+                             "model.inputs={x:[2,512],sr:{value:16000}}", "analyzer=[inspect,performance]",
+                             "analyzer.inspect.energy=false", "analyzer.inspect.peak_matmul_size=256"])  # fmt: skip
+    assert out.failed == []
+    assert out.results["inspect"].metrics["flops_total"] > 0
+    assert out.results["inspect"].data["input"]["inputs"]["sr"] == {"value": 16000}
+    assert [r["batch_size"] for r in out.results["performance"].tables["speed"]] == [1, 4]
+    torch.manual_seed(0)
+    model = WithRate().eval()
+    x = torch.rand(4, 512)
+    out = modelxray.analyze([*FAST, "analyzer=[performance]", "quant=int8"], model=model,
+                            example_inputs={"x": x, "sr": 16000})  # fmt: skip
+    q, _ = modelxray.quantize(model, "int8")
+    hand = agreement(model(x, 16000), q(x, 16000), scores=False)  # one value per example: no cosine
+    m = out.results["performance"].metrics
+    assert "output_cosine" not in m and m["output_rel_error"] == pytest.approx(hand["rel_error"], abs=1e-9)
+    said = out.results["performance"].sentences(out.results)
+    assert any(s.startswith("Outputs against the unquantized") and "output relative error" in s for s in said)
+    with pytest.raises(ConfigError, match=r"^model\.inputs\.sr\.value: a fixed argument is \{value: X\}"):
+        modelxray.analyze([*FAST, "model=file", f"model.path={files / 'rate.pt'}",
+                           "model.inputs={x:[2,512],sr:{value:[1,2]}}"])  # fmt: skip
 
 
 def test_a_quantized_target_module_reports_agreement_equal_to_quantizing_by_hand(files):

@@ -81,6 +81,13 @@ def test_dataset_identity_digests_the_exact_data_scored():
     assert identify(images).digest != identify(flipped).digest and identify(images).size["examples"] == 10
     inputs = ExampleInputs({"x": torch.ones(2, 3)}, "/data/inputs.pt")
     assert identify(inputs).source_type == "local" and identify(inputs).schema == {"x": "float32 [2, 3]"}
+    rate = ExampleInputs({"x": torch.ones(2, 3), "sr": 16000}, "code")  # a fixed argument changes the outputs too
+    other = ExampleInputs({"x": torch.ones(2, 3), "sr": 8000}, "code")
+    assert (
+        identify(rate).digest != identify(other).digest != identify(inputs).digest and len(identify(rate).digest) == 16
+    )
+    assert identify(rate).schema == {"x": "float32 [2, 3]", "sr": "16000"} and rate.n_examples == 2
+    assert rate.batch(3)["sr"] == 16000 and rate.batch(3)["x"].shape == (3, 3)
     assert identify(None) is None
 
 

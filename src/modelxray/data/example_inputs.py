@@ -2,7 +2,8 @@
 
 A user declares the tensors its ``forward`` takes, by name, as shapes (batch dimension first, an
 optional ``dtype`` and, for integer inputs, ``high``) or as a file of saved tensors
-(``.safetensors``, or a ``torch.save``d dict read with ``weights_only=True``). The same spec
+(``.safetensors``, or a ``torch.save``d dict read with ``weights_only=True``). An argument that is
+not a tensor (a sample rate, a flag) is a fixed ``{value: 16000}``, passed as it is with every batch. The same spec
 format serves ``model.inputs`` and ``analyzer.inspect.inputs``; ``normalize_inputs`` checks it
 before any model loads.
 """
@@ -21,7 +22,23 @@ if TYPE_CHECKING:
 
 INPUT_DTYPES = ("float32", "float16", "bfloat16", "float64", "int64", "int32", "bool")
 _INPUT_KEYS = ("shape", "dtype", "high")
-INPUTS_EXAMPLE = "e.g. {pixel_values: [1, 3, 224, 224], input_ids: {shape: [1, 16], dtype: int64}}"
+INPUTS_EXAMPLE = (
+    "e.g. {pixel_values: [1, 3, 224, 224], input_ids: {shape: [1, 16], dtype: int64}} "
+    "(a fixed non-tensor argument: sr: {value: 16000})"
+)
+CONSTANT_TYPES = (bool, int, float, str)  # what a fixed argument may be
+
+
+def is_constant(entry: Any) -> bool:
+    """A normalised entry (or a value) that is a fixed non-tensor argument, not a tensor."""
+    return isinstance(entry, dict) and "value" in entry
+
+
+def tensors_only(values: dict[str, Any]) -> dict[str, torch.Tensor]:
+    """The tensors among named inputs (fixed non-tensor arguments left out)."""
+    import torch
+
+    return {n: v for n, v in values.items() if isinstance(v, torch.Tensor)}
 
 
 def normalize_inputs(value: Any, key: str = "inputs") -> dict[str, dict[str, Any]]:
@@ -38,9 +55,18 @@ def normalize_inputs(value: Any, key: str = "inputs") -> dict[str, dict[str, Any
             raise ConfigError(key, f"{name!r} is not an argument name, {INPUTS_EXAMPLE}")
         if isinstance(v, (list, tuple)):
             v = {"shape": v}
+        if isinstance(v, dict) and "value" in v:  # a fixed non-tensor argument (a sample rate, a flag)
+            if set(v) != {"value"} or not isinstance(v["value"], CONSTANT_TYPES):
+                raise ConfigError(
+                    f"{entry_key}.value",
+                    f"a fixed argument is {{value: X}} with X a number, bool or string; got {v!r}",
+                )
+            out[name] = {"value": v["value"]}
+            continue
         if not isinstance(v, dict) or "shape" not in v:
             raise ConfigError(
-                entry_key, f"must be a shape such as [1, 16] or a mapping with shape and dtype; got {v!r}"
+                entry_key,
+                f"must be a shape such as [1, 16], a mapping with shape and dtype, or a fixed {{value: 16000}}; got {v!r}",
             )
         unknown = sorted(set(v) - set(_INPUT_KEYS))
         if unknown:
@@ -94,8 +120,14 @@ def load_tensors(path: str, allow_unsafe_pickle: bool = False, key: str = "input
             raise ConfigError(key, f"cannot read tensors from {path!r}: {first}") from None
     if isinstance(tensors, torch.Tensor):
         tensors = {"x": tensors}
-    if not isinstance(tensors, dict) or not tensors or not all(isinstance(t, torch.Tensor) for t in tensors.values()):
-        raise ConfigError(key, f"{path!r} must hold a dict of named tensors (name -> tensor), {INPUTS_EXAMPLE}")
+    if (
+        not isinstance(tensors, dict)
+        or not tensors_only(tensors)
+        or not all(isinstance(t, (torch.Tensor, *CONSTANT_TYPES)) for t in tensors.values())
+    ):
+        raise ConfigError(
+            key, f"{path!r} must hold a dict of named tensors (name -> tensor, or a fixed number), {INPUTS_EXAMPLE}"
+        )
     return dict(tensors)
 
 
@@ -112,12 +144,16 @@ def make_tensors(
 ) -> dict[str, torch.Tensor]:
     """Seeded tensors for a normalised spec, in its order: floating inputs uniform in [0, 1) (in
     ``floating``, the model's dtype, unless the entry names one), masks all ones, booleans fair coins,
-    integers uniform below the entry's ``high`` (else ``high``: the smallest embedding table)."""
+    integers uniform below the entry's ``high`` (else ``high``: the smallest embedding table); a
+    fixed argument is its value."""
     import torch
 
     g = torch.Generator().manual_seed(seed)
     out = {}
     for name, entry in spec.items():
+        if is_constant(entry):
+            out[name] = entry["value"]
+            continue
         shape = tuple(entry["shape"])
         dtype_name = entry.get("dtype") or ("int64" if is_ids(name) or is_mask(name) else None)
         want = getattr(torch, dtype_name) if dtype_name else None
@@ -133,12 +169,22 @@ def make_tensors(
     return out
 
 
-def spec_of_tensors(tensors: dict[str, torch.Tensor]) -> dict[str, dict[str, Any]]:
-    """The spec (name -> shape, dtype) of given tensors."""
+def spec_of_tensors(tensors: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The spec (name -> shape, dtype; a fixed argument: its value) of given inputs."""
     return {
         n: {"shape": list(t.shape), "dtype": str(t.dtype).replace("torch.", ""), "high": None}
+        if hasattr(t, "shape")
+        else {"value": t}
         for n, t in tensors.items()
     }
+
+
+def describe_values(values: dict[str, Any]) -> str:
+    """One line: each tensor's name, shape and dtype, each fixed argument as name=value."""
+    return ", ".join(
+        f"{n} {list(t.shape)} {str(t.dtype).replace('torch.', '')}" if hasattr(t, "shape") else f"{n}={t!r}"
+        for n, t in values.items()
+    )
 
 
 @dataclass
@@ -148,7 +194,7 @@ class ExampleInputs:
     ``tensors`` form one batch (the first dimension of each tensor); ``batch(n)`` repeats or cuts
     them to ``n`` examples, for timing at several batch sizes."""
 
-    tensors: dict[str, torch.Tensor]
+    tensors: dict[str, Any]  # name -> tensor, or a fixed non-tensor argument (passed as it is)
     source: str  # where they came from: "config (model.inputs)", a file path...
     description: str = ""  # one line: names, shapes, dtypes and how they are passed
     name: str = "example inputs"
@@ -156,7 +202,7 @@ class ExampleInputs:
 
     @property
     def n_examples(self) -> int:
-        first = next(iter(self.tensors.values()))
+        first = next(iter(tensors_only(self.tensors).values()))
         return int(first.shape[0]) if first.dim() else 1
 
     @property
@@ -169,6 +215,9 @@ class ExampleInputs:
 
         out = {}
         for name, t in self.tensors.items():
+            if not isinstance(t, torch.Tensor):  # a fixed argument
+                out[name] = t
+                continue
             x = t[torch.arange(n) % t.shape[0]] if t.dim() else t
             if floating_dtype is not None and x.is_floating_point():
                 x = x.to(floating_dtype)

@@ -23,7 +23,7 @@ def identify(data: Any, dataset_cfg: Any = None) -> DatasetIdentity | None:
     """The identity of a subject's evaluation data (TokenData, ClassificationData, ExampleInputs), or
     None when the run has none (weights only)."""
     from modelxray.data.base import ClassificationData, TokenData
-    from modelxray.data.example_inputs import ExampleInputs
+    from modelxray.data.example_inputs import ExampleInputs, tensors_only
 
     source_type, source = source_of(dataset_cfg, data)
     if isinstance(data, TokenData):
@@ -48,14 +48,24 @@ def identify(data: Any, dataset_cfg: Any = None) -> DatasetIdentity | None:
             },
         )
     if isinstance(data, ExampleInputs):
-        names = sorted(data.tensors)
+        tensors = tensors_only(data.tensors)
+        fixed = {n: v for n, v in data.tensors.items() if n not in tensors}
+        names = sorted(tensors)
+        digest = digest_of(*(tensors[n] for n in names))
+        if fixed:  # fixed arguments change the outputs too
+            digest = hashlib.sha256(f"{digest} {sorted((n, repr(v)) for n, v in fixed.items())}".encode()).hexdigest()[
+                :16
+            ]
         return DatasetIdentity(
             data.name,
-            digest_of(*(data.tensors[n] for n in names)),
+            digest,
             "local" if data.source.startswith("/") else "code",
             data.source,
             {"examples": data.n_examples},
-            {n: f"{_dtype(data.tensors[n])} {list(data.tensors[n].shape)}" for n in names},
+            {
+                **{n: f"{_dtype(tensors[n])} {list(tensors[n].shape)}" for n in names},
+                **{n: repr(v) for n, v in sorted(fixed.items())},
+            },
         )
     return None
 

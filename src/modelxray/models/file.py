@@ -87,7 +87,7 @@ class FileSource(ModelSource):
     kind: str = "auto"  # auto | causal_lm | image_classification | vision_language (HF directory) | generic
     input_shape: list[int] | None = None  # image_classification: one image, (C, H, W), e.g. [1, 28, 28]
     # e.g. {x: [2, 16], ids: {shape: [2, 8], dtype: int64}}, or a .safetensors / torch.save'd dict file
-    inputs: Any = None  # generic: named example inputs, batch first: name -> shape or {shape, dtype, high}
+    inputs: Any = None  # generic: named example inputs, batch first: name -> shape, {shape, dtype, high} or a fixed {value: 16000}
     inputs_seed: int = 0  # seed of example inputs drawn from shapes
     engine: str = "pytorch"  # a .gguf file: pytorch (dequantized) | llama_cpp (llama.cpp's kernels; performance only)
 

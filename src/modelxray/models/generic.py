@@ -12,7 +12,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from modelxray.data.example_inputs import ExampleInputs, load_tensors, make_tensors, normalize_inputs
+from modelxray.data.example_inputs import (
+    CONSTANT_TYPES,
+    ExampleInputs,
+    describe_values,
+    load_tensors,
+    make_tensors,
+    normalize_inputs,
+)
 from modelxray.measure.classifier_reference import input_dtype
 
 
@@ -28,7 +35,11 @@ def example_inputs_for(
     """``value`` (a spec mapping, a tensors file, or named tensors) as the tensors the model runs on,
     on its device."""
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
-    if isinstance(value, dict) and value and all(isinstance(v, torch.Tensor) for v in value.values()):
+    if (
+        isinstance(value, dict)
+        and any(isinstance(v, torch.Tensor) for v in value.values())
+        and all(isinstance(v, (torch.Tensor, *CONSTANT_TYPES)) for v in value.values())
+    ):
         tensors, source = dict(value), f"the tensors given ({key})"
     elif isinstance(value, str):
         tensors = load_tensors(value, allow_unsafe_pickle, key)
@@ -37,6 +48,5 @@ def example_inputs_for(
         spec = normalize_inputs(dict(value), key)
         tensors = make_tensors(spec, seed, input_dtype(model), smallest_embedding(model))
         source = f"config ({key}, seed {seed})"
-    tensors = {n: t.to(device) for n, t in tensors.items()}
-    desc = ", ".join(f"{n} {list(t.shape)} {str(t.dtype).replace('torch.', '')}" for n, t in tensors.items())
-    return ExampleInputs(tensors=tensors, source=source, description=desc)
+    tensors = {n: t.to(device) if isinstance(t, torch.Tensor) else t for n, t in tensors.items()}
+    return ExampleInputs(tensors=tensors, source=source, description=describe_values(tensors))

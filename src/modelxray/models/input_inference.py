@@ -381,6 +381,9 @@ def _named(model: nn.Module, inputs: dict, key: str = "analyzer.inspect.inputs")
     floating = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     spec = {}
     for name, v in inputs.items():
+        if "value" in v:  # a fixed non-tensor argument, passed as it is
+            spec[name] = {"value": v["value"]}
+            continue
         dtype = v.get("dtype") or default_dtype(name) or str(floating).replace("torch.", "")
         entry = {"shape": list(v["shape"]), "dtype": dtype}
         if dtype in ("int64", "int32"):
@@ -389,7 +392,12 @@ def _named(model: nn.Module, inputs: dict, key: str = "analyzer.inspect.inputs")
             else:
                 entry["high"] = int(v.get("high") or high or 2)
         spec[name] = entry
-    first = spec[names[0]]["shape"]
+    shaped = [e["shape"] for e in spec.values() if "shape" in e]
+    if not shaped:
+        raise ConfigError(
+            key, f"declares only fixed values ({', '.join(names)}): declare the tensors forward takes too"
+        )
+    first = shaped[0]
     return {
         "kind": "named",
         "shape": first,
@@ -422,7 +430,9 @@ def make_input(spec: dict, device: torch.device, seed: int = 0, dtype: torch.dty
         x = torch.rand(tuple(spec["shape"]), generator=g)
         return x.to(device=device, dtype=dtype or x.dtype)
     tensors = make_tensors(spec["inputs"], seed, dtype)
-    return {arg: t.to(device) for arg, t in zip(spec["arguments"], tensors.values())}
+    return {
+        arg: t.to(device) if isinstance(t, torch.Tensor) else t for arg, t in zip(spec["arguments"], tensors.values())
+    }
 
 
 def batch_of(spec: dict) -> int:
@@ -437,7 +447,10 @@ def describe_input(spec: dict) -> str:
     if spec["kind"] == "unknown":
         return f"unknown: {spec['source']}"
     if spec["kind"] == "named":
-        parts = ", ".join(f"{n} {e['shape']} {e['dtype']}" for n, e in spec["inputs"].items())
+        parts = ", ".join(
+            f"{n}={e['value']!r}" if "value" in e else f"{n} {e['shape']} {e['dtype']}"
+            for n, e in spec["inputs"].items()
+        )
         how = (
             "by keyword" if spec["call"] == "keyword" else f"in this order onto forward({', '.join(spec['arguments'])})"
         )

@@ -5,6 +5,7 @@ its named example inputs. Without labels its quality is agreement with its own u
 from __future__ import annotations
 
 from modelxray.core.result import Result, RunContext
+from modelxray.data.example_inputs import tensors_only
 from modelxray.measure.classifier_reference import input_dtype
 from modelxray.measure.reference_outputs import generic_outputs
 from modelxray.measure.scoring import model_device
@@ -47,7 +48,7 @@ def speed(cfg, subject, ctx: RunContext, result: Result) -> None:
     for bs in cfg.speed_batch_sizes:
         batch = data.batch(bs, device, dtype)
         times = time_forward(model, batch, cfg.warmup, cfg.iters, ctx.progress, desc=f"performance: latency bs={bs}")
-        first = next(iter(batch.values()))
+        first = next(iter(tensors_only(batch).values()))
         sp = Speed.of_examples(bs, tuple(first.shape[1:]), Latency.from_values(times))
         result.record(f"speed/bs{bs}", sp)
         speeds.append(sp)
@@ -59,4 +60,4 @@ def layer_input(subject) -> tuple[dict, dict]:
     """One example (batch 1) for per-module timing, and how to describe it."""
     model, data = subject.model, subject.data
     batch = data.batch(1, model_device(model), input_dtype(model))
-    return batch, {"inputs": {n: list(t.shape) for n, t in batch.items()}}
+    return batch, {"inputs": {n: list(t.shape) if hasattr(t, "shape") else t for n, t in batch.items()}}

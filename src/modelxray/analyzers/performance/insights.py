@@ -160,11 +160,13 @@ def against_unquantized(vs: dict, n: int) -> str:
 
 def _output_agreement(rows: list[dict]) -> str:
     """A generic model after quantization: each output's cosine similarity with its unquantized
-    outputs, with the standard error over examples."""
+    outputs, with the standard error over examples (none for an output of one value per example,
+    where it would be trivially 1), and its relative error."""
     parts = []
     for r in rows[:3]:
         err = f" ± {r['cosine_se']:.2g}" if _finite(r.get("cosine_se")) else ""
-        text = f"{r['output']} cosine {r['cosine']:.6f}{err}, relative error {r['rel_error']:.3g}"
+        cosine = f"cosine {r['cosine']:.6f}{err}, " if "cosine" in r else ""
+        text = f"{r['output']} {cosine}relative error {r['rel_error']:.3g}"
         if "top1_agree" in r:
             text += f", top-1 agreement {r['top1_agree']:.1%}"
         parts.append(text)
