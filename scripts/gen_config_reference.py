@@ -25,7 +25,8 @@ CONF = ROOT / "conf"
 
 
 def field_help(cls: type) -> dict[str, str]:
-    """Trailing comments of the field lines of ``cls`` and its dataclass bases."""
+    """Trailing comments of the field lines of ``cls`` and its dataclass bases (a field whose line the
+    formatter wrapped keeps its comment inside the parentheses: the first comment of the statement)."""
     out: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         if "__dataclass_fields__" not in vars(klass):
@@ -35,12 +36,16 @@ def field_help(cls: type) -> dict[str, str]:
         except (OSError, TypeError):
             continue
         names = set(vars(klass).get("__annotations__", {}))
-        line_name: dict[int, str] = {}
+        current, first = None, True  # the field whose statement is being read; at a statement's start
         for tok in tokenize.generate_tokens(io.StringIO(src).readline):
-            if tok.type == tokenize.NAME and tok.start[1] == 4 and tok.string in names:
-                line_name.setdefault(tok.start[0], tok.string)
-            elif tok.type == tokenize.COMMENT and tok.start[0] in line_name:
-                out[line_name[tok.start[0]]] = tok.string.lstrip("# ").strip()
+            if tok.type == tokenize.NAME and first and tok.start[1] == 4 and tok.string in names:
+                current = tok.string
+            elif tok.type == tokenize.COMMENT and current is not None:
+                out[current] = tok.string.lstrip("# ").strip()
+                current = None
+            elif tok.type == tokenize.NEWLINE:
+                current = None
+            first = tok.type in (tokenize.NEWLINE, tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.COMMENT)
     return out
 
 

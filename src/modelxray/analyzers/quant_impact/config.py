@@ -106,9 +106,7 @@ class QuantImpactAnalyzer(Analyzer):
     warmup: int = 1
     iters: int = 3
     memory_interval_ms: float = 50.0  # memory sampling period of the timeline
-    # GPU: a strategy after which the allocator holds more than this share of its reserved memory unused
-    # (reserved minus allocated) is named, with the allocator settings that return it
-    fragmentation_share: float = 0.25
+    fragmentation_share: float = 0.25  # GPU: name a strategy after which this share of reserved memory sits unallocated
 
     def validate(self) -> None:
         self.require_choice("priority", PRIORITIES)
