@@ -223,6 +223,10 @@ def test_plots_render_from_reports(tmp_path):
     for name, fig in figs.items():
         save(fig, tmp_path / name)
         assert (tmp_path / name).stat().st_size > 1000
+    tsne = FeatureEvolutionCallback(every_n_epochs=2, projection="tsne")  # the file names what it draws
+    _short_run([tsne], data, epochs=1)
+    assert "feature_tsne.png" in figures({tsne.name: tsne.report()})
+    assert "feature_pca.png" not in figures({tsne.name: tsne.report()})
 
 
 def test_callbacks_in_the_project_training_loop():

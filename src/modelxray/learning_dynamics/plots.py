@@ -11,7 +11,7 @@ training run that used them).
 - ``memorization.png``: train vs test accuracy over steps (log x) with the transition steps and the
   change points marked: the grokking figure; ``fitted_noise.png`` when labels were flipped;
 - ``feature_evolution.png``: silhouette, probe accuracy, CKA to the previous and final snapshot,
-  Fourier sparsity and weight norm; ``feature_pca.png``: 2-D PCA of the sample at a few snapshots.
+  Fourier sparsity and weight norm; ``feature_pca.png`` (``feature_tsne.png`` with ``projection=tsne``): the sample in 2-D at a few snapshots.
 """
 
 from __future__ import annotations
@@ -191,5 +191,5 @@ def _features(data, tables, metrics, unit: str = "step") -> dict:
             ax.set(title=f"{unit} {snap['step']}", xticks=[], yticks=[])
         how = "t-SNE" if data.get("projection") == "tsne" else "PCA"
         fig.suptitle(f"{how} of {layer} activations")
-        out["feature_pca.png"] = fig
+        out["feature_tsne.png" if how == "t-SNE" else "feature_pca.png"] = fig
     return out

@@ -180,7 +180,7 @@ class FeatureEvolutionTracker:
                 f"to draw {method} (each snapshot is projected when it is taken)",
             )
         figs = _features(self._layer_data(layer_name), {}, {}, unit="epoch")
-        return _keep(figs, "feature_pca.png", f"feature_{method}_{layer_name}.png", save_dir)
+        return _keep(figs, f"feature_{method}.png", f"feature_{method}_{layer_name}.png", save_dir)
 
     def plot_metrics_evolution(self, layer_name: str, save_dir: str | Path | None = None) -> dict:
         """``feature_metrics_<layer>.png``: silhouette, probe accuracy, CKA to the previous and final
