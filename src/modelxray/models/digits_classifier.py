@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 
 ARCHS = ("mlp", "cnn", "vit")
 CACHE_FORMAT = 1  # bump when training changes, so stale cached weights are not reused
+# measured training seconds per epoch on one thread (the announcement's estimate, not a limit)
+SECONDS_PER_EPOCH = {"mlp": 0.02, "cnn": 0.1, "vit": 0.3}
 
 
 DIGIT_SHAPE = (1, 8, 8)  # scikit-learn's digits: one grey channel, 8x8 pixels
@@ -101,6 +103,7 @@ class DigitsClassifierSource(ModelSource):
     split_seed: int = 0
     cache_dir: str = "~/.cache/modelxray"  # trained weights are kept here (no checkpoint given)
     use_disk_cache: bool = True  # reuse weights trained before with the same settings
+    progress: bool = True  # a progress bar while it trains (the model configs follow the run's progress)
 
     def validate(self) -> None:
         super().validate()
@@ -176,7 +179,11 @@ class DigitsClassifierSource(ModelSource):
             note = f"trained before with these settings ({self.epochs} epochs of Adam, seed {self.seed}), loaded from {cached}"
             source = "config"
         else:
-            seconds, train_acc = self._train(model)
+            from modelxray.models.trained_cache import about, reproducible_training
+
+            what = f"{self.epochs} epochs of Adam on the digits train split, {about(self._about_seconds())} on one core"
+            with reproducible_training(f"digits-{self.arch}", what, cached):
+                seconds, train_acc = self._train(model)
             note = (
                 f"trained now: {self.epochs} epochs of Adam (lr {self.lr}, seed {self.seed}) on the train split, "
                 f"{seconds:.1f} s, train accuracy {train_acc:.3f}"
@@ -199,9 +206,16 @@ class DigitsClassifierSource(ModelSource):
         )
         return LoadedModel(self.place(model), None, info, task="classification", image_shape=DIGIT_SHAPE)
 
+    def _about_seconds(self) -> float:
+        """The training's expected time on one core of a laptop-class CPU: the default's measured
+        seconds per epoch for this architecture, times the epochs."""
+        return SECONDS_PER_EPOCH[self.arch] * self.epochs
+
     def _train(self, model: nn.Module) -> tuple[float, float]:
         import torch
         import torch.nn.functional as F
+
+        from modelxray.core.progress import bar
 
         data = load_digits_split(self.test_fraction, self.split_seed)
         start = time.perf_counter()
@@ -215,7 +229,11 @@ class DigitsClassifierSource(ModelSource):
         opt = torch.optim.Adam(model.parameters(), lr=self.lr, weight_decay=self.weight_decay)
         x, y = data.x_train, data.y_train
         model.train()
-        with torch.enable_grad():
+        batches = -(-len(y) // self.batch_size)
+        with (
+            torch.enable_grad(),
+            bar(total=self.epochs * batches, desc=f"training digits-{self.arch}", enabled=self.progress) as steps,
+        ):
             for _ in range(self.epochs):
                 order = torch.randperm(len(y), generator=gen)
                 for i in range(0, len(y), self.batch_size):
@@ -224,6 +242,7 @@ class DigitsClassifierSource(ModelSource):
                     opt.zero_grad()
                     loss.backward()
                     opt.step()
+                    steps.update(1)
         model.eval()
         with torch.inference_mode():
             acc = float((model(x).argmax(-1) == y).float().mean())

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from torch import nn
 
 CACHE_FORMAT = 1  # bump when training changes, so stale cached weights are not reused
+SECONDS_PER_EPOCH = 0.5  # measured on one thread (the announcement's estimate, not a limit)
 BYTE_EOS = 256  # the byte tokenizer's end-of-text id: the text tower pools there
 TRAIN_TEMPLATES = ("a photo of the digit {label}", "a handwritten {label}", "the number {label}")
 
@@ -74,6 +75,7 @@ class DigitsCLIPSource(ModelSource):
     cache_dir: str = "~/.cache/modelxray"  # trained weights are kept here
     use_disk_cache: bool = True  # reuse weights trained before with the same settings
     save_pretrained: str | None = None  # also write a Hugging Face directory here (model=hf loads it)
+    progress: bool = True  # a progress bar while it trains (the model configs follow the run's progress)
 
     def validate(self) -> None:
         super().validate()
@@ -129,7 +131,14 @@ class DigitsCLIPSource(ModelSource):
             net.load_state_dict(load_file(str(cached)))
             note = f"trained before with these settings ({self.epochs} epochs of Adam, seed {self.seed}), loaded from {cached}"
         else:
-            seconds, train_acc = self._train(model, tokenizer)
+            from modelxray.models.trained_cache import about, reproducible_training
+
+            what = (
+                f"{self.epochs} epochs of Adam on the digits train split against its class prompts, "
+                f"{about(SECONDS_PER_EPOCH * self.epochs)} on one core"
+            )
+            with reproducible_training("digits-clip", what, cached):
+                seconds, train_acc = self._train(model, tokenizer)
             note = (
                 f"trained now: {self.epochs} epochs of Adam (lr {self.lr}, seed {self.seed}) on the train split "
                 f"against the class prompts of {len(self.train_templates)} templates, {seconds:.1f} s, "
@@ -163,6 +172,7 @@ class DigitsCLIPSource(ModelSource):
         names = data.meta["class_names"]
         start = time.perf_counter()
         gen = torch.Generator().manual_seed(self.seed)
+        from modelxray.core.progress import bar
         from modelxray.models.vision_language import ZeroShotClassifier
 
         net = model.net
@@ -172,7 +182,9 @@ class DigitsCLIPSource(ModelSource):
         x, y = data.x_train, data.y_train
         step = 0
         net.train()
-        with torch.enable_grad():
+        batches = -(-len(y) // self.batch_size)
+        total = self.epochs * batches
+        with torch.enable_grad(), bar(total=total, desc="training digits-clip", enabled=self.progress) as steps:
             for _ in range(self.epochs):
                 order = torch.randperm(len(y), generator=gen)
                 for i in range(0, len(y), self.batch_size):
@@ -184,6 +196,7 @@ class DigitsCLIPSource(ModelSource):
                     with torch.no_grad():
                         net.logit_scale.clamp_(0, math.log(100))  # CLIP's cap on the temperature
                     step += 1
+                    steps.update(1)
         net.eval()
         with torch.inference_mode():
             acc = float((heads[0](x).argmax(-1) == y).float().mean())
