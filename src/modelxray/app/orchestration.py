@@ -36,6 +36,7 @@ from modelxray.app.resume import _earlier_results, _resume_point
 from modelxray.app.stage_results import keep_stage, run_stage
 from modelxray.app.summary import kind_tags, run_summary
 from modelxray.config.components import Components, build_components
+from modelxray.core.cpus import cpu_budget
 from modelxray.core.errors import ConfigError, JobKilled
 from modelxray.core.result import Result, RunContext
 from modelxray.core.subject import Subject
@@ -118,6 +119,14 @@ def run(cfg: DictConfig, job: JobInfo, **given: Any) -> RunOutcome:
         torch.set_num_threads(threads)
 
 
+def default_threads() -> int:
+    """torch's default (the physical cores) capped by the CPUs this process may use: more threads than
+    those spin waiting for each other."""
+    import psutil
+
+    return max(1, min(cpu_budget().cpus, psutil.cpu_count(logical=False) or cpu_budget().cpus))
+
+
 def _prepare(cfg: DictConfig, job: JobInfo, given: Given) -> RunState:
     """Check what was given, build every component from the config (bad values fail here, in one
     line), set threads and seeds, and name and tag the run-to-be."""
@@ -125,8 +134,7 @@ def _prepare(cfg: DictConfig, job: JobInfo, given: Given) -> RunState:
     components = build_components(cfg, skip_model=given.model is not None, skip_dataset=given.batches is not None)
     check_reference_use(components)
     settings = components.settings
-    if settings.threads:
-        torch.set_num_threads(settings.threads)
+    torch.set_num_threads(settings.threads or default_threads())
     _seed_everything(settings.seed)
     logging.getLogger("torchao").setLevel(logging.ERROR)  # warns about its CUDA-only extensions on CPU
     # torchao (imported by transformers when installed) registers enums torch now warns about

@@ -7,6 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from modelxray.app.job import JobInfo
+from modelxray.core.cpus import cpu_budget
 from modelxray.core.provenance import host, versions
 from modelxray.core.subject import Subject
 from modelxray.models.kinds import SPEECH_KINDS, TEXT_KINDS
@@ -20,6 +21,16 @@ def kind_tags(subject: Subject, run_name: str, resumed: bool = False) -> dict[st
     if subject.kind in (*TEXT_KINDS, *SPEECH_KINDS) and not resumed:
         tags["mlflow.runName"] = f"{run_name} {kind}"
     return tags
+
+
+def threads_line(configured: int | None) -> str:
+    """The torch threads the run used and why: set by ``threads``, or the CPUs the process may use."""
+    import torch
+
+    used = torch.get_num_threads()
+    if configured:
+        return f"{used} (threads={configured})"
+    return f"{used}, from the {cpu_budget().describe()}; threads=N sets it"
 
 
 def run_summary(config: dict, job: JobInfo, subject: Subject, tracking: str) -> dict[str, Any]:
@@ -60,6 +71,7 @@ def run_summary(config: dict, job: JobInfo, subject: Subject, tracking: str) -> 
         "overrides": job.overrides,
         "tracking": tracking,
         "host": host(),
+        "threads": threads_line(config.get("threads")),
         "versions": versions(),
         "output_dir": str(job.output_dir),
         "config": config,

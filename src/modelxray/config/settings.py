@@ -42,7 +42,9 @@ class RunSettings(Configurable):
     """Keys of the run itself, beside the groups (model, dataset, analyzer, quant, train, tracker)."""
 
     seed: int = 0  # python, numpy and torch RNGs
-    threads: int | None = None  # torch intra-op threads; null = torch's default (physical cores)
+    threads: int | None = (
+        None  # torch intra-op threads; null = the CPUs this process may use (affinity, cgroup quota), at most the physical cores
+    )
     progress: bool = True  # progress bars
     model_cache_size: int = 1  # models kept loaded per process (a multirun reuses them); 0 disables
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)

@@ -76,6 +76,7 @@ def summary_report(run: dict, results: dict, plots: list[str]) -> str:
         f"- **Overrides**: `{' '.join(run['overrides']) or '(none)'}`",
         f"- **Tracking**: {run['tracking']}",
         f"- **Host**: {run['host']}, torch {run['versions'].get('torch', '?')}",
+        *([f"- **Threads**: {run['threads']}"] if run.get("threads") else []),
         "",
     ]
     for note in info.get("notes", []):
