@@ -96,6 +96,28 @@ def _stop_on_sigterm() -> None:
         signal.signal(signal.SIGTERM, _raise_killed)
 
 
+def _drop_unused_output_dir() -> None:
+    """A bad input stops the job before any work: the folder Hydra made for it (its ``.hydra/`` and
+    ``run.log`` only) goes, and the date folders above it when that leaves them empty."""
+    import shutil
+
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    try:
+        hydra_cfg = HydraConfig.get()
+    except ValueError:  # not under Hydra
+        return
+    out = Path(hydra_cfg.runtime.output_dir)
+    if not out.is_dir() or any(p.name not in (".hydra", "run.log") for p in out.iterdir()):
+        return
+    shutil.rmtree(out, ignore_errors=True)
+    if hydra_cfg.mode == RunMode.RUN and out.parent.parent.name == "outputs":  # the default outputs/<date>/<time>
+        for parent in (out.parent, out.parent.parent):
+            if parent.is_dir() and not any(parent.iterdir()):
+                parent.rmdir()
+
+
 def task(cfg: DictConfig) -> dict[str, float]:
     """Hydra task function: one job. Config errors end the process with one line and exit code 2."""
     from modelxray.config.components import validate_config
@@ -111,6 +133,7 @@ def task(cfg: DictConfig) -> dict[str, float]:
         outcome = app.run(cfg, job)
     except (ConfigError, OmegaConfBaseException) as exc:  # an interpolation that does not resolve, too
         say_error(exc)
+        _drop_unused_output_dir()
         raise SystemExit(2) from None
     except OutputError as exc:  # the run ended FAILED; the files written before it are kept
         say_error(exc)

@@ -11,6 +11,8 @@ launcher. Lives under ``hydra_plugins`` because Hydra only loads launchers from 
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import signal
 import sys
@@ -72,7 +74,8 @@ class _WaitForAll:
             log.info(f"\t#{idx} : {' '.join(filter_overrides(overrides))}")
             params.append((list(overrides), "hydra.sweep.dir", idx, f"job_id_for_{idx}", Singleton.get_state()))
         submitted = time.time()
-        jobs = executor.map_array(self, *zip(*params))
+        with _own_process_group(self._EXECUTOR == "local"):
+            jobs = executor.map_array(self, *zip(*params))
 
         try:
             returns, failed = self._collect(job_overrides, jobs, initial_job_idx, sweep_dir, submitted)
@@ -124,6 +127,26 @@ class _WaitForAll:
                 )
             returns.append(ret)
         return returns, failed
+
+
+@contextlib.contextmanager
+def _own_process_group(local: bool):
+    """Local jobs start in their own session: Ctrl-C in the terminal reaches this process alone, which
+    stops the jobs itself (SIGTERM: each ends its run KILLED), instead of every job and controller
+    printing its own KeyboardInterrupt traceback."""
+    if not local:
+        yield
+        return
+    import subprocess
+
+    import submitit.local.local as submitit_local
+
+    original = submitit_local.subprocess.Popen
+    submitit_local.subprocess.Popen = functools.partial(subprocess.Popen, start_new_session=True)
+    try:
+        yield
+    finally:
+        submitit_local.subprocess.Popen = original
 
 
 def _raise_killed(signum, frame):
