@@ -64,7 +64,14 @@ def test_run_names_of_a_sweep_are_distinct_even_when_shortened():
     config = OmegaConf.to_container(cfg, resolve=False)
     config.pop("hydra")
     led = run_name(choices_of(cfg.hydra), ["model=tiny_gpt2", *many, "seed=7"], config, swept=("seed",))
-    assert led.startswith("tiny_gpt2 perf seed7 ")
+    assert led.startswith("seed7 tiny_gpt2 perf ")
+    # a quantization sweep: each job's name starts with its quant, the baseline's too
+    for quant, first in (("int4", "int4 tiny_gpt2 perf "), ("none", "quant=none tiny_gpt2 perf ")):
+        cfg = compose(["model=tiny_gpt2", f"quant={quant}", *many])
+        config = OmegaConf.to_container(cfg, resolve=False)
+        config.pop("hydra")
+        named = run_name(choices_of(cfg.hydra), ["model=tiny_gpt2", f"quant={quant}", *many], config, swept=("quant",))
+        assert named.startswith(first) and named.count(quant) == 1, named
 
 
 def test_dataset_identity_digests_the_exact_data_scored():
@@ -188,7 +195,7 @@ def test_a_sweep_has_a_parent_run_holding_the_comparison_of_its_named_jobs(cache
     assert len(jobs) == 2 and parent.info.status == "FINISHED"
     assert {r.data.tags["mlflow.parentRunId"] for r in jobs} == {parent.info.run_id}
     names = sorted(r.info.run_name for r in jobs)
-    assert names[0].startswith("tiny_gpt2 perf debug-tiny") and names[1].startswith("tiny_gpt2 perf int4 debug-tiny")
+    assert names[0].startswith("int4 tiny_gpt2 perf debug-tiny") and names[1].startswith("quant=none tiny_gpt2 perf")
     assert all(len(n) <= 70 for n in names)
     assert all("quant=" in r.data.tags["modelxray.overrides"] for r in jobs)  # the full overrides stay as a tag
     assert parent.info.run_name.startswith("sweep ") and "quant=none,int4" in parent.info.run_name

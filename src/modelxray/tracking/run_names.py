@@ -61,7 +61,24 @@ def run_name(choices: dict[str, str], overrides: list[str], config: dict[str, An
     if debug and debug != "null":
         parts.append(f"debug-{debug}")
     first = [o for o in overrides if o.lstrip("+~").partition("=")[0] in swept]
-    for override in first + [o for o in overrides if o not in first]:
+    lead = []  # what tells a sweep's jobs apart, first: a name cut short keeps it
+    for override in first:
+        key = override.lstrip("+~").partition("=")[0]
+        if key == "quant":
+            label = f"quant={quant}" if quant in ("none", "") else quant  # the baseline job names its quant too
+        elif key == "model":
+            label = parts[1 if experiment and experiment != "null" else 0]
+        elif key in ("train", "experiment"):
+            label = choices.get(key, "")
+        elif key == "analyzer":
+            label = " ".join(ANALYZER_SHORT.get(a, a) for a in analyzers)
+        else:
+            label, dropped = override_label(override)
+            lossy |= dropped
+        if label and label not in lead:
+            lead.append(label)
+    parts = lead + [p for p in parts if p not in lead]
+    for override in [o for o in overrides if o not in first]:
         label, dropped = override_label(override)
         lossy |= dropped
         if label and label not in parts:
