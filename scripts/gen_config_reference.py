@@ -56,7 +56,8 @@ def settings_rows(cls: type, prefix: str) -> list[str]:
         if f.default_factory is not dataclasses.MISSING and dataclasses.is_dataclass(f.default_factory):
             rows += settings_rows(f.default_factory, f"{prefix}{f.name}.")
             continue
-        shown = f"`{f.default!r}`".replace("|", "\\|")
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        shown = f"`{default!r}`".replace("|", "\\|")
         help_text = helps.get(f.name, "").replace("|", "\\|")
         rows.append(f"| `{prefix}{f.name}` | {shown} | {help_text} |")
     return rows

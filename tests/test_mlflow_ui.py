@@ -209,6 +209,16 @@ def test_a_sweep_has_a_parent_run_holding_the_comparison_of_its_named_jobs(cache
     comparison = open(client.download_artifacts(parent.info.run_id, "comparison.md", str(tmp_path))).read()
     assert all(n in comparison for n in names) and "| quant |" in comparison
     assert "performance/perplexity" in comparison and "±" in comparison and "model/size_bytes" in comparison
+    assert "performance/top1_agree" in comparison and "performance/kl" in comparison  # int4 against the model as loaded
+    assert comparison.count("?workflowType=machine_learning)") == 2  # each job's name links its run page
+    # each job's page says what happened, and links the comparison
+    for job in jobs:
+        note = job.data.tags["mlflow.note.content"]
+        assert note.startswith(f"**{job.info.run_name}**") and "perplexity " in note and "weights " in note
+        assert f"/runs/{parent.info.run_id}?workflowType=machine_learning" in note and "comparison" in note
+        assert job.data.metrics["headline/perplexity"] == job.data.metrics["performance/perplexity"]
+    (int4,) = [j for j in jobs if j.info.run_name.startswith("int4")]
+    assert "top-1 agreement" in int4.data.tags["mlflow.note.content"] and "headline/kl" in int4.data.metrics
     assert parent.data.metrics["sweep/runs_finished"] == 2
     assert "modelxray: view     mlflow ui --backend-store-uri" in proc.stdout
     assert proc.stdout.count("workflowType=machine_learning") == 1  # once, for the whole sweep

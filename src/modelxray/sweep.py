@@ -131,7 +131,7 @@ def summarize(parent, tracker, sweep_id: str, config: DictConfig, metrics: list[
     chosen = [m for m in expand(metrics, logged) if m in logged]
     front = list(pareto) if len(pareto) == 2 and all(k in logged for k in pareto) else None
     text = comparison_table(runs, params, chosen, front)
-    names = "\n".join(f"- `{r['run_id'][:8]}` {r['run_name']} ({r['status']})" for r in runs)
+    names = "\n".join(_run_line(parent, r) for r in runs)
     parent.log_text(f"# Sweep {sweep_id}: {len(runs)} runs\n\n{names}\n{notes}\n{text}\n", "comparison.md")
     parent.log_metrics({"sweep/runs": len(runs), "sweep/runs_finished": int((frame["status"] == "FINISHED").sum())})
     if front is not None and frame.dropna(subset=front).shape[0] >= 2:
@@ -152,6 +152,13 @@ def with_model_size(frame):
     for other in sizes[1:]:
         size = size.fillna(other)
     return frame.assign(**{"model/size_bytes": size})
+
+
+def _run_line(parent, run: dict) -> str:
+    """A job's line in comparison.md: its name linked to its page in MLflow's model-training view."""
+    link = parent.run_link(run["run_id"])
+    name = f"[{run['run_name']}]({link})" if link else run["run_name"]
+    return f"- `{run['run_id'][:8]}` {name} ({run['status']})"
 
 
 def sweep_name(overrides: list[str], sweep_id: str, swept: set[str] = frozenset()) -> str:

@@ -42,9 +42,10 @@ from modelxray.core.result import Result, RunContext
 from modelxray.core.subject import Subject
 from modelxray.data.identity import identify
 from modelxray.models import process_cache
+from modelxray.report.headline import description, headline, headline_metrics
 from modelxray.report.writer import Written, write_reports
 from modelxray.tracking.run_names import run_name as readable_run_name
-from modelxray.tracking.run_tags import SWEPT_KEYS_ENV, run_tags, store_key
+from modelxray.tracking.run_tags import PARENT_RUN_ENV, SWEPT_KEYS_ENV, run_tags, store_key
 
 log = logging.getLogger(__package__)  # log lines keep the name modelxray.app
 
@@ -310,8 +311,16 @@ def _analyze(state: RunState) -> None:
 def _report(state: RunState) -> None:
     """The run's report directory: summary, insights, dashboard, over every stage's files."""
     run_info = run_summary(state.config, state.job, state.subject, state.tracker_run.describe())
+    run_info["tracking_link"] = state.tracker_run.run_link()
     dashboard = state.components.settings.report.dashboard
     write_reports(state.out_dir, run_info, state.results, dashboard=dashboard, written=state.written)
+
+
+def _links(state: RunState) -> list[tuple[str, str]]:
+    """The run description's links: the sweep's parent run, which holds the comparison of its jobs."""
+    parent = os.environ.get(PARENT_RUN_ENV)
+    link = state.tracker_run.run_link(parent) if parent else None
+    return [("The sweep's comparison of its jobs (comparison.md, in the parent run's artifacts)", link)] if link else []
 
 
 def _finish_tracking(state: RunState) -> None:
@@ -320,8 +329,15 @@ def _finish_tracking(state: RunState) -> None:
     metrics = {f"{name}/{k}": v for name, r in results.items() for k, v in r.finite_metrics().items()}
     metrics.update({f"{name}/seconds": r.seconds for name, r in results.items()})
     state.metrics = metrics
+    size = next((metrics[k] for k in ("quant/model_bytes_after", "performance/param_bytes") if k in metrics), None)
+    if size is not None:  # one size axis for quantized and unquantized runs alike
+        metrics["model/size_bytes"] = size
+    report = state.components.settings.report
+    figures = headline(metrics, list(report.headline))
+    metrics.update(headline_metrics(figures))
     unlogged = {k: v for k, v in metrics.items() if k.split("/", 1)[0] not in (*state.written, *earlier)}
     state.tracker_run.log_metrics(unlogged)
+    state.tracker_run.set_description(description(state.run_name, figures, _links(state)))
     train = state.components.train
     keep_checkpoints = train is not None and train.log_checkpoints
     state.tracker_run.log_artifacts(state.out_dir, exclude=() if keep_checkpoints else ("checkpoints",))

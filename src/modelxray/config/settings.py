@@ -12,6 +12,13 @@ from typing import Any
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
 
+HEADLINE = (  # each entry: the first of its alternatives (a|b) the run logged
+    "performance/perplexity|performance/accuracy|performance/chrf|performance/wer|performance/exact_match"
+    "|performance/map|performance/miou|performance/knn_accuracy|performance/output_rel_error",  # quality
+    "performance/top1_agree|performance/pixel_agree|performance/embedding_drift",  # agreement with the reference
+    "performance/kl|performance/ppl_ratio|performance/delta_loss",  # how far the outputs moved
+    "model/size_bytes",  # the stored weights
+)
 ORIGINAL_WEIGHTS_PLACES = ("auto", "disk", "memory", "cpu")  # where changed weights wait (core.original_weights)
 
 
@@ -35,6 +42,13 @@ class ReportSettings(Configurable):
     """What the report directory holds beside each analyzer's files."""
 
     dashboard: bool = True  # plots/analysis_summary_dashboard.png: every analyzer's headline figures on one page
+    headline: list[str] = field(
+        default_factory=lambda: list(HEADLINE)
+    )  # the run's MLflow description and headline/* metrics: per entry, the first of its alternatives (a|b) the run logged
+
+    def validate(self) -> None:
+        if not self.headline:
+            raise ConfigError("headline", "is empty: list metric keys such as performance/perplexity")
 
 
 @dataclass

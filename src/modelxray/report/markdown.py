@@ -74,7 +74,8 @@ def summary_report(run: dict, results: dict, plots: list[str]) -> str:
         f"- **Analyzers**: {', '.join(results)}",
         "- **Config choices**: " + ", ".join(f"{k}={v}" for k, v in run["choices"].items()),
         f"- **Overrides**: `{' '.join(run['overrides']) or '(none)'}`",
-        f"- **Tracking**: {run['tracking']}",
+        f"- **Tracking**: {run['tracking']}"
+        + (f" ([open the run in MLflow]({run['tracking_link']}))" if run.get("tracking_link") else ""),
         f"- **Host**: {run['host']}, torch {run['versions'].get('torch', '?')}",
         *([f"- **Threads**: {run['threads']}"] if run.get("threads") else []),
         "",

@@ -27,6 +27,10 @@ class TrackerRun(Protocol):
     def reopen(self) -> None: ...
     def record(self, folder: Path) -> None: ...
     def describe(self) -> str: ...
+
+    def run_link(self, run_id: str | None = None) -> str | None: ...
+
+    def set_description(self, text: str) -> None: ...
     def view_hint(self) -> str: ...
 
 
@@ -74,6 +78,12 @@ class NullRun:
 
     def describe(self) -> str:
         return "disabled (tracker=none)"
+
+    def run_link(self, run_id=None):
+        return None
+
+    def set_description(self, text):
+        pass
 
     def view_hint(self) -> str:
         return ""

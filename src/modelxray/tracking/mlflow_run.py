@@ -285,6 +285,20 @@ class MlflowRun:
             )
         return where
 
+    def run_link(self, run_id: str | None = None) -> str | None:
+        """The link to this run's page (or to ``run_id``'s, in the same experiment) in MLflow's UI, in
+        its model-training view: on the server, or where ``mlflow ui`` serves a store file."""
+        if self.offline:
+            return None
+        experiment_id = self.client.get_run(self.run_id).info.experiment_id
+        base = re.sub(r"//[^/@]*@", "//", self.uri) if self.uri.startswith(("http://", "https://")) else UI_DEFAULT
+        return ui_url(base, experiment_id, run_id or self.run_id)
+
+    @_to_store
+    def set_description(self, text: str) -> None:
+        """The run page's description (MLflow's ``mlflow.note.content`` tag), redacted like every text."""
+        self.client.set_tag(self.run_id, "mlflow.note.content", self.redactor.text(text))
+
     def view_hint(self) -> str:
         """How to see the experiment's runs in MLflow's UI: the link on a server, the command and the
         link for a store file."""
