@@ -45,6 +45,23 @@ def summary_tables(result) -> dict[str, list[dict]]:
     return result.tables
 
 
+def display_name(name: str) -> str:
+    """A model's name for a title: a filesystem path (``/models/clip-vit-base``, ``./ckpt/``,
+    ``~/m.safetensors``, ``runs/a/b``) by its last component, a hub id (``org/name``) or plain
+    name as it is."""
+    text = str(name).strip()
+    path = text.replace("\\", "/")
+    is_path = (
+        path.startswith(("/", "./", "../", "~"))
+        or path.count("/") > 1
+        or (len(path) > 2 and path[1] == ":" and path[2] == "/")  # C:/...
+    )
+    if not is_path:
+        return text
+    last = [p for p in path.rstrip("/").split("/") if p]
+    return last[-1] if last else text
+
+
 def headline_metrics(result) -> dict:
     """The metrics a stage puts in the summary table (its own choice; default: the un-grouped ones)."""
     source = result.source
@@ -63,7 +80,7 @@ def measurement_lines(result) -> list[str]:
 
 def summary_report(run: dict, results: dict, plots: list[str]) -> str:
     info = run["model"]
-    out = [f"# modelxray report: {info['name']}", ""]
+    out = [f"# modelxray report: {display_name(info['name'])}", ""]
     out += [f"- **Model**: {info['name']} ({info['source_format']}, stored as {info['source_dtype']})"]
     if info.get("file_bytes"):
         out.append(f"- **Model file**: `{info['file_path']}` ({human_bytes(info['file_bytes'])})")
@@ -111,7 +128,7 @@ def summary_report(run: dict, results: dict, plots: list[str]) -> str:
 
 
 def insights_report(title: str, sections: dict[str, list[str]], notes: list[str]) -> str:
-    out = [f"# Insights: {title}", ""]
+    out = [f"# Insights: {display_name(title)}", ""]
     for note in notes:
         out += [f"> {note}", ""]
     if not sections:
