@@ -45,6 +45,15 @@ def summary_tables(result) -> dict[str, list[dict]]:
     return result.tables
 
 
+def appendix_tables(result) -> dict[str, list[dict]]:
+    """Tables a stage puts in the appendix at the end of ``summary_report.md`` (detail its section
+    leaves out, e.g. robustness's per-level rows): its ``appendix_tables(result)``; default: none."""
+    source = result.source
+    if source is not None and hasattr(source, "appendix_tables"):
+        return source.appendix_tables(result)
+    return {}
+
+
 def display_name(name: str) -> str:
     """A model's name for a title: a filesystem path (``/models/clip-vit-base``, ``./ckpt/``,
     ``~/m.safetensors``, ``runs/a/b``) by its last component, a hub id (``org/name``) or plain
@@ -124,6 +133,13 @@ def summary_report(run: dict, results: dict, plots: list[str]) -> str:
             out += [f"### {tname.replace('_', ' ')}", "", table(rows)]
     if plots:
         out += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
+    appendix = {name: appendix_tables(r) for name, r in results.items() if r.ok}
+    appendix = {name: tables for name, tables in appendix.items() if tables}
+    if appendix:
+        out += ["## Appendix", ""]
+        for name, tables in appendix.items():
+            for tname, rows in tables.items():
+                out += [f"### {name}: {tname.replace('_', ' ')}", "", table(rows)]
     return "\n".join(out)
 
 
