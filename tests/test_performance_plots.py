@@ -1,7 +1,6 @@
 """Performance figures that do not mislead: the speed figure's title is about speed, the layer-time
 bars are self times (the whole model no longer squashes the rest)."""
 
-
 import pytest
 
 from modelxray.core.result import Result

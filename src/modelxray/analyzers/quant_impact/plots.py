@@ -129,15 +129,11 @@ def _tradeoff(rows, classifier: bool = False):
     palette = sns.color_palette("Set2", max(len(simulated), 1))
     for color, r in zip(palette, simulated):
         ax.axhline(r[y], color=color, ls="--", lw=1.2, label=f"{r['strategy']}: {NOT_MEASURED}")
-    if simulated:
-        ax.legend(fontsize=8)
+    if simulated:  # the lines join seaborn's size legend
+        ax.legend(fontsize=8, title="weight_bytes" if measured else None, title_fontsize=8)
     ax.set_ylabel(y)
     ax.set_xlabel(f"throughput ({'examples' if classifier else 'tokens'}/s, batch of the speed test)")
-    ax.set_title(
-        "Speed vs quality (marker size: weight bytes"
-        + ("; bars: 95% interval" if err is not None else "")
-        + ("; dashed: simulated, speed not measured)" if simulated else ")")
-    )
+    ax.set_title("Speed vs quality (marker size: weight bytes" + ("; bars: 95% interval)" if err is not None else ")"))
     return fig
 
 
