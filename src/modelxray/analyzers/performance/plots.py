@@ -249,7 +249,7 @@ def _layers(result):
     outer = max(rows, key=lambda r: r["time_ms"])["module"]
     title = "Slowest modules (batch 1)"
     if self_times:
-        title += f"; whole forward ({outer}, children included): {whole:.3g} ms"
+        title += f"\nwhole forward ({outer}, children included): {whole:.3g} ms"
     ax.set_title(title)
     return fig
 
