@@ -342,6 +342,7 @@ def test_flagship_sweep_gives_two_comparable_mlflow_runs(tiny, tracking_uri, tmp
 
 
 def test_the_degradation_tolerance_of_the_insights_is_a_key():
+    from modelxray.analyzers.robustness import RobustnessAnalyzer
     from modelxray.analyzers.robustness.insights import level_insights
 
     rows = [
@@ -349,7 +350,13 @@ def test_the_degradation_tolerance_of_the_insights_is_a_key():
         for lv, acc in ((0.1, 0.88), (0.2, 0.7))
     ]
     clean = {"accuracy": 0.9}
-    (strict,) = level_insights(rows, clean, "accuracy", "samples", tolerance=0.01)
-    (loose,) = level_insights(rows, clean, "accuracy", "samples", tolerance=0.5)
-    assert strict.startswith("gaussian_noise: accuracy 0.88 vs clean 0.9 from level 0.1")
-    assert loose.startswith("gaussian_noise: accuracy stays within 50% of clean (0.9) up to level 0.2")
+    strict_cfg, loose_cfg = (
+        RobustnessAnalyzer(degradation_tolerance=0.01),
+        RobustnessAnalyzer(degradation_tolerance=0.5),
+    )
+    (strict,) = level_insights(rows, clean, "accuracy", "samples", strict_cfg)
+    (loose,) = level_insights(rows, clean, "accuracy", "samples", loose_cfg)
+    assert strict.startswith("gaussian_noise: out of bounds from level 0.1 (noise std, pixel units) (100 samples), ")
+    assert "decided by accuracy 0.88 vs clean 0.9 (more than 1% off)" in strict
+    assert loose.startswith("gaussian_noise: within bounds up to level 0.2")
+    assert "accuracy stays within 50% of clean (0.9)" in loose and "agreement not measured" in loose

@@ -45,6 +45,32 @@ def summary_tables(result) -> dict[str, list[dict]]:
     return result.tables
 
 
+def appendix_tables(result) -> dict[str, list[dict]]:
+    """Tables a stage puts in the appendix at the end of ``summary_report.md`` (detail its section
+    leaves out, e.g. robustness's per-level rows): its ``appendix_tables(result)``; default: none."""
+    source = result.source
+    if source is not None and hasattr(source, "appendix_tables"):
+        return source.appendix_tables(result)
+    return {}
+
+
+def display_name(name: str) -> str:
+    """A model's name for a title: a filesystem path (``/models/clip-vit-base``, ``./ckpt/``,
+    ``~/m.safetensors``, ``runs/a/b``) by its last component, a hub id (``org/name``) or plain
+    name as it is."""
+    text = str(name).strip()
+    path = text.replace("\\", "/")
+    is_path = (
+        path.startswith(("/", "./", "../", "~"))
+        or path.count("/") > 1
+        or (len(path) > 2 and path[1] == ":" and path[2] == "/")  # C:/...
+    )
+    if not is_path:
+        return text
+    last = [p for p in path.rstrip("/").split("/") if p]
+    return last[-1] if last else text
+
+
 def headline_metrics(result) -> dict:
     """The metrics a stage puts in the summary table (its own choice; default: the un-grouped ones)."""
     source = result.source
@@ -63,7 +89,7 @@ def measurement_lines(result) -> list[str]:
 
 def summary_report(run: dict, results: dict, plots: list[str]) -> str:
     info = run["model"]
-    out = [f"# modelxray report: {info['name']}", ""]
+    out = [f"# modelxray report: {display_name(info['name'])}", ""]
     out += [f"- **Model**: {info['name']} ({info['source_format']}, stored as {info['source_dtype']})"]
     if info.get("file_bytes"):
         out.append(f"- **Model file**: `{info['file_path']}` ({human_bytes(info['file_bytes'])})")
@@ -109,11 +135,18 @@ def summary_report(run: dict, results: dict, plots: list[str]) -> str:
             out += [f"### {tname.replace('_', ' ')}", "", table(rows)]
     if plots:
         out += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
+    appendix = {name: appendix_tables(r) for name, r in results.items() if r.ok}
+    appendix = {name: tables for name, tables in appendix.items() if tables}
+    if appendix:
+        out += ["## Appendix", ""]
+        for name, tables in appendix.items():
+            for tname, rows in tables.items():
+                out += [f"### {name}: {tname.replace('_', ' ')}", "", table(rows)]
     return "\n".join(out)
 
 
 def insights_report(title: str, sections: dict[str, list[str]], notes: list[str]) -> str:
-    out = [f"# Insights: {title}", ""]
+    out = [f"# Insights: {display_name(title)}", ""]
     for note in notes:
         out += [f"> {note}", ""]
     if not sections:

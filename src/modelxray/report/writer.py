@@ -11,7 +11,7 @@ from typing import Any
 from modelxray.core.errors import OutputError
 from modelxray.core.files import write_file
 from modelxray.report.insights import collect_insights
-from modelxray.report.markdown import insights_report, summary_report
+from modelxray.report.markdown import display_name, insights_report, summary_report
 from modelxray.report.result_file import check_entry, save_result
 
 
@@ -94,7 +94,7 @@ def write_reports(
         plots_dir.mkdir(exist_ok=True)
         with style():
             try:
-                if write_dashboard(results, path, f"modelxray: {run['model']['name']}"):
+                if write_dashboard(results, path, f"modelxray: {display_name(run['model']['name'])}"):
                     plot_files.append(path)
             except OutputError:
                 raise

@@ -1,5 +1,5 @@
 """Performance plots: quality with its 95% intervals, latency/throughput per batch size, memory by
-dtype, slowest modules.
+dtype, the self time of the slowest modules (exclusive of their children).
 
 Throughput is in the unit the speed measurements carry (tokens/s for a language model, examples/s
 for a classifier) and titles name the quality that fits the model (perplexity or accuracy). Every
@@ -190,10 +190,16 @@ def _speed(result):
     for i, v in enumerate(thr[label]):
         ax.annotate(f"{v:,.0f}", (i, v), ha="center", va="bottom")
     ax.set_title(f"Throughput ({label})")
-    line = quality_line(result)
-    if line:
-        fig.suptitle(line)
+    fig.suptitle(speed_title(speeds))
     return fig
+
+
+def speed_title(speeds) -> str:
+    """What the speed figure measured: batch sizes, the workload and how many timed passes (the
+    quality is the quality figure's title, not this one's)."""
+    sizes = ", ".join(str(s.batch_size) for s in speeds)
+    runs = sum(len(s.latency.samples_ms) for s in speeds)
+    return f"Speed: forward passes at batch size {sizes} ({_workload(speeds[0])}; {runs} timed passes)"
 
 
 def _memory(mem: Memory):
@@ -219,15 +225,32 @@ def _memory(mem: Memory):
     return fig
 
 
+def layer_bars(rows: list[dict]) -> pd.DataFrame:
+    """The layer-time bars: each module's self time (its forward less its timed children's, so the
+    whole model's bar is only what it does itself and no longer squashes the rest), largest first;
+    a table from before self times were kept falls back to the inclusive time."""
+    df = pd.DataFrame(rows)
+    df["ms"] = df["self_ms"] if "self_ms" in df else df["time_ms"]
+    return df.sort_values("ms", ascending=False, kind="stable").reset_index(drop=True)
+
+
 def _layers(result):
     rows = result.tables["layer_time"]
-    df = pd.DataFrame(rows)
+    df = layer_bars(rows)
+    self_times = "self_ms" in df
     fig, axes = new_figure(width=9, height=max(3.0, 0.35 * len(df) + 1))
     ax = axes[0][0]
-    sns.barplot(data=df, y="module", x="time_ms", hue="type", dodge=False, ax=ax)
-    ax.set_xlabel("forward time, inclusive (ms)")
+    sns.barplot(data=df, y="module", x="ms", hue="type", dodge=False, ax=ax)
+    ax.set_xlabel(
+        "forward time, self: exclusive of child modules (ms)" if self_times else "forward time, inclusive (ms)"
+    )
     ax.set_ylabel("")
-    ax.set_title("Slowest modules (batch 1)")
+    whole = max(r["time_ms"] for r in rows)
+    outer = max(rows, key=lambda r: r["time_ms"])["module"]
+    title = "Slowest modules (batch 1)"
+    if self_times:
+        title += f"\nwhole forward ({outer}, children included): {whole:.3g} ms"
+    ax.set_title(title)
     return fig
 
 

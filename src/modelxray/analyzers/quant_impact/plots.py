@@ -1,6 +1,9 @@
 """Quantization-impact plots: memory timeline per strategy, radar chart of normalised axes, and
 speed vs quality with each strategy's 95% interval where its row carries an error (the data behind
-each is exported as CSV next to the report)."""
+each is exported as CSV next to the report). A strategy simulated in float (``simulated: True``:
+int4, GPTQ, AWQ fake-quantized in the float layers) runs the float model, so neither figure gives
+it a speed: no point on the radar's speed spoke, no point on the speed axis (a dashed line at its
+quality), each labelled "speed not measured (simulated)"."""
 
 from __future__ import annotations
 
@@ -20,10 +23,26 @@ AXES = [
 ]
 
 
-def radar_values(rows: list[dict]) -> pd.DataFrame:
-    """Each axis divided by its best value across strategies (1 = best)."""
+NOT_MEASURED = "speed not measured (simulated)"
+# the row keys that are speed: a strategy simulated in float has none of its own
+SPEED_KEYS = ("speed_ratio", "tokens_per_s", "examples_per_s")
+
+
+def speed_measured(row: dict) -> bool:
+    """Whether a strategy's speed is its own: a simulated one (int4, GPTQ, AWQ fake-quantized in
+    the float layers) runs the float model, whose latency and throughput say nothing of it."""
+    return not row.get("simulated", False)
+
+
+def radar_values(rows: list[dict], blank_simulated_speed: bool = False) -> pd.DataFrame:
+    """Each axis divided by its best value across strategies (1 = best). ``blank_simulated_speed``
+    (the radar chart): a simulated strategy's speed is NaN (not measured: it ran the float model)
+    and takes no part in the speed axis's best."""
     df = pd.DataFrame(rows).set_index("strategy")
     df["quick_to_quantize"] = 1.0 / (df["quantize_seconds"] + 1.0)
+    if blank_simulated_speed:
+        measured = pd.Series([speed_measured(r) for r in rows], index=df.index)
+        df["speed_ratio"] = df["speed_ratio"].where(measured)
     out = pd.DataFrame({k: df[k] / df[k].max() for k, _ in AXES})
     return out
 
@@ -66,7 +85,9 @@ def _timeline(result):
 
 
 def _radar(rows, classifier: bool = False):
-    values = radar_values(rows)
+    """One polygon per strategy; a simulated strategy's runs around its other spokes, with no point
+    on the speed spoke, and its legend entry says its speed was not measured."""
+    values = radar_values(rows, blank_simulated_speed=True)
     labels = [(CLASSIFIER_LABELS.get(k, label) if classifier else label) for k, label in AXES]
     angles = np.linspace(0, 2 * np.pi, len(labels), endpoint=False).tolist()
     import matplotlib.pyplot as plt
@@ -75,9 +96,12 @@ def _radar(rows, classifier: bool = False):
     ax = fig.add_subplot(111, polar=True)
     palette = sns.color_palette("tab10", len(values))
     for color, (strategy, row) in zip(palette, values.iterrows()):
-        v = row.tolist()
-        ax.plot(angles + angles[:1], v + v[:1], color=color, label=strategy)
-        ax.fill(angles + angles[:1], v + v[:1], color=color, alpha=0.08)
+        kept = [(a, v) for a, v in zip(angles, row.tolist()) if not np.isnan(v)]
+        a = [p[0] for p in kept] + [kept[0][0]]
+        v = [p[1] for p in kept] + [kept[0][1]]
+        label = strategy if len(kept) == len(angles) else f"{strategy}: {NOT_MEASURED}"
+        ax.plot(a, v, color=color, label=label, ls="-" if len(kept) == len(angles) else "--")
+        ax.fill(a, v, color=color, alpha=0.08)
     ax.set_xticks(angles)
     ax.set_xticklabels(labels, fontsize=8)
     ax.set_ylim(0, 1.05)
@@ -87,25 +111,27 @@ def _radar(rows, classifier: bool = False):
 
 
 def _tradeoff(rows, classifier: bool = False):
-    df = pd.DataFrame(rows)
+    """Measured strategies as points (speed, quality); a simulated strategy has no speed of its own,
+    so no point: a dashed line at its quality, labelled as not measured."""
     x, y = ("examples_per_s", "accuracy") if classifier else ("tokens_per_s", "perplexity")
+    measured = [r for r in rows if speed_measured(r)]
+    simulated = [r for r in rows if not speed_measured(r)]
     fig, axes = new_figure(width=7, height=5)
     ax = axes[0][0]
-    err = error_bars(rows, y)  # each strategy's own 95% interval
-    if err is not None:
-        ax.errorbar(df[x], df[y], yerr=err, fmt="none", ecolor="#95a5a6", lw=1, capsize=3, zorder=1)
-    sns.scatterplot(
-        data=df,
-        x=x,
-        y=y,
-        size="weight_bytes",
-        hue="simulated",
-        ax=ax,
-        sizes=(60, 400),
-        legend="brief",
-    )
-    for r in rows:
-        ax.annotate(r["strategy"], (r[x], r[y]), fontsize=8, xytext=(5, 4), textcoords="offset points")
+    err = error_bars(measured, y) if measured else None  # each strategy's own 95% interval
+    if measured:
+        df = pd.DataFrame(measured)
+        if err is not None:
+            ax.errorbar(df[x], df[y], yerr=err, fmt="none", ecolor="#95a5a6", lw=1, capsize=3, zorder=1)
+        sns.scatterplot(data=df, x=x, y=y, size="weight_bytes", ax=ax, sizes=(60, 400), legend="brief")
+        for r in measured:
+            ax.annotate(r["strategy"], (r[x], r[y]), fontsize=8, xytext=(5, 4), textcoords="offset points")
+    palette = sns.color_palette("Set2", max(len(simulated), 1))
+    for color, r in zip(palette, simulated):
+        ax.axhline(r[y], color=color, ls="--", lw=1.2, label=f"{r['strategy']}: {NOT_MEASURED}")
+    if simulated:  # the lines join seaborn's size legend
+        ax.legend(fontsize=8, title="weight_bytes" if measured else None, title_fontsize=8)
+    ax.set_ylabel(y)
     ax.set_xlabel(f"throughput ({'examples' if classifier else 'tokens'}/s, batch of the speed test)")
     ax.set_title("Speed vs quality (marker size: weight bytes" + ("; bars: 95% interval)" if err is not None else ")"))
     return fig

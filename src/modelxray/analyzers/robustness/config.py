@@ -60,7 +60,7 @@ VISION_KEYS = (
     "embedding_drift",
 )
 
-# the robustness table in summary_report.md, in this order, where any row has the column
+# the per-level robustness table in summary_report.md's appendix, in this order, where any row has the column
 SUMMARY_COLUMNS = (
     "family",
     "level",
@@ -129,6 +129,8 @@ class RobustnessAnalyzer(Analyzer):
     pgd_windows: int = 2  # PGD costs steps x (forward + backward) per window
     weight_noise_levels: list[float] = field(default_factory=lambda: [0.03, 0.1])
     degradation_tolerance: float = 0.1  # the insights name the first level whose quality moves more than this share from clean (WER: this much, absolute)
+    agreement_floor: float = 0.9  # the verdicts also need this share of outputs to agree with the clean ones (top-1, pixels; speech: 1 - WER vs clean transcripts)
+    kl_ceiling: float = 0.25  # the verdicts also bound KL(clean || perturbed), where measured: at most this many nats
     noise_targets: str = "linear"  # linear | matrices | all
     seeds: int = 2  # draws of every random perturbation; metrics are means, *_std the spread
     quant_noise_bits: list[int] = field(default_factory=lambda: [8, 6, 4])
@@ -177,6 +179,11 @@ class RobustnessAnalyzer(Analyzer):
             raise ConfigError(
                 "occlusion_sides", f"patch sides (fractions of the image side) must lie in [0, 1]; got {bad}"
             )
+        if not 0.0 <= self.agreement_floor <= 1.0:
+            raise ConfigError(
+                "agreement_floor", f"is a share of agreeing outputs in [0, 1]; got {self.agreement_floor}"
+            )
+        self.require_non_negative("kl_ceiling")
         if any(b > 16 for b in self.quant_noise_bits):
             raise ConfigError("quant_noise_bits", f"bits must be in 1..16; got {self.quant_noise_bits}")
 
@@ -211,15 +218,30 @@ class RobustnessAnalyzer(Analyzer):
                 raise ConfigError(key, f"image corruptions need image data and {why}; drop the key or set []")
         return {}, f"image corruptions ({', '.join(IMAGE_KEYS)}) skipped: {why}"
 
+    def headline(self, result: Result) -> dict[str, float]:
+        """None: the clean values lead the summary table, every per-level metric stays in the JSON
+        and MLflow (and the appendix of summary_report.md)."""
+        return {}
+
     def summary_tables(self, result: Result) -> dict[str, list[dict]]:
-        """The robustness table with the columns a reader compares, the same for every row: what
-        each row was measured on (``windows`` or ``samples``: PGD runs on fewer), its quality with
-        the standard error or spread, and PGD's FGSM and clean values on its own windows. Every
-        column stays in the JSON and MLflow."""
+        """One table: the clean pass, then per family where quality halves (with its standard
+        error), the strongest level's quality, agreement and KL, and the first level out of bounds
+        (``summary.py``)."""
+        from modelxray.analyzers.robustness.summary import summary_rows
+
+        if not result.tables.get("robustness"):
+            return {}
+        return {"robustness summary": summary_rows(result, self)}
+
+    def appendix_tables(self, result: Result) -> dict[str, list[dict]]:
+        """The per-level table at the end of summary_report.md, with the columns a reader compares,
+        the same for every row: what each row was measured on (``windows`` or ``samples``: PGD runs
+        on fewer), its quality with the standard error or spread, and PGD's FGSM and clean values on
+        its own windows. Every column stays in the JSON and MLflow."""
         rows = result.tables.get("robustness") or []
         present = {k for r in rows for k, v in r.items() if not isinstance(v, (list, dict))}
         columns = [c for c in SUMMARY_COLUMNS if c in present]
-        return {**result.tables, "robustness": [{c: r.get(c, "") for c in columns} for r in rows]}
+        return {"per level": [{c: r.get(c, "") for c in columns} for r in rows]}
 
 
 def image_shape_of(subject) -> tuple[int, int, int] | None:

@@ -1,5 +1,7 @@
-"""The robustness analyzer's observations (insights.md): input attacks that do not apply, the first
-level of each family that costs more than `degradation_tolerance` (10%) of quality, PGD that finds much more than FGSM, where
+"""The robustness analyzer's observations (insights.md): input attacks that do not apply, each
+family's verdict (the first level out of bounds, and the bound that decided: quality more than
+`degradation_tolerance` (10%) from clean, agreement with the clean outputs below `agreement_floor`,
+KL above `kl_ceiling`), PGD that finds much more than FGSM, where
 the noised weights were restored from, and image corruptions skipped on feature vectors. Pure
 functions of the Result (its table and data, as saved in ``results/robustness.json``) and the
 analyzer's config, so a reloaded Result says the same. Also how rows are named (``level_name``,
@@ -7,13 +9,10 @@ analyzer's config, so a reloaded Result says the same. Also how rows are named (
 
 from __future__ import annotations
 
-import math
-
 from modelxray.analyzers.robustness.config import IMAGE_KEYS
+from modelxray.analyzers.robustness.summary import agreement_of, base_of, kl_of, series, tolerance_text, verdict
 from modelxray.core.result import Result
 from modelxray.models.kinds import VISION_TASKS
-
-LOWER_IS_BETTER = ("perplexity", "wer")  # headline metrics that grow as quality falls
 
 
 def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
@@ -26,13 +25,17 @@ def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
         tail = "." if d["task"] == "speech_recognition" else "; weight and quantization noise still do."
         out.append(note[0].upper() + note[1:] + tail)
     rows = result.tables.get("robustness") or []
-    out += level_insights(rows, d["clean"], d["quality"], count_key(d["task"]), cfg.degradation_tolerance)
+    out += level_insights(rows, d["clean"], d["quality"], count_key(d["task"]), cfg)
     if "original_weights" in d:
         out.append(f"Memory: {d['original_weights']}")
     skipped = (d.get("image_corruptions") or {}).get("skipped")
     if skipped and d["task"] == "classification" and any(getattr(cfg, k) is None for k in IMAGE_KEYS.values()):
         out.append(skipped + ".")  # a classifier whose data are feature vectors
     return out
+
+
+def _and(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
 def level_name(family: str, level: float) -> str:
@@ -58,43 +61,49 @@ _UNITS = {
 }
 
 
-def level_insights(rows: list[dict], clean: dict, quality: str, unit: str, tolerance: float = 0.1) -> list[str]:
-    """Plain sentences: the first level of each family that costs more than ``tolerance`` (a share;
-    for WER an absolute rate) of quality against
-    the clean value of the same windows (samples), saying how many, and whether PGD finds much more
-    than FGSM on its windows (a gradient-masking or linearity signal)."""
+def level_insights(rows: list[dict], clean: dict, quality: str, unit: str, cfg) -> list[str]:
+    """Plain sentences: per family, the verdict on three bounds (``cfg``'s keys): quality may move
+    ``degradation_tolerance`` (a share; for WER an absolute rate) from the clean value of the same
+    windows (samples), agreement with the clean outputs may not fall below ``agreement_floor`` and
+    KL(clean || perturbed), where measured, may not exceed ``kl_ceiling``. A family is within bounds
+    up to its strongest level, or out of bounds from its first level that breaks one, naming the
+    bound(s) that decided; with how many windows (samples) it was measured on. Then whether PGD
+    finds much more than FGSM on its windows (a gradient-masking or linearity signal)."""
     out = []
-    for family in dict.fromkeys(r["family"] for r in rows):
-        fam = [r for r in rows if r["family"] == family and quality in r and not math.isnan(r[quality])]
-        if family in ("quant_noise", "audio_noise"):  # from the mildest: most bits, highest SNR
-            fam = sorted(fam, key=lambda r: -r["level"])
-        elif family == "speed":
-            fam = sorted(fam, key=lambda r: abs(r["level"] - 1.0))
-        elif family in _UNITS:
-            fam = sorted(fam, key=lambda r: r["level"])
-        if not fam:
-            continue
-        base = fam[0].get(f"clean_{quality}", clean[quality])  # PGD: the clean value of its own windows
-        if quality == "wer":  # an error rate: 0.1 more of the words, not 10% of a small rate
-            worse = lambda v, b=base: v > b + tolerance  # noqa: E731
-        elif quality in LOWER_IS_BETTER:
-            worse = lambda v, b=base: v > (1 + tolerance) * b  # noqa: E731
-        else:
-            worse = lambda v, b=base: v < b - tolerance * abs(b)  # noqa: E731
+    tol = tolerance_text(quality, cfg.degradation_tolerance)
+    for name, (fam, _) in series(rows, quality).items():
+        family = fam[0]["family"]
+        base = base_of(fam, clean, quality)
         n = int(fam[0].get(unit, 0))
         on = f" ({n} {unit if n != 1 else unit[:-1]})" if n else ""
         unit_note = f" ({_UNITS[family]})" if family in _UNITS else ""
-        first = next((r for r in fam if worse(r[quality])), None)
+        first, broken = verdict(fam, base, quality, cfg)
         if first is None:
-            out.append(
-                f"{family}: {quality} stays within {f'{tolerance:g}' if quality == 'wer' else f'{tolerance:.0%}'} of clean ({base:.3g}) up to level "
-                f"{level_name(family, fam[-1]['level'])}{unit_note}{on}."
+            agree = [a for a in (agreement_of(r)[0] for r in fam) if a is not None]
+            kls = [k for k in (kl_of(r) for r in fam) if k is not None]
+            bounds = [f"{quality} stays within {tol} of clean ({base:.3g})"]
+            bounds.append(
+                f"agreement with the clean outputs at least {min(agree):.3g} (floor {cfg.agreement_floor:g})"
+                if agree
+                else "agreement not measured"
             )
-        else:
+            if kls:
+                bounds.append(f"KL at most {max(kls):.3g} (ceiling {cfg.kl_ceiling:g})")
             out.append(
-                f"{family}: {quality} {first[quality]:.3g} vs clean {base:.3g} from level "
-                f"{level_name(family, first['level'])}{unit_note}{on}."
+                f"{name}: within bounds up to level {level_name(family, fam[-1]['level'])}{unit_note}{on}: "
+                + _and(bounds)
+                + "."
             )
+            continue
+        kept = (
+            "" if "quality" in broken else f" ({quality} {first[quality]:.3g} stays within {tol} of clean {base:.3g})"
+        )
+        out.append(
+            f"{name}: out of bounds from level {level_name(family, first['level'])}{unit_note}{on}, decided by "
+            + _and(list(broken.values()))
+            + kept
+            + "."
+        )
     for r in rows:
         if r["family"] == "pgd" and quality == "perplexity" and "fgsm_perplexity" in r:
             ratio = r["perplexity"] / r["fgsm_perplexity"]
