@@ -143,6 +143,22 @@ def test_a_recommendation_that_is_not_the_smallest_says_why():
     assert "int2" in why and "memory 0.6, quality 0.2 and speed 0.2" in why and "0.20 of the baseline's quality" in why
 
 
+def test_the_summary_table_shows_no_speed_for_a_simulated_strategy():
+    from modelxray.core.result import Result
+
+    rows = [
+        {"strategy": "none", "simulated": False, "latency_p50_ms": 5.0, "tokens_per_s": 100.0},
+        {"strategy": "int4", "simulated": True, "latency_p50_ms": 5.0, "tokens_per_s": 100.0},
+        {"strategy": "int8_torchao", "simulated": False, "latency_p50_ms": 4.0, "tokens_per_s": 120.0},
+    ]
+    result = Result("quant_impact")
+    result.tables["strategies"] = rows
+    shown = {r["strategy"]: r for r in QuantImpactAnalyzer().summary_tables(result)["strategies"]}
+    assert shown["int4"]["tokens_per_s"] == shown["int4"]["latency_p50_ms"] == "not measured (simulated)"
+    assert shown["none"]["tokens_per_s"] == 100.0 and shown["int8_torchao"]["latency_p50_ms"] == 4.0
+    assert rows[1]["tokens_per_s"] == 100.0  # the full table in the JSON and MLflow is unchanged
+
+
 def test_memory_life_and_fragmentation_sentences_from_the_rows():
     """Hand-made rows: the load sentence, each strategy's quantizing overhead above the loaded model
     (costliest first), and fragmentation named only past the configured share of reserved memory."""

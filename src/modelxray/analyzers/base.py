@@ -74,6 +74,10 @@ class Analyzer(PlotsFromModule, Configurable):
         """Metrics for the summary table; grouped ones (``a/b``) stay in MLflow and the JSON."""
         return {k: v for k, v in result.metrics.items() if "/" not in k}
 
+    def appendix_tables(self, result: Result) -> dict[str, list[dict]]:
+        """Tables for the report's appendix, after the plots (rows the section leaves out); default: none."""
+        return {}
+
     def summary_tables(self, result: Result) -> dict[str, list[dict]]:
         """Tables for ``summary_report.md`` (default: all); every table stays in the JSON and MLflow."""
         return result.tables

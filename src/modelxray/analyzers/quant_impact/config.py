@@ -45,6 +45,18 @@ SUMMARY_COLUMNS = (
     "peak_inference_rss",
     "efficiency_score",
 )
+SPEED_COLUMNS = ("latency_p50_ms", "tokens_per_s", "examples_per_s")
+
+
+def _shown_row(row: dict) -> dict:
+    """A strategy's summary row; a simulated one (fake-quantized weights in float layers) shows no
+    speed of its own: "not measured (simulated)"."""
+    shown = {k: row[k] for k in SUMMARY_COLUMNS if k in row}
+    if row.get("simulated") and row.get("strategy") != "none":
+        shown.update({k: "not measured (simulated)" for k in SPEED_COLUMNS if k in shown})
+    return shown
+
+
 PRIORITIES = {  # weights of (quality, speed, memory) in the efficiency score
     "accuracy": (0.6, 0.2, 0.2),
     "speed": (0.2, 0.6, 0.2),
@@ -162,7 +174,7 @@ class QuantImpactAnalyzer(Analyzer):
         not run; the full table (every column), the memory timeline and the CSVs are in the JSON and
         MLflow."""
         rows = result.tables.get("strategies", [])
-        shown = {"strategies": [{k: r[k] for k in SUMMARY_COLUMNS if k in r} for r in rows]}
+        shown = {"strategies": [_shown_row(r) for r in rows]}
         if result.tables.get("unsupported"):
             shown["could not run"] = result.tables["unsupported"]
         return shown
