@@ -108,6 +108,11 @@ def summary_report(run: dict, results: dict, plots: list[str]) -> str:
     ]
     for note in info.get("notes", []):
         out += [f"> **Note on the model.** {note}", ""]
+    signs = [s for r in results.values() if r.ok for s in r.data.get("degenerate", [])]
+    if signs:  # before any figure: they all describe a model that does not work
+        from modelxray.metrics.degenerate import sentence
+
+        out += [f"> **Warning.** {sentence(list(dict.fromkeys(signs)), 'The model')}", ""]
     for name, result in results.items():
         out += [f"## {name}", ""]
         if not result.ok:

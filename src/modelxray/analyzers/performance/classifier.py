@@ -18,6 +18,7 @@ from modelxray.core.result import Result, RunContext
 from modelxray.measure.classifier_reference import check_logits, example_inputs, input_dtype
 from modelxray.measure.scoring import logits_of, model_device
 from modelxray.measure.speed import time_forward
+from modelxray.metrics.degenerate import classifier_signs
 from modelxray.metrics.measurements import Latency, Quality, Speed, wilson_interval
 
 
@@ -48,8 +49,7 @@ def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
             ranked = logits.topk(min(max(ks), logits.shape[1]), dim=-1).indices == y[:, None]  # (B, kmax)
             for k in ks:
                 hits[k] += int(ranked[:, :k].any(dim=-1).sum())
-            if subject.reference is not None:
-                kept.append(logits.cpu())
+            kept.append(logits.cpu())
             pbar.update(int(y.shape[0]))
     seconds = time.perf_counter() - start
     q = Quality.of_classifier(loss=nll / n, n_scored=float(n), accuracy_at={k: hits[k] / n for k in ks})
@@ -65,6 +65,9 @@ def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
         "top_k": ks,
         "correct": hits[1],
     }
+    signs = classifier_signs(torch.cat(kept), data.y_test, cfg.collapse_share)
+    if signs:  # leads the insights: every other figure is about a model that does not work
+        result.data["degenerate"] = signs
     if subject.reference is not None:
         vs = against_reference(subject.reference["logits"], torch.cat(kept), data.y_test)
         result.metrics.update(vs)

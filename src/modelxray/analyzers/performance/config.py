@@ -11,6 +11,7 @@ from typing import ClassVar
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result
+from modelxray.metrics.degenerate import COLLAPSE_SHARE
 from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS
 
 PROTOCOLS = ("disjoint", "sliding", "lm_eval_rolling")  # implemented by modelxray.metrics.windows.make_windows
@@ -55,6 +56,12 @@ class PerformanceAnalyzer(Analyzer):
     server_min_tokens_per_s: float = 1000.0  # throughput a "server" deployment of a language model needs
     server_min_examples_per_s: float = 100.0  # throughput (examples/s) a "server" deployment of a classifier needs
     tail_ratio: float = 1.5  # p99/p50 latency above this is called jittery
+    collapse_share: float = (
+        COLLAPSE_SHARE  # classifiers: one class predicted for this share of the test examples is a collapse
+    )
+    uniform_perplexity_share: float = (
+        0.5  # language models: perplexity at this share of the vocabulary is a uniform guess
+    )
     # text and speech tasks (masked LMs, seq2seq, text classifiers, speech recognisers)
     generate_examples: int = 16  # greedy outputs (seq2seq, Whisper) or transcripts (CTC) scored; 0 = none
     max_new_tokens: int = 48  # tokens a greedy output may run to
@@ -79,6 +86,9 @@ class PerformanceAnalyzer(Analyzer):
         self.require_positive("max_new_tokens", "bootstrap", "max_detections", "detection_bootstrap", "knn_k")
         if not 0 <= self.agreement_score <= 1:
             raise ConfigError("agreement_score", f"must be a score in [0, 1], got {self.agreement_score}")
+        for key in ("collapse_share", "uniform_perplexity_share"):
+            if not 0 < getattr(self, key) <= 1:
+                raise ConfigError(key, f"must be a share in (0, 1], got {getattr(self, key)}")
         self.require_positive(
             "realtime_latency_ms",
             "edge_max_weight_mb",

@@ -22,12 +22,22 @@ from modelxray.measure.reference import Reference
 from modelxray.measure.reference_outputs import is_dual_encoder
 from modelxray.measure.scoring import model_device, score_windows
 from modelxray.measure.speed import time_forward
+from modelxray.metrics.degenerate import language_model_signs
 from modelxray.metrics.measurements import Latency, Memory, Quality, Speed
 from modelxray.metrics.tensor_bytes import count_parameters, tensor_bytes_by_dtype
 from modelxray.metrics.windows import speed_inputs, windows_from_batches
 
 
 # -- the three measurements -------------------------------------------------------------
+def vocab_size(model) -> int | None:
+    """The tokens a language model scores: its config's ``vocab_size``, else its output layer's rows."""
+    size = getattr(getattr(model, "config", None), "vocab_size", None)
+    if size:
+        return int(size)
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    return int(head.weight.shape[0]) if head is not None else None
+
+
 def run(cfg, subject, ctx: RunContext) -> Result:
     result = cfg.new_result()
     reset_cuda_peaks(model_device(subject.model))
@@ -61,6 +71,11 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         layer_input = vision_tasks.layer_input
     elif subject.task == "causal_lm":
         _quality(cfg, subject, ctx, result)
+        signs = language_model_signs(
+            result.metrics.get("perplexity", 0.0), vocab_size(subject.model), cfg.uniform_perplexity_share
+        )
+        if signs:
+            result.data["degenerate"] = signs
         _speed(cfg, subject, ctx, result)
         layer_input = lambda s: _lm_layer_input(cfg, s)  # noqa: E731
     else:

@@ -49,6 +49,12 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     result.data.update({"task": harness.task, "quality": harness.quality, "clean": clean, "config": _grid(cfg)})
     result.data["attack_space"] = getattr(harness, "attack_space", "inputs")
     result.metrics.update({f"clean_{k}": clean[k] for k in CLEAN_KEYS if k in clean})
+    if harness.task == "classification":  # a model at chance is "robust" to everything: say so first
+        from modelxray.metrics.degenerate import COLLAPSE_SHARE, classifier_signs
+
+        signs = classifier_signs(harness.clean_logp.cpu(), harness.y.cpu(), COLLAPSE_SHARE)
+        if signs:
+            result.data["degenerate"] = signs
     gen = lambda k: torch.Generator().manual_seed(ctx.seed * 1_000_003 + k)  # noqa: E731
 
     rows: list[dict] = []

@@ -1,0 +1,60 @@
+"""Signs that a model has learnt nothing: predictions that collapse onto one class, outputs that do
+not depend on the input, accuracy no better than always answering the commonest class, a language
+model no better than guessing uniformly. A report about such a model ("robust to everything",
+"int2 loses nothing") misleads, so these come first. Pure functions of predictions and labels."""
+
+from __future__ import annotations
+
+import torch
+
+from modelxray.metrics.measurements import wilson_interval
+
+COLLAPSE_SHARE = 0.95  # default share of one predicted class that is a collapse (analyzer.performance.collapse_share)
+
+
+def classifier_signs(logits: torch.Tensor, labels: torch.Tensor, collapse_share: float) -> list[str]:
+    """What is degenerate about a classifier's ``logits`` (N, classes) on ``labels`` (N,): one class
+    predicted for at least ``collapse_share`` of the examples; outputs the same for every input;
+    accuracy whose 95% Wilson interval holds the commonest class's share (what always answering it
+    scores). Empty for a model that learnt something."""
+    n = int(labels.shape[0])
+    if n == 0:
+        return []
+    out = []
+    predicted = logits.argmax(-1)
+    counts = torch.bincount(predicted, minlength=logits.shape[-1])
+    top = int(counts.argmax())
+    share = float(counts[top]) / n
+    if float((logits - logits.mean(0, keepdim=True)).abs().max()) < 1e-6 * (1 + float(logits.abs().max())):
+        out.append(f"its outputs are the same for every input (class {top} always)")
+    elif share >= collapse_share:
+        out.append(f"it predicts class {top} for {share:.1%} of the {n:,} examples")
+    correct = int((predicted == labels).sum())
+    majority = float(torch.bincount(labels).max()) / n
+    low, high = wilson_interval(correct, n)
+    if low <= majority:
+        out.append(
+            f"its accuracy {correct / n:.3f} (95% interval {low:.3f}-{high:.3f}) is no better than always "
+            f"answering the commonest class ({majority:.3f})"
+        )
+    return out
+
+
+def language_model_signs(perplexity: float, vocab_size: int | None, share: float) -> list[str]:
+    """A language model whose perplexity is at least ``share`` of its vocabulary's size predicts no
+    better than a uniform guess over the tokens."""
+    if vocab_size and perplexity >= share * vocab_size:
+        return [
+            f"its perplexity {perplexity:,.0f} is {perplexity / vocab_size:.0%} of its {vocab_size:,}-token "
+            "vocabulary: no better than guessing uniformly"
+        ]
+    return []
+
+
+def sentence(signs: list[str], name: str) -> str:
+    """The one warning that leads the insights."""
+    return (
+        f"Degenerate model: {'; '.join(signs)}. {name} has learnt little or nothing, so every figure below "
+        "(robustness, quantization loss, agreement) describes a model that does not work: check its weights "
+        "and that it was trained."
+    )
