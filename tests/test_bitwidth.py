@@ -103,7 +103,9 @@ def test_bitwidth_analyzer_end_to_end(trained_tiny, tmp_path, monkeypatch):
     assert {(r["block"], r["component"]) for r in sens} == {(0, "attention"), (0, "mlp"), (1, "attention"), (1, "mlp")}
     assert sorted(r["rank"] for r in sens) == [1, 2, 3, 4]
     rec = result.data["recommendation"]
-    assert rec["within_budget"] == (rec["ppl_increase"] <= 0.01)
+    # every bound holds: the perplexity budget, and agreement and KL against the unquantized model
+    fits = rec["ppl_increase"] <= 0.01 and rec["top1_agree"] >= 0.9 and rec["kl"] <= 0.25
+    assert rec["within_budget"] == fits == (rec["broken_bounds"] == [])
     assert "bitwidth_recommended_plan.yaml" in result.texts  # written by the report writer
     assert len(rec["rules"]) == rec["units_high"]
     # the model under analysis is untouched
@@ -114,7 +116,11 @@ def test_bitwidth_analyzer_end_to_end(trained_tiny, tmp_path, monkeypatch):
     assert result.insights == [] and said == analyzer.insights(_reloaded(result, analyzer, tmp_path), {})
     assert said[0].startswith("Pareto-optimal configurations (effective bits -> perplexity): ")
     assert any(s.startswith("Most sensitive to 2-bit weights: block ") for s in said)
-    assert any(s.startswith("Recommendation: ") and "within the +1% budget" in s for s in said)
+    assert any(
+        s.startswith("Recommendation: ")
+        and "within the +1% budget, top-1 agreement at least 0.9 and KL at most 0.25" in s
+        for s in said
+    )
     assert "progressive_4_edges8 not evaluated: 2 blocks, progressive_edge 2 needs more than 4." in said
     assert analyzer.insights(dataclasses.replace(result, error="boom"), {}) == []
 
@@ -156,6 +162,29 @@ def test_a_smaller_evaluated_configuration_within_budget_is_recommended(trained_
     rec = result.data["recommendation"]
     assert rec["source"] == "uniform_int3" and rec["effective_bits"] < rec["greedy_effective_bits"]
     assert "bits: 3" in result.texts["bitwidth_recommended_plan.yaml"]
+
+
+def test_agreement_bounds_the_recommendation_where_the_budget_would_not(trained_tiny, tmp_path):
+    """A budget that lets anything through (+1000% perplexity) still recommends nothing whose top-1
+    agreement with the unquantized model is below the floor: the cheap plan is refused, and the
+    recommendation says which bound decided."""
+    subject = _subject(trained_tiny)
+    common = dict(uniform_bits=[8, 2], mixed=False, progressive=False, group_size=32, sensitivity_windows=2)
+    common |= dict(kl_windows=1, budget_ppl_increase=10.0, low_bits=2)
+    loose = BitwidthAnalyzer(**common, agreement_floor=0.0, kl_ceiling=1e9).run(
+        subject, RunContext(output_dir=tmp_path / "a", progress=False)
+    )
+    cheap = loose.data["recommendation"]  # by perplexity alone, 2 bits everywhere pass
+    assert cheap["units_high"] == 0 and cheap["top1_agree"] < 0.95
+    strict = BitwidthAnalyzer(**common, agreement_floor=0.95)
+    result = strict.run(subject, RunContext(output_dir=tmp_path / "b", progress=False))
+    rec = result.data["recommendation"]
+    rows = {r["config"]: r for r in result.tables["configurations"]}
+    assert rows["uniform_int2"]["top1_agree"] < 0.95 and rec["source"] != "uniform_int2"
+    assert rec["effective_bits"] > cheap["effective_bits"]
+    assert rec["top1_agree"] >= 0.95 or any("top-1 agreement" in b for b in rec["broken_bounds"])
+    said = next(s for s in strict.insights(result, {}) if s.startswith("Recommendation: "))
+    assert "top-1 agreement" in said and "at least 0.95" in said
 
 
 def test_changes_read_with_their_sign():

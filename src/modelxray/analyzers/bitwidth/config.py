@@ -55,6 +55,8 @@ class BitwidthAnalyzer(Analyzer):
     sensitivity_examples: int = 256  # classifier: test examples per sensitivity probe and recommendation step
     budget_ppl_increase: float = 0.05  # +5% perplexity over the unquantized model
     budget_accuracy_drop: float = 0.01  # classifier: accuracy the recommendation may lose (0.01 = 1 point)
+    agreement_floor: float = 0.9  # the recommendation keeps at least this top-1 agreement with the unquantized model
+    kl_ceiling: float = 0.25  # ... and at most this KL (nats) from it, where measured
     recommend: bool = True
     max_windows: int | None = None  # evaluate configurations on at most this many windows (null: all)
     kl_windows: int = 8  # windows whose full reference distribution is kept for exact KL
@@ -99,7 +101,9 @@ class BitwidthAnalyzer(Analyzer):
             "eval_batch_size",
         )
         self.require_positive("max_windows", allow_none=True)
-        self.require_non_negative("budget_ppl_increase", "budget_accuracy_drop")
+        self.require_non_negative("budget_ppl_increase", "budget_accuracy_drop", "kl_ceiling")
+        if not 0 <= self.agreement_floor <= 1:
+            raise ConfigError("agreement_floor", f"must be a share in [0, 1], got {self.agreement_floor}")
         if self.budget_accuracy_drop > 1:
             raise ConfigError(
                 "budget_accuracy_drop",

@@ -186,9 +186,19 @@ def _recommendation(result: Result, rec: dict, mode, cfg) -> str:
         )
     else:
         where = f"int{cfg.low_bits} everywhere"
+    bounds = (
+        f"the {mode.budget_text()}, top-1 agreement at least {cfg.agreement_floor:g} and KL at most {cfg.kl_ceiling:g}"
+    )
+    broken = rec.get("broken_bounds") or []
+    decided = rec.get("decided_by") or []
+    why = (
+        f" ({'; '.join(broken)})"
+        if broken
+        else (f"; with one unit fewer at int{cfg.high_bits}: {'; '.join(decided)}" if decided else "")
+    )
     return (
         f"Recommendation: {where}: {rec['effective_bits']:.2f} effective bits, "
-        f"{mode.describe(rec, rec[mode.change_key])}, {verdict} the {mode.budget_text()}; "
+        f"{mode.describe(rec, rec[mode.change_key])}, {verdict} {bounds}{why}; "
         f"plan written to {result.data.get('recommended_plan_file')}."
     )
 

@@ -3,6 +3,7 @@ between a language model and a classifier: ``modes.py``)."""
 
 from __future__ import annotations
 
+import math
 import re
 import time
 
@@ -205,6 +206,22 @@ def _sensitivity(cfg, mode, evaluate, ctx) -> list[tuple]:
     return out
 
 
+def broken_bounds(cfg, mode, m: dict, ref: dict) -> list[str]:
+    """The bounds a configuration's metrics ``m`` break against the unquantized ``ref``: the quality
+    budget, and where measured, top-1 agreement below ``agreement_floor`` and KL above ``kl_ceiling``
+    (accuracy alone says little of a model whose predictions moved). Empty when it fits them all."""
+    out = []
+    change = mode.change(m, ref)
+    if change > mode.budget:
+        out.append(f"{mode.change_key} {change:.3g} over the budget {mode.budget:g}")
+    agree, kl = m.get("top1_agree", math.nan), m.get("kl", math.nan)
+    if math.isfinite(agree) and agree < cfg.agreement_floor:
+        out.append(f"top-1 agreement {agree:.3f} below the floor {cfg.agreement_floor:g}")
+    if math.isfinite(kl) and kl > cfg.kl_ceiling:
+        out.append(f"KL {kl:.3g} above the ceiling {cfg.kl_ceiling:g}")
+    return out
+
+
 def _recommend(cfg, mode, ranked: list[tuple], evaluate) -> tuple[dict, dict]:
     """Promote the most sensitive units to ``high_bits`` until the budget holds (a binary search, on
     the probe for a language model, on every evaluated example for a classifier), then confirm on
@@ -217,8 +234,11 @@ def _recommend(cfg, mode, ranked: list[tuple], evaluate) -> tuple[dict, dict]:
     probe = mode.search_on_probe
     base = mode.probe_reference() if probe else mode.metrics
 
+    broken_at: dict[int, list[str]] = {}
+
     def within(k) -> bool:
-        return mode.change(evaluate(plan(k)[0], probe=probe)[0], base) <= mode.budget
+        broken_at[k] = broken_bounds(cfg, mode, evaluate(plan(k)[0], probe=probe)[0], base)
+        return not broken_at[k]
 
     lo, hi = 0, len(ranked)  # binary search: the smallest k whose estimate is within budget
     if not within(hi):
@@ -232,13 +252,17 @@ def _recommend(cfg, mode, ranked: list[tuple], evaluate) -> tuple[dict, dict]:
     quantizer, rules = plan(lo)
     m, stats = evaluate(quantizer, desc="bitwidth: confirm recommendation")
     change = mode.change(m, mode.metrics)
+    broken = broken_bounds(cfg, mode, m, mode.metrics)
     return m, {
         "source": "greedy",
         "units_high": lo,
         "units_total": len(ranked),
         mode.key: m[mode.key],
         mode.change_key: change,
-        "within_budget": change <= mode.budget,
+        "within_budget": not broken,
+        "broken_bounds": broken,
+        # what promoting one unit fewer broke: the bound that decided how many stay at high_bits
+        "decided_by": broken_at.get(lo - 1, []) if lo > 0 else [],
         "effective_bits": stats["effective_bits"],
         "model_mb": stats["model_mb"],
         **{k: m.get(k, float("nan")) for k in mode.rec_keys if k != mode.key},
@@ -252,7 +276,7 @@ def _recommend_into(result: Result, cfg, mode, ranked, rows, configs, evaluate, 
     (``recommended_*``), what it cannot be told apart from, and its quant config file."""
     confirmed, rec = _recommend(cfg, mode, ranked, evaluate)
     quantizer = WeightQuantizer(**cfg.weight_format(cfg.low_bits, rec["rules"]))
-    within = [r for r in rows if mode.change(r, mode.metrics) <= mode.budget]
+    within = [r for r in rows if not broken_bounds(cfg, mode, r, mode.metrics)]
     smaller = min(within, key=lambda r: r["effective_bits"], default=None)
     if smaller is not None and smaller["effective_bits"] < rec["effective_bits"]:
         rec = {
@@ -263,6 +287,8 @@ def _recommend_into(result: Result, cfg, mode, ranked, rows, configs, evaluate, 
             mode.key: smaller[mode.key],
             mode.change_key: mode.change(smaller, mode.metrics),
             "within_budget": True,
+            "broken_bounds": [],
+            "decided_by": [],
             "effective_bits": smaller["effective_bits"],
             "model_mb": smaller["model_mb"],
             **{k: smaller[k] for k in mode.rec_keys},
