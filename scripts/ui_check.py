@@ -5,7 +5,9 @@ what a person comparing runs needs to see.
     python scripts/ui_check.py --store path/to/dir    # a folder with mlflow.db from an earlier sweep
     python scripts/ui_check.py --out docs/images/mlflow_ui
 
-It starts ``mlflow ui`` on the store, then in the browser: the experiment's runs table (the sweep's
+It starts ``mlflow ui`` on the store with one worker (``--workers 1``: on a loaded machine MLflow's
+default four uvicorn workers die and restart for minutes) and waits for it to answer ``/health`` up
+to ``--ui-timeout`` seconds (default 600), then in the browser: the experiment's runs table (the sweep's
 parent run expanded to its jobs), the charts view, the compare view of the jobs, and the parent run's
 comparison. It checks that the runs table opens (not the GenAI overview), that the jobs are listed
 under their distinct readable names with their dataset, and that the compare view shows both names
@@ -64,22 +66,34 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_ui(store: Path, port: int, timeout_s: float = 120.0) -> subprocess.Popen:
-    """``mlflow ui`` on ``store/mlflow.db``, once it answers ``/health``."""
+UI_TIMEOUT_S = 600.0  # a loaded 2-core machine takes minutes to bring MLflow's server up
+UI_WORKERS = 1  # one uvicorn worker: fewer processes to start, none to die and restart under load
+
+
+def ui_command(store: Path, port: int, workers: int = UI_WORKERS) -> list[str]:
+    """The ``mlflow ui`` command serving ``store/mlflow.db`` on ``127.0.0.1:port``."""
+    return [
+        "mlflow",
+        "ui",
+        "--backend-store-uri",
+        f"sqlite:///{store}/mlflow.db",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+    ]
+
+
+def start_ui(store: Path, port: int, timeout_s: float = UI_TIMEOUT_S, workers: int = UI_WORKERS) -> subprocess.Popen:
+    """``mlflow ui`` on ``store/mlflow.db``, once it answers ``/health`` (within ``timeout_s``)."""
     log = open(store / "mlflow_ui.log", "w")  # noqa: SIM115 - open while the server runs
     proc = subprocess.Popen(
-        [
-            "mlflow",
-            "ui",
-            "--backend-store-uri",
-            f"sqlite:///{store}/mlflow.db",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-        ],
+        ui_command(store, port, workers),
         stdout=log,
         stderr=subprocess.STDOUT,
+        start_new_session=True,  # its own process group: stop_ui ends MLflow's job runner with it
     )
     deadline = time.time() + timeout_s
     while time.time() < deadline:
@@ -90,8 +104,26 @@ def start_ui(store: Path, port: int, timeout_s: float = 120.0) -> subprocess.Pop
             return proc
         except OSError:
             time.sleep(1)
-    proc.terminate()
-    raise SystemExit(f"ui_check: mlflow ui did not answer within {timeout_s:g} s; see {store / 'mlflow_ui.log'}")
+    stop_ui(proc)
+    raise SystemExit(
+        f"ui_check: mlflow ui did not answer within {timeout_s:g} s (--ui-timeout to wait longer); "
+        f"see {store / 'mlflow_ui.log'}"
+    )
+
+
+def stop_ui(proc: subprocess.Popen) -> None:
+    """End ``mlflow ui`` and what it started (uvicorn, the job runner and its consumers)."""
+    import signal
+
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
 
 
 def sweep_runs(store: Path) -> tuple[str, dict, list[dict]]:
@@ -250,6 +282,19 @@ def main() -> int:
     ap.add_argument("--out", default="mlflow_ui_screenshots", help="where the screenshots go")
     ap.add_argument("--chromium", default=None, help="the Chromium binary (default: chromium on PATH)")
     ap.add_argument("--port", type=int, default=0, help="the port for mlflow ui (default: a free one)")
+    ap.add_argument(
+        "--ui-timeout",
+        type=float,
+        default=UI_TIMEOUT_S,
+        help=f"seconds to wait for mlflow ui to answer /health (default: {UI_TIMEOUT_S:g}; a loaded machine "
+        "needs minutes)",
+    )
+    ap.add_argument(
+        "--workers",
+        type=int,
+        default=UI_WORKERS,
+        help=f"uvicorn workers of mlflow ui (default: {UI_WORKERS}; MLflow's own default is 4)",
+    )
     args = ap.parse_args()
     chromium = find_chromium(args.chromium)
     if chromium is None:
@@ -261,13 +306,12 @@ def main() -> int:
             print(f"ui_check: a two-job sweep into {store} ...")
             make_sweep(store)
         port = args.port or free_port()
-        server = start_ui(store, port)
+        server = start_ui(store, port, args.ui_timeout, args.workers)
         try:
             print(f"ui_check: MLflow UI at http://127.0.0.1:{port} on {store}/mlflow.db")
             failed = check(store, Path(args.out), chromium, port)
         finally:
-            server.terminate()
-            server.wait(timeout=30)
+            stop_ui(server)
     print(f"ui_check: screenshots in {args.out}")
     if failed:
         print(f"ui_check: {len(failed)} check(s) failed", file=sys.stderr)

@@ -3,11 +3,11 @@ multi-line message): each now ends with ``modelxray: error: <key or file>: <fix>
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,20 +15,52 @@ import pytest
 from conftest import REPO
 
 ARCH = "model.architecture={model_type: gpt2, n_layer: 1, n_embd: 64, n_head: 4, vocab_size: 257}"
-FAST_S = 20  # generous on 2 busy cores; the failures this replaces took 34 to 250 s
+# Loaded into every run.py process _cli starts (as sitecustomize): counts the process's time.sleep
+# calls and writes their durations to $MODELXRAY_TEST_SLEEPS at exit. MLflow's SQLite retries,
+# urllib3's and huggingface_hub's request retries all wait with time.sleep between tries, so "no
+# retry loop ran" is "no sleep", observed without timing anything (durations: scripts/bench_startup.py).
+SLEEP_COUNTER = """
+import atexit, os, time
+_sleep, _slept = time.sleep, []
+def _counted(seconds):
+    _slept.append(seconds)
+    _sleep(seconds)
+time.sleep = _counted
+@atexit.register
+def _report():
+    with open(os.environ["MODELXRAY_TEST_SLEEPS"], "w") as f:
+        f.write("\\n".join(repr(s) for s in _slept))
+"""
+RETRY_WORDS = ("retr", "backoff", "Max retries")  # what MLflow, urllib3 and huggingface_hub log when retrying
 
 
-def _cli(args: list[str], cwd: Path, **env: str) -> tuple[subprocess.CompletedProcess, float]:
-    start = time.perf_counter()
+def _cli(args: list[str], cwd: Path, **env: str) -> tuple[subprocess.CompletedProcess, list[float]]:
+    """``python run.py ...`` in ``cwd``; the process and the seconds of each time.sleep it made."""
+    probe = cwd / ".sleep_counter"
+    probe.mkdir(exist_ok=True)
+    (probe / "sitecustomize.py").write_text(SLEEP_COUNTER)
+    slept = probe / "slept.txt"
+    slept.unlink(missing_ok=True)
+    path = os.pathsep.join(filter(None, [str(probe), os.environ.get("PYTHONPATH")]))
     proc = subprocess.run(
         [sys.executable, str(REPO / "run.py"), "threads=1", f"hydra.run.dir={cwd}/out", *args],
         cwd=cwd,
-        env={**os.environ, "HYDRA_FULL_ERROR": "0", **env},
+        env={**os.environ, "HYDRA_FULL_ERROR": "0", "PYTHONPATH": path, "MODELXRAY_TEST_SLEEPS": str(slept), **env},
         capture_output=True,
         text=True,
         timeout=300,
     )
-    return proc, time.perf_counter() - start
+    assert slept.exists(), "the sleep counter did not run in the process: " + proc.stderr[-2000:]
+    text = slept.read_text()
+    return proc, [float(s) for s in text.splitlines()] if text else []
+
+
+def _no_retries(proc: subprocess.CompletedProcess, sleeps: list[float], cwd: Path) -> None:
+    """No retry loop ran: the process never slept, and neither its output nor its log mentions a retry."""
+    assert sleeps == [], f"the process slept {sleeps} s: a retry loop ran\n{proc.stderr[-3000:]}"
+    logs = "".join(p.read_text(errors="replace") for p in (cwd / "out").rglob("*.log"))
+    text = (proc.stdout + proc.stderr + logs).lower()
+    assert not any(w.lower() in text for w in RETRY_WORDS), (proc.stderr + logs)[-3000:]
 
 
 def _error(proc: subprocess.CompletedProcess) -> str:
@@ -126,35 +158,40 @@ def test_text_shorter_than_one_window_is_one_shorter_window(tmp_path, cache_dir)
     assert "windows of 40 (the text is 40 tokens, shorter than dataset.seq_len=128: one window of 40)" in report
 
 
-# --- 3. a tracking store that cannot work: fail within seconds
+# --- 3. a tracking store that cannot work: one line at once, no retry loop (its minutes of waits are
+# what made these slow; scripts/bench_startup.py times them)
 
 
 def test_unwritable_sqlite_folder(tmp_path):
-    proc, seconds = _cli(["model=tiny_gpt2", "tracker=mlflow", "tracker.uri=sqlite:////proc/mlflow.db"], tmp_path)
+    proc, sleeps = _cli(["model=tiny_gpt2", "tracker=mlflow", "tracker.uri=sqlite:////proc/mlflow.db"], tmp_path)
     assert _error(proc).startswith("tracker.uri: the folder of the SQLite file '/proc/mlflow.db' is not writable (")
-    assert seconds < FAST_S
+    assert len(proc.stderr.strip().splitlines()) == 1  # the error line alone: no retry warnings before it
+    _no_retries(proc, sleeps, tmp_path)
+    assert not (tmp_path / "out" / "errors").exists()  # refused before the run started
 
 
 def test_a_sweep_on_an_unwritable_store_stops_once_before_any_job(tmp_path):
     args = ["-m", "model=tiny_gpt2", "quant=none,int8", "tracker=mlflow", "tracker.uri=sqlite:////proc/mlflow.db"]
-    proc, seconds = _cli([*args, f"hydra.sweep.dir={tmp_path}/sweep"], tmp_path)
+    proc, sleeps = _cli([*args, f"hydra.sweep.dir={tmp_path}/sweep"], tmp_path)
     assert _error(proc).startswith("tracker.uri: the folder of the SQLite file '/proc/mlflow.db' is not writable (")
     assert proc.stderr.count("modelxray: error:") == 1 and "#0" not in proc.stdout  # no job was launched
-    assert seconds < FAST_S
+    _no_retries(proc, sleeps, tmp_path)
 
 
 def test_no_tracking_server_listening(tmp_path):
     port = _free_port()
-    proc, seconds = _cli(["model=tiny_gpt2", "tracker=mlflow_server", f"tracker.uri=http://127.0.0.1:{port}"], tmp_path)
+    proc, sleeps = _cli(["model=tiny_gpt2", "tracker=mlflow_server", f"tracker.uri=http://127.0.0.1:{port}"], tmp_path)
     assert _error(proc).startswith(f"tracker.uri: no MLflow server answers at http://127.0.0.1:{port} (")
-    assert seconds < FAST_S
+    assert len(proc.stderr.strip().splitlines()) == 1  # the error line alone: no retry warnings before it
+    _no_retries(proc, sleeps, tmp_path)  # the probe's one request; MLflow's client, which retries, never ran
+    assert not (tmp_path / "out" / "errors").exists()
 
 
 # --- 4. a hub id, not cached, on a machine that is offline
 
 
 def test_hub_model_offline_mode(tmp_path):
-    proc, seconds = _cli(
+    proc, sleeps = _cli(
         ["model=hf", "model.name_or_path=someone/some-model", "tracker=none"],
         tmp_path,
         HF_HUB_OFFLINE="1",
@@ -165,12 +202,12 @@ def test_hub_model_offline_mode(tmp_path):
         "(HF_HUB_OFFLINE is set); pass a local model directory (model.name_or_path=/path/to/model) or download it "
         "while online"
     )
-    assert seconds < FAST_S
+    _no_retries(proc, sleeps, tmp_path)
 
 
 def test_hub_model_endpoint_unreachable(tmp_path):
     endpoint = f"http://127.0.0.1:{_free_port()}"
-    proc, seconds = _cli(
+    proc, sleeps = _cli(
         ["model=hf", "model.name_or_path=someone/some-model", "tracker=none"],
         tmp_path,
         HF_HUB_OFFLINE="0",
@@ -182,10 +219,18 @@ def test_hub_model_endpoint_unreachable(tmp_path):
         f"model.name_or_path: 'someone/some-model' is not in the local Hugging Face cache and the machine is offline ({endpoint}: "
     )
     assert "pass a local model directory" in msg
-    assert seconds < FAST_S
+    _no_retries(proc, sleeps, tmp_path)  # the endpoint was probed once, not retried by huggingface_hub
 
 
 @pytest.mark.slow
+@pytest.mark.xfail(
+    importlib.util.find_spec("peft") is not None,
+    strict=True,  # passes once src/ is fixed: then remove this mark
+    reason="with peft installed, transformers' adapter lookup (find_adapter_config_file, in "
+    "AutoModelForCausalLM.from_pretrained) ignores local_files_only and retries the dead endpoint for "
+    "adapter_config.json 5 times (1+2+4+8+8 s); modelxray.models.hf should pass "
+    "adapter_kwargs={'local_files_only': True} when it loads from the cache only",
+)
 def test_cached_hub_model_loads_at_once_when_the_hub_does_not_answer(tmp_path):
     """transformers would ask the dead endpoint for newer files, retrying for about a minute, before
     it fell back to the cache; the probe sees the endpoint is down and the cache alone is used."""
@@ -201,11 +246,11 @@ def test_cached_hub_model_loads_at_once_when_the_hub_does_not_answer(tmp_path):
     endpoint = f"http://127.0.0.1:{_free_port()}"
     args = ["model=hf", "model.name_or_path=acme/tiny", "model.tokenizer=byte", "debug=few_tokens", "tracker=none"]
     args += ["dataset.seq_len=64", "analyzer.performance.iters=1", "analyzer.performance.layer_timing=false"]
-    proc, seconds = _cli(args, tmp_path, HF_HUB_OFFLINE="0", HF_ENDPOINT=endpoint, HF_HOME=str(tmp_path / "hf"))
+    proc, sleeps = _cli(args, tmp_path, HF_HUB_OFFLINE="0", HF_ENDPOINT=endpoint, HF_HOME=str(tmp_path / "hf"))
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert seconds < 60  # the retries alone took about a minute; the note below says the cache alone was used
     report = (tmp_path / "out" / "summary_report.md").read_text()
     assert f"loaded from the local Hugging Face cache: the machine is offline ({endpoint}" in report
+    _no_retries(proc, sleeps, tmp_path)  # the endpoint's retries took about a minute
 
 
 # --- 5. a key without + that does not exist, or belongs to another option

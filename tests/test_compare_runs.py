@@ -105,7 +105,7 @@ def test_the_command_line_prints_the_verdict(store, tmp_path):
             sys.executable,
             str(REPO / "scripts" / "compare_runs.py"),
             *("--uri", store, "--experiment", "cmp", "--params", "quant"),
-            *("--metrics", "performance/perplexity", "--baseline", "quant=none", "--no-log"),
+            *("--metrics", "performance/perplexity", "--baseline", "quant=none"),
         ],
         capture_output=True,
         text=True,
@@ -114,3 +114,114 @@ def test_the_command_line_prints_the_verdict(store, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "int8 and none (the baseline) are indistinguishable on 8,160 tokens" in proc.stdout
+    assert proc.stdout.startswith(
+        "compare_runs: no run of experiment 'cmp' belongs to a sweep (tag modelxray.sweep_id): comparing all 4 runs\n"
+    )
+
+
+# --- which runs: the newest sweep by default, one kind at a time, nothing logged unless asked
+
+
+def _log(tracker, name: str, sweep: str | None, kind: str | None, quant: str, metrics: dict) -> str:
+    tags = {"modelxray.sweep_id": sweep} if sweep else {}
+    if kind:
+        tags.update({"modelxray.kind": kind, "modelxray.task": kind})
+    run = tracker.start(name, tags)
+    run.log_params({"quant": quant})
+    run.log_metrics(metrics)
+    run.finish("FINISHED")
+    return run.run_id
+
+
+@pytest.fixture()
+def sweeps(tmp_path):
+    """An older sweep of a causal LM, a run outside any sweep, then the newest sweep mixing a causal
+    LM's runs (token accuracy) with an image classifier's (image accuracy)."""
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    tracker = MlflowTracker(uri=uri, experiment="mix")
+    ids = {"old none": _log(tracker, "old none", "old1", "causal_lm", "none", {"performance/accuracy": 0.50})}
+    ids["alone"] = _log(tracker, "alone", None, "causal_lm", "int8", {"performance/accuracy": 0.45})
+    for name, kind, quant, acc in [
+        ("lm none", "causal_lm", "none", 0.31),
+        ("lm int4", "causal_lm", "int4", 0.29),
+        ("img none", "classification", "none", 0.96),
+        ("img int4", "classification", "int4", 0.95),
+    ]:
+        ids[name] = _log(tracker, name, "new2", kind, quant, {"performance/accuracy": acc, "model/size": 1.0})
+    return uri, ids
+
+
+def test_the_newest_sweep_is_compared_by_default_and_named(sweeps, compare):
+    uri, ids = sweeps
+    chosen = compare.select(uri, "mix")
+    assert set(chosen.runs.run_ids) == {ids[n] for n in ("lm none", "lm int4", "img none", "img int4")}
+    assert chosen.note == (
+        "the newest sweep, new2: 4 runs (of 2 sweeps and 6 runs in experiment 'mix'; --sweep-id ID for another "
+        "sweep, --all for every run)"
+    )
+    assert set(compare.select(uri, "mix", sweep_id="old1").runs.run_ids) == {ids["old none"]}
+    assert len(compare.select(uri, "mix", all_runs=True).runs) == 6
+    with pytest.raises(SystemExit, match="no run of sweep 'nope' in experiment 'mix'"):
+        compare.select(uri, "mix", sweep_id="nope")
+
+
+def test_runs_of_different_kinds_are_never_ranked_together(sweeps, compare):
+    uri, ids = sweeps
+    front, best = ["model/size", "performance/accuracy"], ("performance/accuracy",)
+    text = compare.table(uri, "mix", ["quant"], ["performance/accuracy"], pareto=front, maximize=best)
+    first, rest = text.split("\n", 1)
+    assert first == (
+        "the runs are of 2 kinds (causal_lm: 2 runs, classification: 2 runs): their metrics are not comparable "
+        "across kinds, so each kind has its own table and ranking (--kind KIND for one)"
+    )
+    lm, img = rest.split("### classification (2 runs)")
+    assert "### causal_lm (2 runs)" in lm and ids["lm none"][:8] in lm and ids["img none"][:8] not in lm
+    assert ids["img none"][:8] in img and ids["lm none"][:8] not in img
+    # each kind has its own front: the best accuracy of each kind, not the image classifier's alone
+    assert lm.count("**yes**") == 1 and img.count("**yes**") == 1
+    assert f"| {ids['lm none'][:8]} | none | 0.31 | FINISHED | **yes** |" in lm
+    # a baseline that names a run of one kind only judges that kind against it
+    text = compare.table(uri, "mix", ["quant"], ["performance/accuracy"], baseline=ids["img none"][:8])
+    assert "--baseline " + ids["img none"][:8] + " names no run of this kind: judged against the best run" in text
+    one = compare.select(uri, "mix", kind="classification")
+    assert set(one.runs.run_ids) == {ids["img none"], ids["img int4"]} and one.note.endswith(
+        "; kind classification: 2 runs"
+    )
+    assert compare.mixed_kinds_line(one) is None
+    with pytest.raises(SystemExit, match="--kind image names no run; the runs' kinds: causal_lm, classification"):
+        compare.select(uri, "mix", kind="image")
+
+
+def test_the_command_line_logs_only_when_asked(sweeps, tmp_path):
+    uri, _ = sweeps
+    from modelxray.tracking.runs import load_runs
+
+    def cli(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, str(REPO / "scripts" / "compare_runs.py"), "--uri", uri, "--experiment", "mix", *extra],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=120,
+        )
+
+    proc = cli(
+        "--metrics",
+        "performance/accuracy",
+        "--pareto",
+        "model/size,performance/accuracy",
+        "--maximize",
+        "performance/accuracy",
+        "--plot",
+        str(tmp_path / "p.png"),
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("compare_runs: the newest sweep, new2: 4 runs (of 2 sweeps")
+    assert "the runs are of 2 kinds (causal_lm: 2 runs, classification: 2 runs)" in proc.stdout
+    assert (tmp_path / "p_causal_lm.png").exists() and (tmp_path / "p_classification.png").exists()
+    assert "summary run" not in proc.stdout
+    assert len(load_runs(uri, "mix", include_summaries=True)) == 6  # nothing logged
+    proc = cli("--kind", "causal_lm", "--log")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "the runs are of" not in proc.stdout and "summary run: " in proc.stdout
+    assert len(load_runs(uri, "mix", include_summaries=True)) == 7 and len(load_runs(uri, "mix")) == 6

@@ -245,6 +245,41 @@ def _ui_check_missing() -> str | None:
     return None
 
 
+def _ui_check_module():
+    spec = importlib.util.spec_from_file_location("ui_check", REPO / "scripts" / "ui_check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_ui_check_starts_one_worker_and_waits_long_enough_for_a_loaded_machine():
+    ui_check = _ui_check_module()
+    cmd = ui_check.ui_command(REPO, 5000)
+    assert cmd[:2] == ["mlflow", "ui"] and cmd[cmd.index("--workers") + 1] == "1"
+    assert ui_check.UI_TIMEOUT_S >= 600
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "ui_check.py"), "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "--ui-timeout" in proc.stdout and "default: 600" in proc.stdout and "--workers" in proc.stdout
+
+
+@pytest.mark.slow  # an MLflow server: about 20 s on 2 idle cores
+@pytest.mark.skipif(shutil.which("mlflow") is None, reason="needs the mlflow command")
+def test_ui_check_serves_a_store_with_one_worker(tmp_path):
+    ui_check = _ui_check_module()
+    MlflowTracker(uri=f"sqlite:///{tmp_path}/mlflow.db", experiment="modelxray").start("r", {}).finish("FINISHED")
+    server = ui_check.start_ui(tmp_path, ui_check.free_port())  # returns once /health answers
+    try:
+        children = subprocess.run(
+            ["ps", "-ww", "--ppid", str(server.pid), "-o", "args="], capture_output=True, text=True
+        )
+        assert "uvicorn" in children.stdout and "--workers 1 " in children.stdout, children.stdout
+    finally:
+        ui_check.stop_ui(server)
+    assert server.returncode is not None
+
+
 @pytest.mark.slow  # a sweep, an MLflow server and a browser
 @pytest.mark.skipif(_ui_check_missing() is not None, reason=str(_ui_check_missing()))
 def test_the_ui_shows_the_sweep_in_a_real_browser(tmp_path):

@@ -75,6 +75,8 @@ def test_compare_script_marks_pareto_plots_and_logs_a_summary_run(store):
             "quant/model_mb,performance/perplexity",
             "--plot",
             str(tmp / "p.png"),
+            "--all",  # both sweeps (the default is the newest, s2)
+            "--log",
         ],
         capture_output=True,
         text=True,
