@@ -3,7 +3,6 @@ multi-line message): each now ends with ``modelxray: error: <key or file>: <fix>
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import socket
 import subprocess
@@ -223,14 +222,6 @@ def test_hub_model_endpoint_unreachable(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    importlib.util.find_spec("peft") is not None,
-    strict=True,  # passes once src/ is fixed: then remove this mark
-    reason="with peft installed, transformers' adapter lookup (find_adapter_config_file, in "
-    "AutoModelForCausalLM.from_pretrained) ignores local_files_only and retries the dead endpoint for "
-    "adapter_config.json 5 times (1+2+4+8+8 s); modelxray.models.hf should pass "
-    "adapter_kwargs={'local_files_only': True} when it loads from the cache only",
-)
 def test_cached_hub_model_loads_at_once_when_the_hub_does_not_answer(tmp_path):
     """transformers would ask the dead endpoint for newer files, retrying for about a minute, before
     it fell back to the cache; the probe sees the endpoint is down and the cache alone is used."""

@@ -17,6 +17,7 @@ from modelxray.core.errors import ConfigError
 from modelxray.core.schema import REQUIRED
 from modelxray.core.subject import LoadedModel, ModelInfo
 from modelxray.models.base import Declared, ModelSource
+from modelxray.models.cache_only import model_kwargs
 from modelxray.models.hf_tasks import AUTO_CLASS, load_task_model
 from modelxray.models.kinds import KINDS, TASK_OF_KIND, VISION_KINDS, kind_of_config
 from modelxray.models.tokenizers import load_tokenizer
@@ -286,7 +287,7 @@ class HFSource(ModelSource):
     def _load_causal_lm(self, path: str, kwargs: dict) -> LoadedModel:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=self.torch_dtype(), **kwargs)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=self.torch_dtype(), **model_kwargs(kwargs))
         if self.tokenizer == "byte":
             tokenizer = load_tokenizer("byte")
         else:
@@ -298,7 +299,7 @@ class HFSource(ModelSource):
 
         from modelxray.models.hf_vision import wrap_image_classifier
 
-        net = AutoModelForImageClassification.from_pretrained(path, dtype=self.torch_dtype(), **kwargs)
+        net = AutoModelForImageClassification.from_pretrained(path, dtype=self.torch_dtype(), **model_kwargs(kwargs))
         model, notes = wrap_image_classifier(net, path, self.image_size, self.name_or_path)
         info = ModelInfo(self.name_or_path, "hf", "", notes=notes)
         return LoadedModel(model, None, info, task="classification", image_shape=model.image_shape)
@@ -310,7 +311,7 @@ class HFSource(ModelSource):
         from modelxray.models.vision_language import ZeroShotClassifier, family_of
 
         family = family_of(config, self.name_or_path)
-        net = AutoModel.from_pretrained(path, dtype=self.torch_dtype(), **kwargs)
+        net = AutoModel.from_pretrained(path, dtype=self.torch_dtype(), **model_kwargs(kwargs))
         tokenizer, notes = self._dual_encoder_tokenizer(path, kwargs, config)
         processor = processor_settings(path)
         shape = image_shape_of(config.vision_config, processor, self.image_size, self.name_or_path)

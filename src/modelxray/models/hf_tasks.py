@@ -10,6 +10,7 @@ from typing import Any
 
 from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel, ModelInfo
+from modelxray.models.cache_only import model_kwargs
 
 AUTO_CLASS = {
     "masked_lm": "AutoModelForMaskedLM",
@@ -36,7 +37,7 @@ def load_task_model(source: Any, kind: str, path: str, kwargs: dict) -> LoadedMo
         processor = load_feature_extractor(source, path, kwargs)
     elif kind == "image_text_to_text":
         processor = load_multimodal_processor(path, kwargs)
-    model = auto.from_pretrained(path, dtype=source.torch_dtype(), **kwargs)
+    model = auto.from_pretrained(path, dtype=source.torch_dtype(), **model_kwargs(kwargs))
     return LoadedModel(model, tokenizer, ModelInfo(source.name_or_path, "hf", ""), kind=kind, processor=processor)
 
 

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from modelxray.core.subject import LoadedModel, ModelInfo
+from modelxray.models.cache_only import model_kwargs
 from modelxray.models.hf_vision import PixelClassifier, processor_settings
 
 AUTO_VISION_CLASS = {
@@ -67,7 +68,7 @@ def load_vision_task(source: Any, kind: str, path: str, kwargs: dict) -> LoadedM
     """The detector, segmenter or backbone at ``path`` wrapped for pixels in [0, 1], with its image
     processor (a detector's is required: it decodes the boxes)."""
 
-    net = _model_class(kind, path, kwargs).from_pretrained(path, dtype=source.torch_dtype(), **kwargs)
+    net = _model_class(kind, path, kwargs).from_pretrained(path, dtype=source.torch_dtype(), **model_kwargs(kwargs))
     processor = _image_processor(path, kwargs) if kind == "object_detection" else None
     return wrap_vision_task(net, kind, processor_settings(path), processor, source.image_size, source.name_or_path)
 
