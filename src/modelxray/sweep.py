@@ -116,7 +116,7 @@ def summarize(parent, tracker, sweep_id: str, config: DictConfig, metrics: list[
     """Log the comparison of the sweep's runs to its parent; the parent's final status (FAILED when a
     job's run did not finish)."""
     from modelxray.core.failures import failures_so_far
-    from modelxray.report.comparison import comparison_table, expand, plot
+    from modelxray.report.comparison import expand, plot
     from modelxray.tracking.runs import load_runs
 
     failed = failures_so_far()  # what the launcher and the jobs reported: also jobs that logged no run
@@ -130,7 +130,7 @@ def summarize(parent, tracker, sweep_id: str, config: DictConfig, metrics: list[
     logged = [c for c in frame.columns if "/" in c and frame[c].notna().any()]
     chosen = [m for m in expand(metrics, logged) if m in logged]
     front = list(pareto) if len(pareto) == 2 and all(k in logged for k in pareto) else None
-    text = comparison_table(runs, params, chosen, front)
+    text = _tables_by_kind(runs, params, chosen, front)
     names = "\n".join(_run_line(parent, r) for r in runs)
     parent.log_text(f"# Sweep {sweep_id}: {len(runs)} runs\n\n{names}\n{notes}\n{text}\n", "comparison.md")
     parent.log_metrics({"sweep/runs": len(runs), "sweep/runs_finished": int((frame["status"] == "FINISHED").sum())})
@@ -152,6 +152,24 @@ def with_model_size(frame):
     for other in sizes[1:]:
         size = size.fillna(other)
     return frame.assign(**{"model/size_bytes": size})
+
+
+def _tables_by_kind(runs, params: list[str], metrics: list[str], front) -> str:
+    """The comparison table; one per kind of model when the sweep mixed kinds (a language model's
+    accuracy is per token, a classifier's per image: never ranked as one)."""
+    from modelxray.report.comparison import comparison_table
+    from modelxray.tracking.runs import RunCollection
+
+    frame = runs.frame
+    kinds = list(dict.fromkeys(frame["kind"].dropna())) if "kind" in frame else []
+    if len(kinds) < 2:
+        return comparison_table(runs, params, metrics, front)
+    parts = [f"The sweep's jobs are of {len(kinds)} kinds ({', '.join(kinds)}): one table per kind."]
+    for kind in kinds:
+        sub = RunCollection(frame[frame["kind"] == kind].reset_index(drop=True), runs.uri, runs.experiment)
+        logged = [m for m in metrics if m in sub.frame and sub.frame[m].notna().any()]
+        parts += [f"\n### {kind}\n", comparison_table(sub, params, logged, front)]
+    return "\n".join(parts)
 
 
 def _run_line(parent, run: dict) -> str:

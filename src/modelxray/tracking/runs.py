@@ -154,6 +154,8 @@ def load_runs(
                 "status": r.info.status,
                 "run_name": r.info.run_name,
                 "start_time": pd.Timestamp(r.info.start_time, unit="ms"),
+                # what the run's metrics mean (a language model's accuracy is per token, a classifier's per image)
+                "kind": r.data.tags.get("modelxray.kind") or r.data.tags.get("modelxray.task"),
                 **{k: parse_param(v) for k, v in r.data.params.items()},
                 **r.data.metrics,
             }
