@@ -143,6 +143,35 @@ def test_a_recommendation_that_is_not_the_smallest_says_why():
     assert "int2" in why and "memory 0.6, quality 0.2 and speed 0.2" in why and "0.20 of the baseline's quality" in why
 
 
+def test_a_strategy_whose_outputs_moved_is_never_recommended_and_the_bound_is_named():
+    from modelxray.analyzers.quant_impact.insights import strategy_insights
+    from modelxray.analyzers.quant_impact.run import fidelity_broken
+
+    def row(name, size, agree, kl, score):
+        scores = {f"score_{p}": score for p in ("accuracy", "speed", "memory", "balanced")}
+        r = {"strategy": name, "weight_bytes": size, "quality_ratio": 0.99, "perplexity": 20.0, "tokens_per_s": 100.0,
+             "simulated": True, "top1_agree": agree, "kl": kl, **scores}  # fmt: skip
+        r["fidelity_broken"] = fidelity_broken(r, 0.9, 0.25)
+        return r
+
+    rows = [row("none", 4e6, 1.0, 0.0, 0.3), row("int8", 1e6, 0.99, 0.001, 0.5), row("int2", 0.5e6, 0.61, 0.9, 0.9)]
+    assert rows[2]["fidelity_broken"] == ["top-1 agreement 0.610 below the floor 0.9", "KL 0.9 above the ceiling 0.25"]
+    data = {
+        "scoring": {"classifier": False, "throughput": "tokens_per_s", "unit": "tokens/s"},
+        "hardware": {"cpu_model": "cpu", "physical_cores": 2, "ram_bytes": 2**34, "gpus": [], "torch": "2"},
+        "quality_metric": "perplexity", "reference": {"tokens_scored": 100}, "unsupported": [],
+        "fidelity": {"agreement_floor": 0.9, "kl_ceiling": 0.25},
+    }  # fmt: skip
+    said = strategy_insights("memory", rows, data)
+    assert any(
+        s.startswith("Not recommended whatever their score") and "int2 (top-1 agreement 0.610" in s for s in said
+    )
+    assert any(s.startswith("The 'memory' score alone would pick int2; the agreement bound decided") for s in said)
+    assert any(s.startswith("For priority 'memory', use int8") for s in said)
+    with pytest.raises(ConfigError, match="agreement_floor"):
+        QuantImpactAnalyzer(agreement_floor=2.0)
+
+
 def test_the_summary_table_shows_no_speed_for_a_simulated_strategy():
     from modelxray.core.result import Result
 

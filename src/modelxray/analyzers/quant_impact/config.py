@@ -118,6 +118,8 @@ class QuantImpactAnalyzer(Analyzer):
     warmup: int = 1
     iters: int = 3
     memory_interval_ms: float = 50.0  # memory sampling period of the timeline
+    agreement_floor: float = 0.9  # never recommend a strategy whose top-1 agreement with the baseline is below this
+    kl_ceiling: float = 0.25  # ... or whose KL (nats) from it is above this, where measured
     fragmentation_share: float = 0.25  # GPU: name a strategy after which this share of reserved memory sits unallocated
 
     def validate(self) -> None:
@@ -133,6 +135,9 @@ class QuantImpactAnalyzer(Analyzer):
             "memory_interval_ms",
         )
         self.require_non_negative("warmup")
+        self.require_non_negative("kl_ceiling")
+        if not 0 <= self.agreement_floor <= 1:
+            raise ConfigError("agreement_floor", f"must be a share in [0, 1], got {self.agreement_floor}")
         if not 0 < self.fragmentation_share < 1:
             raise ConfigError("fragmentation_share", f"must be a share in (0, 1), got {self.fragmentation_share}")
         self.require_positive("max_memory_gb", "max_latency_ms", allow_none=True)

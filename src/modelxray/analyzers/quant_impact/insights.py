@@ -43,7 +43,17 @@ def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
     ]
     base = next((r for r in rows if r["strategy"] == "none"), rows[0])
     budget = data.get("budget") or {}
-    allowed = [r for r in rows if r.get("within_budget", True)]
+    allowed = [r for r in rows if r.get("within_budget", True) and not r.get("fidelity_broken")]
+    moved = [r for r in rows if r.get("within_budget", True) and r.get("fidelity_broken")]
+    if moved:
+        fid = data.get("fidelity", {})
+        out.append(
+            f"Not recommended whatever their score, their outputs moved too far from "
+            f"{data.get('baseline', 'the unquantized model')} (top-1 agreement at least {fid.get('agreement_floor', 0.9):g}, "
+            f"KL at most {fid.get('kl_ceiling', 0.25):g}): "
+            + "; ".join(f"{r['strategy']} ({', '.join(r['fidelity_broken'])})" for r in moved)
+            + "."
+        )
     if budget:
         limits = " and ".join(
             f"weights within {v:g} GB" if k == "max_memory_gb" else f"median latency within {v:g} ms"
@@ -58,11 +68,17 @@ def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
         smallest = min(rows, key=lambda r: r["weight_bytes"])
         fastest = min(rows, key=lambda r: r["latency_p50_ms"])
         out.append(
-            f"No strategy meets the budget: the smallest is {smallest['strategy']} ({human_bytes(smallest['weight_bytes'])}), "
+            f"No strategy meets the budget and the agreement bounds: the smallest is {smallest['strategy']} ({human_bytes(smallest['weight_bytes'])}), "
             f"the fastest {fastest['strategy']} ({fastest['latency_p50_ms']:.1f} ms)."
         )
         return out
     best = max(allowed, key=lambda r: r[f"score_{priority}"])
+    by_score = max((r for r in rows if r.get("within_budget", True)), key=lambda r: r[f"score_{priority}"])
+    if by_score is not best:
+        out.append(
+            f"The '{priority}' score alone would pick {by_score['strategy']}; the agreement bound decided "
+            f"against it ({', '.join(by_score['fidelity_broken'])})."
+        )
     baseline = data.get("baseline", "the unquantized model")
     if baseline != "the unquantized model":  # reference=: another model is what every strategy is compared with
         out.append(

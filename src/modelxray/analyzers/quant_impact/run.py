@@ -272,7 +272,11 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         for r in rows:
             r["within_budget"] = within_budget(r, budget)
         result.data["budget"] = budget
-    result.data["recommendations"] = _recommend(cfg, [r for r in rows if r.get("within_budget", True)], profile, mode)
+    for r in rows:  # outputs that moved too far from the baseline are never recommended, whatever their score
+        r["fidelity_broken"] = fidelity_broken(r, cfg.agreement_floor, cfg.kl_ceiling)
+    result.data["fidelity"] = {"agreement_floor": cfg.agreement_floor, "kl_ceiling": cfg.kl_ceiling}
+    allowed = [r for r in rows if r.get("within_budget", True) and not r["fidelity_broken"]]
+    result.data["recommendations"] = _recommend(cfg, allowed, profile, mode)
     result.texts.update(_export(rows, timelines))
     return result
 
@@ -355,6 +359,19 @@ def _measure(cfg, name, quantizer, support, subject, mode, device, timelines, ct
         )
     del qsubject
     return row
+
+
+def fidelity_broken(row: dict, agreement_floor: float, kl_ceiling: float) -> list[str]:
+    """What keeps a strategy from being recommended however it scores: top-1 agreement with the
+    baseline below ``agreement_floor``, KL from it above ``kl_ceiling`` (where measured). Accuracy or
+    perplexity alone can hold while the predictions move."""
+    out = []
+    agree, kl = row.get("top1_agree", math.nan), row.get("kl", math.nan)
+    if isinstance(agree, float) and math.isfinite(agree) and agree < agreement_floor:
+        out.append(f"top-1 agreement {agree:.3f} below the floor {agreement_floor:g}")
+    if isinstance(kl, float) and math.isfinite(kl) and kl > kl_ceiling:
+        out.append(f"KL {kl:.3g} above the ceiling {kl_ceiling:g}")
+    return out
 
 
 def within_budget(row: dict, budget: dict) -> bool:
