@@ -10,8 +10,10 @@ default four uvicorn workers die and restart for minutes) and waits for it to an
 to ``--ui-timeout`` seconds (default 600), then in the browser: the experiment's runs table (the sweep's
 parent run expanded to its jobs), the charts view, the compare view of the jobs, and the parent run's
 comparison. It checks that the runs table opens (not the GenAI overview), that the jobs are listed
-under their distinct readable names with their dataset, and that the compare view shows both names
-and the headline metrics with their values. Exit code 1 names each check that failed.
+under their distinct readable names with their dataset, that the compare view shows both names
+and the headline metrics with their values, that a direct link opens a run's page in the
+model-training view with its description (the headline), and that comparison.md holds top-1
+agreement and KL. Exit code 1 names each check that failed.
 
 Needs Chromium (Debian's ``chromium``; ``--chromium`` or ``$CHROMIUM`` for another binary) and the
 ``playwright`` package (``pip install playwright``; it drives the installed Chromium, nothing is
@@ -141,8 +143,25 @@ def sweep_runs(store: Path) -> tuple[str, dict, list[dict]]:
         raise SystemExit(f"ui_check: no sweep in {store}/mlflow.db; run a sweep (python run.py -m ...) first")
     parent = parents[0]
     jobs = client.search_runs([exp.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
-    rows = [{"id": r.info.run_id, "name": r.info.run_name, "metrics": r.data.metrics} for r in jobs]
+    rows = [
+        {
+            "id": r.info.run_id,
+            "name": r.info.run_name,
+            "metrics": r.data.metrics,
+            "description": r.data.tags.get("mlflow.note.content", ""),
+        }
+        for r in jobs
+    ]
     return exp.experiment_id, {"id": parent.info.run_id, "name": parent.info.run_name}, rows
+
+
+def comparison_text(store: Path, parent_id: str) -> str:
+    """The sweep parent's comparison.md, as stored."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}/mlflow.db")
+    with tempfile.TemporaryDirectory() as tmp:
+        return Path(client.download_artifacts(parent_id, "comparison.md", tmp)).read_text()
 
 
 def check(store: Path, out: Path, chromium: str, port: int) -> list[str]:
@@ -201,6 +220,24 @@ def check(store: Path, out: Path, chromium: str, port: int) -> list[str]:
                 f"the compare view shows {metric} for both jobs: {', '.join(shown) or 'nothing'} "
                 f"(logged: {', '.join(values)})",
             )
+
+        # a job's own page from a direct link (as the report and comparison.md link it)
+        job = jobs[0]
+        body = _shoot(fresh(), f"{base}/experiments/{exp_id}/runs/{job['id']}?{VIEW}", out / "run_page.png")
+        expect(
+            "Traces" not in body and "Evaluations" not in body and "Metrics" in body,
+            "a direct link opens the run page in the model-training view (not the GenAI view)",
+        )
+        headline = next((ln for ln in job["description"].splitlines() if "perplexity" in ln), "")
+        expect(
+            bool(job["description"]) and "perplexity" in body and job["name"] in body,
+            f"the run page shows its description, the headline: {headline[:80]}",
+        )
+        text = comparison_text(store, parent["id"])
+        expect(
+            "performance/top1_agree" in text and "performance/kl" in text and VIEW in text,
+            "comparison.md holds top-1 agreement and KL, and links each job in the model-training view",
+        )
 
         parent_page = f"{base}/experiments/{exp_id}/runs/{parent['id']}/artifacts/comparison.md?{VIEW}"
         body = _shoot(fresh(), parent_page, out / "sweep_parent.png")

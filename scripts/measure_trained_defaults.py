@@ -1,0 +1,184 @@
+"""The offline vision defaults measured from scratch: each digits model trained afresh (in a
+temporary cache, so nothing cached before is reused), its weights' digest and test accuracy, then
+one ``quant_impact`` run per model and one ``robustness`` run of the CLIP-style model. Writes the
+measured tables of docs/model_kinds.md and docs/quantization.md (their ``<!-- measured: ... -->``
+blocks), so the docs always show what a fresh run gives.
+
+    python scripts/measure_trained_defaults.py           # measure and write the tables (about 3 minutes)
+    python scripts/measure_trained_defaults.py --check   # measure; exit 1 if a table differs from the docs
+
+Training is bit-reproducible (one thread, deterministic algorithms), so the digests and every figure
+are the same on any machine with the same torch version and CPU instruction set (both printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+from doc_blocks import update  # noqa: E402
+
+SCRIPT = "measure_trained_defaults.py"
+FAST = ["tracker=none", "progress=false", "threads=1", "report.dashboard=false"]
+MODELS = [  # (label in the docs, overrides)
+    ("`digits_mlp`", ["model=digits_mlp"]),
+    ("`digits_mlp model.arch=cnn`", ["model=digits_mlp", "model.arch=cnn"]),
+    ("`digits_vit`", ["model=digits_vit"]),
+    ("`digits_clip` (zero-shot)", ["model=digits_clip"]),
+]
+STRATEGIES = ["none", "int8", "int4", "gptq_int4", "awq_int4"]
+BITWIDTH = ["analyzer.bitwidth.eval_examples=450", "analyzer.bitwidth.sensitivity_examples=450"]
+
+
+def _analyze(args: list[str], out: Path):
+    import modelxray
+
+    result = modelxray.analyze([*FAST, *args], output_dir=out)
+    if result.failed:
+        raise SystemExit(f"{' '.join(args)}: {', '.join(result.failed)} failed; see {out}/errors")
+    return result
+
+
+def _interval(m: dict, key: str) -> str:
+    return f"{m[key]:.3f} ({m[f'{key}_ci_low']:.3f}-{m[f'{key}_ci_high']:.3f})"
+
+
+def trained(cache: Path, work: Path) -> str:
+    rows = [
+        "| model | test accuracy (95% Wilson interval, 450 test digits) | weights (sha256, first 16) |",
+        "|---|---|---|",
+    ]
+    for label, args in MODELS:
+        before = set(cache.glob("*.safetensors"))
+        out = _analyze([*args, f"model.cache_dir={cache}", "analyzer=[performance]", "analyzer.performance.iters=1",
+                        "analyzer.performance.layer_timing=false", "analyzer.performance.speed_batch_sizes=[1]"],
+                       work / label.strip("`").split()[0])  # fmt: skip
+        (weights,) = set(cache.glob("*.safetensors")) - before
+        digest = hashlib.sha256(weights.read_bytes()).hexdigest()[:16]
+        rows.append(f"| {label} | {_interval(out.metrics, 'performance/accuracy')} | `{digest}` |")
+        print(f"  {label}: {rows[-1]}", flush=True)
+    import torch
+
+    platform = f"torch {torch.__version__.split('+')[0]}, {torch.backends.cpu.get_cpu_capability()} CPU"
+    return "\n".join(rows) + f"\n\nTrained afresh in an empty cache with {platform}."
+
+
+def strategies(cache: Path, work: Path) -> dict[str, list[dict]]:
+    out = {}
+    for label, args in MODELS[2:]:
+        run = _analyze([*args, f"model.cache_dir={cache}", "analyzer=[quant_impact]",
+                        f"analyzer.quant_impact.strategies=[{','.join(STRATEGIES)}]",
+                        "analyzer.quant_impact.eval_examples=450", "analyzer.quant_impact.iters=1",
+                        "analyzer.quant_impact.warmup=0"], work / f"qi_{args[0]}")  # fmt: skip
+        out[label] = run.results["quant_impact"].tables["strategies"]
+        print(f"  {label}: quant_impact done", flush=True)
+    return out
+
+
+def _agree(r: dict) -> tuple[str, str]:
+    if r["strategy"] == "none":
+        return "1", "0"
+    return f"{r['top1_agree']:.3f}", f"{r['kl']:.2g}"
+
+
+def strategy_table(by_model: dict[str, list[dict]], models: list[str], names: list[str]) -> str:
+    from modelxray.core.formatting import human_bytes
+
+    head = "| model | quant | accuracy (95% Wilson interval) | top-1 agreement | KL (nats) | effective bits | weights |"
+    rows = [head, "|---|---|---|---|---|---|---|"]
+    for label in models:
+        for r in by_model[label]:
+            if r["strategy"] not in names:
+                continue
+            agree, kl = _agree(r)
+            acc = f"{r['accuracy']:.3f} ({r['accuracy_ci_low']:.3f}-{r['accuracy_ci_high']:.3f})"
+            bits = f"{r['effective_bits']:.2f}" if r["strategy"] != "none" else "32"
+            rows.append(
+                f"| {label} | {r['strategy']} | {acc} | {agree} | {kl} | {bits} | {human_bytes(r['weight_bytes'])} |"
+            )
+    return "\n".join(rows)
+
+
+def robustness(cache: Path, work: Path) -> str:
+    run = _analyze(["model=digits_clip", f"model.cache_dir={cache}", "analyzer=[robustness]"], work / "robust")
+    result = run.results["robustness"]
+    table = result.source.summary_tables(result)
+    (name, rows), *_ = table.items()
+    cols = list(rows[0])
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(_cell(r[c]) for c in cols) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def bitwidth(cache: Path, work: Path, args: list[str], name: str) -> tuple[str, str]:
+    """The configurations table and the most sensitive units of one bitwidth run."""
+    run = _analyze([*args, f"model.cache_dir={cache}", "analyzer=[bitwidth]", *BITWIDTH], work / name)
+    result = run.results["bitwidth"]
+    m = result.metrics
+    head = "| configuration | effective bits | accuracy [95% interval] | KL | top-1 agreement | Pareto |"
+    rows = [head, "|---|---|---|---|---|---|"]
+    acc = f"{m['reference_accuracy']:.3f} [{m['reference_accuracy_ci_low']:.3f}, {m['reference_accuracy_ci_high']:.3f}]"
+    rows.append(f"| unquantized | 32 | {acc} | 0 | 1 | |")
+    for r in result.tables["configurations"]:
+        acc = f"{r['accuracy']:.3f} [{r['accuracy_ci_low']:.3f}, {r['accuracy_ci_high']:.3f}]"
+        pareto = "yes" if r.get("pareto") else ""
+        rows.append(
+            f"| {r['config']} | {r['effective_bits']:.2f} | {acc} | {r['kl']:.2g} | {r['top1_agree']:.3f} | {pareto} |"
+        )
+    rec = result.data["recommendation"]
+    rows += ["", f"Recommended: {rec['source']} plan, {rec['effective_bits']:.2f} effective bits, accuracy "
+                 f"{rec['accuracy']:.3f}, top-1 agreement {rec['top1_agree']:.3f}."]  # fmt: skip
+    sens = sorted(result.tables["layer_sensitivity"], key=lambda r: -r["kl"])[:4]
+    unit = next(k for k in ("unit", "label", "name", "block") if k in sens[0])
+    lines = ["| unit (at 3 bits, the rest unquantized) | KL | top-1 agreement | accuracy change |", "|---|---|---|---|"]
+    lines += [f"| `{r[unit]}` | {r['kl']:.2g} | {r['top1_agree']:.3f} | {-r['accuracy_drop']:+.3f} |" for r in sens]
+    print(f"  {name}: bitwidth done", flush=True)
+    return "\n".join(rows), "\n".join(lines)
+
+
+def _cell(v) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--check", action="store_true", help="measure, write nothing; exit 1 when a table differs")
+    args = ap.parse_args()
+    import torch
+
+    print(f"torch {torch.__version__}, CPU {torch.backends.cpu.get_cpu_capability()}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        cache, work = Path(tmp) / "cache", Path(tmp) / "runs"
+        blocks_kinds = {"trained digits defaults": trained(cache, work)}
+        by_model = strategies(cache, work)
+        models = [m for m, _ in MODELS[2:]]
+        blocks_kinds["digits quantized"] = strategy_table(by_model, models, ["none", "int8", "int4"])
+        blocks_kinds["digits_clip strategies"] = strategy_table(by_model, models[1:], STRATEGIES)
+        blocks_kinds["digits_clip robustness"] = robustness(cache, work)
+        mlp_table, _ = bitwidth(cache, work, ["model=digits_mlp"], "bits_mlp")
+        clip_table, clip_units = bitwidth(cache, work, ["model=digits_clip"], "bits_clip")
+        blocks_bits = {"bitwidth digits_mlp": mlp_table, "bitwidth digits_clip": clip_table}
+        blocks_bits["bitwidth digits_clip units"] = clip_units
+        blocks_quant = {
+            "digits calibrated": strategy_table(by_model, models, ["none", "int4", "gptq_int4", "awq_int4"])
+        }
+    stale = update(ROOT / "docs" / "model_kinds.md", blocks_kinds, SCRIPT, args.check)
+    stale += update(ROOT / "docs" / "quantization.md", blocks_quant, SCRIPT, args.check)
+    stale += update(ROOT / "docs" / "analyzers" / "bitwidth.md", blocks_bits, SCRIPT, args.check)
+    if args.check and stale:
+        print(f"differ from a fresh run: {', '.join(stale)}; rerun python scripts/{SCRIPT}")
+        raise SystemExit(1)
+    print(
+        "the docs' measured tables match a fresh run"
+        if args.check
+        else "wrote docs/model_kinds.md, docs/quantization.md, docs/analyzers/bitwidth.md"
+    )
+
+
+if __name__ == "__main__":
+    main()
