@@ -5,9 +5,10 @@ model no better than guessing uniformly. A report about such a model ("robust to
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
-from modelxray.metrics.measurements import wilson_interval
+if TYPE_CHECKING:  # the analyzers' configs read COLLAPSE_SHARE without importing torch
+    import torch
 
 COLLAPSE_SHARE = 0.95  # default share of one predicted class that is a collapse (analyzer.performance.collapse_share)
 
@@ -17,6 +18,10 @@ def classifier_signs(logits: torch.Tensor, labels: torch.Tensor, collapse_share:
     predicted for at least ``collapse_share`` of the examples; outputs the same for every input;
     accuracy whose 95% Wilson interval holds the commonest class's share (what always answering it
     scores). Empty for a model that learnt something."""
+    import torch
+
+    from modelxray.metrics.measurements import wilson_interval
+
     n = int(labels.shape[0])
     if n == 0:
         return []
