@@ -3,8 +3,6 @@ quota), said in the report's header."""
 
 import os
 
-import pytest
-
 from modelxray.core.cpus import cgroup_quota, cpu_budget
 
 
@@ -33,22 +31,26 @@ def test_the_budget_is_the_smaller_limit(tmp_path, monkeypatch):
     assert cpu_budget(tmp_path).cpus == 1 and cpu_budget(tmp_path).describe().startswith("1 usable CPU (")
 
 
-@pytest.mark.parametrize("configured", [None, 1])
-def test_the_report_header_says_the_threads_used(configured, tmp_path, monkeypatch):
+def test_a_configured_thread_count_is_said_as_set(monkeypatch):
+    import torch
+
+    from modelxray.app.summary import threads_line
+
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    assert threads_line(1) == "1 (threads=1)"
+    assert threads_line(None).startswith(f"1, from the {cpu_budget().describe()}")
+
+
+def test_the_report_header_says_the_threads_used(tmp_path, monkeypatch):
     import modelxray
 
     monkeypatch.chdir(tmp_path)
     args = ["debug=tiny", "model.n_layer=1", "dataset.max_tokens=256", "dataset.seq_len=32", "report.dashboard=false"]
     args += ["analyzer.performance.iters=1", "analyzer.performance.layer_timing=false"]
-    if configured:
-        args.append(f"threads={configured}")
     out = modelxray.analyze(args, output_dir=tmp_path / "run")
     header = (tmp_path / "run" / "summary_report.md").read_text()
     (line,) = [ln for ln in header.splitlines() if ln.startswith("- **Threads**")]
-    if configured:
-        assert line == "- **Threads**: 1 (threads=1)"
-    else:
-        from modelxray.app.orchestration import default_threads
+    from modelxray.app.orchestration import default_threads
 
-        assert line.startswith(f"- **Threads**: {default_threads()}, from the {cpu_budget().cpus} usable CPU")
+    assert line.startswith(f"- **Threads**: {default_threads()}, from the {cpu_budget().cpus} usable CPU")
     assert out.failed == []

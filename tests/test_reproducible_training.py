@@ -37,7 +37,7 @@ def _train_with_run_threads(threads: int, make) -> str:
 @pytest.mark.parametrize(
     "make",
     [
-        lambda: DigitsClassifierSource(arch="vit", epochs=2, use_disk_cache=False, progress=False),
+        lambda: DigitsClassifierSource(arch="vit", epochs=1, use_disk_cache=False, progress=False),
         lambda: DigitsCLIPSource(epochs=1, use_disk_cache=False, progress=False),
     ],
     ids=["digits_vit", "digits_clip"],

@@ -74,7 +74,7 @@ def test_sigterm_ends_the_run_killed_in_one_line(tmp_path, cache_dir):
     assert run.info.status == "KILLED" and "performance/perplexity" in run.data.metrics
 
 
-@pytest.mark.parametrize("how", ["SIGTERM", "Ctrl-C"])
+@pytest.mark.parametrize("how", [pytest.param("SIGTERM", marks=pytest.mark.slow), "Ctrl-C"])
 def test_a_stopped_sweep_stops_its_jobs_and_ends_its_parent_killed(how, tmp_path, cache_dir):
     """Jobs in their own processes (hydra/launcher=local_jobs), as on SLURM: the sweep's process is
     stopped while both jobs are analysing, by SIGTERM or by Ctrl-C in its terminal (which reaches the

@@ -45,9 +45,10 @@ def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
     budget = data.get("budget") or {}
     allowed = [r for r in rows if r.get("within_budget", True) and not r.get("fidelity_broken")]
     moved = [r for r in rows if r.get("within_budget", True) and r.get("fidelity_broken")]
+    bounds_said = []  # after the recommendation: what the agreement bounds kept out of it
     if moved:
         fid = data.get("fidelity", {})
-        out.append(
+        bounds_said.append(
             f"Not recommended whatever their score, their outputs moved too far from "
             f"{data.get('baseline', 'the unquantized model')} (top-1 agreement at least {fid.get('agreement_floor', 0.9):g}, "
             f"KL at most {fid.get('kl_ceiling', 0.25):g}): "
@@ -75,7 +76,7 @@ def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
     best = max(allowed, key=lambda r: r[f"score_{priority}"])
     by_score = max((r for r in rows if r.get("within_budget", True)), key=lambda r: r[f"score_{priority}"])
     if by_score is not best:
-        out.append(
+        bounds_said.append(
             f"The '{priority}' score alone would pick {by_score['strategy']}; the agreement bound decided "
             f"against it ({', '.join(by_score['fidelity_broken'])})."
         )
@@ -97,6 +98,7 @@ def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
         f"(baseline {human_bytes(base['weight_bytes'])}), {best[throughput]:,.0f} {unit} "
         f"(baseline {base[throughput]:,.0f})."
     )
+    out += bounds_said
     smallest = min(allowed, key=lambda r: r["weight_bytes"])
     if priority in PRIORITIES and smallest is not best and smallest["weight_bytes"] < best["weight_bytes"]:
         wq, ws, wm = PRIORITIES[priority]
