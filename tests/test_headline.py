@@ -30,3 +30,4 @@ def test_the_description_reads_as_a_sentence_with_its_links():
         "**smollm2 perf int4**\n\nperplexity 19.97 ± 0.41; top-1 agreement 0.912 ± 0.004; weights 98.0 MiB "
         "(± one standard error)\n\n[The sweep's comparison](http://x/#/r?workflowType=machine_learning)\n"
     )
+    assert description("t", [("size_bytes", 1024.0, None)], []) == "**t**\n\nweights 1.0 KiB\n"

@@ -73,6 +73,7 @@ def description(title: str, figures: list[tuple[str, float, float | None]], link
     """The run's description (Markdown): the title, the headline figures (± one standard error), links."""
     lines = [f"**{title}**", ""]
     if figures:
-        lines += ["; ".join(figure_text(*f) for f in figures) + " (± one standard error)", ""]
+        errors = " (± one standard error)" if any(se is not None for _, _, se in figures) else ""
+        lines += ["; ".join(figure_text(*f) for f in figures) + errors, ""]
     lines += [f"[{text}]({url})" for text, url in links]
     return "\n".join(lines).strip() + "\n"
