@@ -109,7 +109,7 @@ def backbone(cache: Path, work: Path) -> str:
         m = _run(["model=digits_segmenter", "model.kind=image_features"], q, cache, work)
         bits = "32" if q == "none" else f"{m['quant/effective_bits']:.2f}"
         drift = "-" if q == "none" else f"{m['performance/embedding_drift']:.1e}"
-        label = f"{q} ({_layers(m, q, None)})" if q.startswith("gptq") else q
+        label = f"{q} ({_layers(m, q, None).replace(' (', ', ').rstrip(')')})" if q.startswith("gptq") else q
         rows.append(f"| {label} | {interval(m, 'performance/knn_accuracy')} | {drift} | {bits} |")
     return "\n".join(rows)
 
