@@ -141,6 +141,34 @@ def bitwidth(cache: Path, work: Path, args: list[str], name: str) -> tuple[str, 
     return "\n".join(rows), "\n".join(lines)
 
 
+def image_corruptions(cache: Path, work: Path) -> str:
+    """Accuracy of the two small digits classifiers under each image corruption, at the table's levels."""
+    grid = {
+        "gaussian_noise": [0.05, 0.1, 0.2, 0.3, 0.5],
+        "blur": [0.5, 1, 1.5, 2, 3],
+        "occlusion": [0.25, 0.5, 0.75, 1.0],
+    }
+    rows = ["| model (clean accuracy) | noise sigma 0.05 / 0.1 / 0.2 / 0.3 / 0.5 | blur sigma 0.5 / 1 / 1.5 / 2 / 3 px "
+            "| occlusion 0.25 / 0.5 / 0.75 / 1.0 (grey) |", "|---|---|---|---|"]  # fmt: skip
+    for label, args in (("MLP 64", ["model=digits_mlp"]), ("CNN 8-16", ["model=digits_mlp", "model.arch=cnn"])):
+        run = _analyze([*args, f"model.cache_dir={cache}", "analyzer=[robustness]",
+                        "analyzer.robustness.gaussian_noise_sigmas=[0.05,0.1,0.2,0.3,0.5]",
+                        "analyzer.robustness.blur_sigmas=[0.5,1,1.5,2,3]", "analyzer.robustness.occlusion_sides=[0.25,0.5,0.75,1.0]",
+                        "analyzer.robustness.fgsm_eps=[]", "analyzer.robustness.pgd_eps=[]",
+                        "analyzer.robustness.weight_noise_levels=[]", "analyzer.robustness.quant_noise_bits=[]",
+                        "analyzer.robustness.dropout_rates=[]", "analyzer.robustness.substitution_rates=[]"],
+                       work / f"corrupt_{label.split()[0]}")  # fmt: skip
+        result = run.results["robustness"]
+        table = result.tables["robustness"]
+        cells = []
+        for family, levels in grid.items():
+            acc = {float(r["level"]): r["accuracy"] for r in table if r["family"] == family}
+            cells.append(" / ".join(f"{acc[float(x)]:.3f}" for x in levels))
+        rows.append(f"| {label} ({result.metrics['clean_accuracy']:.3f}) | " + " | ".join(cells) + " |")
+    print("  image corruptions done", flush=True)
+    return "\n".join(rows)
+
+
 def _cell(v) -> str:
     return f"{v:.3g}" if isinstance(v, float) else str(v)
 
@@ -163,6 +191,7 @@ def main() -> None:
         mlp_table, _ = bitwidth(cache, work, ["model=digits_mlp"], "bits_mlp")
         clip_table, clip_units = bitwidth(cache, work, ["model=digits_clip"], "bits_clip")
         blocks_bits = {"bitwidth digits_mlp": mlp_table, "bitwidth digits_clip": clip_table}
+        blocks_robust = {"digits image corruptions": image_corruptions(cache, work)}
         blocks_bits["bitwidth digits_clip units"] = clip_units
         blocks_quant = {
             "digits calibrated": strategy_table(by_model, models, ["none", "int4", "gptq_int4", "awq_int4"])
@@ -170,13 +199,14 @@ def main() -> None:
     stale = update(ROOT / "docs" / "model_kinds.md", blocks_kinds, SCRIPT, args.check)
     stale += update(ROOT / "docs" / "quantization.md", blocks_quant, SCRIPT, args.check)
     stale += update(ROOT / "docs" / "analyzers" / "bitwidth.md", blocks_bits, SCRIPT, args.check)
+    stale += update(ROOT / "docs" / "analyzers" / "robustness.md", blocks_robust, SCRIPT, args.check)
     if args.check and stale:
         print(f"differ from a fresh run: {', '.join(stale)}; rerun python scripts/{SCRIPT}")
         raise SystemExit(1)
     print(
         "the docs' measured tables match a fresh run"
         if args.check
-        else "wrote docs/model_kinds.md, docs/quantization.md, docs/analyzers/bitwidth.md"
+        else "wrote docs/model_kinds.md, docs/quantization.md, docs/analyzers/bitwidth.md, robustness.md"
     )
 
 
