@@ -169,6 +169,38 @@ def image_corruptions(cache: Path, work: Path) -> str:
     return "\n".join(rows)
 
 
+ATTACKS = {  # family -> (levels, the table's column head), at the table's levels
+    "fgsm": ([0.01, 0.03, 0.1, 0.2], "FGSM 0.01 / 0.03 / 0.1 / 0.2"),
+    "pgd": ([0.1, 0.2], "PGD-10 0.1 / 0.2"),
+    "weight_noise": ([0.3, 1.0], "weight noise 0.3 / 1.0"),
+    "quant_noise": ([3, 2], "quant noise 3 / 2 bits"),
+    "feature_dropout": ([0.1, 0.2], "dropout 0.1 / 0.2"),
+    "feature_substitution": ([0.1, 0.2], "substitution 0.1 / 0.2"),
+}
+
+
+def attacks(cache: Path, work: Path) -> str:
+    """Accuracy of the two small digits classifiers under attacks, weight and input noise."""
+    rows = ["| model (clean accuracy) | " + " | ".join(head for _, head in ATTACKS.values()) + " |",
+            "|---|" + "---|" * len(ATTACKS)]  # fmt: skip
+    for label, args in (("MLP 64", ["model=digits_mlp"]), ("CNN 8-16", ["model=digits_mlp", "model.arch=cnn"])):
+        run = _analyze([*args, f"model.cache_dir={cache}", "analyzer=[robustness]",
+                        "analyzer.robustness.fgsm_eps=[0.01,0.03,0.1,0.2]", "analyzer.robustness.pgd_eps=[0.1,0.2]",
+                        "analyzer.robustness.pgd_steps=10", "analyzer.robustness.weight_noise_levels=[0.3,1.0]",
+                        "analyzer.robustness.quant_noise_bits=[3,2]", "analyzer.robustness.dropout_rates=[0.1,0.2]",
+                        "analyzer.robustness.substitution_rates=[0.1,0.2]", "analyzer.robustness.gaussian_noise_sigmas=[]",
+                        "analyzer.robustness.blur_sigmas=[]", "analyzer.robustness.occlusion_sides=[]"],
+                       work / f"attacks_{label.split()[0]}")  # fmt: skip
+        result = run.results["robustness"]
+        cells = []
+        for family, (levels, _) in ATTACKS.items():
+            acc = {float(r["level"]): r["accuracy"] for r in result.tables["robustness"] if r["family"] == family}
+            cells.append(" / ".join(f"{acc[float(x)]:.3f}" for x in levels))
+        rows.append(f"| {label} ({result.metrics['clean_accuracy']:.3f}) | " + " | ".join(cells) + " |")
+    print("  attacks done", flush=True)
+    return "\n".join(rows)
+
+
 def _cell(v) -> str:
     return f"{v:.3g}" if isinstance(v, float) else str(v)
 
@@ -191,7 +223,10 @@ def main() -> None:
         mlp_table, _ = bitwidth(cache, work, ["model=digits_mlp"], "bits_mlp")
         clip_table, clip_units = bitwidth(cache, work, ["model=digits_clip"], "bits_clip")
         blocks_bits = {"bitwidth digits_mlp": mlp_table, "bitwidth digits_clip": clip_table}
-        blocks_robust = {"digits image corruptions": image_corruptions(cache, work)}
+        blocks_robust = {
+            "digits image corruptions": image_corruptions(cache, work),
+            "digits attacks": attacks(cache, work),
+        }
         blocks_bits["bitwidth digits_clip units"] = clip_units
         blocks_quant = {
             "digits calibrated": strategy_table(by_model, models, ["none", "int4", "gptq_int4", "awq_int4"])

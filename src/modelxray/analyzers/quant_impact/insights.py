@@ -104,7 +104,7 @@ def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
         wq, ws, wm = PRIORITIES[priority]
         out.append(
             f"The smallest, {smallest['strategy']} ({human_bytes(smallest['weight_bytes'])}), is not recommended: "
-            f"the '{priority}' score weighs memory {wm:g}, quality {wq:g} and speed {ws:g}, and {smallest['strategy']} "
+            f"the '{priority}' score weighs memory {wm:.2g}, quality {wq:.2g} and speed {ws:.2g}, and {smallest['strategy']} "
             f"keeps {smallest['quality_ratio']:.2f} of the baseline's quality against {best['quality_ratio']:.2f}."
         )
     sim = [r["strategy"] for r in rows if r["simulated"]]
