@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -200,8 +201,22 @@ def check(store: Path, out: Path, chromium: str, port: int) -> list[str]:
         expect(parent["name"] in body, f"the sweep's parent run is listed: {parent['name']}")
         expect("pydoc_topics" in body, "the dataset column shows the dataset (pydoc_topics)")
 
-        body = _shoot(fresh(), f"{base}/experiments/{exp_id}/runs?{VIEW}&compareRunsMode=CHART", out / "charts.png")
-        expect("performance" in body and "quant" in body, "charts are grouped by analyzer (performance, quant)")
+        page = fresh()
+        page.goto(f"{base}/experiments/{exp_id}/runs?{VIEW}&compareRunsMode=CHART")
+        page.get_by_text(parent["name"][:20]).first.wait_for(timeout=60_000)
+        _close_assistant(page)
+        cell = page.locator("[role=gridcell]", has_text=parent["name"][:20]).first
+        if cell.count():
+            cell.locator("button").first.click()  # the sweep's jobs, so their charts are drawn
+        page.wait_for_timeout(3000)
+        page.screenshot(path=str(out / "charts.png"))
+        body = page.inner_text("body")
+        # a section's name and its chart count: "headline (7)", on one line or two
+        sections = re.findall(r"^([a-z_]+)\s*\(\d+\)", body, flags=re.MULTILINE)
+        expect(
+            sections[:1] == ["headline"] and {"performance", "quant"} <= set(sections),
+            f"charts are grouped by analyzer, the jobs' headline first: {', '.join(sections)}",
+        )
 
         compare = f"{base}/compare-runs?runs={json.dumps([j['id'] for j in jobs])}&experiments={json.dumps([exp_id])}"
         page = fresh()
@@ -225,7 +240,7 @@ def check(store: Path, out: Path, chromium: str, port: int) -> list[str]:
         job = jobs[0]
         body = _shoot(fresh(), f"{base}/experiments/{exp_id}/runs/{job['id']}?{VIEW}", out / "run_page.png")
         expect(
-            "Traces" not in body and "Evaluations" not in body and "Metrics" in body,
+            "Model metrics" in body and "Evaluations" not in body and "Description" in body,
             "a direct link opens the run page in the model-training view (not the GenAI view)",
         )
         headline = next((ln for ln in job["description"].splitlines() if "perplexity" in ln), "")
