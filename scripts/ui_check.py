@@ -218,13 +218,19 @@ def check(store: Path, out: Path, chromium: str, port: int) -> list[str]:
             f"charts are grouped by analyzer, the jobs' headline first: {', '.join(sections)}",
         )
 
-        compare = f"{base}/compare-runs?runs={json.dumps([j['id'] for j in jobs])}&experiments={json.dumps([exp_id])}"
+        compare = (
+            f"{base}/compare-runs?runs={json.dumps([j['id'] for j in jobs])}&experiments={json.dumps([exp_id])}&{VIEW}"
+        )
         page = fresh()
         page.goto(compare)
         page.get_by_text("Run details").first.wait_for(timeout=60_000)
         _close_assistant(page)
         page.screenshot(path=str(out / "compare.png"), full_page=True)
-        expect(all(j["name"] in page.inner_text("body") for j in jobs), "the compare view names both jobs")
+        body = page.inner_text("body")
+        expect(all(j["name"] in body for j in jobs), "the compare view names both jobs")
+        expect(
+            "MCP registry" not in body and "Prompts" not in body, "the compare view opens in the model-training view"
+        )
         for metric in HEADLINE:
             values = [_shown(j["metrics"].get(metric)) for j in jobs]
             page = fresh()  # its metric table scrolled from the top
