@@ -20,6 +20,16 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # one of two workers on two cores: on
 REPO = Path(__file__).resolve().parents[1]
 
 
+def load_script(name: str):
+    """``scripts/<name>.py`` as a module (the scripts are not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 @pytest.fixture(scope="session")
 def tracking_uri(tmp_path_factory) -> str:
     db = tmp_path_factory.mktemp("mlflow") / "mlflow.db"

@@ -3,13 +3,12 @@ apart from the baseline (or the best run) on a metric, with the tokens or exampl
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, load_script
 from modelxray.tracking.mlflow_tracker import MlflowTracker
 
 # perplexity (its error, tokens scored) and accuracy with a 95% interval only (examples scored)
@@ -23,10 +22,7 @@ POINTS = {
 
 @pytest.fixture(scope="module")
 def compare():
-    spec = importlib.util.spec_from_file_location("compare_runs", REPO / "scripts" / "compare_runs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("compare_runs")
 
 
 @pytest.fixture(scope="module")

@@ -1,19 +1,17 @@
 """The config reference and the README's table of options are generated from the code and conf/,
 and CI fails when either is stale."""
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+
+from conftest import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _generator():
-    spec = importlib.util.spec_from_file_location("gen_config_reference", ROOT / "scripts" / "gen_config_reference.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("gen_config_reference")
 
 
 def test_the_generated_files_are_current():

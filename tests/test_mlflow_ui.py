@@ -13,7 +13,7 @@ import time
 import pytest
 import torch
 
-from conftest import REPO, TINY_JOB, mlflow_runs, run_cli
+from conftest import REPO, TINY_JOB, load_script, mlflow_runs, run_cli
 from modelxray.api import compose
 from modelxray.app import choices_of
 from modelxray.data.base import ClassificationData, TokenData
@@ -246,10 +246,7 @@ def _ui_check_missing() -> str | None:
 
 
 def _ui_check_module():
-    spec = importlib.util.spec_from_file_location("ui_check", REPO / "scripts" / "ui_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("ui_check")
 
 
 def test_ui_check_starts_one_worker_and_waits_long_enough_for_a_loaded_machine():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 
 import pytest
 import torch
@@ -325,13 +324,9 @@ def test_flagship_sweep_gives_two_comparable_mlflow_runs(tiny, tracking_uri, tmp
             "plots/noise_robustness.png",
             "plots/perturbation_robustness.png",
         } <= logged
-    import importlib.util
+    from conftest import load_script
 
-    spec = importlib.util.spec_from_file_location(
-        "compare_runs", Path(__file__).parents[1] / "scripts" / "compare_runs.py"
-    )
-    compare = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(compare)
+    compare = load_script("compare_runs")
     text = compare.table(
         tracking_uri,
         "test_flagship_sweep_gives_two_comparable_mlflow_runs",

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, load_script
 
 
 @pytest.fixture(scope="module")
 def run_examples():
-    spec = importlib.util.spec_from_file_location("run_examples", REPO / "scripts" / "run_examples.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("run_examples")
 
 
 def test_no_time_limit_unless_one_is_given(run_examples, tmp_path):
