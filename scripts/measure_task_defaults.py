@@ -114,52 +114,65 @@ def backbone(cache: Path, work: Path) -> str:
     return "\n".join(rows)
 
 
-def vlm(cache: Path, work: Path) -> str:
-    extra = ("analyzer.performance.generate_examples=64", "analyzer.performance.max_new_tokens=3")
-    rows = ["| quant | answer perplexity | token accuracy | exact match (95% interval) | top-1 agreement | KL (nats) "
-            "| answers equal to unquantized | effective bits |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for q in ["none", "int8", "int4", "int3", "int2"]:
-        m = _run(["model=digits_vlm"], q, cache, work, extra)
+def quant_table(model: str, quants: list[str], columns: list[tuple], cache: Path, work: Path, extra=()) -> str:
+    """One row per quantizer: ``columns`` are (head, cell of the metrics, shown for ``none`` too);
+    the unquantized row shows "-" where a column compares with it, and the bits column closes it."""
+    heads = ["quant", *(head for head, _, _ in columns), "effective bits"]
+    rows = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    for q in quants:
+        m = _run([f"model={model}"], q, cache, work, extra)
         none = q == "none"
+        cells = [cell(m) if always or not none else "-" for _, cell, always in columns]
         rows.append(
-            f"| {q} | {pm(m, 'performance/perplexity')} | {pm(m, 'performance/accuracy')} "
-            f"| {interval(m, 'performance/exact_match')} | {'-' if none else pm(m, 'performance/top1_agree')} "
-            f"| {'-' if none else small(m.get('performance/kl'))} "
-            f"| {'-' if none else interval(m, 'performance/unquantized_exact_match')} "
-            f"| {'32' if none else format(m['quant/effective_bits'], '.2f')} |"
+            f"| {q} | " + " | ".join(cells) + f" | {'32' if none else format(m['quant/effective_bits'], '.2f')} |"
         )
     return "\n".join(rows)
+
+
+def _pm(key: str, digits: int = 3):
+    return lambda m: pm(m, f"performance/{key}", digits)
+
+
+AGREE = ("top-1 agreement", _pm("top1_agree"), False)
+KL = ("KL (nats)", lambda m: small(m.get("performance/kl")), False)
+
+
+def vlm(cache: Path, work: Path) -> str:
+    columns = [
+        ("answer perplexity", _pm("perplexity"), True),
+        ("token accuracy", _pm("accuracy"), True),
+        ("exact match (95% interval)", lambda m: interval(m, "performance/exact_match"), True),
+        AGREE,
+        KL,
+        ("answers equal to unquantized", lambda m: interval(m, "performance/unquantized_exact_match"), False),
+    ]
+    extra = ("analyzer.performance.generate_examples=64", "analyzer.performance.max_new_tokens=3")
+    return quant_table("digits_vlm", ["none", "int8", "int4", "int3", "int2"], columns, cache, work, extra)
 
 
 TEXT_QUANTS = ["none", "int8", "int4", "gptq_int4", "awq_int4", "int3", "gptq_int3", "int2"]
 
 
 def bart(cache: Path, work: Path) -> str:
-    rows = ["| quant | target perplexity | token accuracy | chrF | chrF vs unquantized output | top-1 agreement | KL (nats) "
-            "| effective bits |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    for q in TEXT_QUANTS:
-        m = _run(["model=pydoc_bart"], q, cache, work)
-        none = q == "none"
-        rows.append(
-            f"| {q} | {pm(m, 'performance/perplexity', 2)} | {pm(m, 'performance/accuracy')} | {pm(m, 'performance/chrf', 1)} "
-            f"| {'-' if none else pm(m, 'performance/unquantized_chrf', 1)} | {'-' if none else pm(m, 'performance/top1_agree')} "
-            f"| {'-' if none else small(m.get('performance/kl'))} | {'32' if none else format(m['quant/effective_bits'], '.2f')} |"
-        )
-    return "\n".join(rows)
+    columns = [
+        ("target perplexity", _pm("perplexity", 2), True),
+        ("token accuracy", _pm("accuracy"), True),
+        ("chrF", _pm("chrf", 1), True),
+        ("chrF vs unquantized output", _pm("unquantized_chrf", 1), False),
+        AGREE,
+        KL,
+    ]
+    return quant_table("pydoc_bart", TEXT_QUANTS, columns, cache, work)
 
 
 def bert(cache: Path, work: Path) -> str:
-    rows = ["| quant | masked-token perplexity | masked-token accuracy | top-1 agreement | KL (nats) | effective bits |",
-            "|---|---|---|---|---|---|"]  # fmt: skip
-    for q in TEXT_QUANTS:
-        m = _run(["model=pydoc_bert"], q, cache, work)
-        none = q == "none"
-        rows.append(
-            f"| {q} | {pm(m, 'performance/perplexity', 0)} | {pm(m, 'performance/accuracy')} "
-            f"| {'-' if none else pm(m, 'performance/top1_agree')} | {'-' if none else small(m.get('performance/kl'))} "
-            f"| {'32' if none else format(m['quant/effective_bits'], '.2f')} |"
-        )
-    return "\n".join(rows)
+    columns = [
+        ("masked-token perplexity", _pm("perplexity", 0), True),
+        ("masked-token accuracy", _pm("accuracy"), True),
+        AGREE,
+        KL,
+    ]
+    return quant_table("pydoc_bert", TEXT_QUANTS, columns, cache, work)
 
 
 TABLES = {  # block name -> (the model it trains, the function measuring it)

@@ -141,35 +141,24 @@ def bitwidth(cache: Path, work: Path, args: list[str], name: str) -> tuple[str, 
     return "\n".join(rows), "\n".join(lines)
 
 
-def image_corruptions(cache: Path, work: Path) -> str:
-    """Accuracy of the two small digits classifiers under each image corruption, at the table's levels."""
-    grid = {
-        "gaussian_noise": [0.05, 0.1, 0.2, 0.3, 0.5],
-        "blur": [0.5, 1, 1.5, 2, 3],
-        "occlusion": [0.25, 0.5, 0.75, 1.0],
-    }
-    rows = ["| model (clean accuracy) | noise sigma 0.05 / 0.1 / 0.2 / 0.3 / 0.5 | blur sigma 0.5 / 1 / 1.5 / 2 / 3 px "
-            "| occlusion 0.25 / 0.5 / 0.75 / 1.0 (grey) |", "|---|---|---|---|"]  # fmt: skip
-    for label, args in (("MLP 64", ["model=digits_mlp"]), ("CNN 8-16", ["model=digits_mlp", "model.arch=cnn"])):
-        run = _analyze([*args, f"model.cache_dir={cache}", "analyzer=[robustness]",
-                        "analyzer.robustness.gaussian_noise_sigmas=[0.05,0.1,0.2,0.3,0.5]",
-                        "analyzer.robustness.blur_sigmas=[0.5,1,1.5,2,3]", "analyzer.robustness.occlusion_sides=[0.25,0.5,0.75,1.0]",
-                        "analyzer.robustness.fgsm_eps=[]", "analyzer.robustness.pgd_eps=[]",
-                        "analyzer.robustness.weight_noise_levels=[]", "analyzer.robustness.quant_noise_bits=[]",
-                        "analyzer.robustness.dropout_rates=[]", "analyzer.robustness.substitution_rates=[]"],
-                       work / f"corrupt_{label.split()[0]}")  # fmt: skip
-        result = run.results["robustness"]
-        table = result.tables["robustness"]
-        cells = []
-        for family, levels in grid.items():
-            acc = {float(r["level"]): r["accuracy"] for r in table if r["family"] == family}
-            cells.append(" / ".join(f"{acc[float(x)]:.3f}" for x in levels))
-        rows.append(f"| {label} ({result.metrics['clean_accuracy']:.3f}) | " + " | ".join(cells) + " |")
-    print("  image corruptions done", flush=True)
-    return "\n".join(rows)
-
-
-ATTACKS = {  # family -> (levels, the table's column head), at the table's levels
+# each robustness family's levels key; a table sets its own families' levels and leaves the others off
+LEVEL_KEYS = {
+    "fgsm": "fgsm_eps",
+    "pgd": "pgd_eps",
+    "weight_noise": "weight_noise_levels",
+    "quant_noise": "quant_noise_bits",
+    "feature_dropout": "dropout_rates",
+    "feature_substitution": "substitution_rates",
+    "gaussian_noise": "gaussian_noise_sigmas",
+    "blur": "blur_sigmas",
+    "occlusion": "occlusion_sides",
+}
+CORRUPTIONS = {  # family -> (levels, the table's column head)
+    "gaussian_noise": ([0.05, 0.1, 0.2, 0.3, 0.5], "noise sigma 0.05 / 0.1 / 0.2 / 0.3 / 0.5"),
+    "blur": ([0.5, 1, 1.5, 2, 3], "blur sigma 0.5 / 1 / 1.5 / 2 / 3 px"),
+    "occlusion": ([0.25, 0.5, 0.75, 1.0], "occlusion 0.25 / 0.5 / 0.75 / 1.0 (grey)"),
+}
+ATTACKS = {
     "fgsm": ([0.01, 0.03, 0.1, 0.2], "FGSM 0.01 / 0.03 / 0.1 / 0.2"),
     "pgd": ([0.1, 0.2], "PGD-10 0.1 / 0.2"),
     "weight_noise": ([0.3, 1.0], "weight noise 0.3 / 1.0"),
@@ -179,25 +168,25 @@ ATTACKS = {  # family -> (levels, the table's column head), at the table's level
 }
 
 
-def attacks(cache: Path, work: Path) -> str:
-    """Accuracy of the two small digits classifiers under attacks, weight and input noise."""
-    rows = ["| model (clean accuracy) | " + " | ".join(head for _, head in ATTACKS.values()) + " |",
-            "|---|" + "---|" * len(ATTACKS)]  # fmt: skip
+def robustness_levels(cache: Path, work: Path, families: dict, name: str, extra: tuple[str, ...] = ()) -> str:
+    """Accuracy of the two small digits classifiers at each level of ``families`` (the others off)."""
+    rows = ["| model (clean accuracy) | " + " | ".join(head for _, head in families.values()) + " |",
+            "|---|" + "---|" * len(families)]  # fmt: skip
+    levels = [
+        f"analyzer.robustness.{key}=[{','.join(f'{x:g}' for x in families[f][0])}]" if f in families
+        else f"analyzer.robustness.{key}=[]"
+        for f, key in LEVEL_KEYS.items()
+    ]  # fmt: skip
     for label, args in (("MLP 64", ["model=digits_mlp"]), ("CNN 8-16", ["model=digits_mlp", "model.arch=cnn"])):
-        run = _analyze([*args, f"model.cache_dir={cache}", "analyzer=[robustness]",
-                        "analyzer.robustness.fgsm_eps=[0.01,0.03,0.1,0.2]", "analyzer.robustness.pgd_eps=[0.1,0.2]",
-                        "analyzer.robustness.pgd_steps=10", "analyzer.robustness.weight_noise_levels=[0.3,1.0]",
-                        "analyzer.robustness.quant_noise_bits=[3,2]", "analyzer.robustness.dropout_rates=[0.1,0.2]",
-                        "analyzer.robustness.substitution_rates=[0.1,0.2]", "analyzer.robustness.gaussian_noise_sigmas=[]",
-                        "analyzer.robustness.blur_sigmas=[]", "analyzer.robustness.occlusion_sides=[]"],
-                       work / f"attacks_{label.split()[0]}")  # fmt: skip
+        run = _analyze([*args, f"model.cache_dir={cache}", "analyzer=[robustness]", *levels, *extra],
+                       work / f"{name}_{label.split()[0]}")  # fmt: skip
         result = run.results["robustness"]
         cells = []
-        for family, (levels, _) in ATTACKS.items():
+        for family, (at, _) in families.items():
             acc = {float(r["level"]): r["accuracy"] for r in result.tables["robustness"] if r["family"] == family}
-            cells.append(" / ".join(f"{acc[float(x)]:.3f}" for x in levels))
+            cells.append(" / ".join(f"{acc[float(x)]:.3f}" for x in at))
         rows.append(f"| {label} ({result.metrics['clean_accuracy']:.3f}) | " + " | ".join(cells) + " |")
-    print("  attacks done", flush=True)
+    print(f"  {name} done", flush=True)
     return "\n".join(rows)
 
 
@@ -224,8 +213,8 @@ def main() -> None:
         clip_table, clip_units = bitwidth(cache, work, ["model=digits_clip"], "bits_clip")
         blocks_bits = {"bitwidth digits_mlp": mlp_table, "bitwidth digits_clip": clip_table}
         blocks_robust = {
-            "digits image corruptions": image_corruptions(cache, work),
-            "digits attacks": attacks(cache, work),
+            "digits image corruptions": robustness_levels(cache, work, CORRUPTIONS, "corruptions"),
+            "digits attacks": robustness_levels(cache, work, ATTACKS, "attacks", ("analyzer.robustness.pgd_steps=10",)),
         }
         blocks_bits["bitwidth digits_clip units"] = clip_units
         blocks_quant = {

@@ -63,7 +63,7 @@ def load_file(source: FileSource) -> LoadedModel:
         model = _load_torchscript(path)
         stored = _dominant_dtype(model.state_dict())
         if kind == "auto":  # a convolutional file whose forward runs on one image size is an image classifier
-            from modelxray.models.input_inference import probed_image_shape
+            from modelxray.models.image_shape import probed_image_shape
 
             probed = probed_image_shape(model)
             if probed is not None:

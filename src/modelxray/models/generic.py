@@ -21,11 +21,13 @@ from modelxray.data.example_inputs import (
     normalize_inputs,
 )
 from modelxray.measure.classifier_reference import input_dtype
+from modelxray.models.architecture import type_name
 
 
 def smallest_embedding(model: nn.Module) -> int | None:
-    """Rows of the smallest embedding table: integer inputs drawn below it index every table."""
-    rows = [int(m.weight.shape[0]) for m in model.modules() if isinstance(m, nn.Embedding)]
+    """Rows of the smallest embedding table (a scripted module's too): integer inputs drawn below it
+    index every table."""
+    rows = [int(m.weight.shape[0]) for m in model.modules() if type_name(m) == "Embedding"]
     return min(rows) if rows else None
 
 

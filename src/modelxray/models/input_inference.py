@@ -12,9 +12,13 @@ One tensor, in this order (the first that answers wins; the spec's ``source`` sa
    ``H = W``, its ``in_channels`` give ``C``); token ids for a model with a token embedding
    (vocabulary and context length from the config or the embedding); the width of a first linear
    layer;
-4. otherwise nothing: a convolution's weights do not say which image size it was trained at, so
-   the spec is ``unknown`` and the analyzer's preflight raises a one-line ``ConfigError`` naming
-   ``analyzer.inspect.input_shape`` with an example, instead of a guess that fails in the forward.
+4. a first 2-D convolution: its weights do not say the image size, so the model's own forward
+   says it (``models.image_shape.probe_image_size``: the one common square size it runs on);
+5. otherwise nothing: the spec is ``unknown`` and the analyzer's preflight raises a one-line
+   ``ConfigError`` naming ``analyzer.inspect.input_shape`` with an example, instead of a guess that
+   fails in the forward.
+
+The tensors a spec stands for are made by ``models.input_tensors``.
 
 Several tensors (``analyzer.inspect.inputs``, name -> shape with the batch dimension, optional
 ``dtype`` and ``high``): passed by keyword to an ``nn.Module`` whose ``forward`` has those
@@ -34,12 +38,12 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from modelxray.data.example_inputs import make_tensors
 from modelxray.models.architecture import _CONV, type_name
+from modelxray.models.generic import smallest_embedding
+from modelxray.models.image_shape import conv_dims, first_layer, in_channels, probe_image_size, vit_image_shape
 
 _IDS = re.compile(r"(^|_)ids$")
 _MASK = re.compile(r"mask")
-_POS = re.compile(r"(^|[._])pos", re.IGNORECASE)  # pos_embed, embeddings.position_embedding(s)
 _EXAMPLE_SHAPE = {1: [256], 2: [224, 224], 3: [16, 112, 112]}  # spatial part of an example input_shape
 
 
@@ -109,8 +113,8 @@ def infer_input(
             f"dimension, e.g. analyzer.inspect.inputs='{{{example}}}' (ids are int64, others float32)",
         )
     if input_shape:
-        first = _first_layer(model)
-        dims = _conv_dims(first) if first is not None and type_name(first) in _CONV else None
+        first = first_layer(model)
+        dims = conv_dims(first) if first is not None and type_name(first) in _CONV else None
         if dims is not None and len(input_shape) == dims + 2:  # [N, C, H, W] given: the batch is in it
             shape, note = [int(s) for s in input_shape], " with its batch dimension"
         else:
@@ -160,18 +164,18 @@ def _from_model(model: nn.Module, batch_size: int, seq_len: int | None) -> dict:
     if h:
         c = int(getattr(config, "num_channels", None) or 3)
         return {"kind": "image", "shape": [batch_size, c, h, w], "source": "model (config.image_size, num_channels)"}
-    vit = _vit_image_shape(model)
+    vit = vit_image_shape(model)
     if vit is not None:
         chw, why = vit
         return {"kind": "image", "shape": [batch_size, *chw], "source": f"model ({why})"}
     emb = next((m for m in model.modules() if type_name(m) == "Embedding"), None)
     if emb is not None:
         return _token_ids(model, emb, batch_size, seq_len)
-    first = _first_layer(model)
+    first = first_layer(model)
     if first is not None and type_name(first) in _CONV:
-        dims = _conv_dims(first) or 2
-        c = _in_channels(first)
-        size, found = _probe_image_size(model, c) if dims == 2 else (None, "")
+        dims = conv_dims(first) or 2
+        c = in_channels(first)
+        size, found = probe_image_size(model, c) if dims == 2 else (None, "")
         if size is not None:
             return {"kind": "image", "shape": [batch_size, c, size, size], "source": f"model ({found})"}
         example = ",".join(str(s) for s in [c, *_EXAMPLE_SHAPE.get(dims, [224, 224])])
@@ -194,43 +198,6 @@ def _from_model(model: nn.Module, batch_size: int, seq_len: int | None) -> dict:
     )
 
 
-def probed_image_shape(model: nn.Module) -> tuple[tuple[int, int, int], str] | None:
-    """One image's (C, H, W) for a model whose first layer is a 2-D convolution, from its own forward
-    (``_probe_image_size``), with how it was found; None when it is no such model or no single size runs."""
-    first = _first_layer(model)
-    if first is None or type_name(first) not in _CONV or _conv_dims(first) != 2:
-        return None
-    c = _in_channels(first)
-    size, why = _probe_image_size(model, c)
-    return ((c, size, size), why) if size is not None else None
-
-
-# square image sizes tried, most common first: a traced or scripted file records no input size, but
-# its forward runs only on the sizes its flatten and linear layers fit
-PROBE_SIZES = (224, 32, 28, 64, 96, 128, 256, 299, 384, 8, 16, 48, 112, 160, 192, 227, 240, 320, 512)
-
-
-def _probe_image_size(model: nn.Module, channels: int) -> tuple[int | None, str]:
-    """The image size a convolutional model's own forward accepts, from one batch-of-one forward per
-    candidate (``PROBE_SIZES``): ``(size, why)`` when exactly one runs; ``(None, what was found)``
-    when none does, or when two do (it pools: any size runs, and which one to analyse is the user's)."""
-    runs = []
-    device = next((p.device for p in model.parameters()), torch.device("cpu"))
-    dtype = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
-    with torch.inference_mode():
-        for size in PROBE_SIZES:
-            try:
-                model(torch.zeros(1, channels, size, size, device=device, dtype=dtype))
-            except Exception:  # noqa: BLE001 - a size the model's layers do not fit
-                continue
-            runs.append(size)
-            if len(runs) == 2:
-                return None, f"its forward runs on several image sizes ({runs[0]} and {runs[1]} at least)"
-    if not runs:
-        return None, "its forward runs on none of the common square image sizes"
-    return runs[0], f"the only common image size its forward runs on: {channels}x{runs[0]}x{runs[0]}"
-
-
 def _token_ids(model: nn.Module, emb: nn.Module, batch_size: int, seq_len: int | None) -> dict:
     config = getattr(model, "config", None)
     vocab = getattr(config, "vocab_size", None) or int(emb.weight.shape[0])
@@ -248,82 +215,6 @@ def _token_ids(model: nn.Module, emb: nn.Module, batch_size: int, seq_len: int |
         "context_length": int(ctx) if ctx else None,
         "source": "config" if config is not None else "embedding",
     }
-
-
-def _first_layer(model: nn.Module) -> nn.Module | None:
-    return next((m for m in model.modules() if type_name(m) in _CONV | {"Linear"}), None)
-
-
-def _conv_dims(conv: nn.Module) -> int | None:
-    w = getattr(conv, "weight", None)
-    return w.dim() - 2 if isinstance(w, torch.Tensor) and w.dim() >= 3 else None
-
-
-def _in_channels(conv: nn.Module) -> int:
-    c = getattr(conv, "in_channels", None)
-    if isinstance(c, int):
-        return c
-    if "Transpose" in type_name(conv):  # weight (in, out / groups, *kernel)
-        return int(conv.weight.shape[0])
-    return int(conv.weight.shape[1]) * int(getattr(conv, "groups", 1) or 1)  # weight (out, in / groups, *kernel)
-
-
-def conv_stride(conv: nn.Module) -> tuple[int, ...] | None:
-    """A convolution's stride: its attribute, or (a traced module keeps none) the constant in its graph."""
-    stride = getattr(conv, "stride", None)
-    if stride is not None:
-        return tuple(int(s) for s in stride)
-    try:
-        for node in conv.graph.nodes():
-            if node.kind() in ("aten::_convolution", "aten::conv2d", "aten::convolution"):
-                value = node.inputsAt(3)
-                got = value.toIValue()
-                if got is None and value.node().kind() == "prim::ListConstruct":
-                    got = [v.toIValue() for v in value.node().inputs()]
-                if got is not None and all(isinstance(s, int) for s in got):
-                    return tuple(got)
-    except (AttributeError, RuntimeError):
-        pass
-    return None
-
-
-def _vit_image_shape(model: nn.Module) -> tuple[list[int], str] | None:
-    """(C, H, W) of a ViT: a position-embedding tensor (1, extra + n*n, D) or (extra + n*n, D) whose
-    width D is the out_channels of a 2-D patch convolution (kernel k, stride s): H = W = (n-1)*s + k,
-    C = the convolution's in_channels. ``extra`` (class/distillation tokens) is tried as 1, 0, 2."""
-    convs = [(n, m) for n, m in model.named_modules() if type_name(m) == "Conv2d" and _conv_dims(m) == 2]
-    if not convs:
-        return None
-    candidates = []
-    for name, p in model.named_parameters():
-        if not _POS.search(name):
-            continue
-        if p.dim() == 3 and p.shape[0] == 1:
-            candidates.append((0, name, int(p.shape[1]), int(p.shape[2])))
-        elif p.dim() == 2:
-            candidates.append((1, name, int(p.shape[0]), int(p.shape[1])))
-    for _, pname, tokens, width in sorted(candidates, key=lambda c: c[0]):
-        matching = [(n, m) for n, m in convs if int(m.weight.shape[0]) == width]
-        if not matching:
-            continue
-        cname, conv = next(((n, m) for n, m in matching if "patch" in n.lower()), matching[0])
-        kh, kw = (int(k) for k in conv.weight.shape[2:])
-        stride = conv_stride(conv)
-        assumed = stride is None
-        sh, sw = stride if stride is not None else (kh, kw)
-        for extra in (1, 0, 2):
-            n = math.isqrt(max(tokens - extra, 0))
-            if n > 0 and n * n == tokens - extra:
-                h, w = (n - 1) * sh + kh, (n - 1) * sw + kw
-                c = _in_channels(conv)
-                why = (
-                    f"position embedding {pname} of {tokens} tokens = {extra} + {n}x{n} patches, patch "
-                    f"convolution {cname} with kernel {kh}x{kw}, stride {sh}x{sw}"
-                    + (" (assumed = kernel)" if assumed else "")
-                    + f", {c} input channels"
-                )
-                return [c, h, w], why
-    return None
 
 
 # -- several named tensors ---------------------------------------------------------------------
@@ -377,7 +268,7 @@ def _named(model: nn.Module, inputs: dict, key: str = "analyzer.inspect.inputs")
                     f"({', '.join(a.name for a in positional)})",
                 )
             call, arguments = "positional", [a.name for a in positional[: len(names)]]
-    high = _smallest_embedding(model)
+    high = smallest_embedding(model)
     floating = next((p.dtype for p in model.parameters() if p.is_floating_point()), torch.float32)
     spec = {}
     for name, v in inputs.items():
@@ -408,56 +299,5 @@ def _named(model: nn.Module, inputs: dict, key: str = "analyzer.inspect.inputs")
     }
 
 
-def _smallest_embedding(model: nn.Module) -> int | None:
-    """Rows of the smallest embedding table: an id below it indexes every table."""
-    rows = [int(m.weight.shape[0]) for m in model.modules() if type_name(m) == "Embedding"]
-    return min(rows) if rows else None
-
-
 def _unknown(key: str, message: str) -> dict:
     return {"kind": "unknown", "shape": None, "source": message, "key": key, "message": message}
-
-
-# -- making the tensors ------------------------------------------------------------------------
-def make_input(spec: dict, device: torch.device, seed: int = 0, dtype: torch.dtype | None = None):
-    """Seeded tensors matching ``spec``: token ids uniform over the vocabulary, integer inputs
-    uniform below their ``high`` (masks all ones), floating inputs in [0, 1) in ``dtype`` (the
-    model's) unless the spec names one. ``named``: a dict keyed by forward's argument names."""
-    g = torch.Generator().manual_seed(seed)
-    if spec["kind"] == "token_ids":
-        return torch.randint(0, spec["vocab_size"], tuple(spec["shape"]), generator=g).to(device)
-    if spec["kind"] != "named":
-        x = torch.rand(tuple(spec["shape"]), generator=g)
-        return x.to(device=device, dtype=dtype or x.dtype)
-    tensors = make_tensors(spec["inputs"], seed, dtype)
-    return {
-        arg: t.to(device) if isinstance(t, torch.Tensor) else t for arg, t in zip(spec["arguments"], tensors.values())
-    }
-
-
-def batch_of(spec: dict) -> int:
-    """Samples in one forward of ``spec`` (the first dimension of its first tensor)."""
-    return int(spec["shape"][0]) if spec.get("shape") else 1
-
-
-def describe_input(spec: dict) -> str:
-    """One line: what the input is and where it came from."""
-    if not spec:
-        return "-"
-    if spec["kind"] == "unknown":
-        return f"unknown: {spec['source']}"
-    if spec["kind"] == "named":
-        parts = ", ".join(
-            f"{n}={e['value']!r}" if "value" in e else f"{n} {e['shape']} {e['dtype']}"
-            for n, e in spec["inputs"].items()
-        )
-        how = (
-            "by keyword" if spec["call"] == "keyword" else f"in this order onto forward({', '.join(spec['arguments'])})"
-        )
-        return f"{parts}, passed {how}; from {spec['source']}"
-    extra = ""
-    if spec["kind"] == "token_ids":
-        extra = f", vocabulary {spec['vocab_size']}" + (
-            f", context {spec['context_length']}" if spec.get("context_length") else ""
-        )
-    return f"{spec['kind']} {spec['shape']}{extra}; from {spec['source']}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from modelxray.analyzers.inspect import advice
 from modelxray.core.result import Result
-from modelxray.models.input_inference import describe_input
+from modelxray.models.input_tensors import describe_input
 
 
 def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:

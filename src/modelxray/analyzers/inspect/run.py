@@ -15,7 +15,7 @@ from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 from modelxray.metrics.tensor_stats import StatsConfig, aggregate
 from modelxray.models.architecture import classify_names, describe
-from modelxray.models.input_inference import batch_of, make_input
+from modelxray.models.input_tensors import batch_of, make_input
 from modelxray.models.weights_file import WeightsFile, named_tensors
 
 _TABLE_STATS = (

@@ -5,7 +5,7 @@ rest). A pure function of the Result, so a saved result reads the same."""
 from __future__ import annotations
 
 from modelxray.core.formatting import human_bytes
-from modelxray.models.input_inference import describe_input
+from modelxray.models.input_tensors import describe_input
 
 FINDINGS = 3
 

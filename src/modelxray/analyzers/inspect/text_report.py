@@ -9,7 +9,7 @@ from datetime import datetime, timezone
 from modelxray.analyzers.inspect.advice import cache_note
 from modelxray.analyzers.inspect.summary import executive_summary
 from modelxray.core.formatting import human_bytes
-from modelxray.models.input_inference import describe_input
+from modelxray.models.input_tensors import describe_input
 
 WIDTH = 100
 
