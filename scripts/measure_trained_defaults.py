@@ -173,7 +173,7 @@ def robustness_levels(cache: Path, work: Path, families: dict, name: str, extra:
     rows = ["| model (clean accuracy) | " + " | ".join(head for _, head in families.values()) + " |",
             "|---|" + "---|" * len(families)]  # fmt: skip
     levels = [
-        f"analyzer.robustness.{key}=[{','.join(f'{x:g}' for x in families[f][0])}]" if f in families
+        f"analyzer.robustness.{key}=[{','.join(str(x) for x in families[f][0])}]" if f in families
         else f"analyzer.robustness.{key}=[]"
         for f, key in LEVEL_KEYS.items()
     ]  # fmt: skip
