@@ -125,7 +125,8 @@ def default_threads() -> int:
     those spin waiting for each other."""
     import psutil
 
-    return max(1, min(cpu_budget().cpus, psutil.cpu_count(logical=False) or cpu_budget().cpus))
+    usable = cpu_budget().cpus
+    return max(1, min(usable, psutil.cpu_count(logical=False) or usable))
 
 
 def _prepare(cfg: DictConfig, job: JobInfo, given: Given) -> RunState:

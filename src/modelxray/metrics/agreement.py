@@ -71,3 +71,16 @@ def output_agreement(reference: Any, output: Any, score_outputs: tuple[str, ...]
         for name in refs
         if name in outs
     }
+
+
+def outside_agreement_bounds(row: dict, agreement_floor: float, kl_ceiling: float) -> list[str]:
+    """The agreement bounds ``row`` (with ``top1_agree`` and ``kl`` against a baseline, either may be
+    missing) breaks, in words: top-1 agreement below ``agreement_floor``, KL above ``kl_ceiling``.
+    Accuracy or perplexity alone can hold while the predictions move."""
+    out = []
+    agree, kl = row.get("top1_agree", math.nan), row.get("kl", math.nan)
+    if isinstance(agree, (int, float)) and math.isfinite(agree) and agree < agreement_floor:
+        out.append(f"top-1 agreement {agree:.3f} below the floor {agreement_floor:g}")
+    if isinstance(kl, (int, float)) and math.isfinite(kl) and kl > kl_ceiling:
+        out.append(f"KL {kl:.3g} above the ceiling {kl_ceiling:g}")
+    return out

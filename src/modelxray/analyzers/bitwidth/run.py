@@ -3,7 +3,6 @@ between a language model and a classifier: ``modes.py``)."""
 
 from __future__ import annotations
 
-import math
 import re
 import time
 
@@ -13,6 +12,7 @@ from modelxray.analyzers.bitwidth.modes import mode_for
 from modelxray.core.errors import ConfigError
 from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
+from modelxray.metrics.agreement import outside_agreement_bounds
 from modelxray.metrics.distinguish import indistinguishable
 from modelxray.metrics.pareto import pareto_front
 from modelxray.quant.targets import find_targets
@@ -214,12 +214,7 @@ def broken_bounds(cfg, mode, m: dict, ref: dict) -> list[str]:
     change = mode.change(m, ref)
     if change > mode.budget:
         out.append(f"{mode.change_key} {change:.3g} over the budget {mode.budget:g}")
-    agree, kl = m.get("top1_agree", math.nan), m.get("kl", math.nan)
-    if math.isfinite(agree) and agree < cfg.agreement_floor:
-        out.append(f"top-1 agreement {agree:.3f} below the floor {cfg.agreement_floor:g}")
-    if math.isfinite(kl) and kl > cfg.kl_ceiling:
-        out.append(f"KL {kl:.3g} above the ceiling {cfg.kl_ceiling:g}")
-    return out
+    return out + outside_agreement_bounds(m, cfg.agreement_floor, cfg.kl_ceiling)
 
 
 def _recommend(cfg, mode, ranked: list[tuple], evaluate) -> tuple[dict, dict]:

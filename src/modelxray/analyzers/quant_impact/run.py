@@ -18,6 +18,7 @@ from modelxray.measure.memory_timeline import MemoryTimeline
 from modelxray.measure.reference import Reference
 from modelxray.measure.scoring import model_device
 from modelxray.measure.speed import time_forward
+from modelxray.metrics.agreement import outside_agreement_bounds
 from modelxray.metrics.measurements import Latency
 from modelxray.metrics.tensor_bytes import tensor_bytes_by_dtype
 from modelxray.metrics.windows import NamedTensors, lm_eval_windows, speed_inputs, stack_inputs
@@ -362,16 +363,8 @@ def _measure(cfg, name, quantizer, support, subject, mode, device, timelines, ct
 
 
 def fidelity_broken(row: dict, agreement_floor: float, kl_ceiling: float) -> list[str]:
-    """What keeps a strategy from being recommended however it scores: top-1 agreement with the
-    baseline below ``agreement_floor``, KL from it above ``kl_ceiling`` (where measured). Accuracy or
-    perplexity alone can hold while the predictions move."""
-    out = []
-    agree, kl = row.get("top1_agree", math.nan), row.get("kl", math.nan)
-    if isinstance(agree, float) and math.isfinite(agree) and agree < agreement_floor:
-        out.append(f"top-1 agreement {agree:.3f} below the floor {agreement_floor:g}")
-    if isinstance(kl, float) and math.isfinite(kl) and kl > kl_ceiling:
-        out.append(f"KL {kl:.3g} above the ceiling {kl_ceiling:g}")
-    return out
+    """What keeps a strategy from being recommended however it scores (``outside_agreement_bounds``)."""
+    return outside_agreement_bounds(row, agreement_floor, kl_ceiling)
 
 
 def within_budget(row: dict, budget: dict) -> bool:
