@@ -97,8 +97,11 @@ def test_every_config_composes_and_instantiates(group, option, hf_dir, tmp_path,
     if group == "quant" and option.startswith("gguf_") and importlib.util.find_spec("llama_cpp") is None:
         from modelxray.core.errors import MissingLibrary  # an optional library: its one-line install error
 
-        with pytest.raises(MissingLibrary, match="^quant: llama.cpp .* pip install llama-cpp-python"):
+        with pytest.raises(
+            MissingLibrary, match=r"^quant: llama.cpp .* pip install llama-cpp-python .*\[llama_cpp\]"
+        ) as err:
             build_components(compose([*overrides, "model=tiny_gpt2"]))
+        assert err.value.extra == "llama_cpp"
         return
     if group == "experiment" and option.startswith("quant_"):  # a language-model sweep over quantizations
         cfg = compose(overrides)

@@ -123,7 +123,8 @@ def test_a_missing_library_is_one_line(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n.startswith("hqq") else real(n, *a))
     with pytest.raises(
-        ConfigError, match=r"^quant: HQQ 4-bit \(groups of 64\) needs the 'hqq.core.quantize' package: pip install hqq$"
+        ConfigError,
+        match=r"^quant: HQQ 4-bit \(groups of 64\) needs the 'hqq.core.quantize' package: pip install hqq \(extra modelxray\[quantizers\]\)$",
     ):
         HQQQuantizer()
     with pytest.raises(ConfigError, match=r"must be one of 8, 4, 3, 2, 1"):

@@ -24,7 +24,33 @@ class ConfigError(ValueError):
 
 class MissingLibrary(ConfigError):
     """An optional library a chosen option runs through is not installed: the run stops, and an
-    analyzer that tries many options (quant_impact's strategies) lists that one as skipped instead."""
+    analyzer that tries many options (quant_impact's strategies) lists that one as skipped instead.
+    ``extra`` names the project's extra that installs it (``pip install "modelxray[extra]"``), so a
+    caller can tell "not installed here" from a wrong config."""
+
+    def __init__(self, key: str, message: str, extra: str = ""):
+        self.extra = extra
+        super().__init__(key, message)
+
+    def under(self, prefix: str) -> ConfigError:
+        moved = super().under(prefix)
+        moved.extra = self.extra
+        return moved
+
+
+def require_library(key: str, what: str, module: str, pip: str, extra: str = "") -> None:
+    """Raise :class:`MissingLibrary` naming ``module``, its pip command and the project's ``extra``
+    that holds it (none for a dependency of the project itself) unless ``module`` can be imported
+    (found without importing it, so the check stays light)."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package of a dotted module is missing
+        found = False
+    if not found:
+        in_extra = f" (extra modelxray[{extra}])" if extra else ""
+        raise MissingLibrary(key, f"{what} needs the {module!r} package: pip install {pip}{in_extra}", extra)
 
 
 class JobKilled(BaseException):

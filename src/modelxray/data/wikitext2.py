@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from dataclasses import dataclass
 
-from modelxray.core.errors import ConfigError
+from modelxray.core.errors import ConfigError, require_library
 from modelxray.data.base import TextDataset
 
 _OFFLINE_VARS = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")
@@ -34,8 +33,7 @@ class WikiText2(TextDataset):
 
     def validate(self) -> None:
         super().validate()
-        if importlib.util.find_spec("datasets") is None:
-            raise ConfigError("dataset", "wikitext2 needs the 'datasets' package: pip install datasets")
+        require_library("dataset", "wikitext2", "datasets", "datasets", "datasets")
         if hub_offline():
             raise ConfigError(
                 "dataset",

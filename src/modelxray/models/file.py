@@ -20,7 +20,6 @@ This module is the config; reading and building run in ``file_load`` (imported b
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import zipfile
 from dataclasses import dataclass, field
@@ -28,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from modelxray.core.configurable import implementation
-from modelxray.core.errors import ConfigError
+from modelxray.core.errors import ConfigError, require_library
 from modelxray.core.schema import REQUIRED
 from modelxray.core.subject import LoadedModel
 from modelxray.data.example_inputs import check_inputs_value
@@ -108,10 +107,8 @@ class FileSource(ModelSource):
             raise ConfigError(
                 "engine", f"{self.engine} evaluates GGUF files; {p.name} is not one: leave engine=pytorch"
             )
-        if self.engine == "llama_cpp" and importlib.util.find_spec("llama_cpp") is None:
-            raise ConfigError(
-                "engine", "llama_cpp needs llama-cpp-python (it builds llama.cpp): pip install llama-cpp-python"
-            )
+        if self.engine == "llama_cpp":
+            require_library("engine", "llama_cpp", "llama_cpp", "llama-cpp-python (it builds llama.cpp)", "llama_cpp")
         if isinstance(self.architecture, str) and not Path(os.path.expanduser(self.architecture)).exists():
             raise ConfigError("architecture", f"architecture config {self.architecture!r} does not exist")
         validate_tokenizer_spec(self.tokenizer, "tokenizer")

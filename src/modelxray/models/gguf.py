@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from modelxray.core.configurable import implementation
-from modelxray.core.errors import ConfigError
+from modelxray.core.errors import ConfigError, require_library
 from modelxray.core.subject import LoadedModel
 from modelxray.models.base import ModelSource
 
@@ -39,15 +39,12 @@ class GGUFSource(ModelSource):
         super().validate()
         self.require_choice("engine", ENGINES)
         self.require_positive("n_ctx")
-        if self.engine == "llama_cpp" and importlib.util.find_spec("llama_cpp") is None:
-            raise ConfigError(
-                "engine", "llama_cpp needs llama-cpp-python (it builds llama.cpp): pip install llama-cpp-python"
-            )
+        if self.engine == "llama_cpp":
+            require_library("engine", "llama_cpp", "llama_cpp", "llama-cpp-python (it builds llama.cpp)", "llama_cpp")
         if (self.path is None) == (self.package is None):
             raise ConfigError("path", "set exactly one of model.path (a .gguf file) or model.package")
-        for module, pip in (("gguf", "gguf"), ("accelerate", "accelerate")):
-            if importlib.util.find_spec(module) is None:
-                raise ConfigError("package", f"loading GGUF files needs the {module!r} package: pip install {pip}")
+        for module in ("gguf", "accelerate"):  # dependencies of the project itself: a broken environment
+            require_library("package", "loading GGUF files", module, module)
         self.resolved_file()
 
     def resolved_file(self) -> Path:

@@ -35,6 +35,7 @@ class GGUFQuantizer(LibraryQuantizer):
     name: ClassVar[str] = "gguf"
     module: ClassVar[str] = "llama_cpp"
     pip: ClassVar[str] = "llama-cpp-python (it builds llama.cpp, about 10 minutes)"
+    extra: ClassVar[str] = "llama_cpp"
     run_module: ClassVar[str] = "modelxray.quant.gguf_impl"
     run_function: ClassVar[str] = "quantize_gguf"
     # llama.cpp's stored weights, dequantized into the float model: memory and speed are PyTorch's

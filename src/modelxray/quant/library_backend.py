@@ -5,12 +5,11 @@ library is missing or nothing matches. Config only: no torch, no library import.
 from __future__ import annotations
 
 import fnmatch
-import importlib.util
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from modelxray.core.configurable import implementation
-from modelxray.core.errors import ConfigError, MissingLibrary
+from modelxray.core.errors import ConfigError, require_library
 from modelxray.quant.base import Quantizer
 
 if TYPE_CHECKING:
@@ -25,6 +24,7 @@ class LibraryQuantizer(Quantizer):
 
     module: ClassVar[str] = ""  # the library's import name, checked before any work
     pip: ClassVar[str] = ""  # what installs it
+    extra: ClassVar[str] = "quantizers"  # the project's extra that holds it
     run_module: ClassVar[str] = ""  # the module that quantizes (imported only when it runs) ...
     run_function: ClassVar[str] = ""  # ... and its function(quantizer, model[, progress]) -> (model, Result)
     simulated: ClassVar[bool] = False  # the library's modules hold and run the quantized weights
@@ -32,10 +32,7 @@ class LibraryQuantizer(Quantizer):
     skip: list[str] = field(default_factory=list)  # glob patterns of module names to leave in float
 
     def validate(self) -> None:
-        if not _importable(self.module):
-            raise MissingLibrary(
-                "quant", f"{self.describe()} needs the {self.module!r} package: pip install {self.pip}"
-            )
+        require_library("quant", self.describe(), self.module, self.pip, self.extra)
 
     def describe(self) -> str:
         """The quantization in words, for messages and the report."""
@@ -63,10 +60,3 @@ class LibraryQuantizer(Quantizer):
 def chosen_linears(targets: list, skip: list[str]) -> set[str]:
     """Names of the ``linear`` targets a library quantizes: every one not matched by a ``skip`` glob."""
     return {t.name for t in targets if t.kind == "linear" and not any(fnmatch.fnmatchcase(t.name, p) for p in skip)}
-
-
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except ModuleNotFoundError:
-        return False

@@ -39,6 +39,7 @@ class TorchaoQuantizer(LibraryQuantizer):
     name: ClassVar[str] = "torchao"
     module: ClassVar[str] = "torchao"
     pip: ClassVar[str] = "torchao"
+    extra: ClassVar[str] = "kernels"
     run_module: ClassVar[str] = "modelxray.quant.torchao_impl"
     run_function: ClassVar[str] = "quantize_torchao"
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from modelxray.core.configurable import Configurable
-from modelxray.core.errors import ConfigError
+from modelxray.core.errors import ConfigError, require_library
 from modelxray.training.presentation import TrainPresentation
 from modelxray.training_dynamics.config import DynamicsConfig, section, train_dynamics_defaults
 
@@ -40,10 +40,7 @@ class LoraConfig(Configurable):
         if not 0.0 <= self.dropout < 1.0:
             raise ConfigError("dropout", f"must lie in [0, 1), got {self.dropout}")
         if self.enabled:
-            import importlib.util
-
-            if importlib.util.find_spec("peft") is None:
-                raise ConfigError("enabled", "LoRA needs the peft package: pip install peft (or .[lora])")
+            require_library("enabled", "LoRA", "peft", "peft", "lora")
 
 
 _LEARNING = {  # train.learning.<key> -> (config class, callback class) in modelxray.learning_dynamics.callbacks
