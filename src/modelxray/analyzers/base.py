@@ -35,6 +35,8 @@ class Analyzer(PlotsFromModule, Configurable):
     insights_module: ClassVar[str] = ""
     # reports the weights as they are, NaN and Inf included: a model with such weights may run it
     studies_broken_weights: ClassVar[bool] = False
+    # runs on a model streamed block by block from disk (runtime.offload=blocks, a causal LM)
+    streams_blocks: ClassVar[bool] = False
 
     def preflight(self, subject) -> None:
         """Checks that need the loaded subject (sizes, tokenizer, layer names). Default: none."""

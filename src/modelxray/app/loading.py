@@ -105,13 +105,17 @@ def load_subject(
     load_dataset: bool = True,
     cache_size: int | None = None,
     dataset_chosen: bool = True,
+    offload: Any = None,
 ) -> tuple[Subject, str | None]:
     """The model under analysis with its data: the configured model (through the process cache:
     returns ``"hit"`` or ``"miss"``) or the given module, on the user's batches, else the configured
     dataset fitted to the model (images resized, a dual encoder bound to the class prompts), else a
-    generic model's example inputs."""
+    generic model's example inputs. ``offload``: the run's ``app.offload.OffloadChoice``; with
+    ``blocks`` the model is built on the meta device and streamed from disk by the analyzers."""
     cache = None
-    if model is None:
+    if model is None and offload is not None and offload.mode == "blocks":
+        loaded = process_cache.load_streamed(components.model, offload.hidden_budget(), offload.reason)
+    elif model is None:
         capacity = cfg.model_cache_size if cache_size is None else cache_size  # 0: not kept after the call
         loaded, hit = process_cache.lookup(components.model, capacity)
         cache = "hit" if hit else "miss"
@@ -162,6 +166,7 @@ def load_subject(
         kind=loaded.kind,
         processor=loaded.processor,
         load_memory=loaded.load_memory,
+        stream=loaded.stream,
     )
     return subject, cache
 

@@ -22,7 +22,15 @@ from modelxray.app.checks import check_before_load, check_finite_weights, check_
 from modelxray.app.given import Given
 from modelxray.app.job import JobInfo, RunOutcome, config_fingerprint, flatten
 from modelxray.app.loading import kind_default_dataset, load_subject
-from modelxray.app.quant_stage import _in_place_note, _keeps_reference, _quantize_in_place
+from modelxray.app.offload import choose_offload
+from modelxray.app.quant_stage import (
+    _in_place_note,
+    _keeps_reference,
+    _quantize_in_place,
+    quantize_streamed,
+    stream_metrics,
+    streamed_quant_result,
+)
 from modelxray.app.reference_model import (
     ReferenceOutputs,
     baseline_specs,
@@ -89,6 +97,7 @@ class RunState:
     skipped: RunOutcome | None = None  # FINISHED before: nothing runs
     reference: ReferenceOutputs | None = None  # reference=file|hf|gguf: the other model's outputs
     stage: str = ""  # the stage running now
+    offload: Any = None  # app.offload.OffloadChoice: the model in memory, or streamed block by block
 
 
 def run(cfg: DictConfig, job: JobInfo, **given: Any) -> RunOutcome:
@@ -200,8 +209,9 @@ def _load(state: RunState) -> None:
     chosen = any(o.lstrip("+").partition("=")[0] == "dataset" for o in state.job.overrides)
     if given.model is None:
         check_before_load(components.model, components.dataset, dataset_chosen=chosen)
+        state.offload = choose_offload(components.settings.runtime, components)
     feeds = {f.name: getattr(given, f.name) for f in dataclasses.fields(given)}  # asdict would copy the model
-    state.subject, cache = load_subject(state.cfg, components, dataset_chosen=chosen, **feeds)
+    state.subject, cache = load_subject(state.cfg, components, dataset_chosen=chosen, offload=state.offload, **feeds)
     kinds_data = kind_default_dataset(components.dataset, state.subject.task, chosen)
     if kinds_data is not None:  # the default text stood for an image classifier's own data
         components = state.components = dataclasses.replace(components, dataset=kinds_data)
@@ -229,6 +239,8 @@ def _start_tracking(state: RunState) -> None:
         state.tracker_run.set_tags({"modelxray.model_cache": state.tags["modelxray.model_cache"]})
     state.tracker_run.set_tags(kind_tags(state.subject, state.run_name, resumed=state.resume_id is not None))
     state.params.update(state.subject.info.as_params())
+    if state.offload is not None:
+        state.params.update(state.offload.params())
     if state.resume_id is None:  # a resumed run has its params (MLflow refuses a changed value)
         state.tracker_run.log_params(state.params)
         identity = identify(state.subject.data, state.components.dataset)
@@ -255,6 +267,8 @@ def _keep_reference(state: RunState) -> None:
     pending = [n for n in state.components.analyzers if n not in state.earlier]
     if state.reference is not None or not (pending and _keeps_reference(state.subject, state.components)):
         return  # another model is the reference, or nothing compares
+    if state.subject.stream is not None:
+        return  # a streamed model's float path runs beside its quantized one, block by block
     subject, components, given = state.subject, state.components, state.given
     try:
         if subject.task in ("causal_lm", "classification") and (subject.data is not None or subject.batches):
@@ -272,6 +286,9 @@ def _keep_reference(state: RunState) -> None:
 def _quantize(state: RunState) -> None:
     """``quant=``: quantize the model (in place when nothing needs its loaded weights after)."""
     cfg, job, components = state.cfg, state.job, state.components
+    if state.subject.stream is not None:
+        state.subject = quantize_streamed(state.subject, components.quant)
+        return
     given_model = state.given.model is not None
     in_place = _quantize_in_place(cfg, job, components, given_model=given_model)
     if in_place:  # the cache must not hand the quantized model to a later run as the loaded one
@@ -309,6 +326,17 @@ def _analyze(state: RunState) -> None:
             state.tracker_run.mark_finished(finished)
 
 
+def _streamed_quant_report(state: RunState) -> None:
+    """A streamed model was quantized block by block as the analyzers read it: its quant report is
+    complete now (read once more, block by block, when no analyzer streamed it)."""
+    stream = state.subject.stream if state.subject is not None else None
+    if stream is None or stream.transform is None:
+        return
+    quant_report = streamed_quant_result(state.subject, state.components.settings.progress)
+    state.results["quant"] = quant_report
+    keep_stage("quant", quant_report, state.out_dir, state.tracker_run, state.written)
+
+
 def _report(state: RunState) -> None:
     """The run's report directory: summary, insights, dashboard, over every stage's files."""
     run_info = run_summary(state.config, state.job, state.subject, state.tracker_run.describe())
@@ -330,6 +358,8 @@ def _finish_tracking(state: RunState) -> None:
     metrics = {f"{name}/{k}": v for name, r in results.items() for k, v in r.finite_metrics().items()}
     metrics.update({f"{name}/seconds": r.seconds for name, r in results.items()})
     state.metrics = metrics
+    if state.subject is not None and state.subject.stream is not None:
+        metrics.update(stream_metrics(state.subject.stream))
     size = next((metrics[k] for k in ("quant/model_bytes_after", "performance/param_bytes") if k in metrics), None)
     if size is not None:  # one size axis for quantized and unquantized runs alike
         metrics["model/size_bytes"] = size
@@ -354,6 +384,7 @@ STAGES = (  # one run, in order; each stage reads and extends the RunState
     ("keep reference outputs", _keep_reference),
     ("quantize", _quantize),
     ("analyze", _analyze),
+    ("streamed quant report", _streamed_quant_report),
     ("report", _report),
     ("finish tracking", _finish_tracking),
 )

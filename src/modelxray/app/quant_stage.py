@@ -43,3 +43,37 @@ def _keeps_reference(subject: Subject, components) -> bool:
     quantizes = getattr(components.quant, "name", "none") != "none"
     agreeing = ("causal_lm", "classification", "generic", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
     return quantizes and subject.task in agreeing and "performance" in components.analyzers
+
+
+def quantize_streamed(subject: Subject, quantizer) -> Subject:
+    """A streamed model's quant stage: the quantizer becomes the stream's second path, applied to each
+    block right after the float path ran through it (``quant.streamed.BlockQuantization``)."""
+    if getattr(quantizer, "name", "none") == "none":
+        return subject
+    from modelxray.quant.streamed import BlockQuantization
+
+    subject.stream.transform = BlockQuantization(quantizer, subject.model)
+    step = {"method": quantizer.name, "default": quantizer.default_spec().describe(), "streamed": True}
+    return subject.with_model(subject.model, step)
+
+
+def streamed_quant_result(subject: Subject, progress: bool):
+    """The quant report of a streamed model, gathered while its blocks went by; a model no analyzer
+    streamed is read once, block by block, to quantize it for the report."""
+    stream = subject.stream
+    if not stream.transform.rows:
+        stream.run_transform_only(stream.transform, progress)
+    return stream.transform.result(subject.model)
+
+
+def stream_metrics(stream) -> dict[str, float]:
+    """``runtime/*``: what streaming the model cost (reads of the weights, bytes, hidden states)."""
+    model_bytes = stream.model_bytes()
+    return {
+        "runtime/weight_reads": stream.stats.weight_reads(model_bytes),
+        "runtime/weight_bytes_read": float(stream.stats.bytes_read),
+        "runtime/stream_passes": float(stream.stats.passes),
+        "runtime/hidden_state_bytes": float(stream.stats.hidden_bytes),
+        "runtime/hidden_state_spilled_bytes": float(stream.stats.spilled_bytes),
+        "runtime/block_bytes": float(stream.block_bytes()),
+    }

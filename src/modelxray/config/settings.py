@@ -20,6 +20,19 @@ HEADLINE = (  # each entry: the first of its alternatives (a|b) the run logged
     "model/size_bytes",  # the stored weights
 )
 ORIGINAL_WEIGHTS_PLACES = ("auto", "disk", "memory", "cpu")  # where changed weights wait (core.original_weights)
+OFFLOAD_MODES = ("auto", "none", "blocks")  # runtime.offload
+_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNITS.update({"kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40})
+
+
+def parse_bytes(value: Any, key: str) -> int:
+    """``8GB``, ``512MiB``, ``1.5e9`` or a plain number of bytes, as bytes; one line naming ``key`` otherwise."""
+    import re
+
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[0-9]+)?)\s*([kmgt]i?b|b)?\s*", str(value), re.I)
+    if match is None or float(match.group(1)) <= 0:
+        raise ConfigError(key, f"expected a positive size such as 8GB, 512MiB or a number of bytes, got {value!r}")
+    return int(float(match.group(1)) * _UNITS[(match.group(2) or "").lower()])
 
 
 @dataclass
@@ -30,9 +43,23 @@ class RuntimeSettings(Configurable):
     resume: str | None = None  # an MLflow run id: continue that run, keeping the analyzers it finished
     original_weights: str = "auto"  # changed weights' originals: disk, memory, cpu, auto (cpu on a GPU, else disk)
     reference_cache_dir: str | None = "~/.cache/modelxray/references"  # reference outputs by content; null = none kept
+    # none: the whole model in memory; blocks: read one block at a time from disk (a model larger than
+    # memory); auto: blocks when the weights exceed max_memory, else none
+    offload: str = "auto"
+    max_memory: str | None = (
+        None  # memory the run may use (8GB, 512MiB, bytes); null = what is available now, less memory_headroom
+    )
+    memory_headroom: float = (
+        0.25  # share of the available memory max_memory leaves free by default (data, activations, the OS)
+    )
 
     def validate(self) -> None:
         self.require_choice("original_weights", ORIGINAL_WEIGHTS_PLACES)
+        self.require_choice("offload", OFFLOAD_MODES)
+        if not 0.0 <= self.memory_headroom < 1.0:
+            raise ConfigError("memory_headroom", f"must lie in [0, 1), got {self.memory_headroom}")
+        if self.max_memory is not None:
+            parse_bytes(self.max_memory, "max_memory")
         if self.resume is not None and not self.resume.strip():
             raise ConfigError("resume", f"expected an MLflow run id, got {self.resume!r}")
 

@@ -45,6 +45,9 @@ class LoadedModel:
     processor: Any = None  # a speech model's feature extractor, a detector's or VLM's processor
     # what loading cost (models.process_cache): seconds, process memory before/peak/after, CUDA peak
     load_memory: dict[str, float] | None = None
+    stream: Any = (
+        None  # runtime.offload=blocks: the model's weights on disk, read a block at a time (models.block_stream)
+    )
 
 
 @dataclass
@@ -69,6 +72,7 @@ class Subject:
     # (analyzer name -> measure.reference.Reference), its baseline instead of the model as loaded
     reference_baselines: dict[str, Any] = field(default_factory=dict)
     load_memory: dict[str, float] | None = None  # what loading the model cost (LoadedModel.load_memory)
+    stream: Any = None  # runtime.offload=blocks: ``model`` is on the meta device, its blocks read from disk
 
     def with_model(self, model: nn.Module, step: dict[str, Any]) -> Subject:
         """A copy of this subject holding a transformed model, recording the step that made it."""

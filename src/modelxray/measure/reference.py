@@ -26,30 +26,47 @@ class Reference:
         progress: bool = False,
         desc: str = "reference",
     ):
-        self.batches = list(batched(windows, batch_size))
+        self._begin(list(batched(windows, batch_size)), batch_size, model_device(model))
+        with torch.inference_mode():
+            for i, (inputs, targets) in enumerate(bar(self.batches, desc=desc, enabled=progress)):
+                self.add(i, forward_logits(model, inputs.to(self.device)), targets.to(self.device), kl_windows)
+        self.finish()
+
+    @classmethod
+    def collecting(cls, batches: list, batch_size: int, device: torch.device | None = None) -> Reference:
+        """An empty reference over ``batches`` (``metrics.windows.batched``), filled batch by batch with
+        ``add`` from logits computed elsewhere (a model streamed block by block), then ``finish``."""
+        ref = cls.__new__(cls)
+        ref._begin(batches, batch_size, device or torch.device("cpu"))
+        return ref
+
+    def _begin(self, batches: list, batch_size: int, device: torch.device) -> None:
+        self.batches = batches
         self.batch_size = batch_size
-        self.device = model_device(model)
+        self.device = device
         self.argmax: list[torch.Tensor] = []
         # per batch: the scored positions of its first rows, and their log-probabilities (N, vocab)
         self.logprobs: list[tuple[torch.Tensor, torch.Tensor] | None] = []
         self._scores: list[LMScore] = []  # per window, for the reference metrics of any prefix of windows
         self.vocab_size = 0
-        seen = 0
-        with torch.inference_mode():
-            for inputs, targets in bar(self.batches, desc=desc, enabled=progress):
-                logits = forward_logits(model, inputs.to(self.device))
-                targets = targets.to(self.device)
-                self.vocab_size = logits.shape[-1]
-                for row in range(inputs.shape[0]):
-                    score = LMScore(ks=[1])
-                    score.update(logits[row : row + 1], targets[row : row + 1])
-                    self._scores.append(score)
-                self.argmax.append(logits.argmax(-1))
-                keep = max(0, min(inputs.shape[0], kl_windows - seen))
-                scored = targets[:keep] != IGNORE
-                kept = (scored, torch.log_softmax(logits[:keep][scored].float(), -1)) if keep else None
-                self.logprobs.append(kept)
-                seen += inputs.shape[0]
+        self._seen = 0
+
+    def add(self, index: int, logits: torch.Tensor, targets: torch.Tensor, kl_windows: int) -> None:
+        """Take batch ``index``'s logits (batches in order): its per-window scores, argmax and, on the
+        first ``kl_windows`` windows, its log-probabilities."""
+        assert index == len(self.argmax), "batches are added in order"
+        self.vocab_size = logits.shape[-1]
+        for row in range(logits.shape[0]):
+            score = LMScore(ks=[1])
+            score.update(logits[row : row + 1], targets[row : row + 1])
+            self._scores.append(score)
+        self.argmax.append(logits.argmax(-1))
+        keep = max(0, min(logits.shape[0], kl_windows - self._seen))
+        scored = targets[:keep] != IGNORE
+        self.logprobs.append((scored, torch.log_softmax(logits[:keep][scored].float(), -1)) if keep else None)
+        self._seen += logits.shape[0]
+
+    def finish(self) -> None:
         self.metrics = self.metrics_of(None)
         self.label = "the unquantized model"  # what the reports call it
 

@@ -15,6 +15,12 @@ def storage_tensors(t: torch.Tensor) -> list[torch.Tensor]:
     return [x for n in names for x in storage_tensors(getattr(t, n))]
 
 
+def storage_key(t: torch.Tensor) -> int:
+    """What identifies a tensor's storage, to count shared (tied) tensors once: its data pointer, or
+    for a tensor on the meta device (a streamed model's, which has none) the tensor itself."""
+    return id(t) if t.device.type == "meta" else t.data_ptr()
+
+
 def tensor_bytes_by_dtype(model: nn.Module) -> dict[str, dict[str, int]]:
     """``{"params": {dtype: bytes}, "buffers": {dtype: bytes}}`` as stored (quantized tensor
     subclasses by their inner tensors); shared (tied) tensors count once."""
@@ -23,9 +29,9 @@ def tensor_bytes_by_dtype(model: nn.Module) -> dict[str, dict[str, int]]:
     for kind, tensors in (("params", model.parameters()), ("buffers", model.buffers())):
         for outer in tensors:
             for t in storage_tensors(outer):
-                if t.data_ptr() in seen:
+                if storage_key(t) in seen:
                     continue
-                seen.add(t.data_ptr())
+                seen.add(storage_key(t))
                 dtype = str(t.dtype).replace("torch.", "")
                 out[kind][dtype] = out[kind].get(dtype, 0) + t.numel() * t.element_size()
     return out
@@ -33,4 +39,4 @@ def tensor_bytes_by_dtype(model: nn.Module) -> dict[str, dict[str, int]]:
 
 def count_parameters(model: nn.Module) -> int:
     """Number of distinct parameter elements (tied weights once)."""
-    return sum(p.numel() for p in {p.data_ptr(): p for p in model.parameters()}.values())
+    return sum(p.numel() for p in {storage_key(p): p for p in model.parameters()}.values())

@@ -60,6 +60,20 @@ class ModelSource(Configurable):
     def load(self) -> LoadedModel:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def block_weights(self):
+        """The weights a streamed run reads a block at a time (``runtime.offload=blocks``: a
+        ``models.safetensors_dir.SafetensorsDir``), found without reading any weight; a one-line
+        ConfigError where this source cannot be read one block at a time."""
+        raise ConfigError(
+            "runtime.offload",
+            f"blocks reads a Hugging Face causal language model saved as safetensors (model=hf) one block at a "
+            f"time; {type(self).__name__} models are read whole: use runtime.offload=none",
+        )
+
+    def load_streamed(self, hidden_budget: int | None, reason: str) -> LoadedModel:  # pragma: no cover
+        """The model built on the meta device with its weights left on disk (``LoadedModel.stream``)."""
+        raise NotImplementedError
+
     def cache_key(self) -> str:
         """Identity of the loaded model, for the per-process cache."""
         return type(self).__qualname__ + json.dumps(dataclasses.asdict(self), sort_keys=True, default=str)

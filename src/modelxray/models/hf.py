@@ -284,6 +284,20 @@ class HFSource(ModelSource):
         loaded.model = self.place(loaded.model)
         return loaded
 
+    def block_weights(self):
+        from modelxray.models.hf_streamed import block_weights
+
+        return block_weights(self)
+
+    def load_streamed(self, hidden_budget: int | None, reason: str) -> LoadedModel:
+        from modelxray.models.hf_streamed import load_streamed
+
+        if self.device not in ("auto", "cpu"):
+            raise ConfigError(
+                "runtime.offload", "blocks streams on the CPU for now: use model.device=cpu or runtime.offload=none"
+            )
+        return load_streamed(self, hidden_budget, reason)
+
     def _load_causal_lm(self, path: str, kwargs: dict) -> LoadedModel:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 

@@ -31,16 +31,22 @@ def lookup(source: ModelSource, capacity: int = 1) -> tuple[LoadedModel, bool]:
     return loaded, False
 
 
-def _measured_load(source: ModelSource) -> LoadedModel:
-    """``source.load()``, with what it cost kept on the model (``load_memory``): seconds, the process's
-    memory before, at its peak (sampled) and after, and the CUDA peak where a GPU is used."""
+def load_streamed(source: ModelSource, hidden_budget: int | None, reason: str) -> LoadedModel:
+    """``source.load_streamed()``: the model on the meta device, its weights left on disk (never
+    cached: it holds no weights to reuse), measured as a load is."""
+    return _measured_load(source, lambda: source.load_streamed(hidden_budget, reason))
+
+
+def _measured_load(source: ModelSource, load=None) -> LoadedModel:
+    """``source.load()`` (or ``load()``), with what it cost kept on the model (``load_memory``): seconds,
+    the process's memory before, at its peak (sampled) and after, and the CUDA peak where a GPU is used."""
     cuda = torch.cuda.is_available()
     if cuda:
         torch.cuda.reset_peak_memory_stats()
     start = time.perf_counter()
     with MemoryTimeline() as timeline:
         with timeline.phase("load"):
-            loaded = source.load()
+            loaded = source.load() if load is None else load()
     samples = [s.rss for s in timeline.samples if s.phase == "load"]
     loaded.load_memory = {
         "seconds": time.perf_counter() - start,

@@ -35,11 +35,13 @@ def quant_result(
     """``rows``: one per quantized tensor with ``elements``, ``bytes_before``, ``packed_bytes``,
     ``bits`` and ``rel_error``. Model-level sizes count every other parameter at its storage size.
     ``source``: the quantizer that did it (the report asks it to draw the result)."""
+    from modelxray.metrics.tensor_bytes import storage_key
+
     seen, total_elems, total_bytes = set(), 0, 0
     for p in model.parameters():
-        if p.data_ptr() in seen:
+        if storage_key(p) in seen:
             continue
-        seen.add(p.data_ptr())
+        seen.add(storage_key(p))
         total_elems += p.numel()
         total_bytes += p.numel() * p.element_size()
     q_elems = sum(r["elements"] for r in rows)
@@ -86,13 +88,14 @@ def _left_as_loaded(model: nn.Module, covered: set[str], total: int, floor: floa
     from collections import defaultdict
 
     from modelxray.core.formatting import type_name
+    from modelxray.metrics.tensor_bytes import storage_key
 
     counts: dict[str, int] = defaultdict(int)
     names: dict[str, list[str]] = defaultdict(list)
     seen: set[int] = set()
     for name, module in model.named_modules():
-        own = [p for p in module.parameters(recurse=False) if p.data_ptr() not in seen]
-        seen.update(p.data_ptr() for p in own)
+        own = [p for p in module.parameters(recurse=False) if storage_key(p) not in seen]
+        seen.update(storage_key(p) for p in own)
         if not own or name in covered:
             continue
         kind = type_name(module)

@@ -120,9 +120,11 @@ def layer_row(t: Target, spec: QuantSpec, w, q) -> dict:
     return row
 
 
-def quantize_model(targets: list[Target], plan: dict) -> tuple[list[dict], list[str]]:
-    """Fake-quantize each planned module in place; a weight shared by two modules is done once."""
-    rows, notes, done = [], [], {}
+def quantize_model(targets: list[Target], plan: dict, done: dict | None = None) -> tuple[list[dict], list[str]]:
+    """Fake-quantize each planned module in place; a weight shared by two modules is done once
+    (``done``: weights already quantized, by storage, when the model is quantized in parts)."""
+    rows, notes = [], []
+    done = {} if done is None else done
     for t in targets:
         spec = plan.get(t.name)
         if spec is None:

@@ -76,6 +76,14 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         )
         if signs:
             result.data["degenerate"] = signs
+        if subject.stream is not None:
+            from modelxray.analyzers.performance.streamed import NOT_TIMED, streaming_data
+
+            result.data["streaming"] = streamed = streaming_data(subject)
+            result.insights.append(streamed["summary"])
+            result.insights.append(f"Speed and per-module time: {NOT_TIMED}.")
+            _memory(cfg, subject, result)
+            return result
         _speed(cfg, subject, ctx, result)
         layer_input = lambda s: _lm_layer_input(cfg, s)  # noqa: E731
     else:
@@ -95,7 +103,11 @@ def run(cfg, subject, ctx: RunContext) -> Result:
 def _quality(cfg, subject, ctx, result: Result) -> None:
     windows, desc, data = lm_windows(cfg, subject)
     reference = subject.reference if isinstance(subject.reference, Reference) else None
-    if reference is not None and reference.same_tokens(windows) is None:  # one pass: quality and the comparison
+    if subject.stream is not None:  # block by block from disk: the float and quantized paths together
+        from modelxray.analyzers.performance.streamed import stream_scores
+
+        score, seconds, comparison, reference = stream_scores(cfg, subject, windows, ctx.progress)
+    elif reference is not None and reference.same_tokens(windows) is None:  # one pass: quality and the comparison
         start = time.perf_counter()
         comparison = reference.compare(subject.model, None, ctx.progress, "performance: perplexity", cfg.top_k)
         score, seconds = comparison.score, time.perf_counter() - start

@@ -1,0 +1,70 @@
+"""Perplexity and agreement of a model streamed block by block (``runtime.offload=blocks``): the
+float path and, after ``quant=``, the quantized path go through each block as it is read, so the
+unquantized reference costs no second read of the model. Speed and per-module time are not measured:
+a streamed forward's time is the disk's, not the model's."""
+
+from __future__ import annotations
+
+import time
+
+from modelxray.core.formatting import human_bytes
+from modelxray.measure.reference import Reference
+from modelxray.metrics.lm import LMScore
+from modelxray.metrics.windows import batched
+
+NOT_TIMED = (
+    "not measured: the model streamed from disk one block at a time (runtime.offload=blocks), so a forward's "
+    "time is the disk's reads, not the model's compute"
+)
+
+
+def stream_scores(cfg, subject, windows, progress: bool):
+    """``(score, seconds, comparison, reference)`` of the streamed model on ``windows``: the float
+    model's score alone, or with ``quant=`` the quantized model's, compared with the float one."""
+    stream = subject.stream
+    batches = list(batched(windows, cfg.batch_size))
+    transforms = [None] if stream.transform is None else [None, stream.transform]
+    reference = Reference.collecting(batches, cfg.batch_size)
+    float_score = LMScore(ks=sorted(set(cfg.top_k)))
+    comparison = None
+    start = time.perf_counter()
+    inputs = [x for x, _ in batches]
+    for variant, b, logits in stream.logits(inputs, transforms, progress, "performance: streaming blocks"):
+        targets = batches[b][1]
+        if variant == 0:
+            float_score.update(logits, targets)
+            reference.add(b, logits, targets, cfg.kl_windows)
+            if b == len(batches) - 1:
+                reference.finish()
+        else:
+            comparison = comparison or reference.comparison(cfg.top_k)
+            comparison.add(b, logits, targets)
+    seconds = time.perf_counter() - start
+    if comparison is None:
+        return float_score, seconds, None, None
+    return comparison.score, seconds, comparison, reference
+
+
+def streaming_data(subject) -> dict:
+    """What the report says of the stream: why, how many reads, what was held and spilled."""
+    stream = subject.stream
+    model_bytes = stream.model_bytes()
+    stats = stream.stats
+    spilled = f", {human_bytes(stats.spilled_bytes)} of them on disk" if stats.spilled_bytes else ""
+    summary = (
+        f"Streamed {len(stream.block_prefixes)} blocks of up to {human_bytes(stream.block_bytes())} from disk "
+        f"({stream.reason}): {human_bytes(stats.bytes_read)} read, {stats.weight_reads(model_bytes):.2f} times the "
+        f"{human_bytes(model_bytes)} of weights; hidden states held between blocks: {human_bytes(stats.hidden_bytes)}"
+        f"{spilled}."
+    )
+    return {
+        "summary": summary,
+        "reason": stream.reason,
+        "blocks": len(stream.block_prefixes),
+        "block_bytes": stream.block_bytes(),
+        "model_bytes": model_bytes,
+        "weight_reads": stream.stats.weight_reads(model_bytes),
+        "hidden_state_bytes": stream.stats.hidden_bytes,
+        "hidden_state_spilled_bytes": stream.stats.spilled_bytes,
+        "speed": NOT_TIMED,
+    }

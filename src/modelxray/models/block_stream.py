@@ -1,0 +1,397 @@
+"""A model larger than memory, run one block at a time (``runtime.offload=blocks``).
+
+The model is built on the meta device (its buffers real, its parameters shapes only). Every window
+passes through block i before block i+1 is read, so the weights are read from disk about once per
+pass, and the hidden states of all windows are what is held between blocks (spilled to disk beyond a
+budget). A block's tensors are dropped before the next block is read.
+
+Several *variants* stream together: the float model and, say, its quantized copy. Each block is read
+once, run for the float path, transformed in place (quantized) and run for the other path, so the
+reference needs no second read of the model. Modules outside the blocks (embeddings, final norm,
+head) are read when the model's own forward first calls them, so the model's forward itself builds
+the blocks' inputs (position embeddings, masks) and turns the last hidden states into logits: no
+architecture is special-cased.
+
+Written here because accelerate's disk offload reloads every layer for every batch (its hooks onload
+a module per call), and llm-compressor's sequential onloading calibrates but does not evaluate or
+compare: neither runs all windows through one block before reading the next.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+from torch import nn
+
+from modelxray.core.progress import bar
+from modelxray.measure.scoring import forward_logits
+from modelxray.models.safetensors_dir import SafetensorsDir
+
+CACHE_ARGUMENTS = ("past_key_values", "past_key_value", "layer_past", "cache_params")
+
+
+class Transform(Protocol):
+    """What a variant does to freshly read weights (a quantizer, block by block)."""
+
+    def apply(self, prefix: str, done: dict) -> None: ...  # change the modules under ``prefix`` in place
+
+    def touches(self, prefix: str) -> bool: ...  # whether any module under ``prefix`` is changed
+
+
+class _Caught(Exception):
+    pass
+
+
+def inside(name: str, prefix: str) -> bool:
+    return not prefix or name == prefix or name.startswith(prefix + ".")
+
+
+def chain_of_blocks(model: nn.Module) -> str | None:
+    """The name of the model's chain of blocks: the ModuleList of the model's own repeated block class
+    (transformers' ``_no_split_modules``), else its largest ModuleList of one class; None without one."""
+    block_classes = set(getattr(model, "_no_split_modules", None) or ())
+    best, best_size = None, 0
+    for name, module in model.named_modules():
+        if not isinstance(module, nn.ModuleList) or len(module) < 2:
+            continue
+        classes = {type(child).__name__ for child in module}
+        if len(classes) != 1:
+            continue
+        size = sum(p.numel() for p in module.parameters())
+        if block_classes and classes <= block_classes:
+            size += 1 << 62  # the model's own block class wins over any other list
+        if size > best_size:
+            best, best_size = name, size
+    return best
+
+
+class HiddenStates:
+    """One variant's hidden states, per batch: in memory up to ``budget`` bytes, on disk beyond it."""
+
+    def __init__(self, budget: int | None, spill_dir: Path):
+        self.budget, self.spill_dir = budget, spill_dir
+        self.items: list[torch.Tensor | Path] = []
+        self.in_memory = 0
+        self.spilled = 0
+
+    def append(self, hidden: torch.Tensor) -> None:
+        size = hidden.numel() * hidden.element_size()
+        if self.budget is not None and self.in_memory + size > self.budget:
+            path = self.spill_dir / f"{id(self)}_{len(self.items)}.pt"
+            torch.save(hidden.detach().cpu(), path)
+            self.items.append(path)
+            self.spilled += size
+        else:
+            self.items.append(hidden)
+            self.in_memory += size
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        item = self.items[i]
+        return torch.load(item, weights_only=True, mmap=True) if isinstance(item, Path) else item
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+@dataclass
+class StreamStats:
+    """What streaming cost: bytes read, passes over the model, hidden states held and spilled."""
+
+    bytes_read: int = 0
+    passes: int = 0
+    hidden_bytes: int = 0
+    spilled_bytes: int = 0
+
+    def weight_reads(self, model_bytes: int) -> float:
+        return self.bytes_read / model_bytes if model_bytes else 0.0
+
+
+@dataclass
+class BlockStream:
+    """A meta-device model with its weights on disk, run block by block (see the module docstring)."""
+
+    model: nn.Module
+    weights: SafetensorsDir
+    dtype: torch.dtype
+    blocks_name: str
+    hidden_budget: int | None = None  # bytes of hidden states kept in memory; beyond, on disk
+    stats: StreamStats = field(default_factory=StreamStats)
+    transform: Any = None  # set by the run's quant stage: the quantized path's per-block transform
+    reason: str = ""  # why the run streams (runtime.offload)
+
+    def __post_init__(self):
+        self.blocks = self.model.get_submodule(self.blocks_name)
+        self.block_prefixes = [f"{self.blocks_name}.{i}" for i in range(len(self.blocks))]
+        tied = getattr(self.model, "_tied_weights_keys", None)
+        self.tied = dict(tied) if isinstance(tied, dict) else {}
+        self._live: list[tuple[nn.Module, str, str]] = []  # (module, leaf, name) read in this stage
+        self._by_source: dict[str, torch.Tensor] = {}  # read in this stage, by the name the files give
+        self._meta: dict[str, nn.Parameter] = {}  # the meta parameter a read one replaced, by name
+        self._sharing: dict[str, list[str]] = {}  # file name -> the model's names of that tensor
+        for name in self._tensor_names():
+            self._sharing.setdefault(self._source(name), []).append(name)
+
+    # -- sizes ----------------------------------------------------------------------------
+    def model_bytes(self) -> int:
+        """Bytes of the model's weights at the run's dtype (tied weights once)."""
+        return self.weights.nbytes(None, _element_size(self.dtype))
+
+    def block_bytes(self) -> int:
+        """Bytes of the largest block at the run's dtype: the least memory a streamed run needs."""
+        size = _element_size(self.dtype)
+        return max(self.weights.nbytes(self._names_under(p), size) for p in self.block_prefixes)
+
+    def _names_under(self, prefix: str) -> list[str]:
+        return [self._source(n) for n in self._tensor_names() if inside(n, prefix)]
+
+    def _tensor_names(self) -> list[str]:
+        names = [n for n, _ in self.model.named_parameters(remove_duplicate=False)]
+        return names + [n for n, _ in self.model.named_buffers(remove_duplicate=False) if n in self.weights.names]
+
+    def _source(self, name: str) -> str:
+        if name in self.weights.names:
+            return name
+        if self.tied.get(name) in self.weights.names:
+            return self.tied[name]
+        raise KeyError(name)
+
+    def missing(self) -> list[str]:
+        """Parameters the files hold under no name (nor a tied one): a streamed run cannot start."""
+        out = []
+        for name, _ in self.model.named_parameters(remove_duplicate=False):
+            try:
+                self._source(name)
+            except KeyError:
+                out.append(name)
+        return out
+
+    # -- reading and dropping a module's tensors --------------------------------------------
+    def _read(self, prefix: str, recurse: bool = True) -> list[str]:
+        """Read the tensors of the module ``prefix`` (with ``recurse``, of all its submodules). A tensor
+        tied to others (embeddings and head) is set in every module that shares it. Returns the names
+        of the modules whose tensors were set."""
+        module = self.model.get_submodule(prefix) if prefix else self.model
+        wanted = []
+        for leaf, p in module.named_parameters(recurse=recurse, remove_duplicate=False):
+            if p.device.type == "meta":
+                wanted.append(f"{prefix}.{leaf}" if prefix else leaf)
+        for leaf, _ in module.named_buffers(recurse=recurse, remove_duplicate=False):
+            full = f"{prefix}.{leaf}" if prefix else leaf
+            if full in self.weights.names:
+                wanted.append(full)
+        sources = list(dict.fromkeys(self._source(full) for full in wanted))
+        fresh = [s for s in sources if s not in self._by_source]
+        if fresh:
+            for name, tensor in self.weights.read(fresh, self.dtype).items():
+                self._by_source[name] = nn.Parameter(tensor, requires_grad=False)
+                self.stats.bytes_read += tensor.numel() * tensor.element_size()
+        owners = []
+        for source in sources:
+            for full in self._sharing[source]:
+                owner_name, _, leaf = full.rpartition(".")
+                owner = self.model.get_submodule(owner_name) if owner_name else self.model
+                value = self._by_source[source]
+                if leaf in owner._parameters:
+                    if owner._parameters[leaf] is value:
+                        continue
+                    self._meta[full] = owner._parameters[leaf]
+                    owner._parameters[leaf] = value
+                else:
+                    owner._buffers[leaf] = value.data
+                self._live.append((owner, leaf, full))
+                owners.append(owner_name)
+        return list(dict.fromkeys(owners))
+
+    def _release(self) -> None:
+        """Every tensor read in this stage back to the meta device: its memory is freed (tied
+        parameters get back their one meta tensor, so they stay tied)."""
+        for owner, leaf, full in self._live:
+            if full in self._meta:
+                owner._parameters[leaf] = self._meta.pop(full)
+        self._live.clear()
+        self._by_source.clear()
+
+    @contextlib.contextmanager
+    def _on_demand(self, transform: Transform | None, done: dict) -> Iterator[None]:
+        """Modules outside the blocks read their own tensors when the forward first calls them (and
+        are transformed then, for a transformed variant)."""
+        block_ids = {id(b) for b in self.blocks}
+        handles = []
+
+        def hook(name):
+            def read(module, _args):
+                if any(p.device.type == "meta" for p in module.parameters(recurse=False)):
+                    for owner in self._read(name, recurse=False):
+                        if transform is not None:
+                            transform.apply(owner, done)
+
+            return read
+
+        def walk(module: nn.Module, prefix: str):
+            for name, child in module.named_children():
+                full = f"{prefix}.{name}" if prefix else name
+                if id(child) in block_ids:
+                    continue
+                if any(True for _ in child.parameters(recurse=False)):
+                    handles.append(child.register_forward_pre_hook(hook(full)))
+                walk(child, full)
+
+        walk(self.model, "")
+        try:
+            yield
+        finally:
+            for h in handles:
+                h.remove()
+
+    def _outside_blocks(self, transform: Transform | None) -> bool:
+        """Whether ``transform`` changes any module outside the blocks (then its path needs its own inputs)."""
+        if transform is None:
+            return False
+        for name, module in self.model.named_modules():
+            if any(inside(name, p) for p in self.block_prefixes) or not any(
+                True for _ in module.parameters(recurse=False)
+            ):
+                continue
+            if transform.touches(name):
+                return True
+        return False
+
+    # -- the pass ---------------------------------------------------------------------------
+    def logits(
+        self,
+        batches: list[torch.Tensor],
+        transforms: list[Transform | None],
+        progress: bool = False,
+        desc: str = "streaming blocks",
+    ) -> Iterator[tuple[int, int, torch.Tensor]]:
+        """Stream every batch of token ids through the model once per block for each variant
+        (``transforms``: None is the model as stored); yields ``(variant, batch, logits)``, every batch
+        of variant 0 first, then variant 1's..."""
+        self.stats.passes += 1
+        with tempfile.TemporaryDirectory(prefix="modelxray-hidden-") as spill, torch.inference_mode():
+            budget = None if self.hidden_budget is None else self.hidden_budget // max(len(transforms), 1)
+            states = [HiddenStates(budget, Path(spill)) for _ in transforms]
+            total = len(self.blocks) + 2
+            with bar(total=total, desc=desc, unit="stage", enabled=progress) as pbar:
+                calls = self._inputs(batches, transforms, states)
+                pbar.update(1)
+                for prefix in self.block_prefixes:
+                    self._block(prefix, transforms, states, calls)
+                    pbar.update(1)
+                self.stats.hidden_bytes = max(self.stats.hidden_bytes, sum(s.in_memory + s.spilled for s in states))
+                self.stats.spilled_bytes = max(self.stats.spilled_bytes, sum(s.spilled for s in states))
+                for v, transform in enumerate(transforms):
+                    for b, logits in self._head(batches, transform, states[v]):
+                        yield v, b, logits
+                pbar.update(1)
+
+    def _inputs(self, batches, transforms, states) -> list[tuple[tuple, dict]]:
+        """The first block's inputs for every batch and variant (a variant that changes no module
+        before the blocks shares the float path's hidden states), and the other arguments the model
+        passes its blocks (position embeddings, masks), the same for every variant."""
+        calls: list[tuple[tuple, dict]] = []
+        shared = None
+        for v, transform in enumerate(transforms):
+            if v > 0 and not self._outside_blocks(transform):
+                shared = shared if shared is not None else states[0]
+                for i in range(len(shared)):
+                    states[v].append(shared[i])
+                continue
+            caught: list[tuple[torch.Tensor, tuple, dict]] = []
+
+            def catch(_module, args, kwargs, caught=caught):
+                kwargs = {k: w for k, w in kwargs.items() if k not in CACHE_ARGUMENTS}
+                if "use_cache" in kwargs:
+                    kwargs["use_cache"] = False
+                hidden = args[0] if args else kwargs.pop("hidden_states")
+                caught.append((hidden, tuple(args[1:]), kwargs))
+                raise _Caught
+
+            handle = self.blocks[0].register_forward_pre_hook(catch, with_kwargs=True)
+            done: dict = {}
+            try:
+                with self._on_demand(transform, done):
+                    for batch in batches:
+                        with contextlib.suppress(_Caught):
+                            forward_logits(self.model, batch)
+            finally:
+                handle.remove()
+                self._release()
+            for hidden, args, kwargs in caught:
+                states[v].append(hidden)
+                if v == 0:
+                    calls.append((args, kwargs))
+        return calls
+
+    def _block(self, prefix: str, transforms, states, calls) -> None:
+        """Read one block, run every variant's hidden states through it, then drop it."""
+        block = self.model.get_submodule(prefix)
+        self._read(prefix)
+        try:
+            kept = None
+            for v, transform in enumerate(transforms):
+                if transform is not None:
+                    if v < len(transforms) - 1:  # a later variant starts from the weights as stored
+                        kept = {k: t.detach().clone() for k, t in block.state_dict().items()}
+                    transform.apply(prefix, {})
+                outs = HiddenStates(states[v].budget, states[v].spill_dir)
+                for i, (args, kwargs) in enumerate(calls):
+                    out = block(states[v][i], *args, **kwargs)
+                    self._tuple = isinstance(out, (tuple, list))
+                    outs.append(out[0] if self._tuple else out)
+                states[v].items, states[v].in_memory, states[v].spilled = outs.items, outs.in_memory, outs.spilled
+                if kept is not None:
+                    block.load_state_dict(kept, strict=False)
+                    kept = None
+        finally:
+            self._release()
+
+    def _head(self, batches, transform, hidden: HiddenStates) -> Iterator[tuple[int, torch.Tensor]]:
+        """The model's forward once more, each block replaying the last block's stored output, so the
+        model's own final norm and head make the logits."""
+        current: list[torch.Tensor] = []
+        as_tuple = getattr(self, "_tuple", False)
+
+        def replay(*_args, **_kwargs):
+            return (current[0],) if as_tuple else current[0]
+
+        for block in self.blocks:
+            block.forward = replay
+        done: dict = {}
+        try:
+            with self._on_demand(transform, done):
+                for b, batch in enumerate(batches):
+                    current[:] = [hidden[b]]
+                    yield b, forward_logits(self.model, batch)
+        finally:
+            for block in self.blocks:
+                del block.forward
+            self._release()
+
+    def run_transform_only(self, transform: Transform, progress: bool = False) -> None:
+        """Apply ``transform`` to every module once, block by block, running nothing (a report of what it
+        does to the weights, when no analyzer streams the model)."""
+        self.stats.passes += 1
+        done: dict = {}
+        names = [n for n, m in self.model.named_modules() if any(True for _ in m.parameters(recurse=False))]
+        outer = [n for n in names if not any(inside(n, p) for p in self.block_prefixes)]
+        with torch.inference_mode():
+            for prefix in bar([*self.block_prefixes, ""], desc="quantizing blocks", enabled=progress):
+                if prefix:
+                    self._read(prefix)
+                    transform.apply(prefix, {})
+                else:
+                    for name in outer:
+                        for owner in self._read(name, recurse=False):
+                            transform.apply(owner, done)
+                self._release()
+
+
+def _element_size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()

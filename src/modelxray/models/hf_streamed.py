@@ -1,0 +1,95 @@
+"""A Hugging Face causal LM streamed from disk (``runtime.offload=blocks``): built on the meta
+device from its config (no weight read), its safetensors files read a block at a time by
+``models.block_stream``. A hub id streams from the local Hugging Face cache's copy of its files."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from modelxray.core.errors import ConfigError
+from modelxray.core.subject import LoadedModel, ModelInfo
+from modelxray.models.safetensors_dir import SafetensorsDir
+
+
+def weights_dir(source: Any) -> Path:
+    """The directory holding the model's files: a local directory, or a cached hub model's snapshot."""
+    local = Path(os.path.expanduser(source.name_or_path))
+    if local.is_dir():
+        return local
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(source.name_or_path, revision=source.revision, local_files_only=True))
+    except Exception:  # noqa: BLE001 - not cached (or not a repo id): the line below says what to do
+        raise ConfigError(
+            "runtime.offload",
+            f"blocks reads a model's files one block at a time, and {source.name_or_path!r} is not in the local "
+            "Hugging Face cache: download it first (huggingface-cli download) or pass its directory",
+        ) from None
+
+
+def block_weights(source: Any) -> SafetensorsDir:
+    """The model's safetensors files, for a causal language model; one line otherwise."""
+    kind = source.declared().kind
+    if kind not in (None, "causal_lm"):
+        raise ConfigError(
+            "runtime.offload",
+            f"blocks streams causal language models, and {source.name_or_path} is a {kind} model: use "
+            "runtime.offload=none",
+        )
+    return SafetensorsDir(weights_dir(source), "model.name_or_path")
+
+
+def load_streamed(source: Any, hidden_budget: int | None, reason: str) -> LoadedModel:
+    """The model on the meta device (buffers real), tied as its config says, with its ``BlockStream``."""
+    from accelerate import init_empty_weights
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from modelxray.models.block_stream import BlockStream, chain_of_blocks
+
+    weights = block_weights(source)
+    path = str(weights.directory)
+    kwargs = dict(trust_remote_code=source.trust_remote_code, local_files_only=True)
+    config = AutoConfig.from_pretrained(path, **kwargs)
+    with init_empty_weights(include_buffers=False):
+        model = AutoModelForCausalLM.from_config(
+            config, dtype=source.torch_dtype(), trust_remote_code=source.trust_remote_code
+        )
+    model.tie_weights()
+    model.eval()
+    blocks = chain_of_blocks(model)
+    if blocks is None:
+        raise ConfigError(
+            "runtime.offload",
+            f"{source.name_or_path} ({type(model).__name__}) has no chain of blocks to read one at a time: "
+            "use runtime.offload=none",
+        )
+    stream = BlockStream(model, weights, source.torch_dtype(), blocks, hidden_budget=hidden_budget, reason=reason)
+    missing = stream.missing()
+    if missing:
+        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        raise ConfigError(
+            "model.name_or_path",
+            f"{path} holds no tensor for {shown}, which {type(model).__name__} has: save the model again with "
+            "save_pretrained, or use runtime.offload=none",
+        )
+    if source.tokenizer == "byte":
+        from modelxray.models.tokenizers import load_tokenizer
+
+        tokenizer = load_tokenizer("byte")
+    else:
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(os.path.expanduser(source.tokenizer or path), **kwargs)
+    stored = str(getattr(config, "dtype", None) or "unknown").replace("torch.", "")
+    info = ModelInfo(
+        name=source.name_or_path,
+        source_format="hf",
+        source_dtype=stored,
+        file_path=path,
+        file_bytes=sum(f.stat().st_size for f in set(weights.file_of.values())),
+        notes=[f"Streamed from disk one block at a time ({reason})."],
+    )
+    return LoadedModel(model, tokenizer, info, task="causal_lm", kind="causal_lm", stream=stream)

@@ -1,0 +1,206 @@
+"""``runtime.offload=blocks``: a causal LM streamed from its safetensors files one block at a time
+gives the in-memory figures (logits bit for bit, perplexity, agreement, the quant report), says why it
+streamed and what it read, and refuses what cannot stream in one line before any weight is read."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from modelxray import api
+from modelxray.core.errors import ConfigError
+
+
+def _save(model, path, **kwargs):
+    model.save_pretrained(path, **kwargs)
+    return path
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory):
+    """A random 3-layer Llama over the byte tokenizer's ids, saved in several shards."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+    )
+    return _save(LlamaForCausalLM(config), tmp_path_factory.mktemp("llama") / "m", max_shard_size="100KB")
+
+
+@pytest.fixture(scope="module")
+def gpt2_dir(tmp_path_factory):
+    """A random 2-layer GPT-2 whose head is tied to its embeddings (one tensor in the file)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(1)
+    config = GPT2Config(vocab_size=300, n_embd=64, n_layer=2, n_head=4, n_positions=256, bos_token_id=0, eos_token_id=0)
+    return _save(GPT2LMHeadModel(config), tmp_path_factory.mktemp("gpt2") / "m")
+
+
+def _stream(path, hidden_budget=None):
+    from accelerate import init_empty_weights
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    from modelxray.models.block_stream import BlockStream, chain_of_blocks
+    from modelxray.models.safetensors_dir import SafetensorsDir
+
+    with init_empty_weights(include_buffers=False):
+        meta = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path))
+    meta.tie_weights()
+    return BlockStream(meta.eval(), SafetensorsDir(path), torch.float32, chain_of_blocks(meta), hidden_budget)
+
+
+@pytest.mark.parametrize("which", ["llama_dir", "gpt2_dir"])
+def test_streamed_logits_are_the_in_memory_models_float_and_quantized(which, request):
+    """Every batch through every block, hidden states spilled to disk (budget 0), the float path and
+    an int4 path (the tied head quantized with its embeddings) together: the same logits, bit for bit."""
+    from transformers import AutoModelForCausalLM
+
+    from modelxray.quant.streamed import BlockQuantization
+    from modelxray.quant.weight import WeightQuantizer
+
+    path = request.getfixturevalue(which)
+    stream = _stream(path, hidden_budget=0)
+    quantizer = WeightQuantizer(bits=4, group_size=32, targets=["linear", "conv", "lm_head"])
+    quantized_path = BlockQuantization(quantizer, stream.model)
+    batches = [torch.randint(0, 300, (2, 16), generator=torch.Generator().manual_seed(i)) for i in range(3)]
+    got = {(v, b): logits for v, b, logits in stream.logits(batches, [None, quantized_path])}
+    assert all(p.device.type == "meta" for p in stream.model.parameters())  # every block dropped again
+    assert stream.stats.spilled_bytes > 0 and stream.stats.passes == 1
+
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    quantized, report = quantizer.quantize(model)
+    with torch.inference_mode():
+        for b, ids in enumerate(batches):
+            assert torch.equal(got[(0, b)], model(input_ids=ids, use_cache=False).logits)
+            assert torch.equal(got[(1, b)], quantized(input_ids=ids, use_cache=False).logits)
+    streamed = quantized_path.result(stream.model)
+    for key in ("effective_bits", "model_bytes_after", "modules_quantized", "weight_rel_error_mean"):
+        assert streamed.metrics[key] == pytest.approx(report.metrics[key], rel=1e-12), key
+    # the tied head and embeddings are one tensor: read once per stage, never twice
+    assert stream.model_bytes() == sum(p.numel() * 4 for p in {id(p): p for p in model.parameters()}.values())
+
+
+def test_quantizing_without_running_reads_each_block_once_for_the_same_report(llama_dir):
+    from modelxray.quant.streamed import BlockQuantization
+    from modelxray.quant.weight import WeightQuantizer
+
+    stream = _stream(llama_dir)
+    quantizer = WeightQuantizer(bits=3, group_size=32)
+    path = BlockQuantization(quantizer, stream.model)
+    stream.run_transform_only(path)
+    assert stream.stats.bytes_read == stream.model_bytes()  # one read of the weights, nothing twice
+    from transformers import AutoModelForCausalLM
+
+    _, report = quantizer.quantize(AutoModelForCausalLM.from_pretrained(llama_dir))
+    assert path.result(stream.model).tables["layers"] == report.tables["layers"]
+
+
+PERFORMANCE = ["analyzer.performance.speed_batch_sizes=[1]", "analyzer.performance.iters=1"]
+
+
+def _run(path, tmp_path, tracking_uri, *more):
+    chosen = any(m.startswith("analyzer=") for m in more)
+    overrides = [
+        "model=hf",
+        f"model.name_or_path={path}",
+        "model.tokenizer=byte",
+        "dataset.max_tokens=512",
+        "dataset.seq_len=64",
+        *([] if chosen else PERFORMANCE),
+        "report.dashboard=false",
+        "progress=false",
+        "tracker=mlflow",
+        f"tracker.uri={tracking_uri}",
+        "tracker.experiment=block_stream",
+        *more,
+    ]
+    return api.analyze(overrides, output_dir=tmp_path / "_".join(m.replace("/", "") for m in more))
+
+
+FIGURES = ("perplexity", "loss", "accuracy", "top1_agree", "kl", "kl_p99", "delta_loss", "delta_loss_se")
+
+
+@pytest.mark.parametrize("quant", ["none", "int4"])
+def test_a_streamed_run_gives_the_in_memory_runs_figures(quant, llama_dir, tmp_path, tracking_uri):
+    from mlflow.tracking import MlflowClient
+
+    streamed = _run(llama_dir, tmp_path, tracking_uri, f"quant={quant}", "runtime.offload=blocks")
+    whole = _run(llama_dir, tmp_path, tracking_uri, f"quant={quant}", "runtime.offload=none")
+    compared = [f for f in FIGURES if f"performance/{f}" in whole.metrics]
+    assert ("performance/kl" in whole.metrics) == (quant != "none")
+    for figure in compared:
+        assert streamed.metrics[f"performance/{figure}"] == pytest.approx(
+            whole.metrics[f"performance/{figure}"], rel=1e-6
+        )
+    if quant != "none":
+        for key in ("quant/effective_bits", "quant/model_bytes_after", "quant/weight_rel_error_mean"):
+            assert streamed.metrics[key] == pytest.approx(whole.metrics[key], rel=1e-12)
+    # one pass over the blocks; the embeddings and head are read for the inputs and again for the logits
+    assert 1.0 <= streamed.metrics["runtime/weight_reads"] < 2.0
+    assert "runtime/weight_reads" not in whole.metrics and "performance/bs1_latency_p50_ms" not in streamed.metrics
+    params = MlflowClient(tracking_uri).get_run(streamed.run_id).data.params
+    assert params["runtime/offload"] == "blocks" and params["runtime/offload_reason"] == "runtime.offload=blocks"
+    report = (streamed.output_dir / "insights.md").read_text()
+    assert "Streamed 3 blocks" in report and "Speed and per-module time: not measured" in report
+
+
+def test_auto_streams_only_when_the_weights_exceed_max_memory(llama_dir, tmp_path, tracking_uri):
+    from mlflow.tracking import MlflowClient
+
+    small = _run(llama_dir, tmp_path, tracking_uri, "runtime.max_memory=400KB")  # weights 598 kB, a block 148 kB
+    large = _run(llama_dir, tmp_path, tracking_uri, "runtime.max_memory=1GB")
+    client = MlflowClient(tracking_uri)
+    small_params, large_params = (client.get_run(r.run_id).data.params for r in (small, large))
+    assert small_params["runtime/offload"] == "blocks" and large_params["runtime/offload"] == "none"
+    assert small_params["runtime/offload_reason"] == (
+        "runtime.offload=auto: the weights (583.8 KiB in float32) exceed the memory this run may use "
+        "(390.6 KiB: runtime.max_memory)"
+    )
+    assert "fit the memory this run may use (953.7 MiB: runtime.max_memory)" in large_params["runtime/offload_reason"]
+    assert small.metrics["performance/perplexity"] == pytest.approx(large.metrics["performance/perplexity"], rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    "more,message",
+    [
+        (
+            ["analyzer=robustness"],
+            r"^runtime.offload: the model streams block by block, and analyzer=robustness needs the whole model in "
+            r"memory \(analyzer=performance streams\): use runtime.offload=none$",
+        ),
+        (["quant=gptq_int4"], r"^runtime.offload: .*this quantizer \(gptq\) works on the whole model at once"),
+        (["train=finetune_lm"], r"^runtime.offload: .*train= needs the whole model in memory"),
+        (
+            ["runtime.max_memory=100KB"],
+            r"^runtime.max_memory: 97.7 KiB is less than one block of the model \(144.5 KiB in float32, "
+            r"model.layers.\d\), which a streamed run holds at once: give at least 289.0 KiB$",
+        ),
+        (["runtime.max_memory=lots"], r"^runtime.max_memory: expected a positive size such as 8GB"),
+    ],
+)
+def test_what_cannot_stream_is_one_line_before_any_weight_is_read(more, message, llama_dir, tmp_path, tracking_uri):
+    offload = [] if any("max_memory" in m for m in more) and "lots" not in more[0] else ["runtime.offload=blocks"]
+    with pytest.raises(ConfigError, match=message):
+        _run(llama_dir, tmp_path, tracking_uri, *offload, *more)
+
+
+def test_a_model_that_is_read_whole_is_one_line_with_blocks(llama_dir, tmp_path, tracking_uri):
+    with pytest.raises(ConfigError, match=r"^runtime.offload: blocks reads a Hugging Face causal language model"):
+        api.analyze(["debug=tiny", "runtime.offload=blocks"], output_dir=tmp_path / "a")
+    pickled = tmp_path / "pickled"  # weights in a .bin checkpoint: not readable one tensor at a time
+    pickled.mkdir()
+    (pickled / "config.json").write_text((llama_dir / "config.json").read_text())
+    (pickled / "pytorch_model.bin").write_bytes(b"")
+    with pytest.raises(
+        ConfigError, match=r"^model.name_or_path: .* holds no safetensors weights .* runtime.offload=none$"
+    ):
+        _run(pickled, tmp_path, tracking_uri, "runtime.offload=blocks")
