@@ -89,18 +89,25 @@ def test_streamed_logits_are_the_in_memory_models_float_and_quantized(which, req
     assert stream.model_bytes() == sum(p.numel() * 4 for p in {id(p): p for p in model.parameters()}.values())
 
 
-def test_quantizing_without_running_reads_each_block_once_for_the_same_report(llama_dir):
-    from modelxray.quant.streamed import BlockQuantization
+@pytest.mark.parametrize("method", ["rtn", "gptq"])
+def test_quantizing_without_scoring_reads_each_block_once_for_the_same_report(method, llama_dir):
+    """With no window to score (no analyzer streamed the model), the blocks still go by once each and
+    the report is the in-memory quantizer's, row for row; GPTQ calibrates each block on its inputs."""
+    from transformers import AutoModelForCausalLM
+
+    from modelxray.quant.calibration import Calibration
+    from modelxray.quant.gptq import GPTQQuantizer
+    from modelxray.quant.streamed import block_quantization
     from modelxray.quant.weight import WeightQuantizer
 
     stream = _stream(llama_dir)
-    quantizer = WeightQuantizer(bits=3, group_size=32)
-    path = BlockQuantization(quantizer, stream.model)
+    quantizer = WeightQuantizer(bits=3, group_size=32) if method == "rtn" else GPTQQuantizer(bits=3, group_size=32)
+    calibration = Calibration([torch.randint(0, 300, (6, 32), generator=torch.Generator().manual_seed(5))], "test rows")
+    path = block_quantization(quantizer, stream, calibration)
     stream.run_transform_only(path)
-    assert stream.stats.bytes_read == stream.model_bytes()  # one read of the weights, nothing twice
-    from transformers import AutoModelForCausalLM
-
-    _, report = quantizer.quantize(AutoModelForCausalLM.from_pretrained(llama_dir))
+    embeddings = stream.weights.nbytes(["model.embed_tokens.weight"], 4)  # read for the calibration rows
+    assert stream.stats.bytes_read == stream.model_bytes() + (embeddings if method == "gptq" else 0)
+    _, report = quantizer.quantize(AutoModelForCausalLM.from_pretrained(llama_dir), calibration)
     assert path.result(stream.model).tables["layers"] == report.tables["layers"]
 
 
@@ -129,12 +136,15 @@ def _run(path, tmp_path, tracking_uri, *more):
 FIGURES = ("perplexity", "loss", "accuracy", "top1_agree", "kl", "kl_p99", "delta_loss", "delta_loss_se")
 
 
-@pytest.mark.parametrize("quant", ["none", "int4"])
+@pytest.mark.parametrize("quant", ["none", "int4", "gptq_int4", "awq_int4"])
 def test_a_streamed_run_gives_the_in_memory_runs_figures(quant, llama_dir, tmp_path, tracking_uri):
+    """GPTQ and AWQ calibrate each block on the windows it sees as the model streams: the same
+    calibration, so the same weights and figures as in memory."""
     from mlflow.tracking import MlflowClient
 
-    streamed = _run(llama_dir, tmp_path, tracking_uri, f"quant={quant}", "runtime.offload=blocks")
-    whole = _run(llama_dir, tmp_path, tracking_uri, f"quant={quant}", "runtime.offload=none")
+    more = [f"quant={quant}", "dataset.calibration_windows=8"]
+    streamed = _run(llama_dir, tmp_path, tracking_uri, *more, "runtime.offload=blocks")
+    whole = _run(llama_dir, tmp_path, tracking_uri, *more, "runtime.offload=none")
     compared = [f for f in FIGURES if f"performance/{f}" in whole.metrics]
     assert ("performance/kl" in whole.metrics) == (quant != "none")
     for figure in compared:
@@ -143,7 +153,9 @@ def test_a_streamed_run_gives_the_in_memory_runs_figures(quant, llama_dir, tmp_p
         )
     if quant != "none":
         for key in ("quant/effective_bits", "quant/model_bytes_after", "quant/weight_rel_error_mean"):
-            assert streamed.metrics[key] == pytest.approx(whole.metrics[key], rel=1e-12)
+            assert streamed.metrics[key] == pytest.approx(whole.metrics[key], rel=1e-9)
+        streamed_rows, whole_rows = (r.results["quant"].tables["layers"] for r in (streamed, whole))
+        assert [r["module"] for r in streamed_rows] == [r["module"] for r in whole_rows]
     # one pass over the blocks; the embeddings and head are read for the inputs and again for the logits
     assert 1.0 <= streamed.metrics["runtime/weight_reads"] < 2.0
     assert "runtime/weight_reads" not in whole.metrics and "performance/bs1_latency_p50_ms" not in streamed.metrics
@@ -177,7 +189,7 @@ def test_auto_streams_only_when_the_weights_exceed_max_memory(llama_dir, tmp_pat
             r"^runtime.offload: the model streams block by block, and analyzer=robustness needs the whole model in "
             r"memory \(analyzer=performance streams\): use runtime.offload=none$",
         ),
-        (["quant=gptq_int4"], r"^runtime.offload: .*this quantizer \(gptq\) works on the whole model at once"),
+        (["quant=hqq_int4"], r"^runtime.offload: .*this quantizer \(hqq\) works on the whole model at once"),
         (["train=finetune_lm"], r"^runtime.offload: .*train= needs the whole model in memory"),
         (
             ["runtime.max_memory=100KB"],

@@ -287,7 +287,7 @@ def _quantize(state: RunState) -> None:
     """``quant=``: quantize the model (in place when nothing needs its loaded weights after)."""
     cfg, job, components = state.cfg, state.job, state.components
     if state.subject.stream is not None:
-        state.subject = quantize_streamed(state.subject, components.quant)
+        state.subject = quantize_streamed(state.subject, components.quant, components.settings.progress)
         return
     given_model = state.given.model is not None
     in_place = _quantize_in_place(cfg, job, components, given_model=given_model)

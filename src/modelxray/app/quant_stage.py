@@ -45,14 +45,21 @@ def _keeps_reference(subject: Subject, components) -> bool:
     return quantizes and subject.task in agreeing and "performance" in components.analyzers
 
 
-def quantize_streamed(subject: Subject, quantizer) -> Subject:
+def quantize_streamed(subject: Subject, quantizer, progress: bool = False) -> Subject:
     """A streamed model's quant stage: the quantizer becomes the stream's second path, applied to each
-    block right after the float path ran through it (``quant.streamed.BlockQuantization``)."""
+    block right after the float path ran through it (``quant.streamed``); GPTQ and AWQ calibrate each
+    block on the dataset's calibration windows as they stream beside the evaluated ones."""
     if getattr(quantizer, "name", "none") == "none":
         return subject
-    from modelxray.quant.streamed import BlockQuantization
+    import dataclasses
 
-    subject.stream.transform = BlockQuantization(quantizer, subject.model)
+    from modelxray.quant.calibration import subject_calibration
+    from modelxray.quant.streamed import block_quantization
+
+    calibration = None
+    if getattr(quantizer, "needs_calibration", False):
+        calibration = dataclasses.replace(subject_calibration(subject, quantizer), progress=progress)
+    subject.stream.transform = block_quantization(quantizer, subject.stream, calibration)
     step = {"method": quantizer.name, "default": quantizer.default_spec().describe(), "streamed": True}
     return subject.with_model(subject.model, step)
 

@@ -37,7 +37,9 @@ CACHE_ARGUMENTS = ("past_key_values", "past_key_value", "layer_past", "cache_par
 
 
 class Transform(Protocol):
-    """What a variant does to freshly read weights (a quantizer, block by block)."""
+    """What a variant does to freshly read weights (a quantizer, block by block). A transform that
+    calibrates (GPTQ, AWQ) also has ``calibration_batches()`` (token batches) and ``start(caught)``,
+    which receives those batches' inputs to the first block, caught with the evaluation's."""
 
     def apply(self, prefix: str, done: dict) -> None: ...  # change the modules under ``prefix`` in place
 
@@ -303,31 +305,42 @@ class BlockStream:
                 for i in range(len(shared)):
                     states[v].append(shared[i])
                 continue
-            caught: list[tuple[torch.Tensor, tuple, dict]] = []
-
-            def catch(_module, args, kwargs, caught=caught):
-                kwargs = {k: w for k, w in kwargs.items() if k not in CACHE_ARGUMENTS}
-                if "use_cache" in kwargs:
-                    kwargs["use_cache"] = False
-                hidden = args[0] if args else kwargs.pop("hidden_states")
-                caught.append((hidden, tuple(args[1:]), kwargs))
-                raise _Caught
-
-            handle = self.blocks[0].register_forward_pre_hook(catch, with_kwargs=True)
             done: dict = {}
             try:
                 with self._on_demand(transform, done):
-                    for batch in batches:
-                        with contextlib.suppress(_Caught):
-                            forward_logits(self.model, batch)
+                    caught = self._catch(batches)
+                    if v == 0:  # calibration batches enter the float model's first block
+                        for t in transforms:
+                            if hasattr(t, "calibration_batches"):
+                                t.start(self._catch(t.calibration_batches()))
             finally:
-                handle.remove()
                 self._release()
             for hidden, args, kwargs in caught:
                 states[v].append(hidden)
                 if v == 0:
                     calls.append((args, kwargs))
         return calls
+
+    def _catch(self, batches) -> list[tuple[torch.Tensor, tuple, dict]]:
+        """Each batch's inputs to the first block (hidden states, other arguments), the forward stopped there."""
+        caught: list[tuple[torch.Tensor, tuple, dict]] = []
+
+        def catch(_module, args, kwargs):
+            kwargs = {k: w for k, w in kwargs.items() if k not in CACHE_ARGUMENTS}
+            if "use_cache" in kwargs:
+                kwargs["use_cache"] = False
+            hidden = args[0] if args else kwargs.pop("hidden_states")
+            caught.append((hidden, tuple(args[1:]), kwargs))
+            raise _Caught
+
+        handle = self.blocks[0].register_forward_pre_hook(catch, with_kwargs=True)
+        try:
+            for batch in batches:
+                with contextlib.suppress(_Caught):
+                    forward_logits(self.model, batch)
+        finally:
+            handle.remove()
+        return caught
 
     def _block(self, prefix: str, transforms, states, calls) -> None:
         """Read one block, run every variant's hidden states through it, then drop it."""
@@ -375,22 +388,19 @@ class BlockStream:
             self._release()
 
     def run_transform_only(self, transform: Transform, progress: bool = False) -> None:
-        """Apply ``transform`` to every module once, block by block, running nothing (a report of what it
-        does to the weights, when no analyzer streams the model)."""
-        self.stats.passes += 1
+        """Apply ``transform`` to every module once, block by block, scoring nothing (the report of what
+        it does to the weights, when no analyzer streamed the model): the blocks go by with no window
+        (a calibrating transform still sees its calibration batches), then the modules outside them."""
+        for _ in self.logits([], [None, transform], progress, "quantizing blocks"):
+            pass
         done: dict = {}
         names = [n for n, m in self.model.named_modules() if any(True for _ in m.parameters(recurse=False))]
-        outer = [n for n in names if not any(inside(n, p) for p in self.block_prefixes)]
         with torch.inference_mode():
-            for prefix in bar([*self.block_prefixes, ""], desc="quantizing blocks", enabled=progress):
-                if prefix:
-                    self._read(prefix)
-                    transform.apply(prefix, {})
-                else:
-                    for name in outer:
-                        for owner in self._read(name, recurse=False):
-                            transform.apply(owner, done)
-                self._release()
+            for name in names:
+                if not any(inside(name, p) for p in self.block_prefixes):
+                    for owner in self._read(name, recurse=False):
+                        transform.apply(owner, done)
+            self._release()
 
 
 def _element_size(dtype: torch.dtype) -> int:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import struct
-from collections import defaultdict
 from pathlib import Path
 
 import torch
@@ -77,20 +76,18 @@ class SafetensorsDir:
         return total
 
     def read(self, names, dtype: torch.dtype | None = None) -> dict[str, torch.Tensor]:
-        """The tensors ``names`` (floating ones cast to ``dtype``), each file mapped only while read."""
+        """The tensors ``names`` (floating ones cast to ``dtype``), each copied out of its file with the
+        file mapped only while that one tensor is read: the pages a read touched are let go at once,
+        so a block's read holds the block and one tensor's pages, never the block twice."""
         from safetensors import safe_open
 
-        by_file: dict[Path, list[str]] = defaultdict(list)
-        for name in names:
-            by_file[self.file_of[name]].append(name)
         out = {}
-        for file, group in by_file.items():
-            with safe_open(str(file), framework="pt") as handle:
-                for name in group:
-                    tensor = handle.get_tensor(name)
-                    if dtype is not None and tensor.is_floating_point() and tensor.dtype != dtype:
-                        tensor = tensor.to(dtype)
-                    out[name] = tensor.clone() if _maps(tensor) else tensor
+        for name in names:
+            with safe_open(str(self.file_of[name]), framework="pt") as handle:
+                tensor = handle.get_tensor(name)
+                if dtype is not None and tensor.is_floating_point() and tensor.dtype != dtype:
+                    tensor = tensor.to(dtype)
+                out[name] = tensor.clone() if _maps(tensor) else tensor
         return out
 
 

@@ -147,6 +147,17 @@ class BlockInputs:
         finally:
             handle.remove()
 
+    @classmethod
+    def caught(cls, caught: list[tuple[torch.Tensor, tuple, dict[str, Any]]]) -> BlockInputs:
+        """Inputs of a stack's first block caught elsewhere (a model streamed block by block catches
+        them while it reads its embeddings): ``(hidden, other positional arguments, keyword arguments)``."""
+        inputs = cls.__new__(cls)
+        inputs.hidden = [h for h, _, _ in caught]
+        inputs.args = [a for _, a, _ in caught]
+        inputs.kwargs = [k for _, _, k in caught]
+        inputs.repeated = 0
+        return inputs
+
     def __iter__(self) -> Iterator[tuple[torch.Tensor, tuple, dict[str, Any]]]:
         return iter(zip(self.hidden, self.args, self.kwargs))
 

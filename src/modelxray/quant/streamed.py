@@ -18,9 +18,22 @@ if TYPE_CHECKING:
 
 
 def streams_blocks(quantizer) -> bool:
-    """Whether a quantizer can work one block at a time: round-to-nearest with its bit plan can (its
-    plan is fixed by names and shapes); the calibrating and library quantizers need the whole model."""
-    return type(quantizer) is WeightQuantizer
+    """Whether a quantizer can work one block at a time: round-to-nearest with its bit plan (fixed by
+    names and shapes), and GPTQ and AWQ, which calibrate each block on the inputs it really sees, as
+    their papers do; the library quantizers hand the whole model to their library."""
+    from modelxray.quant.blockwise import BlockwiseQuantizer
+
+    return type(quantizer) is WeightQuantizer or (
+        isinstance(quantizer, BlockwiseQuantizer)
+        and type(quantizer).quantize_block is not BlockwiseQuantizer.quantize_block
+    )
+
+
+def block_quantization(quantizer, stream, calibration=None) -> BlockQuantization:
+    """The quantized path of ``stream``: calibrated block by block when the quantizer calibrates."""
+    if getattr(quantizer, "needs_calibration", False):
+        return CalibratedBlockQuantization(quantizer, stream.model, stream.blocks_name, calibration)
+    return BlockQuantization(quantizer, stream.model)
 
 
 class BlockQuantization:
@@ -50,7 +63,73 @@ class BlockQuantization:
         order = {t.name: i for i, t in enumerate(self.targets)}
         rows = sorted(self.rows.values(), key=lambda r: order.get(r["module"], len(order)))
         notes = [*self.notes, "Quantized block by block as the model streamed from disk (runtime.offload=blocks)."]
-        return quant_result("rtn", rows, model, self.seconds, notes, source=self.quantizer)
+        return quant_result(self.quantizer.name, rows, model, self.seconds, notes, source=self.quantizer)
+
+
+class CalibratedBlockQuantization(BlockQuantization):
+    """GPTQ or AWQ on a streamed model: the calibration windows enter the first block beside the
+    evaluated ones; each block's planned Linear layers are calibrated on the inputs it sees (the
+    quantized blocks' outputs before it), then the calibration windows go on through the quantized
+    block. Planned modules outside the blocks (embeddings, LM head) are rounded to nearest, as in
+    memory."""
+
+    def __init__(self, quantizer, model: nn.Module, blocks_name: str, calibration):
+        super().__init__(quantizer, model)
+        self.model, self.blocks_name, self.calibration = model, blocks_name, calibration
+        self.inputs = None
+        self.extra: dict = {}
+        quantizer.begin()
+
+    def calibration_batches(self) -> list:
+        return list(self.calibration.batches(self.quantizer.batch_size))
+
+    def start(self, caught: list) -> None:
+        from modelxray.quant.calibration import BlockInputs
+
+        self.inputs = BlockInputs.caught(caught)
+
+    def _is_block(self, prefix: str) -> bool:
+        head, _, index = prefix.rpartition(".")
+        return head == self.blocks_name and index.isdigit()
+
+    def apply(self, prefix: str, done: dict) -> None:
+        if not self._is_block(prefix):  # outside the blocks: what the plan rounds to nearest
+            start = time.perf_counter()
+            read = [
+                t
+                for t in self.targets
+                if _inside(t.name, prefix) and t.kind != "linear" and t.module.weight.device.type != "meta"
+            ]
+            rows, notes = quantize_model(read, self.plan, done)
+            for r in rows:
+                r["format"] += " (RTN: outside the blocks)"
+            self.rows.update({r["module"]: r for r in rows})
+            self.notes.extend(n for n in notes if n not in self.notes)
+            self.seconds += time.perf_counter() - start
+            return
+        start = time.perf_counter()
+        block = self.model.get_submodule(prefix)
+        layer_targets = [
+            t for t in self.targets if _inside(t.name, prefix) and t.kind == "linear" and self.plan.get(t.name)
+        ]
+        if layer_targets:
+            rows = self.quantizer.quantize_block(block, layer_targets, self.plan, self.inputs)
+            self.rows.update({r["module"]: r for r in rows})
+        self.inputs.run(block, update=True)
+        self.seconds += time.perf_counter() - start
+
+    def result(self, model: nn.Module) -> Result:
+        result = super().result(model)
+        how, extra = self.quantizer.summary()
+        tokens = sum(h.numel() // h.shape[-1] for h in self.inputs.hidden) if self.inputs is not None else 0
+        result.insights.insert(
+            0,
+            f"{self.quantizer.name.upper()} calibrated each block on {tokens:,} tokens ({self.calibration.n_rows} "
+            f"{self.calibration.origin}) as the model streamed; {how}",
+        )
+        result.data["method"] = self.quantizer.name
+        result.metrics.update(extra)
+        return result
 
 
 def _inside(name: str, prefix: str) -> bool:
