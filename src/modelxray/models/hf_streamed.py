@@ -1,6 +1,6 @@
-"""A Hugging Face causal LM streamed from disk (``runtime.offload=blocks``): built on the meta
-device from its config (no weight read), its safetensors files read a block at a time by
-``models.block_stream``. A hub id streams from the local Hugging Face cache's copy of its files."""
+"""A Hugging Face model streamed from disk (``runtime.offload=blocks``): a causal or masked language
+model built on the meta device from its config (no weight read), its safetensors files read a block
+at a time by ``models.block_stream``. A hub id streams from the local Hugging Face cache's copy."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from typing import Any
 from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel, ModelInfo
 from modelxray.models.safetensors_dir import SafetensorsDir
+
+STREAMED_KINDS = {"causal_lm": "AutoModelForCausalLM", "masked_lm": "AutoModelForMaskedLM"}  # kind -> Auto class
 
 
 def weights_dir(source: Any) -> Path:
@@ -31,32 +33,34 @@ def weights_dir(source: Any) -> Path:
 
 
 def block_weights(source: Any) -> SafetensorsDir:
-    """The model's safetensors files, for a causal language model; one line otherwise."""
+    """The model's safetensors files, for a kind that streams (``STREAMED_KINDS``); one line otherwise."""
     kind = source.declared().kind
-    if kind not in (None, "causal_lm"):
+    if kind not in (None, *STREAMED_KINDS):
         raise ConfigError(
             "runtime.offload",
-            f"blocks streams causal language models, and {source.name_or_path} is a {kind} model: use "
-            "runtime.offload=none",
+            f"blocks streams {' and '.join(k.replace('_', ' ') + 's' for k in STREAMED_KINDS)}, and "
+            f"{source.name_or_path} is a {kind} model: use runtime.offload=none",
         )
     return SafetensorsDir(weights_dir(source), "model.name_or_path")
 
 
 def load_streamed(source: Any, hidden_budget: int | None, reason: str) -> LoadedModel:
     """The model on the meta device (buffers real), tied as its config says, with its ``BlockStream``."""
+    import transformers
     from accelerate import init_empty_weights
-    from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers import AutoConfig
 
     from modelxray.models.block_stream import BlockStream, chain_of_blocks
+    from modelxray.models.kinds import TASK_OF_KIND, kind_of_config
 
     weights = block_weights(source)
     path = str(weights.directory)
     kwargs = dict(trust_remote_code=source.trust_remote_code, local_files_only=True)
     config = AutoConfig.from_pretrained(path, **kwargs)
+    kind = kind_of_config(config, source.name_or_path) if source.kind == "auto" else source.kind
+    auto = getattr(transformers, STREAMED_KINDS[kind])
     with init_empty_weights(include_buffers=False):
-        model = AutoModelForCausalLM.from_config(
-            config, dtype=source.torch_dtype(), trust_remote_code=source.trust_remote_code
-        )
+        model = auto.from_config(config, dtype=source.torch_dtype(), trust_remote_code=source.trust_remote_code)
     model.tie_weights()
     model.eval()
     blocks = chain_of_blocks(model)
@@ -75,7 +79,11 @@ def load_streamed(source: Any, hidden_budget: int | None, reason: str) -> Loaded
             f"{path} holds no tensor for {shown}, which {type(model).__name__} has: save the model again with "
             "save_pretrained, or use runtime.offload=none",
         )
-    if source.tokenizer == "byte":
+    if kind != "causal_lm":
+        from modelxray.models.hf_tasks import load_task_tokenizer
+
+        tokenizer = load_task_tokenizer(source, path, kwargs)
+    elif source.tokenizer == "byte":
         from modelxray.models.tokenizers import load_tokenizer
 
         tokenizer = load_tokenizer("byte")
@@ -92,4 +100,4 @@ def load_streamed(source: Any, hidden_budget: int | None, reason: str) -> Loaded
         file_bytes=sum(f.stat().st_size for f in set(weights.file_of.values())),
         notes=[f"Streamed from disk one block at a time ({reason})."],
     )
-    return LoadedModel(model, tokenizer, info, task="causal_lm", kind="causal_lm", stream=stream)
+    return LoadedModel(model, tokenizer, info, task=TASK_OF_KIND[kind], kind=kind, stream=stream)

@@ -61,7 +61,8 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         from modelxray.analyzers.performance import tasks
 
         tasks.quality(cfg, subject, ctx, result)
-        tasks.speed(cfg, subject, ctx, result)
+        if subject.stream is None:
+            tasks.speed(cfg, subject, ctx, result)
         layer_input = tasks.layer_input
     elif subject.task in VISION_TASKS:
         from modelxray.analyzers.performance import vision_tasks
@@ -76,21 +77,21 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         )
         if signs:
             result.data["degenerate"] = signs
-        if subject.stream is not None:
-            from modelxray.analyzers.performance.streamed import NOT_TIMED, streaming_data
-
-            result.data["streaming"] = streamed = streaming_data(subject)
-            result.insights.append(streamed["summary"])
-            result.insights.append(f"Speed and per-module time: {NOT_TIMED}.")
-            _memory(cfg, subject, result)
-            return result
-        _speed(cfg, subject, ctx, result)
+        if subject.stream is None:
+            _speed(cfg, subject, ctx, result)
         layer_input = lambda s: _lm_layer_input(cfg, s)  # noqa: E731
     else:
         raise ConfigError(
             "analyzer.performance", f"does not support task {subject.task!r} (causal_lm, classification, generic)"
         )
     _memory(cfg, subject, result)
+    if subject.stream is not None:  # streamed from disk: its forward's time is the disk's
+        from modelxray.analyzers.performance.streamed import NOT_TIMED, streaming_data
+
+        result.data["streaming"] = streamed = streaming_data(subject)
+        result.insights.append(streamed["summary"])
+        result.insights.append(f"Speed and per-module time: {NOT_TIMED}.")
+        return result
     if cfg.layer_timing and isinstance(subject.model, torch.jit.ScriptModule):
         why = "TorchScript modules take no forward hooks; per-op time is in analyzer=inspect's profile"
         result.data["layer_time"] = {"skipped": why}

@@ -18,14 +18,17 @@ NOT_TIMED = (
 )
 
 
-def stream_scores(cfg, subject, windows, progress: bool):
-    """``(score, seconds, comparison, reference)`` of the streamed model on ``windows``: the float
-    model's score alone, or with ``quant=`` the quantized model's, compared with the float one."""
+def stream_scores(cfg, subject, windows, progress: bool, ks: list[int] | None = None, kl_windows: int | None = None):
+    """``(score, seconds, comparison, reference)`` of the streamed model on ``windows`` (token windows
+    of a causal LM, masked windows of a masked LM): the float model's score alone, or with ``quant=``
+    the quantized model's, compared with the float one. ``ks``: the top-k accuracies kept;
+    ``kl_windows``: the windows KL is taken on (``cfg.kl_windows`` by default)."""
     stream = subject.stream
     batches = list(batched(windows, cfg.batch_size))
     transforms = [None] if stream.transform is None else [None, stream.transform]
     reference = Reference.collecting(batches, cfg.batch_size)
-    float_score = LMScore(ks=sorted(set(cfg.top_k)))
+    ks = sorted(set(cfg.top_k if ks is None else ks))
+    float_score = LMScore(ks=ks)
     comparison = None
     start = time.perf_counter()
     inputs = [x for x, _ in batches]
@@ -33,11 +36,11 @@ def stream_scores(cfg, subject, windows, progress: bool):
         targets = batches[b][1]
         if variant == 0:
             float_score.update(logits, targets)
-            reference.add(b, logits, targets, cfg.kl_windows)
+            reference.add(b, logits, targets, cfg.kl_windows if kl_windows is None else kl_windows)
             if b == len(batches) - 1:
                 reference.finish()
         else:
-            comparison = comparison or reference.comparison(cfg.top_k)
+            comparison = comparison or reference.comparison(ks)
             comparison.add(b, logits, targets)
     seconds = time.perf_counter() - start
     if comparison is None:

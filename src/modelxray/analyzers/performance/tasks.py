@@ -58,9 +58,15 @@ def _scored(cfg, subject, ctx: RunContext, result: Result) -> None:
     """Loss and accuracy at the scored positions; agreement with the unquantized model's."""
     data, task = subject.data, subject.task
     ks = [1] if task in ("sequence_classification", "token_classification") else sorted(set(cfg.top_k) | {1})
-    score, seconds = score_windows(
-        subject.model, data.windows, cfg.batch_size, ks, ctx.progress, "performance: scoring"
-    )
+    comp = None
+    if subject.stream is not None:  # block by block from disk: the float and quantized paths together
+        from modelxray.analyzers.performance.streamed import stream_scores
+
+        score, seconds, comp, _ = stream_scores(cfg, subject, data.windows, ctx.progress, ks, cfg.kl_examples)
+    else:
+        score, seconds = score_windows(
+            subject.model, data.windows, cfg.batch_size, ks, ctx.progress, "performance: scoring"
+        )
     raw = score.result()
     if task == "sequence_classification":
         q = Quality.of_classifier(raw["loss"], raw["tokens_scored"], {1: raw["accuracy"]})
@@ -75,8 +81,9 @@ def _scored(cfg, subject, ctx: RunContext, result: Result) -> None:
     result.metrics["eval_examples_per_s"] = len(data.windows) / seconds
     result.data["quality"].update({k: v for k, v in raw.items()})
     ref = getattr(subject.reference, "windows", None)
-    if ref is not None:
+    if ref is not None and comp is None:
         comp = ref.compare(subject.model, progress=ctx.progress, desc="performance: agreement")
+    if comp is not None:
         agreement = {k: v for k, v in comp.result().items() if k in AGREEMENT_KEYS}
         result.metrics.update(agreement)
         result.data["agreement"] = agreement
