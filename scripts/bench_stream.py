@@ -6,8 +6,9 @@ run with the whole model in memory (``runtime.offload=none``), on random Llamas 
     python scripts/bench_stream.py --layers 4,8,16 --in-memory 4,8 --markdown
     python scripts/bench_stream.py --small              # hidden 256: checks the script in a minute
 
-Each model is written once as sharded safetensors (one shard per layer, written tensor by tensor, so
-writing it never holds the model) under ``--dir``. Each run is ``python run.py model=hf ... quant=int4``
+Each model is written once as sharded safetensors (one shard per layer) under ``--dir``, by a
+process of its own: a run's peak (``ru_maxrss``) counts the memory of the process it was forked
+from, so this one imports no torch and stays small. Each run is ``python run.py model=hf ... quant=int4``
 with performance on 512 tokens, in its own process; the files are read once before each run so both
 runs find them in the page cache. Prints, per depth and mode: the peak resident memory of the run's
 process (``wait4``'s ru_maxrss), that peak over the float32 weights (target: at most 0.45 at 8 layers,
@@ -147,7 +148,9 @@ def main() -> None:
     in_memory = {int(x) for x in args.in_memory.split(",") if x}
     for layers in (int(x) for x in args.layers.split(",")):
         path = base / f"llama7b_{layers}l"
-        weights = write_model(path, layers)
+        shape = json.dumps(SHAPE)
+        subprocess.run([sys.executable, __file__, "--write", str(path), str(layers), shape], check=True)
+        weights = int(json.loads((path / "model.safetensors.index.json").read_text())["metadata"]["total_size"])
         got = {}
         for mode in ("blocks", "none") if layers in in_memory else ("blocks",):
             warm(path)
@@ -184,4 +187,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--write"]:  # the writer process: python bench_stream.py --write DIR LAYERS SHAPE
+        SHAPE.update(json.loads(sys.argv[4]))
+        write_model(Path(sys.argv[2]), int(sys.argv[3]))
+    else:
+        main()

@@ -20,6 +20,7 @@ compare: neither runs all windows through one block before reading the next.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -76,16 +77,25 @@ def chain_of_blocks(model: nn.Module) -> str | None:
 class HiddenStates:
     """One variant's hidden states, per batch: in memory up to ``budget`` bytes, on disk beyond it."""
 
+    _names = itertools.count()  # spill files are never reused while a mapped one may be read
+
     def __init__(self, budget: int | None, spill_dir: Path):
         self.budget, self.spill_dir = budget, spill_dir
         self.items: list[torch.Tensor | Path] = []
         self.in_memory = 0
         self.spilled = 0
 
+    def replace(self, other: HiddenStates) -> None:
+        """Take ``other``'s states (the next block's), deleting this one's files from disk."""
+        for item in self.items:
+            if isinstance(item, Path):
+                item.unlink(missing_ok=True)
+        self.items, self.in_memory, self.spilled = other.items, other.in_memory, other.spilled
+
     def append(self, hidden: torch.Tensor) -> None:
         size = hidden.numel() * hidden.element_size()
         if self.budget is not None and self.in_memory + size > self.budget:
-            path = self.spill_dir / f"{id(self)}_{len(self.items)}.pt"
+            path = self.spill_dir / f"hidden_{next(self._names)}.pt"
             torch.save(hidden.detach().cpu(), path)
             self.items.append(path)
             self.spilled += size
@@ -136,6 +146,7 @@ class BlockStream:
         self._by_source: dict[str, torch.Tensor] = {}  # read in this stage, by the name the files give
         self._meta: dict[str, nn.Parameter] = {}  # the meta parameter a read one replaced, by name
         self._sharing: dict[str, list[str]] = {}  # file name -> the model's names of that tensor
+        self._tuple = False  # the blocks return a tuple (hidden states first), not a tensor
         for name in self._tensor_names():
             self._sharing.setdefault(self._source(name), []).append(name)
 
@@ -298,12 +309,10 @@ class BlockStream:
         before the blocks shares the float path's hidden states), and the other arguments the model
         passes its blocks (position embeddings, masks), the same for every variant."""
         calls: list[tuple[tuple, dict]] = []
-        shared = None
         for v, transform in enumerate(transforms):
             if v > 0 and not self._outside_blocks(transform):
-                shared = shared if shared is not None else states[0]
-                for i in range(len(shared)):
-                    states[v].append(shared[i])
+                for i in range(len(states[0])):
+                    states[v].append(states[0][i])
                 continue
             done: dict = {}
             try:
@@ -358,7 +367,7 @@ class BlockStream:
                     out = block(states[v][i], *args, **kwargs)
                     self._tuple = isinstance(out, (tuple, list))
                     outs.append(out[0] if self._tuple else out)
-                states[v].items, states[v].in_memory, states[v].spilled = outs.items, outs.in_memory, outs.spilled
+                states[v].replace(outs)
                 if kept is not None:
                     block.load_state_dict(kept, strict=False)
                     kept = None
@@ -369,7 +378,7 @@ class BlockStream:
         """The model's forward once more, each block replaying the last block's stored output, so the
         model's own final norm and head make the logits."""
         current: list[torch.Tensor] = []
-        as_tuple = getattr(self, "_tuple", False)
+        as_tuple = self._tuple
 
         def replay(*_args, **_kwargs):
             return (current[0],) if as_tuple else current[0]
