@@ -127,6 +127,10 @@ def run(path: Path, mode: str, out: Path, tokens: int) -> dict:
     }
 
 
+def _num(value, fmt: str) -> str:
+    return "n/a" if value is None else format(value, fmt)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--layers", default="4,8", help="depths to build, comma-separated")
@@ -181,8 +185,8 @@ def main() -> None:
             print(
                 f"| {r['layers']} | {r['weights'] / 1e9:.2f} GB | {r['blocks_peak'] / 1e9:.2f} GB | "
                 f"{r['blocks_peak'] / r['weights']:.3f} | {f'{mem / 1e9:.2f} GB' if mem else 'n/a'} | "
-                f"{r['blocks_seconds']:.0f} | {r.get('none_seconds', float('nan')):.0f} | "
-                f"{r.get('time_ratio', float('nan')):.2f} | {r.get('same', 'n/a')} |"
+                f"{r['blocks_seconds']:.0f} | {_num(r.get('none_seconds'), '.0f')} | "
+                f"{_num(r.get('time_ratio'), '.2f')} | {r.get('same', 'n/a')} |"
             )
 
 

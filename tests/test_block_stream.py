@@ -190,6 +190,16 @@ def test_a_streamed_run_gives_the_in_memory_runs_figures(quant, llama_dir, tmp_p
     assert "Streamed 3 blocks" in report and "Speed and per-module time: not measured" in report
 
 
+def test_bfloat16_streams_as_it_runs_in_memory(llama_dir, tmp_path, tracking_uri):
+    """Weights and buffers (rotary frequencies) in the run's dtype, as an in-memory load casts them."""
+    more = ["model.dtype=bfloat16", "quant=int8"]
+    streamed = _run(llama_dir, tmp_path, tracking_uri, *more, "runtime.offload=blocks")
+    whole = _run(llama_dir, tmp_path, tracking_uri, *more, "runtime.offload=none")
+    for figure in ("perplexity", "top1_agree", "kl", "delta_loss"):
+        key = f"performance/{figure}"
+        assert streamed.metrics[key] == pytest.approx(whole.metrics[key], rel=1e-6), key
+
+
 def test_a_masked_lm_streams_too(bert_dir, tmp_path, tracking_uri):
     """An encoder's chain of blocks streams the same way: masked-token perplexity and int4's agreement
     with the float model as in memory."""
@@ -202,6 +212,23 @@ def test_a_masked_lm_streams_too(bert_dir, tmp_path, tracking_uri):
         key = f"performance/{figure}"
         assert streamed.metrics[key] == pytest.approx(whole.metrics[key], rel=1e-6), key
     assert streamed.metrics["runtime/weight_reads"] >= 1.0
+
+
+def test_a_hub_model_streams_from_the_local_cache(llama_dir, tmp_path, tracking_uri, monkeypatch):
+    """A hub id whose files are in the Hugging Face cache streams from the cached snapshot, offline."""
+    import shutil
+
+    cache = tmp_path / "hub"
+    snapshot = cache / "models--someorg--tiny-llama" / "snapshots" / ("0" * 40)
+    shutil.copytree(llama_dir, snapshot)
+    (cache / "models--someorg--tiny-llama" / "refs").mkdir()
+    (cache / "models--someorg--tiny-llama" / "refs" / "main").write_text("0" * 40)
+    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_CACHE", str(cache))
+    out = _run("someorg/tiny-llama", tmp_path, tracking_uri, "runtime.offload=blocks")
+    local = _run(llama_dir, tmp_path, tracking_uri, "runtime.offload=blocks")
+    assert out.metrics["performance/perplexity"] == local.metrics["performance/perplexity"]
+    assert out.metrics["runtime/weight_bytes_read"] == local.metrics["runtime/weight_bytes_read"]
 
 
 def test_auto_streams_only_when_the_weights_exceed_max_memory(llama_dir, tmp_path, tracking_uri):
@@ -225,7 +252,7 @@ def test_auto_streams_only_when_the_weights_exceed_max_memory(llama_dir, tmp_pat
     [
         (
             ["analyzer=robustness"],
-            r"^runtime.offload: the model streams block by block, and analyzer=robustness needs the whole model in "
+            r"^runtime.offload: blocks cannot stream this run: analyzer=robustness needs the whole model in "
             r"memory \(analyzer=performance streams\): use runtime.offload=none$",
         ),
         (["quant=hqq_int4"], r"^runtime.offload: .*this quantizer \(hqq\) works on the whole model at once"),
@@ -239,9 +266,32 @@ def test_auto_streams_only_when_the_weights_exceed_max_memory(llama_dir, tmp_pat
     ],
 )
 def test_what_cannot_stream_is_one_line_before_any_weight_is_read(more, message, llama_dir, tmp_path, tracking_uri):
-    offload = [] if any("max_memory" in m for m in more) and "lots" not in more[0] else ["runtime.offload=blocks"]
     with pytest.raises(ConfigError, match=message):
-        _run(llama_dir, tmp_path, tracking_uri, *offload, *more)
+        _run(llama_dir, tmp_path, tracking_uri, "runtime.offload=blocks", *more)
+
+
+def test_auto_holds_in_memory_what_cannot_stream_and_says_why(llama_dir, tmp_path, tracking_uri):
+    """Under auto (the default) a model too big for max_memory that cannot stream is held in memory,
+    as before, and the reason says so; a model whose blocks take different masks never streams."""
+    import json
+    import shutil
+
+    from mlflow.tracking import MlflowClient
+
+    out = _run(llama_dir, tmp_path, tracking_uri, "runtime.max_memory=400KB", "analyzer=inspect")
+    reason = MlflowClient(tracking_uri).get_run(out.run_id).data.params["runtime/offload_reason"]
+    assert reason == (
+        "runtime.offload=auto: the weights (583.8 KiB in float32) exceed the memory this run may use (390.6 KiB: "
+        "runtime.max_memory), but it cannot stream (analyzer=inspect needs the whole model in memory "
+        "(analyzer=performance streams)), so it is held in memory"
+    )
+    mixed = tmp_path / "mixed"
+    shutil.copytree(llama_dir, mixed)
+    config = json.loads((mixed / "config.json").read_text())
+    config["layer_types"] = ["full_attention", "sliding_attention", "full_attention"]
+    (mixed / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match=r"^runtime.offload: blocks gives every block the first block's attention"):
+        _run(mixed, tmp_path, tracking_uri, "runtime.offload=blocks")
 
 
 def test_a_model_that_is_read_whole_is_one_line_with_blocks(llama_dir, tmp_path, tracking_uri):

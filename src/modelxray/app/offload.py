@@ -23,13 +23,15 @@ class OffloadChoice:
     weights_bytes: int | None = None  # the weights at the run's dtype
     limit_bytes: int | None = None  # the memory the run may use
     block_bytes: int | None = None  # the largest block at the run's dtype
+    outside_bytes: int | None = None  # embeddings, final norm and head: read together for the logits
 
     def hidden_budget(self) -> int | None:
-        """Bytes of hidden states a stream keeps in memory: what the limit leaves beside a block read,
-        its quantized copy and the head (about three blocks); the rest goes to disk."""
+        """Bytes of hidden states a stream keeps in memory: what the limit leaves beside the largest
+        part read at once (a block and its quantization's work, or the embeddings and head); the rest
+        goes to disk."""
         if self.limit_bytes is None or self.block_bytes is None:
             return None
-        return max(0, self.limit_bytes - 3 * self.block_bytes)
+        return max(0, self.limit_bytes - max(2 * self.block_bytes, self.outside_bytes or 0))
 
     def params(self) -> dict[str, str]:
         out = {"runtime/offload": self.mode, "runtime/offload_reason": self.reason}
@@ -50,9 +52,9 @@ def memory_limit(runtime) -> tuple[int, str]:
 
 
 def choose_offload(runtime, components) -> OffloadChoice:
-    """``none`` or ``blocks`` for this run, with the reason, and the checks of a streamed run (a limit
-    below one block, an analyzer, quantizer, reference or training that cannot stream), all before
-    any weight is read."""
+    """``none`` or ``blocks`` for this run, with the reason, decided before any weight is read.
+    ``blocks`` asked for and refused (a limit below one block, an analyzer, quantizer, reference or
+    training that cannot stream) is one line; ``auto`` then holds the model in memory and says why."""
     asked = runtime.offload
     if asked == IN_MEMORY or components.model is None:
         why = "runtime.offload=none" if asked == IN_MEMORY else "the model was given in memory"
@@ -67,35 +69,39 @@ def choose_offload(runtime, components) -> OffloadChoice:
 
     size = torch.empty((), dtype=components.model.torch_dtype()).element_size()
     total = weights.nbytes(None, size)
-    block_name, block = largest_block(weights, size)
+    block_name, block, outside = largest_block(weights, size)
     limit, where = memory_limit(runtime)
     dtype = components.model.dtype
+    sizes = dict(weights_bytes=total, limit_bytes=limit, block_bytes=block, outside_bytes=outside)
     if asked == BLOCKS:
-        choice = OffloadChoice(BLOCKS, "runtime.offload=blocks", total, limit, block)
-    elif total > limit:
-        reason = (
-            f"runtime.offload=auto: the weights ({human_bytes(total)} in {dtype}) exceed the memory this run may "
-            f"use ({human_bytes(limit)}: {where})"
-        )
-        choice = OffloadChoice(BLOCKS, reason, total, limit, block)
-    else:
-        reason = (
-            f"runtime.offload=auto: the weights ({human_bytes(total)} in {dtype}) fit the memory this run may use "
-            f"({human_bytes(limit)}: {where})"
-        )
-        return OffloadChoice(IN_MEMORY, reason, total, limit, block)
-    if block is not None and limit < block:
-        raise ConfigError(
-            "runtime.max_memory",
-            f"{human_bytes(limit)} is less than one block of the model ({human_bytes(block)} in {dtype}, "
-            f"{block_name}), which a streamed run holds at once: give at least {human_bytes(2 * block)}",
-        )
-    check_streaming(components, choice)
+        choice = OffloadChoice(BLOCKS, "runtime.offload=blocks", **sizes)
+        refusals = why_not_streamed(components, choice, block_name)
+        if refusals:
+            key, what, instead = refusals[0]
+            raise ConfigError(
+                key,
+                f"{what}: {instead}"
+                if key != "runtime.offload"
+                else f"blocks cannot stream this run: {what}: {instead}",
+            )
+        return choice
+    weighed = f"the weights ({human_bytes(total)} in {dtype})"
+    allowed = f"the memory this run may use ({human_bytes(limit)}: {where})"
+    if total <= limit:
+        return OffloadChoice(IN_MEMORY, f"runtime.offload=auto: {weighed} fit {allowed}", **sizes)
+    reason = f"runtime.offload=auto: {weighed} exceed {allowed}"
+    choice = OffloadChoice(BLOCKS, reason, **sizes)
+    refusals = why_not_streamed(components, choice, block_name)
+    if refusals:
+        _, what, _ = refusals[0]
+        return OffloadChoice(IN_MEMORY, f"{reason}, but it cannot stream ({what}), so it is held in memory", **sizes)
     return choice
 
 
-def largest_block(weights, element_size: int) -> tuple[str | None, int | None]:
-    """The largest block of the model's chain (tensors named ``<chain>.<i>.``), by the files' names alone."""
+def largest_block(weights, element_size: int) -> tuple[str | None, int | None, int | None]:
+    """The largest block of the model's chain (tensors named ``<chain>.<i>.``), its bytes, and the bytes
+    of everything outside the chain (embeddings, head: read together for the logits), by the files'
+    names alone."""
     import re
 
     groups: dict[str, dict[str, list[str]]] = {}
@@ -104,33 +110,56 @@ def largest_block(weights, element_size: int) -> tuple[str | None, int | None]:
         if match:
             groups.setdefault(match.group(1), {}).setdefault(match.group(2), []).append(name)
     if not groups:
-        return None, None
+        return None, None, None
     chain = max(groups, key=lambda g: len(groups[g]))
     sizes = {i: weights.nbytes(names, element_size) for i, names in groups[chain].items()}
     index = max(sizes, key=sizes.get)
-    return f"{chain}.{index}", sizes[index]
+    outside = weights.nbytes(None, element_size) - sum(sizes.values())
+    return f"{chain}.{index}", sizes[index], outside
 
 
-def check_streaming(components, choice: OffloadChoice) -> None:
-    """What a streamed run cannot do yet, each a line naming ``runtime.offload=none``."""
+def why_not_streamed(components, choice: OffloadChoice, block_name: str | None) -> list[tuple[str, str, str]]:
+    """What keeps this run from streaming, as ``(key, what, instead)`` (none: it streams)."""
+    from modelxray.models import process_cache
     from modelxray.quant.streamed import streams_blocks
 
-    why = "" if choice.reason == "runtime.offload=blocks" else f" ({choice.reason})"
+    asked = choice.reason == "runtime.offload=blocks"
+    out = []
 
-    def refuse(what: str) -> ConfigError:
-        return ConfigError(
-            "runtime.offload", f"the model streams block by block{why}, and {what}: use runtime.offload=none"
+    def refuse(what: str, instead: str = "use runtime.offload=none") -> None:
+        out.append(("runtime.offload", what, instead))
+
+    if choice.block_bytes is not None and choice.limit_bytes < choice.block_bytes:
+        out.append(
+            (
+                "runtime.max_memory",
+                f"{human_bytes(choice.limit_bytes)} is less than one block of the model "
+                f"({human_bytes(choice.block_bytes)} in {components.model.dtype}, {block_name}), which a streamed run "
+                "holds at once",
+                f"give at least {human_bytes(2 * choice.block_bytes)}",
+            )
         )
+    device = components.model.device
+    if device not in ("auto", "cpu"):
+        refuse(f"streaming runs on the CPU for now, not model.device={device}", "use model.device=cpu")
+    elif device == "auto" and not asked:
+        import torch
 
+        if torch.cuda.is_available():
+            refuse("streaming runs on the CPU for now, and this machine has a GPU")
     for name, analyzer in components.analyzers.items():
         if not getattr(analyzer, "streams_blocks", False):
-            raise refuse(f"analyzer={name} needs the whole model in memory (analyzer=performance streams)")
+            refuse(f"analyzer={name} needs the whole model in memory (analyzer=performance streams)")
     quant = components.quant
     if quant is not None and quant.name != "none" and not streams_blocks(quant):
-        raise refuse(
-            f"this quantizer ({quant.name}) works on the whole model at once (round-to-nearest, int8, int4 ..., streams)"
+        refuse(
+            f"this quantizer ({quant.name}) works on the whole model at once (round-to-nearest: int8, int4 ...; "
+            "GPTQ and AWQ stream)"
         )
     if components.reference is not None:
-        raise refuse("reference= needs the other model in memory (the unquantized model streams alongside)")
+        refuse("reference= needs the other model in memory (the unquantized model streams alongside)")
     if components.train is not None:
-        raise refuse("train= needs the whole model in memory")
+        refuse("train= needs the whole model in memory")
+    if not asked and process_cache.is_cached(components.model):
+        refuse("this process holds the model already (a sweep's earlier job loaded it)")
+    return out

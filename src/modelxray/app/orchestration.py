@@ -212,6 +212,8 @@ def _load(state: RunState) -> None:
         state.offload = choose_offload(components.settings.runtime, components)
     feeds = {f.name: getattr(given, f.name) for f in dataclasses.fields(given)}  # asdict would copy the model
     state.subject, cache = load_subject(state.cfg, components, dataset_chosen=chosen, offload=state.offload, **feeds)
+    if state.subject.stream is not None:  # hidden states beyond the budget wait in the run's directory
+        state.subject.stream.spill_dir = state.out_dir
     kinds_data = kind_default_dataset(components.dataset, state.subject.task, chosen)
     if kinds_data is not None:  # the default text stood for an image classifier's own data
         components = state.components = dataclasses.replace(components, dataset=kinds_data)

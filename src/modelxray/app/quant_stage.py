@@ -66,9 +66,9 @@ def quantize_streamed(subject: Subject, quantizer, progress: bool = False) -> Su
 
 def streamed_quant_result(subject: Subject, progress: bool):
     """The quant report of a streamed model, gathered while its blocks went by; a model no analyzer
-    streamed is read once, block by block, to quantize it for the report."""
+    streamed to the end (one failed half-way) is read once more, block by block, for the whole report."""
     stream = subject.stream
-    if not stream.transform.rows:
+    if not getattr(stream.transform, "complete", False):  # no analyzer streamed it to the end
         stream.run_transform_only(stream.transform, progress)
     return stream.transform.result(subject.model)
 

@@ -43,9 +43,7 @@ class RuntimeSettings(Configurable):
     resume: str | None = None  # an MLflow run id: continue that run, keeping the analyzers it finished
     original_weights: str = "auto"  # changed weights' originals: disk, memory, cpu, auto (cpu on a GPU, else disk)
     reference_cache_dir: str | None = "~/.cache/modelxray/references"  # reference outputs by content; null = none kept
-    # none: the whole model in memory; blocks: read one block at a time from disk (a model larger than
-    # memory); auto: blocks when the weights exceed max_memory, else none
-    offload: str = "auto"
+    offload: str = "auto"  # none: the whole model in memory; blocks: read from disk one block at a time; auto: blocks when the weights exceed max_memory
     max_memory: str | None = (
         None  # memory the run may use (8GB, 512MiB, bytes); null = what is available now, less memory_headroom
     )

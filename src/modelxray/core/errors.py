@@ -48,9 +48,12 @@ def require_library(key: str, what: str, module: str, pip: str, extra: str = "")
         found = importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:  # a parent package of a dotted module is missing
         found = False
+    if not found and not extra:  # a dependency of the project itself: a broken environment
+        raise ConfigError(key, f"{what} needs the {module!r} package: pip install {pip}")
     if not found:
-        in_extra = f" (extra modelxray[{extra}])" if extra else ""
-        raise MissingLibrary(key, f"{what} needs the {module!r} package: pip install {pip}{in_extra}", extra)
+        raise MissingLibrary(
+            key, f"{what} needs the {module!r} package: pip install {pip} (extra modelxray[{extra}])", extra
+        )
 
 
 class JobKilled(BaseException):

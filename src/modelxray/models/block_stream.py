@@ -34,7 +34,7 @@ from modelxray.core.progress import bar
 from modelxray.measure.scoring import forward_logits
 from modelxray.models.safetensors_dir import SafetensorsDir
 
-CACHE_ARGUMENTS = ("past_key_values", "past_key_value", "layer_past", "cache_params")
+CACHE_ARGUMENTS = ("past_key_values", "past_key_value", "layer_past", "cache_params", "cache")
 
 
 class Transform(Protocol):
@@ -136,12 +136,19 @@ class BlockStream:
     stats: StreamStats = field(default_factory=StreamStats)
     transform: Any = None  # set by the run's quant stage: the quantized path's per-block transform
     reason: str = ""  # why the run streams (runtime.offload)
+    spill_dir: Path | None = None  # where hidden states beyond the budget go (the run's directory)
 
     def __post_init__(self):
         self.blocks = self.model.get_submodule(self.blocks_name)
         self.block_prefixes = [f"{self.blocks_name}.{i}" for i in range(len(self.blocks))]
-        tied = getattr(self.model, "_tied_weights_keys", None)
-        self.tied = dict(tied) if isinstance(tied, dict) else {}
+        # a parameter several modules share (a head tied to the embeddings) is stored once in the files
+        self.tied: dict[str, str] = {}
+        by_id: dict[int, list[str]] = {}
+        for name, p in self.model.named_parameters(remove_duplicate=False):
+            by_id.setdefault(id(p), []).append(name)
+        for names in by_id.values():
+            stored = [n for n in names if n in self.weights.names]
+            self.tied.update({n: stored[0] for n in names if stored and n not in self.weights.names})
         self._live: list[tuple[nn.Module, str, str]] = []  # (module, leaf, name) read in this stage
         self._by_source: dict[str, torch.Tensor] = {}  # read in this stage, by the name the files give
         self._meta: dict[str, nn.Parameter] = {}  # the meta parameter a read one replaced, by name
@@ -287,8 +294,10 @@ class BlockStream:
         (``transforms``: None is the model as stored); yields ``(variant, batch, logits)``, every batch
         of variant 0 first, then variant 1's..."""
         self.stats.passes += 1
-        with tempfile.TemporaryDirectory(prefix="modelxray-hidden-") as spill, torch.inference_mode():
-            budget = None if self.hidden_budget is None else self.hidden_budget // max(len(transforms), 1)
+        where = None if self.spill_dir is None else str(self.spill_dir)
+        with tempfile.TemporaryDirectory(prefix="modelxray-hidden-", dir=where) as spill, torch.inference_mode():
+            # each variant's states, and one variant's next states while a block runs
+            budget = None if self.hidden_budget is None else self.hidden_budget // (len(transforms) + 1)
             states = [HiddenStates(budget, Path(spill)) for _ in transforms]
             total = len(self.blocks) + 2
             with bar(total=total, desc=desc, unit="stage", enabled=progress) as pbar:
@@ -303,6 +312,9 @@ class BlockStream:
                     for b, logits in self._head(batches, transform, states[v]):
                         yield v, b, logits
                 pbar.update(1)
+        for transform in transforms:  # every module went by: the transform's report is whole
+            if transform is not None:
+                transform.complete = True
 
     def _inputs(self, batches, transforms, states) -> list[tuple[tuple, dict]]:
         """The first block's inputs for every batch and variant (a variant that changes no module
@@ -315,31 +327,35 @@ class BlockStream:
                     states[v].append(states[0][i])
                 continue
             done: dict = {}
-            try:
-                with self._on_demand(transform, done):
-                    caught = self._catch(batches)
-                    if v == 0:  # calibration batches enter the float model's first block
-                        for t in transforms:
-                            if hasattr(t, "calibration_batches"):
-                                t.start(self._catch(t.calibration_batches()))
-            finally:
-                self._release()
-            for hidden, args, kwargs in caught:
+
+            def keep(hidden, args, kwargs, v=v):  # each batch's states kept (or spilled) as they come
                 states[v].append(hidden)
                 if v == 0:
                     calls.append((args, kwargs))
+
+            try:
+                with self._on_demand(transform, done):
+                    self._catch(batches, keep)
+                    if v == 0:  # calibration batches enter the float model's first block
+                        for t in transforms:
+                            if hasattr(t, "calibration_batches"):
+                                caught: list = []
+                                self._catch(t.calibration_batches(), lambda *c, caught=caught: caught.append(c))
+                                t.start(caught)
+            finally:
+                self._release()
         return calls
 
-    def _catch(self, batches) -> list[tuple[torch.Tensor, tuple, dict]]:
-        """Each batch's inputs to the first block (hidden states, other arguments), the forward stopped there."""
-        caught: list[tuple[torch.Tensor, tuple, dict]] = []
+    def _catch(self, batches, keep) -> None:
+        """``keep(hidden, args, kwargs)`` with each batch's inputs to the first block (hidden states,
+        other arguments), the forward stopped there."""
 
         def catch(_module, args, kwargs):
             kwargs = {k: w for k, w in kwargs.items() if k not in CACHE_ARGUMENTS}
             if "use_cache" in kwargs:
                 kwargs["use_cache"] = False
             hidden = args[0] if args else kwargs.pop("hidden_states")
-            caught.append((hidden, tuple(args[1:]), kwargs))
+            keep(hidden, tuple(args[1:]), kwargs)
             raise _Caught
 
         handle = self.blocks[0].register_forward_pre_hook(catch, with_kwargs=True)
@@ -349,7 +365,6 @@ class BlockStream:
                     forward_logits(self.model, batch)
         finally:
             handle.remove()
-        return caught
 
     def _block(self, prefix: str, transforms, states, calls) -> None:
         """Read one block, run every variant's hidden states through it, then drop it."""

@@ -41,7 +41,7 @@ HUB_PROBE_TIMEOUT_S = 2.0
 _HUB_PROBES: dict[str, str | None] = {}  # endpoint -> why it cannot be reached (None: it answers)
 
 
-def _dir_bytes(path: Path) -> int:
+def dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.glob("*") if p.suffix in (".safetensors", ".bin", ".pt"))
 
 
@@ -276,7 +276,7 @@ class HFSource(ModelSource):
             source_format="hf",
             source_dtype=stored,
             file_path=str(local) if local.is_dir() else None,
-            file_bytes=_dir_bytes(local) if local.is_dir() else None,
+            file_bytes=dir_bytes(local) if local.is_dir() else None,
             notes=[*loaded.info.notes, *([f"loaded from the local Hugging Face cache: {offline}"] if offline else [])],
         )
         loaded.task = TASK_OF_KIND[kind]

@@ -33,15 +33,31 @@ def weights_dir(source: Any) -> Path:
 
 
 def block_weights(source: Any) -> SafetensorsDir:
-    """The model's safetensors files, for a kind that streams (``STREAMED_KINDS``); one line otherwise."""
-    kind = source.declared().kind
-    if kind not in (None, *STREAMED_KINDS):
+    """The model's safetensors files, for a kind that streams (``STREAMED_KINDS``) whose blocks all
+    take the same arguments; one line otherwise. Read from config.json and the files' headers only."""
+    import json
+
+    from modelxray.models.hf import declared_from_dir
+
+    directory = weights_dir(source)
+    kind = declared_from_dir(directory, source.kind, source.name_or_path).kind
+    if kind not in STREAMED_KINDS:
         raise ConfigError(
             "runtime.offload",
             f"blocks streams {' and '.join(k.replace('_', ' ') + 's' for k in STREAMED_KINDS)}, and "
             f"{source.name_or_path} is a {kind} model: use runtime.offload=none",
         )
-    return SafetensorsDir(weights_dir(source), "model.name_or_path")
+    fields = json.loads((directory / "config.json").read_text(encoding="utf-8"))
+    text = fields.get("text_config") if isinstance(fields.get("text_config"), dict) else fields
+    layer_types = text.get("layer_types")
+    if isinstance(layer_types, list) and len(set(map(str, layer_types))) > 1:
+        raise ConfigError(
+            "runtime.offload",
+            f"blocks gives every block the first block's attention mask and positions, and {source.name_or_path} "
+            f"mixes layer types ({', '.join(sorted(set(map(str, layer_types))))}), each with its own: use "
+            "runtime.offload=none",
+        )
+    return SafetensorsDir(directory, "model.name_or_path")
 
 
 def load_streamed(source: Any, hidden_budget: int | None, reason: str) -> LoadedModel:
@@ -51,6 +67,7 @@ def load_streamed(source: Any, hidden_budget: int | None, reason: str) -> Loaded
     from transformers import AutoConfig
 
     from modelxray.models.block_stream import BlockStream, chain_of_blocks
+    from modelxray.models.hf import dir_bytes
     from modelxray.models.kinds import TASK_OF_KIND, kind_of_config
 
     weights = block_weights(source)
@@ -58,11 +75,17 @@ def load_streamed(source: Any, hidden_budget: int | None, reason: str) -> Loaded
     kwargs = dict(trust_remote_code=source.trust_remote_code, local_files_only=True)
     config = AutoConfig.from_pretrained(path, **kwargs)
     kind = kind_of_config(config, source.name_or_path) if source.kind == "auto" else source.kind
+    if kind not in STREAMED_KINDS:
+        raise ConfigError("runtime.offload", f"{source.name_or_path} is a {kind} model, which does not stream")
     auto = getattr(transformers, STREAMED_KINDS[kind])
     with init_empty_weights(include_buffers=False):
         model = auto.from_config(config, dtype=source.torch_dtype(), trust_remote_code=source.trust_remote_code)
     model.tie_weights()
     model.eval()
+    for module in model.modules():  # buffers (rotary frequencies) in the run's dtype, as an in-memory load casts them
+        for name, buffer in module._buffers.items():
+            if buffer is not None and buffer.is_floating_point() and buffer.device.type != "meta":
+                module._buffers[name] = buffer.to(source.torch_dtype())
     blocks = chain_of_blocks(model)
     if blocks is None:
         raise ConfigError(
@@ -97,7 +120,7 @@ def load_streamed(source: Any, hidden_budget: int | None, reason: str) -> Loaded
         source_format="hf",
         source_dtype=stored,
         file_path=path,
-        file_bytes=sum(f.stat().st_size for f in set(weights.file_of.values())),
+        file_bytes=dir_bytes(weights.directory),
         notes=[f"Streamed from disk one block at a time ({reason})."],
     )
     return LoadedModel(model, tokenizer, info, task=TASK_OF_KIND[kind], kind=kind, stream=stream)

@@ -63,6 +63,11 @@ def load_model(source: ModelSource, capacity: int = 1) -> LoadedModel:
     return lookup(source, capacity)[0]
 
 
+def is_cached(source: ModelSource) -> bool:
+    """Whether this process holds ``source``'s model already (a sweep's earlier job loaded it)."""
+    return source.cache_key() in _CACHE
+
+
 def clear() -> None:
     _CACHE.clear()
 

@@ -47,6 +47,7 @@ class BlockQuantization:
         self.rows: dict[str, dict] = {}
         self.notes: list[str] = []
         self.seconds = 0.0
+        self.complete = False  # set by the stream once every module went by
 
     def touches(self, prefix: str) -> bool:
         return any(self.plan.get(t.name) is not None and _inside(t.name, prefix) for t in self.targets)
@@ -77,15 +78,29 @@ class CalibratedBlockQuantization(BlockQuantization):
         super().__init__(quantizer, model)
         self.model, self.blocks_name, self.calibration = model, blocks_name, calibration
         self.inputs = None
-        self.extra: dict = {}
-        quantizer.begin()
+        outside = [
+            t.name
+            for t in self.targets
+            if t.kind == "linear" and self.plan.get(t.name) is not None and not _inside(t.name, blocks_name)
+        ]
+        if outside:  # in memory they are calibrated in a forward of the whole quantized model
+            from modelxray.core.errors import ConfigError
+
+            raise ConfigError(
+                "runtime.offload",
+                f"{quantizer.name} calibrates the Linear layers outside the blocks ({', '.join(outside[:3])}) in a "
+                "forward of the whole model, which a streamed run never holds: use runtime.offload=none, or "
+                "quant=int4 (round-to-nearest)",
+            )
 
     def calibration_batches(self) -> list:
         return list(self.calibration.batches(self.quantizer.batch_size))
 
     def start(self, caught: list) -> None:
+        """A pass begins: the calibration batches' inputs to the first block, and the method's state reset."""
         from modelxray.quant.calibration import BlockInputs
 
+        self.quantizer.begin()
         self.inputs = BlockInputs.caught(caught)
 
     def _is_block(self, prefix: str) -> bool:

@@ -124,10 +124,11 @@ def _quality(cfg, subject, ctx, result: Result) -> None:
     quality = Quality.from_dict(score.result(n_bytes))
     result.record("quality", quality)
     fed = sum(w.inputs.numel() for w in windows)
-    result.metrics["eval_tokens_per_s"] = fed / seconds
+    if subject.stream is None:  # a streamed model's pass times the disk, not the model
+        result.metrics["eval_tokens_per_s"] = fed / seconds
     result.data["quality"] = {
         **quality.to_dict(),
-        "eval_tokens_per_s": fed / seconds,
+        "eval_tokens_per_s": fed / seconds if subject.stream is None else None,
         "protocol": cfg.protocol,
         "protocol_description": desc,
         "windows": len(windows),

@@ -78,7 +78,8 @@ def _scored(cfg, subject, ctx: RunContext, result: Result) -> None:
     else:
         q = Quality.from_dict(raw)  # loss, perplexity, accuracy, with errors
         result.record("quality", dataclasses.replace(q, name=PERPLEXITY_NAME.get(task, "perplexity")))
-    result.metrics["eval_examples_per_s"] = len(data.windows) / seconds
+    if subject.stream is None:  # a streamed model's pass times the disk, not the model
+        result.metrics["eval_examples_per_s"] = len(data.windows) / seconds
     result.data["quality"].update({k: v for k, v in raw.items()})
     ref = getattr(subject.reference, "windows", None)
     if ref is not None and comp is None:
