@@ -4,6 +4,7 @@ works: a mismatch or a bad value is one ConfigError line, not a failure half-way
 from __future__ import annotations
 
 from modelxray.core.errors import ConfigError
+from modelxray.core.formatting import listed
 from modelxray.core.subject import Subject
 from modelxray.models.kinds import DATA_OF_KIND
 
@@ -90,7 +91,7 @@ def check_finite_weights(model, analyzers: dict) -> None:
             if bad:
                 broken.append(f"{name} ({bad:,} of {tensor.numel():,} values)")
     if broken:
-        shown = ", ".join(broken[:3]) + (f" and {len(broken) - 3} more" if len(broken) > 3 else "")
+        shown = listed(broken)
         raise ConfigError(
             "model",
             f"{len(broken)} of {total} weight tensors hold NaN or Inf values: {shown}; every quality figure would "

@@ -14,6 +14,12 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} TiB"
 
 
+def listed(items, n: int = 3) -> str:
+    """The first ``n`` items joined with commas, and how many more there are: "a, b, c and 4 more"."""
+    items = list(items)
+    return ", ".join(map(str, items[:n])) + (f" and {len(items) - n} more" if len(items) > n else "")
+
+
 def fmt_number(v: Any) -> str:
     """A table cell: 4 significant decimals, thousands separators, scientific for tiny and huge."""
     if isinstance(v, float):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from modelxray.core.errors import ConfigError
+from modelxray.core.formatting import listed
 from modelxray.core.subject import LoadedModel, ModelInfo
 from modelxray.models.architecture_targets import check_targets
 from modelxray.models.readers import read_state_dict
@@ -167,7 +168,7 @@ def _hf_module(source: FileSource, path: Path) -> tuple[torch.nn.Module, list[st
     ]
     dropped = sorted(info.get("unexpected_keys") or [])
     if dropped:
-        shown = ", ".join(dropped[:3]) + (f" and {len(dropped) - 3} more" if len(dropped) > 3 else "")
+        shown = listed(dropped)
         notes.append(
             f"{len(dropped)} tensors of the checkpoint have no place in {type(model).__name__} and were dropped: {shown}."
         )

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from modelxray.core.errors import ConfigError
+from modelxray.core.formatting import listed
 from modelxray.core.subject import LoadedModel, ModelInfo
 from modelxray.models.safetensors_dir import SafetensorsDir
 
@@ -96,7 +97,7 @@ def load_streamed(source: Any, hidden_budget: int | None, reason: str) -> Loaded
     stream = BlockStream(model, weights, source.torch_dtype(), blocks, hidden_budget=hidden_budget, reason=reason)
     missing = stream.missing()
     if missing:
-        shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+        shown = listed(missing)
         raise ConfigError(
             "model.name_or_path",
             f"{path} holds no tensor for {shown}, which {type(model).__name__} has: save the model again with "

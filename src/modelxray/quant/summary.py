@@ -87,7 +87,7 @@ def _left_as_loaded(model: nn.Module, covered: set[str], total: int, floor: floa
     model's parameters, largest first: "LSTMCell 98.1% (cell), Embedding 1.2% (wte)"."""
     from collections import defaultdict
 
-    from modelxray.core.formatting import type_name
+    from modelxray.core.formatting import listed, type_name
     from modelxray.metrics.tensor_bytes import storage_key
 
     counts: dict[str, int] = defaultdict(int)
@@ -104,6 +104,6 @@ def _left_as_loaded(model: nn.Module, covered: set[str], total: int, floor: floa
     shown = []
     for kind, n in sorted(counts.items(), key=lambda kv: -kv[1]):
         if total and n / total >= floor:
-            where = ", ".join(names[kind][:3]) + (f" and {len(names[kind]) - 3} more" if len(names[kind]) > 3 else "")
+            where = listed(names[kind])
             shown.append(f"{kind} {n / total:.1%} of the parameters ({where})")
     return "; ".join(shown)

@@ -21,6 +21,8 @@ from __future__ import annotations
 import math
 import statistics
 
+from modelxray.core.formatting import listed
+
 
 def is_weight_matrix(shape, min_numel: int) -> bool:
     """A tensor a pruning or precision choice applies to: two or more dimensions larger than 1 (a
@@ -120,7 +122,7 @@ def cache_note(roof: list[dict], copy_gb_per_s: float | None) -> str | None:
     fast = [r["op"] for r in roof if r.get("in_cache")]
     if not fast:
         return None
-    shown = ", ".join(fast[:5]) + (f" and {len(fast) - 5} more" if len(fast) > 5 else "")
+    shown = listed(fast, 5)
     bw = f" ({copy_gb_per_s:.1f} GB/s)" if copy_gb_per_s else ""
     return (
         f"{shown} moved bytes faster than the measured copy bandwidth{bw}, which is measured on a tensor "

@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from modelxray.analyzers.learning_dynamics.checkpoints import Checkpoints, checkpoints_of
+from modelxray.core.formatting import listed
 from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
 
@@ -80,7 +81,7 @@ def _provenance(checkpoints: Checkpoints, files: list[dict]) -> list[str]:
         out.append(f"State dicts read from the {', '.join(wrapped)} entry of {n} of {len(files)} files.")
     others = checkpoints.not_matching
     if others:
-        shown = ", ".join(others[:10]) + (f" and {len(others) - 10} more" if len(others) > 10 else "")
+        shown = listed(others, 10)
         count = "1 file beside them was" if len(others) == 1 else f"{len(others)} files beside them were"
         out.append(f"{count} not used (not matching the pattern): {shown}.")
     return out
