@@ -276,11 +276,13 @@ def test_auto_holds_in_memory_what_cannot_stream_and_says_why(llama_dir, tmp_pat
     import json
     import shutil
 
-    from mlflow.tracking import MlflowClient
+    from modelxray.app.offload import choose_offload
+    from modelxray.config.components import build_components
 
-    out = _run(llama_dir, tmp_path, tracking_uri, "runtime.max_memory=400KB", "analyzer=inspect")
-    reason = MlflowClient(tracking_uri).get_run(out.run_id).data.params["runtime/offload_reason"]
-    assert reason == (
+    overrides = ["model=hf", f"model.name_or_path={llama_dir}", "model.tokenizer=byte", "runtime.max_memory=400KB"]
+    components = build_components(api.compose([*overrides, "analyzer=inspect"]))
+    choice = choose_offload(components.settings.runtime, components)
+    assert choice.mode == "none" and choice.reason == (
         "runtime.offload=auto: the weights (583.8 KiB in float32) exceed the memory this run may use (390.6 KiB: "
         "runtime.max_memory), but it cannot stream (analyzer=inspect needs the whole model in memory "
         "(analyzer=performance streams)), so it is held in memory"
