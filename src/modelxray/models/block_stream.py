@@ -154,8 +154,12 @@ class BlockStream:
         self._meta: dict[str, nn.Parameter] = {}  # the meta parameter a read one replaced, by name
         self._sharing: dict[str, list[str]] = {}  # file name -> the model's names of that tensor
         self._tuple = False  # the blocks return a tuple (hidden states first), not a tensor
+        self._before_blocks: dict[str, list] = {}  # module -> its output shapes before the first block, per call
+        self._stand_in: dict[str, list] | None = None  # while the logits are made: the shapes still to give
+        self._past_blocks = False  # the forward has passed the blocks (a module called now runs for real)
         for name in self._tensor_names():
-            self._sharing.setdefault(self._source(name), []).append(name)
+            with contextlib.suppress(KeyError):  # a tensor the files lack: missing() names it
+                self._sharing.setdefault(self._source(name), []).append(name)
 
     # -- sizes ----------------------------------------------------------------------------
     def model_bytes(self) -> int:
@@ -238,20 +242,29 @@ class BlockStream:
         self._by_source.clear()
 
     @contextlib.contextmanager
-    def _on_demand(self, transform: Transform | None, done: dict) -> Iterator[None]:
+    def _on_demand(self, transform: Transform | None, done: dict, record: dict | None = None) -> Iterator[None]:
         """Modules outside the blocks read their own tensors when the forward first calls them (and
-        are transformed then, for a transformed variant)."""
+        are transformed then, for a transformed variant). ``record``: each module's output shapes, in
+        call order (the modules the forward calls before the first block: the embeddings)."""
         block_ids = {id(b) for b in self.blocks}
         handles = []
 
         def hook(name):
             def read(module, _args):
+                if self._standing_in(name):
+                    return  # its output is replaced, so its weights are not read
                 if any(p.device.type == "meta" for p in module.parameters(recurse=False)):
                     for owner in self._read(name, recurse=False):
                         if transform is not None:
                             transform.apply(owner, done)
 
             return read
+
+        def keep(name):
+            def after(_module, _args, out):
+                record.setdefault(name, []).append((out.shape, out.dtype) if isinstance(out, torch.Tensor) else None)
+
+            return after
 
         def walk(module: nn.Module, prefix: str):
             for name, child in module.named_children():
@@ -260,6 +273,8 @@ class BlockStream:
                     continue
                 if any(True for _ in child.parameters(recurse=False)):
                     handles.append(child.register_forward_pre_hook(hook(full)))
+                    if record is not None:
+                        handles.append(child.register_forward_hook(keep(full)))
                 walk(child, full)
 
         walk(self.model, "")
@@ -268,6 +283,12 @@ class BlockStream:
         finally:
             for h in handles:
                 h.remove()
+
+    def _standing_in(self, name: str) -> bool:
+        """Whether the module ``name`` is replaced by zeros of its recorded shape now: while the logits
+        are made, a module the forward calls before the blocks (the embeddings) feeds blocks that only
+        replay their stored output, so its weights need no second read."""
+        return self._stand_in is not None and not self._past_blocks and name in self._stand_in
 
     def _outside_blocks(self, transform: Transform | None) -> bool:
         """Whether ``transform`` changes any module outside the blocks (then its path needs its own inputs)."""
@@ -308,9 +329,16 @@ class BlockStream:
                     pbar.update(1)
                 self.stats.hidden_bytes = max(self.stats.hidden_bytes, sum(s.in_memory + s.spilled for s in states))
                 self.stats.spilled_bytes = max(self.stats.spilled_bytes, sum(s.spilled for s in states))
-                for v, transform in enumerate(transforms):
-                    for b, logits in self._head(batches, transform, states[v]):
-                        yield v, b, logits
+                # a transform that changes nothing outside the blocks leaves the head as read for the float path
+                shared_head = not any(self._outside_blocks(t) for t in transforms)
+                try:
+                    for v, transform in enumerate(transforms):
+                        for b, logits in self._head(batches, transform, states[v]):
+                            yield v, b, logits
+                        if not shared_head:
+                            self._release()
+                finally:
+                    self._release()
                 pbar.update(1)
         for transform in transforms:  # every module went by: the transform's report is whole
             if transform is not None:
@@ -333,10 +361,14 @@ class BlockStream:
                 if v == 0:
                     calls.append((args, kwargs))
 
+            record: dict | None = {} if v == 0 else None
             try:
-                with self._on_demand(transform, done):
+                with self._on_demand(transform, done, record):
                     self._catch(batches, keep)
-                    if v == 0:  # calibration batches enter the float model's first block
+                    if v == 0:
+                        # what the evaluated batches called before the blocks (not the calibration's)
+                        self._before_blocks = {name: list(calls) for name, calls in record.items()}
+                        # calibration batches enter the float model's first block
                         for t in transforms:
                             if hasattr(t, "calibration_batches"):
                                 caught: list = []
@@ -396,20 +428,39 @@ class BlockStream:
         as_tuple = self._tuple
 
         def replay(*_args, **_kwargs):
+            self._past_blocks = True
             return (current[0],) if as_tuple else current[0]
 
         for block in self.blocks:
             block.forward = replay
+        stand_in = {n: list(calls) for n, calls in self._before_blocks.items() if all(c is not None for c in calls)}
+        real = {}
+        for name in stand_in:
+            module = self.model.get_submodule(name)
+            real[name] = module
+
+            def zeros(*args, _name=name, _module=module, **kwargs):
+                if self._past_blocks or not self._stand_in.get(_name):  # called after the blocks: the real thing
+                    return type(_module).forward(_module, *args, **kwargs)
+                shape, dtype = self._stand_in[_name].pop(0)
+                return torch.zeros(shape, dtype=dtype)
+
+            module.forward = zeros
+        self._stand_in = stand_in
         done: dict = {}
         try:
             with self._on_demand(transform, done):
                 for b, batch in enumerate(batches):
                     current[:] = [hidden[b]]
+                    self._past_blocks = False
                     yield b, forward_logits(self.model, batch)
         finally:
             for block in self.blocks:
                 del block.forward
-            self._release()
+            for module in real.values():
+                del module.forward
+            self._stand_in = None
+            self._past_blocks = False
 
     def run_transform_only(self, transform: Transform, progress: bool = False) -> None:
         """Apply ``transform`` to every module once, block by block, scoring nothing (the report of what
