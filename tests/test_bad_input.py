@@ -477,7 +477,7 @@ def test_a_dataset_of_another_kind_or_longer_than_the_positions_is_found_before_
 
 
 def test_rotary_or_relative_positions_set_no_limit():
-    from modelxray.models.hf import learned_positions
+    from modelxray.models.hf_dir import learned_positions
 
     assert learned_positions({"n_positions": 64}) == 64
     assert learned_positions({"max_position_embeddings": 512, "position_embedding_type": "absolute"}) == 512

@@ -32,7 +32,7 @@ from modelxray.core.schema import REQUIRED
 from modelxray.core.subject import LoadedModel
 from modelxray.data.example_inputs import check_inputs_value
 from modelxray.models.base import Declared, ModelSource
-from modelxray.models.hf import check_config_json, declared_from_dir
+from modelxray.models.hf_dir import check_config_json, declared_from_dir
 from modelxray.models.tokenizers import validate_tokenizer_spec
 
 FORMATS = ("auto", "safetensors", "state_dict", "torchscript", "hf_dir", "gguf")

@@ -7,7 +7,6 @@ the run knows them (``models/vision_language.py``)."""
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 from dataclasses import dataclass, field
@@ -18,6 +17,7 @@ from modelxray.core.schema import REQUIRED
 from modelxray.core.subject import LoadedModel, ModelInfo
 from modelxray.models.base import Declared, ModelSource
 from modelxray.models.cache_only import model_kwargs
+from modelxray.models.hf_dir import check_config_json, declared_from_dir, dir_bytes
 from modelxray.models.hf_tasks import AUTO_CLASS, load_task_model
 from modelxray.models.kinds import KINDS, TASK_OF_KIND, VISION_KINDS, kind_of_config
 from modelxray.models.tokenizers import load_tokenizer
@@ -41,10 +41,6 @@ HUB_PROBE_TIMEOUT_S = 2.0
 _HUB_PROBES: dict[str, str | None] = {}  # endpoint -> why it cannot be reached (None: it answers)
 
 
-def dir_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.glob("*") if p.suffix in (".safetensors", ".bin", ".pt"))
-
-
 def _check_model_dir(path: Path) -> None:
     """A Hugging Face model directory holds a ``config.json``: without one nothing says what to build."""
     config = path / "config.json"
@@ -55,47 +51,6 @@ def _check_model_dir(path: Path) -> None:
             "model.name_or_path at a folder saved with save_pretrained (config.json and weights) or at a hub id",
         )
     check_config_json(config, "name_or_path")
-
-
-def check_config_json(config: Path, key: str) -> None:
-    """A model directory's ``config.json`` is JSON and names its ``model_type``: without one,
-    transformers cannot tell which architecture to build. Read as JSON only (milliseconds)."""
-    try:
-        fields = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(key, f"{str(config)!r} cannot be read as JSON ({exc}); save the model again") from None
-    if not isinstance(fields, dict) or not fields.get("model_type"):
-        raise ConfigError(
-            key,
-            f"{str(config)!r} has no model_type, so transformers cannot tell which architecture to build; add one "
-            '(e.g. "model_type": "llama") or save the model again with save_pretrained',
-        )
-
-
-def declared_from_dir(path: Path, kind: str, name: str) -> Declared:
-    """The kind (``kind``, or from the config's architectures as a load would find it) and the
-    learned positions of the model saved in ``path``, from its ``config.json`` alone. Rotary or
-    relative positions set no hard limit, so only absolute ones count."""
-    from types import SimpleNamespace
-
-    config = path / "config.json"
-    fields = json.loads(config.read_text(encoding="utf-8"))
-    if kind == "auto":
-        kind = kind_of_config(SimpleNamespace(**{k: fields.get(k) for k in ("model_type", "architectures")}), name)
-    return Declared(kind, learned_positions(fields), str(config))
-
-
-def learned_positions(fields: dict) -> int | None:
-    """How many positions a config's learned (absolute) position table holds, or None."""
-    text = fields.get("text_config") if isinstance(fields.get("text_config"), dict) else fields
-    rotary = any(k in text for k in ("rope_theta", "rope_scaling", "rope_parameters", "rotary_dim"))
-    relative = str(text.get("position_embedding_type", "absolute")) != "absolute"
-    if rotary or relative:
-        return None
-    for key in ("n_positions", "max_position_embeddings", "n_ctx"):
-        if isinstance(text.get(key), int) and text[key] > 0:
-            return int(text[key])
-    return None
 
 
 def load_error(name_or_path: str, exc: Exception) -> ConfigError | None:
