@@ -74,7 +74,8 @@ def _stream(path, hidden_budget=None):
     from accelerate import init_empty_weights
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from modelxray.models.block_stream import BlockStream, chain_of_blocks
+    from modelxray.models.block_inputs import chain_of_blocks
+    from modelxray.models.block_stream import BlockStream
     from modelxray.models.safetensors_dir import SafetensorsDir
 
     with init_empty_weights(include_buffers=False):
@@ -308,3 +309,14 @@ def test_a_model_that_is_read_whole_is_one_line_with_blocks(llama_dir, tmp_path,
         ConfigError, match=r"^model.name_or_path: .* holds no safetensors weights .* runtime.offload=none$"
     ):
         _run(pickled, tmp_path, tracking_uri, "runtime.offload=blocks")
+
+
+def test_the_dashboard_panel_of_a_streamed_run_says_what_it_did_instead_of_empty_axes():
+    from matplotlib.figure import Figure
+
+    from modelxray.analyzers.performance.plots import panel
+    from modelxray.core.result import Result
+
+    ax = Figure().subplots()
+    panel(ax, Result("performance", data={"streaming": {"summary": "Streamed 3 blocks from disk."}}))
+    assert [t.get_text() for t in ax.texts] == ["Streamed 3 blocks from disk."] and not ax.axison

@@ -20,7 +20,6 @@ compare: neither runs all windows through one block before reading the next.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -32,9 +31,9 @@ from torch import nn
 
 from modelxray.core.progress import bar
 from modelxray.measure.scoring import forward_logits
+from modelxray.models.block_inputs import block_call, inside
+from modelxray.models.hidden_states import HiddenStates, StreamStats
 from modelxray.models.safetensors_dir import SafetensorsDir
-
-CACHE_ARGUMENTS = ("past_key_values", "past_key_value", "layer_past", "cache_params", "cache")
 
 
 class Transform(Protocol):
@@ -49,79 +48,6 @@ class Transform(Protocol):
 
 class _Caught(Exception):
     pass
-
-
-def inside(name: str, prefix: str) -> bool:
-    return not prefix or name == prefix or name.startswith(prefix + ".")
-
-
-def chain_of_blocks(model: nn.Module) -> str | None:
-    """The name of the model's chain of blocks: the ModuleList of the model's own repeated block class
-    (transformers' ``_no_split_modules``), else its largest ModuleList of one class; None without one."""
-    block_classes = set(getattr(model, "_no_split_modules", None) or ())
-    best, best_size = None, 0
-    for name, module in model.named_modules():
-        if not isinstance(module, nn.ModuleList) or len(module) < 2:
-            continue
-        classes = {type(child).__name__ for child in module}
-        if len(classes) != 1:
-            continue
-        size = sum(p.numel() for p in module.parameters())
-        if block_classes and classes <= block_classes:
-            size += 1 << 62  # the model's own block class wins over any other list
-        if size > best_size:
-            best, best_size = name, size
-    return best
-
-
-class HiddenStates:
-    """One variant's hidden states, per batch: in memory up to ``budget`` bytes, on disk beyond it."""
-
-    _names = itertools.count()  # spill files are never reused while a mapped one may be read
-
-    def __init__(self, budget: int | None, spill_dir: Path):
-        self.budget, self.spill_dir = budget, spill_dir
-        self.items: list[torch.Tensor | Path] = []
-        self.in_memory = 0
-        self.spilled = 0
-
-    def replace(self, other: HiddenStates) -> None:
-        """Take ``other``'s states (the next block's), deleting this one's files from disk."""
-        for item in self.items:
-            if isinstance(item, Path):
-                item.unlink(missing_ok=True)
-        self.items, self.in_memory, self.spilled = other.items, other.in_memory, other.spilled
-
-    def append(self, hidden: torch.Tensor) -> None:
-        size = hidden.numel() * hidden.element_size()
-        if self.budget is not None and self.in_memory + size > self.budget:
-            path = self.spill_dir / f"hidden_{next(self._names)}.pt"
-            torch.save(hidden.detach().cpu(), path)
-            self.items.append(path)
-            self.spilled += size
-        else:
-            self.items.append(hidden)
-            self.in_memory += size
-
-    def __getitem__(self, i: int) -> torch.Tensor:
-        item = self.items[i]
-        return torch.load(item, weights_only=True, mmap=True) if isinstance(item, Path) else item
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-
-@dataclass
-class StreamStats:
-    """What streaming cost: bytes read, passes over the model, hidden states held and spilled."""
-
-    bytes_read: int = 0
-    passes: int = 0
-    hidden_bytes: int = 0
-    spilled_bytes: int = 0
-
-    def weight_reads(self, model_bytes: int) -> float:
-        return self.bytes_read / model_bytes if model_bytes else 0.0
 
 
 @dataclass
@@ -383,11 +309,7 @@ class BlockStream:
         other arguments), the forward stopped there."""
 
         def catch(_module, args, kwargs):
-            kwargs = {k: w for k, w in kwargs.items() if k not in CACHE_ARGUMENTS}
-            if "use_cache" in kwargs:
-                kwargs["use_cache"] = False
-            hidden = args[0] if args else kwargs.pop("hidden_states")
-            keep(hidden, tuple(args[1:]), kwargs)
+            keep(*block_call(args, kwargs))
             raise _Caught
 
         handle = self.blocks[0].register_forward_pre_hook(catch, with_kwargs=True)

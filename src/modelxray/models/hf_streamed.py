@@ -38,7 +38,7 @@ def block_weights(source: Any) -> SafetensorsDir:
     take the same arguments; one line otherwise. Read from config.json and the files' headers only."""
     import json
 
-    from modelxray.models.hf import declared_from_dir
+    from modelxray.models.hf_dir import declared_from_dir
 
     directory = weights_dir(source)
     kind = declared_from_dir(directory, source.kind, source.name_or_path).kind
@@ -67,8 +67,9 @@ def load_streamed(source: Any, hidden_budget: int | None, reason: str) -> Loaded
     from accelerate import init_empty_weights
     from transformers import AutoConfig
 
-    from modelxray.models.block_stream import BlockStream, chain_of_blocks
-    from modelxray.models.hf import dir_bytes
+    from modelxray.models.block_inputs import chain_of_blocks
+    from modelxray.models.block_stream import BlockStream
+    from modelxray.models.hf_dir import dir_bytes
     from modelxray.models.kinds import TASK_OF_KIND, kind_of_config
 
     weights = block_weights(source)

@@ -35,9 +35,8 @@ from modelxray.core.errors import ConfigError
 from modelxray.measure.classifier_reference import input_dtype
 from modelxray.measure.scoring import forward_logits, model_device
 from modelxray.metrics.windows import NamedTensors
+from modelxray.models.block_inputs import block_call
 from modelxray.quant.targets import _is_conv1d
-
-CACHE_ARGUMENTS = ("past_key_values", "past_key_value", "cache", "layer_past")
 
 
 class _Caught(Exception):
@@ -123,16 +122,13 @@ class BlockInputs:
         self.repeated = 0
 
         def catch(_module, args, kwargs):
-            # a KV cache in the block's arguments would grow at every replay of the block: dropped
-            kwargs = {k: v for k, v in kwargs.items() if k not in CACHE_ARGUMENTS}
-            if "use_cache" in kwargs:
-                kwargs["use_cache"] = False
-            hidden = (args[0] if args else kwargs.pop("hidden_states")).detach()
+            hidden, rest, kwargs = block_call(args, kwargs)  # no KV cache: it would grow at every replay
+            hidden = hidden.detach()
             if self.hidden and _same(hidden, self.hidden[0]):
                 self.repeated += 1
             else:
                 self.hidden.append(hidden)
-                self.args.append(tuple(args[1:]))
+                self.args.append(rest)
                 self.kwargs.append(kwargs)
             raise _Caught
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from modelxray.models.block_inputs import inside
 from modelxray.quant.summary import quant_result
 from modelxray.quant.weight import WeightQuantizer, quantize_model
 
@@ -50,11 +51,11 @@ class BlockQuantization:
         self.complete = False  # set by the stream once every module went by
 
     def touches(self, prefix: str) -> bool:
-        return any(self.plan.get(t.name) is not None and _inside(t.name, prefix) for t in self.targets)
+        return any(self.plan.get(t.name) is not None and inside(t.name, prefix) for t in self.targets)
 
     def apply(self, prefix: str, done: dict) -> None:
         start = time.perf_counter()
-        read = [t for t in self.targets if _inside(t.name, prefix) and t.module.weight.device.type != "meta"]
+        read = [t for t in self.targets if inside(t.name, prefix) and t.module.weight.device.type != "meta"]
         rows, notes = quantize_model(read, self.plan, done)
         self.rows.update({r["module"]: r for r in rows})
         self.notes.extend(n for n in notes if n not in self.notes)
@@ -81,7 +82,7 @@ class CalibratedBlockQuantization(BlockQuantization):
         outside = [
             t.name
             for t in self.targets
-            if t.kind == "linear" and self.plan.get(t.name) is not None and not _inside(t.name, blocks_name)
+            if t.kind == "linear" and self.plan.get(t.name) is not None and not inside(t.name, blocks_name)
         ]
         if outside:  # in memory they are calibrated in a forward of the whole quantized model
             from modelxray.core.errors import ConfigError
@@ -113,7 +114,7 @@ class CalibratedBlockQuantization(BlockQuantization):
             read = [
                 t
                 for t in self.targets
-                if _inside(t.name, prefix) and t.kind != "linear" and t.module.weight.device.type != "meta"
+                if inside(t.name, prefix) and t.kind != "linear" and t.module.weight.device.type != "meta"
             ]
             rows, notes = quantize_model(read, self.plan, done)
             for r in rows:
@@ -125,7 +126,7 @@ class CalibratedBlockQuantization(BlockQuantization):
         start = time.perf_counter()
         block = self.model.get_submodule(prefix)
         layer_targets = [
-            t for t in self.targets if _inside(t.name, prefix) and t.kind == "linear" and self.plan.get(t.name)
+            t for t in self.targets if inside(t.name, prefix) and t.kind == "linear" and self.plan.get(t.name)
         ]
         if layer_targets:
             rows = self.quantizer.quantize_block(block, layer_targets, self.plan, self.inputs)
@@ -145,7 +146,3 @@ class CalibratedBlockQuantization(BlockQuantization):
         result.data["method"] = self.quantizer.name
         result.metrics.update(extra)
         return result
-
-
-def _inside(name: str, prefix: str) -> bool:
-    return not prefix or name == prefix or name.startswith(prefix + ".")

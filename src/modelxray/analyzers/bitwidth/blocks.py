@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
+from modelxray.models.block_inputs import inside
 from modelxray.quant.targets import Target, tower_of
 
 OTHER = "other"  # the label of the quantized modules outside every block (per tower: vision.other)
@@ -38,12 +39,8 @@ class Block:
         return sum(t.module.weight.numel() for t in self.modules)
 
 
-def _inside(name: str, prefix: str) -> bool:
-    return not prefix or name == prefix or name.startswith(prefix + ".")
-
-
 def _holds(prefix: str, targets: list[Target]) -> bool:
-    return any(_inside(t.name, prefix) for t in targets)
+    return any(inside(t.name, prefix) for t in targets)
 
 
 def _join(prefix: str, name: str) -> str:
@@ -64,7 +61,7 @@ def _block_lists(model: nn.Module, targets: list[Target]) -> list[str]:
     """Prefixes of the outermost block lists, in module order."""
     found: list[str] = []
     for name, module in model.named_modules():
-        if any(_inside(name, p) for p in found):
+        if any(inside(name, p) for p in found):
             continue
         if _is_block_list(module, name, targets):
             found.append(name)
@@ -107,7 +104,7 @@ def _assign(blocks: list[Block], targets: list[Target]) -> None:
     """Each target into the block holding it, the rest into its tower's ``other`` unit."""
     others: dict[str | None, Block] = {}
     for t in targets:
-        block = next((b for b in blocks if _inside(t.name, b.prefix)), None)
+        block = next((b for b in blocks if inside(t.name, b.prefix)), None)
         if block is None:
             if t.tower not in others:
                 label = f"{t.tower}.{OTHER}" if t.tower else OTHER
