@@ -261,6 +261,12 @@ def panel(ax, result) -> None:
         thr, label = _throughput(speeds)
         thr["batch size"] = thr["batch size"].astype(str)
         sns.barplot(data=thr, x="batch size", y=label, ax=ax, color="#5a9e6f")
+    else:  # not timed (a model streamed from disk): what the run did instead of empty axes
+        import textwrap
+
+        ax.axis("off")
+        note = (result.data.get("streaming") or {}).get("summary", "Speed was not measured.")
+        ax.text(0.5, 0.5, textwrap.fill(note, 60), ha="center", va="center", fontsize=9, transform=ax.transAxes)
     mem = result.measurements.get("memory")
     text = []
     line = quality_line(result, short=True)
