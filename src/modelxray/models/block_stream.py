@@ -5,9 +5,11 @@ passes through block i before block i+1 is read, so the weights are read from di
 pass, and the hidden states of all windows are what is held between blocks (spilled to disk beyond a
 budget). A block's tensors are dropped before the next block is read.
 
-Several *variants* stream together: the float model and, say, its quantized copy. Each block is read
-once, run for the float path, transformed in place (quantized) and run for the other path, so the
-reference needs no second read of the model. Modules outside the blocks (embeddings, final norm,
+Several *variants* stream together: the float model and, say, its quantized copy, or every plan an
+analyzer compares. Each block is read once, transformed in place for each variant (quantized, then
+put back as stored) and run for it, so the reference needs no second read of the model. A variant
+shares the float path's hidden states until the first block it changes (a plan quantizing block 5
+alone runs blocks 0-4 once, for all), and may score only the first batches (a probe). Modules outside the blocks (embeddings, final norm,
 head) are read when the model's own forward first calls them, so the model's forward itself builds
 the blocks' inputs (position embeddings, masks) and turns the last hidden states into logits: no
 architecture is special-cased.
@@ -236,30 +238,40 @@ class BlockStream:
         transforms: list[Transform | None],
         progress: bool = False,
         desc: str = "streaming blocks",
+        limits: list[int | None] | None = None,
     ) -> Iterator[tuple[int, int, torch.Tensor]]:
         """Stream every batch of token ids through the model once per block for each variant
         (``transforms``: None is the model as stored); yields ``(variant, batch, logits)``, every batch
-        of variant 0 first, then variant 1's..."""
+        of variant 0 first, then variant 1's... ``limits``: per variant, how many of the first batches
+        it runs (None: all); variant 0, the float path, runs every batch any variant does."""
+        limits = list(limits) if limits is not None else [None] * len(transforms)
+        counts = [len(batches) if n is None else min(n, len(batches)) for n in limits]
+        counts[0] = max(counts)
+        batches = batches[: counts[0]]
         self.stats.passes += 1
         where = None if self.spill_dir is None else str(self.spill_dir)
         with tempfile.TemporaryDirectory(prefix="modelxray-hidden-", dir=where) as spill, torch.inference_mode():
             # each variant's states, and one variant's next states while a block runs
             budget = None if self.hidden_budget is None else self.hidden_budget // (len(transforms) + 1)
-            states = [HiddenStates(budget, Path(spill)) for _ in transforms]
+            # a variant's states: None while it is still the float path (it changed no module yet)
+            states: list[HiddenStates | None] = [HiddenStates(budget, Path(spill)) for _ in transforms[:1]]
+            states += [None] * (len(transforms) - 1)
             total = len(self.blocks) + 2
             with bar(total=total, desc=desc, unit="stage", enabled=progress) as pbar:
-                calls = self._inputs(batches, transforms, states)
+                calls = self._inputs(batches, transforms, states, budget, Path(spill))
                 pbar.update(1)
                 for prefix in self.block_prefixes:
-                    self._block(prefix, transforms, states, calls)
+                    self._block(prefix, transforms, states, calls, counts)
                     pbar.update(1)
-                self.stats.hidden_bytes = max(self.stats.hidden_bytes, sum(s.in_memory + s.spilled for s in states))
-                self.stats.spilled_bytes = max(self.stats.spilled_bytes, sum(s.spilled for s in states))
+                held = [s for s in states if s is not None]
+                self.stats.hidden_bytes = max(self.stats.hidden_bytes, sum(s.in_memory + s.spilled for s in held))
+                self.stats.spilled_bytes = max(self.stats.spilled_bytes, sum(s.spilled for s in held))
                 # a transform that changes nothing outside the blocks leaves the head as read for the float path
                 shared_head = not any(self._outside_blocks(t) for t in transforms)
                 try:
                     for v, transform in enumerate(transforms):
-                        for b, logits in self._head(batches, transform, states[v]):
+                        hidden = states[v] if states[v] is not None else states[0]
+                        for b, logits in self._head(batches[: counts[v]], transform, hidden):
                             yield v, b, logits
                         if not shared_head:
                             self._release()
@@ -270,16 +282,16 @@ class BlockStream:
             if transform is not None:
                 transform.complete = True
 
-    def _inputs(self, batches, transforms, states) -> list[tuple[tuple, dict]]:
-        """The first block's inputs for every batch and variant (a variant that changes no module
-        before the blocks shares the float path's hidden states), and the other arguments the model
-        passes its blocks (position embeddings, masks), the same for every variant."""
+    def _inputs(self, batches, transforms, states, budget, spill) -> list[tuple[tuple, dict]]:
+        """The first block's inputs for every batch, for the float path and each variant that changes
+        a module before the blocks (the others share the float path's), and the other arguments the
+        model passes its blocks (position embeddings, masks), the same for every variant."""
         calls: list[tuple[tuple, dict]] = []
         for v, transform in enumerate(transforms):
             if v > 0 and not self._outside_blocks(transform):
-                for i in range(len(states[0])):
-                    states[v].append(states[0][i])
                 continue
+            if v > 0:
+                states[v] = HiddenStates(budget, spill)
             done: dict = {}
 
             def keep(hidden, args, kwargs, v=v):  # each batch's states kept (or spilled) as they come
@@ -320,26 +332,35 @@ class BlockStream:
         finally:
             handle.remove()
 
-    def _block(self, prefix: str, transforms, states, calls) -> None:
-        """Read one block, run every variant's hidden states through it, then drop it."""
+    def _block(self, prefix: str, transforms, states, calls, counts) -> None:
+        """Read one block, run every variant's hidden states through it, then drop it. The variants
+        run before the float path, so one that first changes this block starts from the float path's
+        inputs to it; one that changes nothing yet still shares them (its transform still sees the
+        block: a calibrating one carries its calibration inputs through it)."""
         block = self.model.get_submodule(prefix)
         self._read(prefix)
         try:
-            kept = None
-            for v, transform in enumerate(transforms):
+            stored = None  # the block's tensors as read, while a variant has changed them
+            for v in [*range(1, len(transforms)), 0]:
+                transform = transforms[v]
+                changes = transform is not None and transform.touches(prefix)
+                if changes and stored is None:
+                    stored = {k: t.detach().clone() for k, t in block.state_dict().items()}
                 if transform is not None:
-                    if v < len(transforms) - 1:  # a later variant starts from the weights as stored
-                        kept = {k: t.detach().clone() for k, t in block.state_dict().items()}
                     transform.apply(prefix, {})
-                outs = HiddenStates(states[v].budget, states[v].spill_dir)
-                for i, (args, kwargs) in enumerate(calls):
-                    out = block(states[v][i], *args, **kwargs)
-                    self._tuple = isinstance(out, (tuple, list))
-                    outs.append(out[0] if self._tuple else out)
-                states[v].replace(outs)
-                if kept is not None:
-                    block.load_state_dict(kept, strict=False)
-                    kept = None
+                if v == 0 or states[v] is not None or changes:
+                    source = states[v] if states[v] is not None else states[0]
+                    outs = HiddenStates(states[0].budget, states[0].spill_dir)
+                    for i, (args, kwargs) in enumerate(calls[: counts[v]]):
+                        out = block(source[i], *args, **kwargs)
+                        self._tuple = isinstance(out, (tuple, list))
+                        outs.append(out[0] if self._tuple else out)
+                    if states[v] is None:
+                        states[v] = outs  # from here on its own path
+                    else:
+                        states[v].replace(outs)
+                if changes:
+                    block.load_state_dict(stored, strict=False)
         finally:
             self._release()
 

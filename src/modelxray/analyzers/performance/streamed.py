@@ -8,9 +8,7 @@ from __future__ import annotations
 import time
 
 from modelxray.core.formatting import human_bytes
-from modelxray.measure.reference import Reference
-from modelxray.metrics.lm import LMScore
-from modelxray.metrics.windows import batched
+from modelxray.measure.streamed_comparison import score_variants
 
 NOT_TIMED = (
     "not measured: the model streamed from disk one block at a time (runtime.offload=blocks), so a forward's "
@@ -24,28 +22,23 @@ def stream_scores(cfg, subject, windows, progress: bool, ks: list[int] | None = 
     the quantized model's, compared with the float one. ``ks``: the top-k accuracies kept;
     ``kl_windows``: the windows KL is taken on (``cfg.kl_windows`` by default)."""
     stream = subject.stream
-    batches = list(batched(windows, cfg.batch_size))
-    transforms = [None] if stream.transform is None else [None, stream.transform]
-    reference = Reference.collecting(batches, cfg.batch_size)
-    ks = sorted(set(cfg.top_k if ks is None else ks))
-    float_score = LMScore(ks=ks)
-    comparison = None
+    transforms = [] if stream.transform is None else [stream.transform]
     start = time.perf_counter()
-    inputs = [x for x, _ in batches]
-    for variant, b, logits in stream.logits(inputs, transforms, progress, "performance: streaming blocks"):
-        targets = batches[b][1]
-        if variant == 0:
-            float_score.update(logits, targets)
-            reference.add(b, logits, targets, cfg.kl_windows if kl_windows is None else kl_windows)
-            if b == len(batches) - 1:
-                reference.finish()
-        else:
-            comparison = comparison or reference.comparison(ks)
-            comparison.add(b, logits, targets)
+    scores = score_variants(
+        stream,
+        windows,
+        cfg.batch_size,
+        cfg.kl_windows if kl_windows is None else kl_windows,
+        transforms,
+        ks=sorted(set(cfg.top_k if ks is None else ks)),
+        progress=progress,
+        desc="performance: streaming blocks",
+    )
     seconds = time.perf_counter() - start
-    if comparison is None:
-        return float_score, seconds, None, None
-    return comparison.score, seconds, comparison, reference
+    if not transforms:
+        return scores.float_score, seconds, None, None
+    comparison = scores.comparisons[0]
+    return comparison.score, seconds, comparison, scores.reference
 
 
 def streaming_data(subject) -> dict:
