@@ -4,6 +4,8 @@ streamed and what it read, and refuses what cannot stream in one line before any
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -192,6 +194,61 @@ def test_a_streamed_run_gives_the_in_memory_runs_figures(quant, llama_dir, tmp_p
     assert "Streamed 3 blocks" in report and "Speed and per-module time: not measured" in report
 
 
+def test_quant_impact_scores_every_strategy_that_streams_in_one_read(llama_dir, tmp_path, tracking_uri):
+    """Every strategy is a path of one stream beside the float model: the model is read once for all
+    of them, each gets the in-memory figures and size, and a strategy that takes the whole model at
+    once (a cast) is listed as unable to run, naming runtime.offload=none."""
+    strategies = ["none", "int8", "gptq_int4", "awq_int4", "fp16"]
+    more = ["analyzer=quant_impact", f"analyzer.quant_impact.strategies=[{','.join(strategies)}]"]
+    more += ["dataset.calibration_windows=8", "analyzer.quant_impact.iters=1"]
+    streamed = _run(llama_dir, tmp_path, tracking_uri, *more, "runtime.offload=blocks")
+    whole = _run(llama_dir, tmp_path, tracking_uri, *more, "runtime.offload=none")
+    for strategy in strategies[:4]:
+        for figure in ("perplexity", "loss_se", "kl", "kl_p99", "top1_agree", "delta_loss", "delta_loss_se"):
+            key = f"quant_impact/{strategy}_{figure}"
+            assert streamed.metrics[key] == pytest.approx(whole.metrics[key], rel=1e-6, abs=1e-12), key
+        key = f"quant_impact/{strategy}_weight_bytes"
+        assert streamed.metrics[key] == whole.metrics[key], key
+    assert streamed.metrics["runtime/weight_reads"] == 1.0
+    result = streamed.results["quant_impact"]
+    assert result.data["streaming"]["reads"] == 1 and result.data["streaming"]["strategies"] == 4
+    (fp16,) = [u for u in result.tables["unsupported"] if u["strategy"] == "fp16"]
+    assert fp16["reason"].startswith("cannot stream block by block") and "runtime.offload=none" in fp16["reason"]
+    assert math.isnan(streamed.metrics.get("quant_impact/int8_tokens_per_s", math.nan))  # not timed
+    report = (streamed.output_dir / "insights.md").read_text()
+    assert "scored in 1 read of the model" in report and "nan" not in report
+    assert (streamed.output_dir / "plots" / "quant_impact_size_vs_quality.png").exists()
+
+
+def test_a_strategy_failing_half_way_through_the_stream_loses_no_other(llama_dir, monkeypatch):
+    """One strategy's quantizer raising on a block stops that path alone; the others stream on."""
+    from modelxray.analyzers.quant_impact.streamed import GuardedPath
+    from modelxray.measure.streamed_comparison import score_variants
+    from modelxray.metrics.windows import Window
+    from modelxray.quant.streamed import BlockQuantization
+    from modelxray.quant.weight import WeightQuantizer
+
+    stream = _stream(llama_dir)
+    good = GuardedPath(BlockQuantization(WeightQuantizer(bits=8), stream.model))
+    bad = GuardedPath(BlockQuantization(WeightQuantizer(bits=4), stream.model))
+    calls = []
+
+    def fail(prefix, done):
+        calls.append(prefix)
+        if prefix == "model.layers.1":
+            raise RuntimeError("kernel fault")
+
+    bad.inner.apply = fail
+    ids = torch.randint(0, 300, (4, 33), generator=torch.Generator().manual_seed(3))
+    windows = [Window(ids[i, :-1], ids[i, 1:]) for i in range(4)]
+    other = _stream(llama_dir)
+    alone = score_variants(other, windows, 2, 2, [GuardedPath(BlockQuantization(WeightQuantizer(bits=8), other.model))])
+    both = score_variants(stream, windows, 2, 2, [bad, good])
+    assert "kernel fault" in bad.failure and good.failure is None
+    assert "model.layers.2" not in calls  # stopped at its failure
+    assert both.comparisons[1].result()["kl"] == alone.comparisons[0].result()["kl"]
+
+
 def test_bfloat16_streams_as_it_runs_in_memory(llama_dir, tmp_path, tracking_uri):
     """Weights and buffers (rotary frequencies) in the run's dtype, as an in-memory load casts them."""
     more = ["model.dtype=bfloat16", "quant=int8"]
@@ -255,7 +312,7 @@ def test_auto_streams_only_when_the_weights_exceed_max_memory(llama_dir, tmp_pat
         (
             ["analyzer=robustness"],
             r"^runtime.offload: blocks cannot stream this run: analyzer=robustness needs the whole model in "
-            r"memory \(analyzer=performance streams\): use runtime.offload=none$",
+            r"memory \(analyzer=performance, analyzer=quant_impact stream\): use runtime.offload=none$",
         ),
         (["quant=hqq_int4"], r"^runtime.offload: .*this quantizer \(hqq\) works on the whole model at once"),
         (["train=finetune_lm"], r"^runtime.offload: .*train= needs the whole model in memory"),
@@ -287,7 +344,7 @@ def test_auto_holds_in_memory_what_cannot_stream_and_says_why(llama_dir, tmp_pat
     assert choice.mode == "none" and choice.reason == (
         "runtime.offload=auto: the weights (583.8 KiB in float32) exceed the memory this run may use (390.6 KiB: "
         "runtime.max_memory), but it cannot stream (analyzer=inspect needs the whole model in memory "
-        "(analyzer=performance streams)), so it is held in memory"
+        "(analyzer=performance, analyzer=quant_impact stream)), so it is held in memory"
     )
     mixed = tmp_path / "mixed"
     shutil.copytree(llama_dir, mixed)

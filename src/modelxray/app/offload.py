@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from modelxray.config.settings import parse_bytes
 from modelxray.core.errors import ConfigError
-from modelxray.core.formatting import human_bytes
+from modelxray.core.formatting import human_bytes, listed
 
 IN_MEMORY = "none"
 BLOCKS = "blocks"
@@ -118,6 +118,26 @@ def largest_block(weights, element_size: int) -> tuple[str | None, int | None, i
     return f"{chain}.{index}", sizes[index], outside
 
 
+def streaming_analyzers() -> list[str]:
+    """The analyzers that run on a model streamed block by block (their ``streams_blocks``)."""
+    import importlib
+    import pkgutil
+
+    from modelxray import analyzers
+    from modelxray.analyzers.base import Analyzer
+
+    out = []
+    for info in pkgutil.iter_modules(analyzers.__path__):
+        if info.ispkg:
+            module = importlib.import_module(f"modelxray.analyzers.{info.name}.config")
+            out += [
+                f"analyzer={obj.name}"
+                for obj in vars(module).values()
+                if isinstance(obj, type) and issubclass(obj, Analyzer) and obj is not Analyzer and obj.streams_blocks
+            ]
+    return sorted(set(out))
+
+
 def why_not_streamed(components, choice: OffloadChoice, block_name: str | None) -> list[tuple[str, str, str]]:
     """What keeps this run from streaming, as ``(key, what, instead)`` (none: it streams)."""
     from modelxray.models import process_cache
@@ -149,7 +169,7 @@ def why_not_streamed(components, choice: OffloadChoice, block_name: str | None) 
             refuse("streaming runs on the CPU for now, and this machine has a GPU")
     for name, analyzer in components.analyzers.items():
         if not getattr(analyzer, "streams_blocks", False):
-            refuse(f"analyzer={name} needs the whole model in memory (analyzer=performance streams)")
+            refuse(f"analyzer={name} needs the whole model in memory ({listed(streaming_analyzers())} stream)")
     quant = components.quant
     if quant is not None and quant.name != "none" and not streams_blocks(quant):
         refuse(

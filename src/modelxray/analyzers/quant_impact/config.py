@@ -52,7 +52,9 @@ def _shown_row(row: dict) -> dict:
     """A strategy's summary row; a simulated one (fake-quantized weights in float layers) shows no
     speed of its own: "not measured (simulated)"."""
     shown = {k: row[k] for k in SUMMARY_COLUMNS if k in row}
-    if row.get("simulated") and row.get("strategy") != "none":
+    if row.get("latency_p50_ms") != row.get("latency_p50_ms"):  # NaN: a model streamed from disk is not timed
+        shown.update({k: "not measured (streamed)" for k in SPEED_COLUMNS if k in shown})
+    elif row.get("simulated") and row.get("strategy") != "none":
         shown.update({k: "not measured (simulated)" for k in SPEED_COLUMNS if k in shown})
     return shown
 
@@ -96,6 +98,8 @@ def load_strategy(name: str):
 class QuantImpactAnalyzer(Analyzer):
     name: ClassVar[str] = "quant_impact"
     quantizes_itself: ClassVar[bool] = True
+    # streamed from disk: the strategies that quantize block by block share one read; speed is not measured
+    streams_blocks: ClassVar[bool] = True
     plots_module: ClassVar[str] = "modelxray.analyzers.quant_impact.plots"
     run_module: ClassVar[str] = "modelxray.analyzers.quant_impact.run"
     insights_module: ClassVar[str] = "modelxray.analyzers.quant_impact.insights"

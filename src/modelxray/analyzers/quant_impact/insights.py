@@ -21,7 +21,11 @@ def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
     if not result.ok or not rows:
         return []
     out = strategy_insights(cfg.priority, rows, result.data)
-    out += memory_life(rows, result.data.get("load_memory"))
+    streaming = result.data.get("streaming")
+    if streaming:
+        out.append(streamed_text(streaming))
+    else:
+        out += memory_life(rows, result.data.get("load_memory"))
     out += fragmentation(rows, result.data.get("fragmentation_share", 0.25))
     if "original_weights" in result.data:
         names = result.data.get("in_place") or ["each strategy that can"]
@@ -67,10 +71,11 @@ def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
         )
     if not allowed:
         smallest = min(rows, key=lambda r: r["weight_bytes"])
-        fastest = min(rows, key=lambda r: r["latency_p50_ms"])
+        timed = [r for r in rows if not math.isnan(r["latency_p50_ms"])]
+        fastest = min(timed, key=lambda r: r["latency_p50_ms"]) if timed else None
         out.append(
-            f"No strategy meets the budget and the agreement bounds: the smallest is {smallest['strategy']} ({human_bytes(smallest['weight_bytes'])}), "
-            f"the fastest {fastest['strategy']} ({fastest['latency_p50_ms']:.1f} ms)."
+            f"No strategy meets the budget and the agreement bounds: the smallest is {smallest['strategy']} ({human_bytes(smallest['weight_bytes'])})"
+            + (f", the fastest {fastest['strategy']} ({fastest['latency_p50_ms']:.1f} ms)." if fastest else ".")
         )
         return out
     best = max(allowed, key=lambda r: r[f"score_{priority}"])
@@ -93,10 +98,12 @@ def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
         )
     else:
         quality = f"perplexity {best['perplexity']:.3f} (baseline {base['perplexity']:.3f})"
+    speed = (
+        "" if math.isnan(best[throughput]) else f", {best[throughput]:,.0f} {unit} (baseline {base[throughput]:,.0f})"
+    )
     out.append(
         f"For priority '{priority}', use {best['strategy']}: {quality}, weights {human_bytes(best['weight_bytes'])} "
-        f"(baseline {human_bytes(base['weight_bytes'])}), {best[throughput]:,.0f} {unit} "
-        f"(baseline {base[throughput]:,.0f})."
+        f"(baseline {human_bytes(base['weight_bytes'])}){speed}."
     )
     out += bounds_said
     smallest = min(allowed, key=lambda r: r["weight_bytes"])
@@ -108,7 +115,7 @@ def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
             f"keeps {smallest['quality_ratio']:.2f} of the baseline's quality against {best['quality_ratio']:.2f}."
         )
     sim = [r["strategy"] for r in rows if r["simulated"]]
-    if sim:
+    if sim and not data.get("streaming"):
         out.append(
             f"{', '.join(sim)} are simulated here: their quality is exact, but their speed and process "
             "memory are those of the float model; their weight size is the packed format's. They share "
@@ -132,6 +139,16 @@ def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
     for u in data["unsupported"]:
         out.append(f"{u['strategy']} cannot run here: {u['reason']}.")
     return out
+
+
+def streamed_text(streaming: dict) -> str:
+    """What streaming the model block by block cost the strategies (``streamed.streamed_rows``)."""
+    return (
+        f"Streamed from disk block by block: the {streaming['strategies']} strategies that quantize one block at a "
+        f"time were scored in {streaming['reads']} read{'s' * (streaming['reads'] != 1)} of the model "
+        f"({streaming['weight_reads']:.2f} times its {human_bytes(streaming['model_bytes'])} of weights), in "
+        f"{streaming['seconds']:.1f} s; process memory peaked at {human_bytes(streaming['peak_rss'])}. Speed {streaming['speed']}."
+    )
 
 
 def memory_life(rows: list[dict], load: dict | None) -> list[str]:

@@ -28,10 +28,23 @@ NOT_MEASURED = "speed not measured (simulated)"
 SPEED_KEYS = ("speed_ratio", "tokens_per_s", "examples_per_s")
 
 
+STREAMED = "speed not measured (streamed from disk)"
+
+
 def speed_measured(row: dict) -> bool:
     """Whether a strategy's speed is its own: a simulated one (int4, GPTQ, AWQ fake-quantized in
-    the float layers) runs the float model, whose latency and throughput say nothing of it."""
-    return not row.get("simulated", False)
+    the float layers) runs the float model, whose latency and throughput say nothing of it; on a
+    model streamed from disk no strategy is timed."""
+    return not row.get("simulated", False) and not _streamed(row)
+
+
+def _streamed(row: dict) -> bool:
+    return row.get("latency_p50_ms") != row.get("latency_p50_ms")  # NaN: not timed
+
+
+def not_measured(row: dict) -> str:
+    """Why a strategy has no speed of its own, for its legend entry."""
+    return STREAMED if _streamed(row) else NOT_MEASURED
 
 
 def radar_values(rows: list[dict], blank_simulated_speed: bool = False) -> pd.DataFrame:
@@ -51,11 +64,39 @@ def figures(result) -> dict:
     rows = result.tables.get("strategies") or []
     if not rows:
         return {}
-    return {
+    out = {
         "quant_impact_memory_timeline.png": _timeline(result),
         "quant_impact_radar.png": _radar(rows, classifier=_is_classifier(result)),
-        "quant_impact_speed_vs_quality.png": _tradeoff(rows, classifier=_is_classifier(result)),
     }
+    if any(not _streamed(r) for r in rows):
+        out["quant_impact_speed_vs_quality.png"] = _tradeoff(rows, classifier=_is_classifier(result))
+    else:  # streamed from disk: no strategy was timed, so size is the other axis
+        out["quant_impact_size_vs_quality.png"] = _size_tradeoff(rows)
+    return out
+
+
+def _size_tradeoff(rows):
+    """Each strategy at (weight size, perplexity) with its 95% interval: what a model streamed from
+    disk, whose speed is not measured, trades."""
+    df = pd.DataFrame(rows)
+    df["weights (MiB)"] = df["weight_bytes"] / 2**20
+    fig, axes = new_figure(width=7, height=5)
+    ax = axes[0][0]
+    err = error_bars(rows, "perplexity")
+    if err is not None:
+        ax.errorbar(df["weights (MiB)"], df["perplexity"], yerr=err, fmt="none", ecolor="#95a5a6", lw=1, capsize=3)
+    sns.scatterplot(data=df, x="weights (MiB)", y="perplexity", hue="strategy", ax=ax, s=90, legend=False)
+    for r in rows:
+        ax.annotate(
+            r["strategy"],
+            (r["weight_bytes"] / 2**20, r["perplexity"]),
+            fontsize=8,
+            xytext=(5, 4),
+            textcoords="offset points",
+        )
+    ax.set_title("Size vs quality" + ("; bars: 95% interval" if err is not None else ""))
+    ax.set_xlabel("weights (MiB); speed not measured: streamed from disk")
+    return fig
 
 
 def _is_classifier(result) -> bool:
@@ -88,6 +129,7 @@ def _radar(rows, classifier: bool = False):
     """One polygon per strategy; a simulated strategy's runs around its other spokes, with no point
     on the speed spoke, and its legend entry says its speed was not measured."""
     values = radar_values(rows, blank_simulated_speed=True)
+    by_name = {r["strategy"]: r for r in rows}
     labels = [(CLASSIFIER_LABELS.get(k, label) if classifier else label) for k, label in AXES]
     angles = np.linspace(0, 2 * np.pi, len(labels), endpoint=False).tolist()
     import matplotlib.pyplot as plt
@@ -99,7 +141,7 @@ def _radar(rows, classifier: bool = False):
         kept = [(a, v) for a, v in zip(angles, row.tolist()) if not np.isnan(v)]
         a = [p[0] for p in kept] + [kept[0][0]]
         v = [p[1] for p in kept] + [kept[0][1]]
-        label = strategy if len(kept) == len(angles) else f"{strategy}: {NOT_MEASURED}"
+        label = strategy if len(kept) == len(angles) else f"{strategy}: {not_measured(by_name[strategy])}"
         ax.plot(a, v, color=color, label=label, ls="-" if len(kept) == len(angles) else "--")
         ax.fill(a, v, color=color, alpha=0.08)
     ax.set_xticks(angles)
@@ -128,7 +170,7 @@ def _tradeoff(rows, classifier: bool = False):
             ax.annotate(r["strategy"], (r[x], r[y]), fontsize=8, xytext=(5, 4), textcoords="offset points")
     palette = sns.color_palette("Set2", max(len(simulated), 1))
     for color, r in zip(palette, simulated):
-        ax.axhline(r[y], color=color, ls="--", lw=1.2, label=f"{r['strategy']}: {NOT_MEASURED}")
+        ax.axhline(r[y], color=color, ls="--", lw=1.2, label=f"{r['strategy']}: {not_measured(r)}")
     if simulated:  # the lines join seaborn's size legend
         ax.legend(fontsize=8, title="weight_bytes" if measured else None, title_fontsize=8)
     ax.set_ylabel(y)

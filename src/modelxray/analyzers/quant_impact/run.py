@@ -62,10 +62,30 @@ COST_KEYS = (
     "quality_per_gb",
 )
 
+# a language model's quality columns per strategy: loss and perplexity, and agreement with the baseline
+LM_QUALITY_KEYS = (
+    *("loss", "loss_se", "perplexity", "delta_loss", "delta_loss_se"),
+    *("kl", "kl_se", "kl_p90", "kl_p99", "kl_p999", "kl_max", "rms_dp", "top1_agree", "top1_agree_se"),
+)
+
 
 class _Mode:
     """What differs between a language model and a classifier: the reference, the speed batch, the
     quality columns and axis, the throughput unit and the metrics logged per strategy."""
+
+    timed = True  # speed measured (not on a model streamed from disk)
+
+    @classmethod
+    def streamed(cls, subject) -> _Mode:
+        """A language model streamed block by block: its reference is the float path of the strategies'
+        one stream (set by ``streamed.streamed_rows``), and no speed is measured."""
+        mode = cls.__new__(cls)
+        mode.vision = mode.classifier = mode.zero_shot = False
+        mode.timed = False
+        mode.quality_keys = LM_QUALITY_KEYS
+        mode.throughput, mode.unit = "tokens_per_s", "tokens/s"
+        mode.quality = TASK_QUALITY.get(subject.task, "perplexity")
+        return mode
 
     def __init__(self, cfg, subject, ctx: RunContext):
         self.vision = subject.task in VISION_TASKS
@@ -100,22 +120,7 @@ class _Mode:
             else:
                 ids = torch.cat([w.inputs for w in windows])  # the scored tokens, cycled to fill the speed batch
                 self.lm_batch = speed_inputs(ids, cfg.speed_batch_size, windows[0].inputs.numel()).to(device)
-            self.quality_keys = (
-                "loss",
-                "loss_se",
-                "perplexity",
-                "delta_loss",
-                "delta_loss_se",
-                "kl",
-                "kl_se",
-                "kl_p90",
-                "kl_p99",
-                "kl_p999",
-                "kl_max",
-                "rms_dp",
-                "top1_agree",
-                "top1_agree_se",
-            )
+            self.quality_keys = LM_QUALITY_KEYS
             self.throughput = "tokens_per_s"
             self.unit = "tokens/s"
             self.zero_shot = False
@@ -186,6 +191,12 @@ def run(cfg, subject, ctx: RunContext) -> Result:
             "needs token windows: a text dataset (dataset=...) or a DataLoader of token batches",
         )
     profile = hardware_profile()
+    if subject.stream is not None:  # block by block from disk: every strategy in one read of the model
+        from modelxray.analyzers.quant_impact.streamed import streamed_rows
+
+        mode = _Mode.streamed(subject)
+        rows, unsupported, failures, timelines, streaming = streamed_rows(cfg, subject, ctx, mode, profile)
+        return _finish(cfg, subject, mode, profile, rows, timelines, unsupported, failures, None, [], streaming)
     mode = _Mode(cfg, subject, ctx)
     device = model_device(subject.model)
     rows, timelines, unsupported, in_place = [], [], [], []
@@ -223,6 +234,12 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     finally:
         if originals is not None:
             originals.close()
+    return _finish(cfg, subject, mode, profile, rows, timelines, unsupported, failures, originals, in_place)
+
+
+def _finish(cfg, subject, mode, profile, rows, timelines, unsupported, failures, originals, in_place, streaming=None):
+    """The Result of the measured ``rows``: ratios to the baseline, scores per priority, budgets,
+    agreement bounds and the recommendation (``streaming``: what streaming the model cost)."""
     base = next((r for r in rows if r["strategy"] == "none"), rows[0] if rows else None)
     result = cfg.new_result()
     result.data.update(
@@ -245,6 +262,8 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     if originals is not None:  # where the strategies that quantize in place found the weights again
         result.data["original_weights"] = originals.describe()
         result.data["in_place"] = in_place
+    if streaming is not None:
+        result.data["streaming"] = streaming
     result.tables["unsupported"] = unsupported
     for name, trace in failures.items():
         result.texts[f"quant_impact_{name}_traceback.txt"] = trace
@@ -252,7 +271,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         return result
     for r in rows:
         r["quality_ratio"] = mode.quality_ratio(base, r)
-        r["speed_ratio"] = r[mode.throughput] / base[mode.throughput]
+        r["speed_ratio"] = r[mode.throughput] / base[mode.throughput] if mode.timed else 1.0  # not measured
         r["memory_ratio"] = base["weight_bytes"] / r["weight_bytes"]
         r["memory_saved_bytes"] = base["weight_bytes"] - r["weight_bytes"]
         r["quality_per_gb"] = r["quality_ratio"] / (r["weight_bytes"] / 2**30)
