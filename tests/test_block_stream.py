@@ -249,6 +249,26 @@ def test_a_strategy_failing_half_way_through_the_stream_loses_no_other(llama_dir
     assert both.comparisons[1].result()["kl"] == alone.comparisons[0].result()["kl"]
 
 
+def test_bitwidth_streamed_finds_the_in_memory_plans_in_few_reads(llama_dir, tmp_path, tracking_uri):
+    """Configurations and sensitivity probes share the first read, the recommendation's search takes
+    two levels per read: every figure, the sensitivity ranking and the recommended plan as in memory."""
+    more = ["analyzer=bitwidth", "analyzer.bitwidth.uniform_bits=[8,4]"]
+    streamed = _run(llama_dir, tmp_path, tracking_uri, *more, "runtime.offload=blocks")
+    whole = _run(llama_dir, tmp_path, tracking_uri, *more, "runtime.offload=none")
+    keys = [k for k in whole.metrics if k.startswith("bitwidth/") and "seconds" not in k]
+    assert len(keys) > 40
+    for key in keys:
+        assert streamed.metrics[key] == pytest.approx(whole.metrics[key], rel=1e-6, abs=1e-12), key
+    a, b = (r.results["bitwidth"] for r in (streamed, whole))
+    assert [(r["block"], r["component"], r["rank"]) for r in a.tables["layer_sensitivity"]] == [
+        (r["block"], r["component"], r["rank"]) for r in b.tables["layer_sensitivity"]
+    ]
+    assert a.data["recommendation"]["rules"] == b.data["recommendation"]["rules"]
+    # 6 units: the first read (5 configurations, 6 probes), 2 search reads, the confirmation
+    assert a.data["streaming"]["reads"] == 4 and streamed.metrics["runtime/stream_passes"] == 4
+    assert "plans in 4 reads of the model" in (streamed.output_dir / "insights.md").read_text()
+
+
 def test_bfloat16_streams_as_it_runs_in_memory(llama_dir, tmp_path, tracking_uri):
     """Weights and buffers (rotary frequencies) in the run's dtype, as an in-memory load casts them."""
     more = ["model.dtype=bfloat16", "quant=int8"]
@@ -312,7 +332,7 @@ def test_auto_streams_only_when_the_weights_exceed_max_memory(llama_dir, tmp_pat
         (
             ["analyzer=robustness"],
             r"^runtime.offload: blocks cannot stream this run: analyzer=robustness needs the whole model in "
-            r"memory \(analyzer=performance, analyzer=quant_impact stream\): use runtime.offload=none$",
+            r"memory \(analyzer=bitwidth, analyzer=performance, analyzer=quant_impact stream\): use runtime.offload=none$",
         ),
         (["quant=hqq_int4"], r"^runtime.offload: .*this quantizer \(hqq\) works on the whole model at once"),
         (["train=finetune_lm"], r"^runtime.offload: .*train= needs the whole model in memory"),
@@ -344,7 +364,7 @@ def test_auto_holds_in_memory_what_cannot_stream_and_says_why(llama_dir, tmp_pat
     assert choice.mode == "none" and choice.reason == (
         "runtime.offload=auto: the weights (583.8 KiB in float32) exceed the memory this run may use (390.6 KiB: "
         "runtime.max_memory), but it cannot stream (analyzer=inspect needs the whole model in memory "
-        "(analyzer=performance, analyzer=quant_impact stream)), so it is held in memory"
+        "(analyzer=bitwidth, analyzer=performance, analyzer=quant_impact stream)), so it is held in memory"
     )
     mixed = tmp_path / "mixed"
     shutil.copytree(llama_dir, mixed)

@@ -31,18 +31,21 @@ def score_variants(
     *,
     limits: list[int | None] | None = None,
     ks: list[int] | None = None,
+    full: bool = False,
     progress: bool = False,
     desc: str = "streaming blocks",
 ) -> StreamedScores:
     """Stream ``windows`` (in batches of ``batch_size``) once through the float model and each of
     ``transforms`` (a block-by-block transform each: a quantizer's path, a noise); ``limits``: per
     transform, how many of the first batches it is scored on (None: all; a probe's few). ``ks``: the
-    top-k accuracies every score keeps (top-1 always)."""
+    top-k accuracies every score keeps (top-1 always). ``full``: the float path (the reference) runs
+    every window, however few the variants score."""
     ks = sorted({1, *(ks or [])})
     limits = list(limits) if limits is not None else [None] * len(transforms)
     batches = list(batched(windows, batch_size))
     wanted = max((len(batches) if n is None else min(n, len(batches)) for n in limits), default=len(batches))
-    batches = batches[:wanted]  # what no variant scores is never streamed
+    if not full:
+        batches = batches[:wanted]  # what no variant scores is never streamed
     reference = Reference.collecting(batches, batch_size)
     float_score = LMScore(ks=ks)
     comparisons = [reference.comparison(ks) for _ in transforms]

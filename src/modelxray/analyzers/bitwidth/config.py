@@ -33,6 +33,8 @@ LM_ONLY = ("max_windows", "kl_windows", "sensitivity_windows", "batch_size", "bu
 class BitwidthAnalyzer(Analyzer):
     name: ClassVar[str] = "bitwidth"
     quantizes_itself: ClassVar[bool] = True
+    # streamed from disk: configurations, sensitivity probes and search steps share reads of the model
+    streams_blocks: ClassVar[bool] = True
     plots_module: ClassVar[str] = "modelxray.analyzers.bitwidth.plots"
     run_module: ClassVar[str] = "modelxray.analyzers.bitwidth.run"
     insights_module: ClassVar[str] = "modelxray.analyzers.bitwidth.insights"
@@ -63,6 +65,9 @@ class BitwidthAnalyzer(Analyzer):
     batch_size: int = 4  # windows per forward pass
     eval_examples: int = 512  # classifier: test examples scored per configuration
     eval_batch_size: int = 64  # classifier: test examples per forward pass
+    # a model streamed from disk: levels of the recommendation's binary search evaluated per read of the
+    # model (2^levels - 1 plans per read; the same plan is found, in fewer reads for more compute)
+    stream_search_levels: int = 2
 
     def weight_format(self, bits: int, rules: list | None = None, targets: list | None = None) -> dict:
         """The keys of a WeightQuantizer at ``bits`` in this analyzer's format (symmetry, granularity,
@@ -99,6 +104,7 @@ class BitwidthAnalyzer(Analyzer):
             "sensitivity_examples",
             "eval_examples",
             "eval_batch_size",
+            "stream_search_levels",
         )
         self.require_positive("max_windows", allow_none=True)
         self.require_non_negative("budget_ppl_increase", "budget_accuracy_drop", "kl_ceiling")

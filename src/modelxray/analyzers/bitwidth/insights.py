@@ -83,7 +83,26 @@ def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
     out += [f"{' and '.join(names)} not evaluated: {reason}." for reason, names in by_reason.items()]
     if "original_weights" in result.data:
         out.append(f"Memory: {result.data['original_weights']}")
+    if result.data.get("streaming"):
+        out.append(streamed_text(result.data["streaming"], bool(rec)))
     return out
+
+
+def streamed_text(streaming: dict, searched: bool) -> str:
+    """How many reads of a model streamed from disk the plans took (``streamed.StreamedSession``);
+    ``searched``: a recommendation was searched for."""
+    reads, levels = streaming["reads"], streaming["search_levels"]
+    out = (
+        f"Streamed from disk block by block: {streaming['plans']} plans in {reads} read{'s' * (reads != 1)} of the "
+        f"model ({streaming['weight_reads']:.2f} times its weights), every configuration and sensitivity probe in "
+        "the first"
+    )
+    if searched:
+        out += (
+            f"; the recommendation's binary search took {levels} level{'s' * (levels != 1)} per read "
+            "(stream_search_levels), its confirmation one more"
+        )
+    return out + "."
 
 
 def _pareto(result: Result, mode) -> list[str]:

@@ -51,18 +51,30 @@ class LanguageModelMode:
     search_on_probe = True  # the recommendation's search: windows are costly, a few estimate the budget
 
     def __init__(self, cfg, subject, work, targets: list[Target], progress: bool):
-        windows = lm_eval_windows(subject.data, subject.batches, cfg.max_windows)
+        self.windows = lm_eval_windows(subject.data, subject.batches, cfg.max_windows)
         self.cfg, self.targets = cfg, targets
         given = subject.reference_baselines.get(cfg.name)  # reference=: another model is the baseline
-        self.ref = given or Reference(work, windows, cfg.batch_size, cfg.kl_windows, progress, "bitwidth: reference")
-        self.metrics = self.ref.metrics
+        if subject.stream is not None:
+            self.ref = None  # the float path of the first read of the streamed model (``streamed``)
+        else:
+            self.ref = given or Reference(
+                work, self.windows, cfg.batch_size, cfg.kl_windows, progress, "bitwidth: reference"
+            )
         self.probe = max(1, -(-cfg.sensitivity_windows // cfg.batch_size))  # batches per probe
         self.budget = cfg.budget_ppl_increase
+
+    @property
+    def metrics(self) -> dict:
+        return self.ref.metrics
 
     def evaluate(self, model, probe: bool, progress: bool, desc: str) -> dict:
         """The reference's comparison (``Reference.evaluate``), plus each window's sums under
         ``WINDOWS`` for paired comparisons between plans."""
-        comp = self.ref.compare(model, self.probe if probe else None, progress, desc)
+        return self.evaluation(self.ref.compare(model, self.probe if probe else None, progress, desc))
+
+    @staticmethod
+    def evaluation(comp) -> dict:
+        """A comparison's figures, with each window's sums under ``WINDOWS``."""
         return {**comp.result(), WINDOWS: comp.score.per_window()}
 
     def probe_reference(self) -> dict:

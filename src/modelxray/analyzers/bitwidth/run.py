@@ -63,6 +63,8 @@ class _Session:
     mode with its reference outputs, and ``evaluate(quantizer)``. A context manager: the model
     leaves it as it came, also when an evaluation fails."""
 
+    search_levels = 1  # levels of the recommendation's binary search evaluated together (one at a time here)
+
     def __init__(self, cfg, subject, ctx: RunContext):
         if subject.data is None and (subject.task != "causal_lm" or subject.batches is None):
             raise ConfigError(
@@ -101,29 +103,60 @@ class _Session:
         _, plan = quantizer.plan_for(self.work)
         self.changed.update(f"{t.name}.weight" for t in self.targets if plan.get(t.name) is not None)
         rows, _ = quantize_model(self.targets, plan)
-        stats = _size_stats(rows, self.work)
+        stats = size_stats(rows, self.work)
         stats["quantize_seconds"] = time.perf_counter() - t0
         return self.mode.evaluate(self.work, probe, self.ctx.progress, desc), stats
 
+    def evaluate_many(self, plans: list[tuple[WeightQuantizer, bool]], desc: str = "") -> list[tuple[dict, dict]]:
+        """``evaluate`` of each ``(quantizer, probe)``, in order."""
+        return [
+            self.evaluate(q, probe)
+            for q, probe in bar(plans, desc=f"bitwidth: {desc or 'plans'}", enabled=self.ctx.progress)
+        ]
+
     def rows(self, configs: dict[str, WeightQuantizer]) -> tuple[list[dict], dict]:
-        """One row per configuration (quality, size), and each one's evaluation by name."""
-        mode, rows, evaluations = self.mode, [], {}
-        for name, q in bar(configs.items(), desc="bitwidth: configurations", enabled=self.ctx.progress):
-            m, stats = self.evaluate(q, desc=name)
-            evaluations[name] = m
-            rows.append({"config": name, **{k: m.get(k, float("nan")) for k in mode.row_keys}, **stats})
-        return rows, evaluations
+        return config_rows(self, configs)
+
+
+def config_rows(session, configs: dict[str, WeightQuantizer], evaluated: list | None = None) -> tuple[list[dict], dict]:
+    """One row per configuration (quality, size), and each one's evaluation by name (``evaluated``:
+    their ``evaluate_many`` results, when already taken)."""
+    if evaluated is None:
+        evaluated = session.evaluate_many([(q, False) for q in configs.values()], "configurations")
+    rows, evaluations = [], {}
+    for name, (m, stats) in zip(configs, evaluated, strict=True):
+        evaluations[name] = m
+        rows.append({"config": name, **{k: m.get(k, float("nan")) for k in session.mode.row_keys}, **stats})
+    return rows, evaluations
+
+
+def _session(cfg, subject, ctx: RunContext):
+    """The analyzer's session: the model in memory (``_Session``), or streamed from disk."""
+    if subject.stream is not None:
+        from modelxray.analyzers.bitwidth.streamed import StreamedSession
+
+        return StreamedSession(cfg, subject, ctx)
+    return _Session(cfg, subject, ctx)
 
 
 def run(cfg, subject, ctx: RunContext) -> Result:
-    with _Session(cfg, subject, ctx) as session:
+    with _session(cfg, subject, ctx) as session:
         result = _analyze(cfg, session, ctx)
-    result.data["original_weights"] = session.originals.describe()  # where they were kept, for insights.md
+    if session.originals is not None:  # where they were kept, for insights.md
+        result.data["original_weights"] = session.originals.describe()
+    if hasattr(session, "streaming"):
+        result.data["streaming"] = session.streaming()
     return result
 
 
 def _analyze(cfg, session: _Session, ctx: RunContext) -> Result:
     mode, targets = session.mode, session.targets
+    custom = resolve_rules(cfg.custom, session.work, cfg.targets)
+    configs, skipped = configurations(cfg, mode, targets, custom)
+    probes = _probes(cfg, mode) if cfg.sensitivity else []
+    # every configuration on all windows and every probe on its few, together (one read of a streamed model)
+    plans = [(q, False) for q in configs.values()] + [(q, True) for _, q in probes]
+    evaluated = session.evaluate_many(plans, "configurations and layer sensitivity")
     result = cfg.new_result()
     result.data.update(
         {
@@ -136,12 +169,10 @@ def _analyze(cfg, session: _Session, ctx: RunContext) -> Result:
     )
     result.metrics.update({f"reference_{k}": v for k, v in mode.metrics.items() if k in mode.reference_keys})
 
-    custom = resolve_rules(cfg.custom, session.work, cfg.targets)
     if custom:
         result.data["custom_rules"] = custom  # per-layer plans as the rules they were evaluated as
-    configs, skipped = configurations(cfg, mode, targets, custom)
     result.data["skipped_configurations"] = skipped
-    rows, evaluations = session.rows(configs)
+    rows, evaluations = config_rows(session, configs, evaluated[: len(configs)])
     for i in pareto_front([(r["effective_bits"], mode.pareto_value(r)) for r in rows]):
         rows[i]["pareto"] = True
     for r in rows:
@@ -151,11 +182,11 @@ def _analyze(cfg, session: _Session, ctx: RunContext) -> Result:
     result.tables["configurations"] = rows
 
     if cfg.sensitivity:
-        probes = _sensitivity(cfg, mode, session.evaluate, ctx)
-        result.tables["layer_sensitivity"] = [row for _, row in probes]
-        if cfg.recommend and probes:
-            ranked = sorted(probes, key=lambda p: p[1]["rank"])
-            _recommend_into(result, cfg, mode, ranked, rows, configs, session.evaluate, evaluations)
+        ranked_units = _sensitivity(cfg, mode, probes, evaluated[len(configs) :])
+        result.tables["layer_sensitivity"] = [row for _, row in ranked_units]
+        if cfg.recommend and ranked_units:
+            ranked = sorted(ranked_units, key=lambda p: p[1]["rank"])
+            _recommend_into(result, cfg, mode, ranked, rows, configs, session, evaluations)
     return result
 
 
@@ -171,8 +202,10 @@ def run_layer_sensitivity(cfg, subject, ctx: RunContext) -> list[dict]:
     else:
         probe = max(1, -(-cfg.sensitivity_windows // cfg.batch_size)) * cfg.batch_size  # whole probe batches
         probe_cfg = dataclasses.replace(cfg, max_windows=min(cfg.max_windows or probe, probe))
-    with _Session(probe_cfg, subject, ctx) as session:
-        return [row for _, row in _sensitivity(probe_cfg, session.mode, session.evaluate, ctx)]
+    with _session(probe_cfg, subject, ctx) as session:
+        probes = _probes(probe_cfg, session.mode)
+        evaluated = session.evaluate_many([(q, True) for _, q in probes], "layer sensitivity")
+        return [row for _, row in _sensitivity(probe_cfg, session.mode, probes, evaluated)]
 
 
 def run_custom_configurations(cfg, subject, ctx: RunContext, configs: dict) -> list[dict]:
@@ -185,20 +218,26 @@ def run_custom_configurations(cfg, subject, ctx: RunContext, configs: dict) -> l
 
     cfg = dataclasses.replace(cfg, custom=configs)  # reads files and checks keys and bits
     cfg._preflight_model(subject)
-    with _Session(cfg, subject, ctx) as session:
+    with _session(cfg, subject, ctx) as session:
         custom = resolve_rules(cfg.custom, session.work, cfg.targets)
-        return session.rows(custom_quantizers(cfg, custom))[0]
+        return config_rows(session, custom_quantizers(cfg, custom))[0]
 
 
-def _sensitivity(cfg, mode, evaluate, ctx) -> list[tuple]:
-    """Each unit (a language model: one block's attention or MLP; a classifier: one block of a
-    tower) alone at ``sensitivity_bits``, everything else unquantized: (unit, row) pairs in model
-    order, each row with its ``rank`` (1 = most sensitive)."""
+def _probes(cfg, mode) -> list[tuple]:
+    """``(unit, quantizer)``: each unit (a language model: one block's attention or MLP; a classifier:
+    one block of a tower) alone at ``sensitivity_bits``, everything else unquantized, in model order."""
+    return [
+        (unit, WeightQuantizer(**cfg.weight_format(cfg.sensitivity_bits, unit.rules(cfg.sensitivity_bits), targets=[])))
+        for unit in mode.units()
+    ]
+
+
+def _sensitivity(cfg, mode, probes: list[tuple], evaluated: list[tuple]) -> list[tuple]:
+    """(unit, row) pairs in model order from the probes' evaluations, each row with its ``rank``
+    (1 = most sensitive)."""
     base = mode.probe_reference()
     out = []
-    for unit in bar(mode.units(), desc="bitwidth: layer sensitivity", enabled=ctx.progress):
-        q = WeightQuantizer(**cfg.weight_format(cfg.sensitivity_bits, unit.rules(cfg.sensitivity_bits), targets=[]))
-        m, stats = evaluate(q, probe=True)
+    for (unit, _), (m, stats) in zip(probes, evaluated, strict=True):
         out.append((unit, mode.sensitivity_row(unit, m, base, stats["params_quantized"])))
     ranked = sorted(out, key=lambda p: tuple(p[1][k] for k in mode.rank_by), reverse=True)
     for rank, (_, row) in enumerate(ranked):
@@ -217,7 +256,37 @@ def broken_bounds(cfg, mode, m: dict, ref: dict) -> list[str]:
     return out + outside_agreement_bounds(m, cfg.agreement_floor, cfg.kl_ceiling)
 
 
-def _recommend(cfg, mode, ranked: list[tuple], evaluate) -> tuple[dict, dict]:
+def smallest_within(n: int, within_many, levels: int = 1) -> tuple[int, set[int]]:
+    """The smallest ``k`` in 0..n that ``within`` holds for, by binary search (``n`` when even ``n``
+    fails), as a plain binary search finds it, and the ``k`` evaluated. ``within_many(ks)`` evaluates
+    several at once: each call takes the midpoints of the search's next ``levels`` levels (the first
+    call also ``n``), so a search over 64 units takes 7 calls at one level and 4 at two, for the same k."""
+    known: dict[int, bool] = {}
+
+    def ahead(lo: int, hi: int, depth: int) -> list[int]:
+        if lo >= hi or depth == 0:
+            return []
+        mid = (lo + hi) // 2
+        return [mid, *ahead(lo, mid, depth - 1), *ahead(mid + 1, hi, depth - 1)]
+
+    def ask(ks: list[int]) -> None:
+        ks = [k for k in dict.fromkeys(ks) if k not in known]
+        known.update(zip(ks, within_many(ks), strict=True))
+
+    ask([n, *(ahead(0, n, levels - 1) if levels > 1 else [])])
+    lo, hi = (n, n) if not known[n] else (0, n)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if mid not in known:
+            ask(ahead(lo, hi, levels))
+        if known[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo, set(known)
+
+
+def _recommend(cfg, mode, ranked: list[tuple], session) -> tuple[dict, dict]:
     """Promote the most sensitive units to ``high_bits`` until the budget holds (a binary search, on
     the probe for a language model, on every evaluated example for a classifier), then confirm on
     the whole evaluation: the recommendation and that evaluation."""
@@ -231,21 +300,15 @@ def _recommend(cfg, mode, ranked: list[tuple], evaluate) -> tuple[dict, dict]:
 
     broken_at: dict[int, list[str]] = {}
 
-    def within(k) -> bool:
-        broken_at[k] = broken_bounds(cfg, mode, evaluate(plan(k)[0], probe=probe)[0], base)
-        return not broken_at[k]
+    def within_many(ks: list[int]) -> list[bool]:
+        evaluated = session.evaluate_many([(plan(k)[0], probe) for k in ks], "recommendation search")
+        for k, (m, _) in zip(ks, evaluated, strict=True):
+            broken_at[k] = broken_bounds(cfg, mode, m, base)
+        return [not broken_at[k] for k in ks]
 
-    lo, hi = 0, len(ranked)  # binary search: the smallest k whose estimate is within budget
-    if not within(hi):
-        lo = hi
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if within(mid):
-            hi = mid
-        else:
-            lo = mid + 1
+    lo, _ = smallest_within(len(ranked), within_many, session.search_levels)
     quantizer, rules = plan(lo)
-    m, stats = evaluate(quantizer, desc="bitwidth: confirm recommendation")
+    m, stats = session.evaluate(quantizer, desc="bitwidth: confirm recommendation")
     change = mode.change(m, mode.metrics)
     broken = broken_bounds(cfg, mode, m, mode.metrics)
     return m, {
@@ -266,10 +329,10 @@ def _recommend(cfg, mode, ranked: list[tuple], evaluate) -> tuple[dict, dict]:
     }
 
 
-def _recommend_into(result: Result, cfg, mode, ranked, rows, configs, evaluate, evaluations: dict) -> None:
+def _recommend_into(result: Result, cfg, mode, ranked, rows, configs, session, evaluations: dict) -> None:
     """The greedy plan, or an evaluated configuration within budget when it is smaller; its metrics
     (``recommended_*``), what it cannot be told apart from, and its quant config file."""
-    confirmed, rec = _recommend(cfg, mode, ranked, evaluate)
+    confirmed, rec = _recommend(cfg, mode, ranked, session)
     quantizer = WeightQuantizer(**cfg.weight_format(cfg.low_bits, rec["rules"]))
     within = [r for r in rows if not broken_bounds(cfg, mode, r, mode.metrics)]
     smaller = min(within, key=lambda r: r["effective_bits"], default=None)
@@ -327,7 +390,8 @@ def _indistinguishable(rec: dict, confirmed: dict, rows: list[dict], evaluations
     return out
 
 
-def _size_stats(rows: list[dict], model) -> dict:
+def size_stats(rows: list[dict], model) -> dict:
+    """A plan's size figures from its quantized rows (``quant_result``)."""
     from modelxray.quant.summary import quant_result
 
     m = quant_result("rtn", rows, model, 0.0, []).metrics
