@@ -269,6 +269,46 @@ def test_bitwidth_streamed_finds_the_in_memory_plans_in_few_reads(llama_dir, tmp
     assert "plans in 4 reads of the model" in (streamed.output_dir / "insights.md").read_text()
 
 
+NO_INPUT_FAMILIES = [
+    f"analyzer.robustness.{k}=[]" for k in ("fgsm_eps", "pgd_eps", "dropout_rates", "substitution_rates")
+]
+
+
+@pytest.mark.parametrize("targets", ["linear", "matrices"])
+def test_robustness_noise_streams_with_the_in_memory_noise(targets, gpt2_dir, tmp_path, tracking_uri):
+    """Every level and seed of weight and quantization noise is a path of one read; each tensor gets
+    the noise an in-memory run draws for it (the tied head and embeddings too, with matrices)."""
+    more = ["analyzer=robustness", *NO_INPUT_FAMILIES, f"analyzer.robustness.noise_targets={targets}"]
+    streamed = _run(gpt2_dir, tmp_path, tracking_uri, *more, "runtime.offload=blocks")
+    whole = _run(gpt2_dir, tmp_path, tracking_uri, *more, "runtime.offload=none")
+    keys = [k for k in whole.metrics if k.startswith("robustness/") and "seconds" not in k]
+    assert any("weight_noise" in k for k in keys) and any("quant_noise" in k for k in keys)
+    assert set(keys) <= set(streamed.metrics)
+    for key in keys:
+        assert streamed.metrics[key] == pytest.approx(whole.metrics[key], rel=1e-5, abs=1e-9), key
+    assert streamed.results["robustness"].data["streaming"]["reads"] == 1
+    assert "noisy copies (every level and seed) in 1 read" in (streamed.output_dir / "insights.md").read_text()
+
+
+def test_noise_of_a_tensor_does_not_depend_on_the_others():
+    """Each tensor draws from its own generator (the draw's seed and its name): noising a subset, or
+    in another order, gives each tensor the noise it gets with all of them."""
+    from torch import nn
+
+    from modelxray.perturb.weight_noise import add_gaussian_noise_, noise_targets
+
+    def noised(order):
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 4))
+        targets = noise_targets(model, "linear")
+        add_gaussian_noise_([targets[i] for i in order], 0.1, torch.Generator().manual_seed(7))
+        return {t.name: t.param.detach().clone() for t in targets}
+
+    every, reversed_, one = noised([0, 1, 2]), noised([2, 1, 0]), noised([1])
+    assert all(torch.equal(every[k], reversed_[k]) for k in every)
+    assert torch.equal(every["1.weight"], one["1.weight"]) and not torch.equal(every["0.weight"], one["0.weight"])
+
+
 def test_bfloat16_streams_as_it_runs_in_memory(llama_dir, tmp_path, tracking_uri):
     """Weights and buffers (rotary frequencies) in the run's dtype, as an in-memory load casts them."""
     more = ["model.dtype=bfloat16", "quant=int8"]
@@ -330,9 +370,20 @@ def test_auto_streams_only_when_the_weights_exceed_max_memory(llama_dir, tmp_pat
     "more,message",
     [
         (
-            ["analyzer=robustness"],
-            r"^runtime.offload: blocks cannot stream this run: analyzer=robustness needs the whole model in "
-            r"memory \(analyzer=bitwidth, analyzer=performance, analyzer=quant_impact stream\): use runtime.offload=none$",
+            ["analyzer=inspect"],
+            r"^runtime.offload: blocks cannot stream this run: analyzer=inspect needs the whole model in memory "
+            r"\(analyzer=bitwidth, analyzer=performance, analyzer=quant_impact, analyzer=robustness stream\): use "
+            r"runtime.offload=none$",
+        ),
+        (
+            [
+                "analyzer=robustness",
+                "analyzer.robustness.dropout_rates=[]",
+                "analyzer.robustness.substitution_rates=[]",
+            ],
+            r"^analyzer.robustness.fgsm_eps: fgsm_eps, pgd_eps need the whole model in memory, which a model streamed "
+            r"from disk never is \(input attacks a backward pass through it, token perturbations windows of their "
+            r"own\): set fgsm_eps=\[\], pgd_eps=\[\] \(weight and quantization noise stream\), or use runtime.offload=none$",
         ),
         (["quant=hqq_int4"], r"^runtime.offload: .*this quantizer \(hqq\) works on the whole model at once"),
         (["train=finetune_lm"], r"^runtime.offload: .*train= needs the whole model in memory"),
@@ -364,7 +415,7 @@ def test_auto_holds_in_memory_what_cannot_stream_and_says_why(llama_dir, tmp_pat
     assert choice.mode == "none" and choice.reason == (
         "runtime.offload=auto: the weights (583.8 KiB in float32) exceed the memory this run may use (390.6 KiB: "
         "runtime.max_memory), but it cannot stream (analyzer=inspect needs the whole model in memory "
-        "(analyzer=bitwidth, analyzer=performance, analyzer=quant_impact stream)), so it is held in memory"
+        "(analyzer=bitwidth, analyzer=performance, analyzer=quant_impact, analyzer=robustness stream)), so it is held in memory"
     )
     mixed = tmp_path / "mixed"
     shutil.copytree(llama_dir, mixed)

@@ -41,6 +41,11 @@ class Analyzer(PlotsFromModule, Configurable):
     def preflight(self, subject) -> None:
         """Checks that need the loaded subject (sizes, tokenizer, layer names). Default: none."""
 
+    def stream_refusal(self) -> tuple[str, str, str] | None:
+        """Of an analyzer that streams: ``(key, what, instead)`` when its keys ask for work that needs
+        the whole model in memory (checked before any weight is read). Default: none."""
+        return None
+
     def reference_windows(self) -> tuple[int | None, int, int] | None:
         """Where a language model's ``reference=`` is this analyzer's baseline: the windows it scores
         (the first n of the data's disjoint windows, None: all), its batch size and its KL windows, on

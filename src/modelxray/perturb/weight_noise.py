@@ -1,9 +1,13 @@
 """Noise on weights: Gaussian noise scaled to each tensor's std, and uniform noise the size of a
-b-bit quantization step (the additive model of rounding error). Noise is drawn on the CPU from a
-seeded generator, tensor by tensor in module order, so a seed gives the same noise on any device."""
+b-bit quantization step (the additive model of rounding error). Each tensor's noise is drawn on the
+CPU from its own generator, seeded by the run's draw and the tensor's name, so a seed gives the same
+noise on any device, whichever other tensors are noised and in whatever order they are read (a model
+streamed block by block draws the noise an in-memory one does: ``StreamedNoise``)."""
 
 from __future__ import annotations
 
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -72,10 +76,15 @@ def quant_step_noise(
     return (u * quant_step(w, bits, channel_dim, granularity).cpu()).to(w.device, w.dtype)
 
 
+def tensor_generator(generator: torch.Generator, name: str) -> torch.Generator:
+    """The generator of one tensor's noise: the draw's seed and the tensor's name."""
+    return torch.Generator().manual_seed((generator.initial_seed() * 1_000_003 + zlib.crc32(name.encode())) % 2**63)
+
+
 def add_gaussian_noise_(targets: list[NoiseTarget], level: float, generator: torch.Generator) -> None:
     with torch.no_grad():
         for t in targets:
-            t.param.add_(gaussian_noise(t.param, level, generator))
+            t.param.add_(gaussian_noise(t.param, level, tensor_generator(generator, t.name)))
 
 
 def add_quant_step_noise_(
@@ -83,4 +92,33 @@ def add_quant_step_noise_(
 ) -> None:
     with torch.no_grad():
         for t in targets:
-            t.param.add_(quant_step_noise(t.param, bits, generator, t.channel_dim, granularity))
+            step = quant_step_noise(t.param, bits, tensor_generator(generator, t.name), t.channel_dim, granularity)
+            t.param.add_(step)
+
+
+class StreamedNoise:
+    """Noise on a model streamed block by block (``models.block_stream``): each target tensor noised
+    by ``add`` (``add_gaussian_noise_`` or ``add_quant_step_noise_`` with their level and draw) as its
+    module is read, the same noise as in memory, tensor for tensor."""
+
+    def __init__(self, model: nn.Module, targets: list[NoiseTarget], add: Callable[[list[NoiseTarget]], None]):
+        self.model, self.targets, self.add = model, targets, add
+        self.complete = False
+
+    def touches(self, prefix: str) -> bool:
+        return any(_under(t.name, prefix) for t in self.targets)
+
+    def apply(self, prefix: str, done: dict) -> None:
+        fresh = []
+        for t in self.targets:
+            if _under(t.name, prefix) and t.name not in done:
+                param = self.model.get_parameter(t.name)
+                if param.device.type != "meta":
+                    fresh.append(NoiseTarget(t.name, param, t.channel_dim))
+                    done[t.name] = True
+        if fresh:
+            self.add(fresh)
+
+
+def _under(name: str, prefix: str) -> bool:
+    return not prefix or name == prefix or name.startswith(prefix + ".")

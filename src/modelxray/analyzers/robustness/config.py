@@ -98,6 +98,8 @@ SUMMARY_COLUMNS = (
 @dataclass
 class RobustnessAnalyzer(Analyzer):
     name: ClassVar[str] = "robustness"
+    # streamed from disk: weight and quantization noise (every level and seed in one read); not input attacks
+    streams_blocks: ClassVar[bool] = True
     plots_module: ClassVar[str] = "modelxray.analyzers.robustness.plots"
     run_module: ClassVar[str] = "modelxray.analyzers.robustness.run"
     insights_module: ClassVar[str] = "modelxray.analyzers.robustness.insights"
@@ -186,6 +188,20 @@ class RobustnessAnalyzer(Analyzer):
         self.require_non_negative("kl_ceiling")
         if any(b > 16 for b in self.quant_noise_bits):
             raise ConfigError("quant_noise_bits", f"bits must be in 1..16; got {self.quant_noise_bits}")
+
+    def stream_refusal(self) -> tuple[str, str, str] | None:
+        """Weight and quantization noise stream; input attacks need a backward pass through the whole
+        model, and token dropout and substitution windows of their own."""
+        asked = [k for k in ("fgsm_eps", "pgd_eps", "dropout_rates", "substitution_rates") if getattr(self, k)]
+        if not asked:
+            return None
+        return (
+            f"analyzer.robustness.{asked[0]}",
+            f"{', '.join(asked)} {'need' if len(asked) > 1 else 'needs'} the whole model in memory, which a model "
+            "streamed from disk never is (input attacks a backward pass through it, token perturbations windows of "
+            "their own)",
+            f"set {', '.join(f'{k}=[]' for k in asked)} (weight and quantization noise stream), or use runtime.offload=none",
+        )
 
     def preflight(self, subject) -> None:
         if subject.task == "causal_lm" and subject.data is None and subject.batches is None:

@@ -28,6 +28,13 @@ def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
     out += level_insights(rows, d["clean"], d["quality"], count_key(d["task"]), cfg)
     if "original_weights" in d:
         out.append(f"Memory: {d['original_weights']}")
+    if d.get("streaming"):
+        s = d["streaming"]
+        out.append(
+            f"Streamed from disk block by block: {s['paths']} noisy copies (every level and seed) in {s['reads']} "
+            f"read{'s' * (s['reads'] != 1)} of the model ({s['weight_reads']:.2f} times its weights), each tensor "
+            "noised as its block was read with the noise an in-memory run draws."
+        )
     skipped = (d.get("image_corruptions") or {}).get("skipped")
     if skipped and d["task"] == "classification" and any(getattr(cfg, k) is None for k in IMAGE_KEYS.values()):
         out.append(skipped + ".")  # a classifier whose data are feature vectors

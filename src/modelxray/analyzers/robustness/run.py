@@ -43,10 +43,14 @@ CLEAN_KEYS = ("loss", "perplexity", "accuracy", "wer", "cer", "map", "map_50", "
 
 
 def run(cfg, subject, ctx: RunContext) -> Result:
+    if subject.stream is not None:  # block by block from disk: the weight families, in one read
+        from modelxray.analyzers.robustness.streamed import run_streamed
+
+        return run_streamed(cfg, subject, ctx)
     harness = _harness(cfg, subject, ctx)
     clean = harness.clean
     result = cfg.new_result()
-    result.data.update({"task": harness.task, "quality": harness.quality, "clean": clean, "config": _grid(cfg)})
+    result.data.update({"task": harness.task, "quality": harness.quality, "clean": clean, "config": grid(cfg)})
     result.data["attack_space"] = getattr(harness, "attack_space", "inputs")
     result.metrics.update({f"clean_{k}": clean[k] for k in CLEAN_KEYS if k in clean})
     if harness.task == "classification":  # a model at chance is "robust" to everything: say so first
@@ -55,7 +59,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         signs = classifier_signs(harness.clean_logp.cpu(), harness.y.cpu(), COLLAPSE_SHARE)
         if signs:
             result.data["degenerate"] = signs
-    gen = lambda k: torch.Generator().manual_seed(ctx.seed * 1_000_003 + k)  # noqa: E731
+    gen = draws(ctx)
 
     rows: list[dict] = []
     fgsm_eps, pgd_eps = cfg.fgsm_eps, cfg.pgd_eps
@@ -147,13 +151,28 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     rows.extend(_audio_corruptions(cfg, harness, result, clean, ctx, gen))
     rows.extend(_image_corruptions(cfg, subject, harness, result, clean, ctx, gen))
 
+    record_rows(result, rows, harness.quality)
+    return result
+
+
+def record_rows(result: Result, rows: list[dict], quality: str) -> None:
+    """The table of every family and level, and its metrics (``<family>_<level>_<key>``)."""
     result.tables["robustness"] = rows
     for r in rows:
         prefix = f"{r['family']}_{level_name(r['family'], r['level'])}"
-        for k in (*_LOGGED, *_ERRORS, f"{harness.quality}_std", "fgsm_" + harness.quality):
+        for k in (*_LOGGED, *_ERRORS, f"{quality}_std", "fgsm_" + quality):
             if k in r and r[k] is not None and not (isinstance(r[k], float) and math.isnan(r[k])):
                 result.metrics[f"{prefix}_{k}"] = r[k]
-    return result
+
+
+def draws(ctx: RunContext):
+    """``gen(k)``: the generator of draw ``k`` of this run's seed."""
+    return lambda k: torch.Generator().manual_seed(ctx.seed * 1_000_003 + k)
+
+
+def draw_key(family: str, level, seed: int) -> int:
+    """The draw of one seed of one family and level (the same in memory and streamed)."""
+    return zlib.crc32(f"{family}:{level}".encode()) * 100 + seed + 10
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -297,7 +316,7 @@ def _seeded(cfg, family, level, clean, harness, ctx, gen, perturb, snapshot, see
     """Mean over ``seeds`` draws (default: ``cfg.seeds``; the spread as ``*_std``) of a random perturbation."""
     runs = []
     for seed in range(cfg.seeds if seeds is None else seeds):
-        g = gen(zlib.crc32(f"{family}:{level}".encode()) * 100 + seed + 10)
+        g = gen(draw_key(family, level, seed))
         desc = f"robustness: {family} {level_name(family, level)} (seed {seed})"
         if perturb is not None:
             perturb(g)
@@ -307,10 +326,11 @@ def _seeded(cfg, family, level, clean, harness, ctx, gen, perturb, snapshot, see
                 snapshot.restore()
         else:
             runs.append(harness.perturb_inputs(family, level, g, desc))
-    return _mean_row(cfg, family, level, runs, clean, harness)
+    return mean_row(cfg, family, level, runs, clean, harness)
 
 
-def _mean_row(cfg, family, level, runs, clean, harness) -> dict:
+def mean_row(cfg, family, level, runs, clean, harness) -> dict:
+    """The mean over seeds of one family and level, with the spread (``*_std``) and each seed's value."""
     keys = [k for k in runs[0] if all(isinstance(r.get(k), (int, float)) for r in runs)]
     mean = {k: statistics.fmean(r[k] for r in runs) for k in keys}
     q = harness.quality
@@ -325,7 +345,7 @@ def _mean_row(cfg, family, level, runs, clean, harness) -> dict:
     return row
 
 
-def _grid(cfg) -> dict:
+def grid(cfg) -> dict:
     return {
         "fgsm_eps": cfg.fgsm_eps,
         "pgd_eps": cfg.pgd_eps,
