@@ -176,7 +176,7 @@ def why_not_streamed(components, choice: OffloadChoice, block_name: str | None) 
     if quant is not None and quant.name != "none" and not streams_blocks(quant):
         refuse(
             f"this quantizer ({quant.name}) works on the whole model at once (round-to-nearest: int8, int4 ...; "
-            "GPTQ and AWQ stream)"
+            "GPTQ, AWQ and HQQ stream)"
         )
     if components.reference is not None:
         refuse("reference= needs the other model in memory (the unquantized model streams alongside)")

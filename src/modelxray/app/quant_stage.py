@@ -60,7 +60,9 @@ def quantize_streamed(subject: Subject, quantizer, progress: bool = False) -> Su
     if getattr(quantizer, "needs_calibration", False):
         calibration = dataclasses.replace(subject_calibration(subject, quantizer), progress=progress)
     subject.stream.transform = block_quantization(quantizer, subject.stream, calibration)
-    step = {"method": quantizer.name, "default": quantizer.default_spec().describe(), "streamed": True}
+    step = {"method": quantizer.name, "streamed": True}
+    if hasattr(quantizer, "default_spec"):  # round-to-nearest, GPTQ, AWQ: their format in words
+        step["default"] = quantizer.default_spec().describe()
     return subject.with_model(subject.model, step)
 
 

@@ -41,7 +41,8 @@ from modelxray.models.safetensors_dir import SafetensorsDir
 class Transform(Protocol):
     """What a variant does to freshly read weights (a quantizer, block by block). A transform that
     calibrates (GPTQ, AWQ) also has ``calibration_batches()`` (token batches) and ``start(caught)``,
-    which receives those batches' inputs to the first block, caught with the evaluation's."""
+    which receives those batches' inputs to the first block, caught with the evaluation's. One that
+    swaps modules (a library quantizer) also has ``undo(prefix)``, which puts the block's own back."""
 
     def apply(self, prefix: str, done: dict) -> None: ...  # change the modules under ``prefix`` in place
 
@@ -360,6 +361,8 @@ class BlockStream:
                     else:
                         states[v].replace(outs)
                 if changes:
+                    if hasattr(transform, "undo"):  # a path that swapped modules puts the block's own back
+                        transform.undo(prefix)
                     block.load_state_dict(stored, strict=False)
         finally:
             self._release()

@@ -27,6 +27,7 @@ class HQQQuantizer(LibraryQuantizer):
     pip: ClassVar[str] = "hqq"
     run_module: ClassVar[str] = "modelxray.quant.hqq_impl"
     run_function: ClassVar[str] = "quantize_hqq"
+    parts_function: ClassVar[str] = "hqq_parts"  # streams block by block (runtime.offload=blocks)
 
     bits: int = 4  # 8, 4, 3, 2 or 1
     group_size: int = 64  # weights per scale and zero point

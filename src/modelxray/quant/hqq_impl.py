@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from modelxray.quant.library_swap import quantize_linears
+from modelxray.quant.library_swap import SwapParts, quantize_linears
 
 if TYPE_CHECKING:
     from torch import nn
@@ -22,7 +22,9 @@ def stored_bytes(module: nn.Module) -> int:
     return sum(t.numel() * t.element_size() for t in (module.W_q, module.meta["scale"], module.meta["zero"]))
 
 
-def quantize_hqq(quantizer: HQQQuantizer, model: nn.Module) -> tuple[nn.Module, Result]:
+def hqq_parts(quantizer: HQQQuantizer, keep_originals: bool = False) -> SwapParts:
+    """HQQ's swap: each named Linear becomes ``HQQLinear`` (its zero points and scales fitted by HQQ's
+    optimizer). ``keep_originals``: the Linear keeps its weight (a streamed block puts it back)."""
     from hqq.core.quantize import BaseQuantizeConfig, HQQLinear
 
     config = BaseQuantizeConfig(nbits=quantizer.bits, group_size=quantizer.group_size)
@@ -31,7 +33,7 @@ def quantize_hqq(quantizer: HQQQuantizer, model: nn.Module) -> tuple[nn.Module, 
         for name in sorted(names):
             linear = copy.get_submodule(name)
             w = linear.weight
-            hqq = HQQLinear(linear, config, compute_dtype=w.dtype, device=str(w.device), del_orig=True)
+            hqq = HQQLinear(linear, config, compute_dtype=w.dtype, device=str(w.device), del_orig=not keep_originals)
             parent, _, child = name.rpartition(".")
             setattr(copy.get_submodule(parent) if parent else copy, child, hqq)
 
@@ -43,4 +45,11 @@ def quantize_hqq(quantizer: HQQQuantizer, model: nn.Module) -> tuple[nn.Module, 
         "quality is the library's; sizes are the tensors it stores (packed integers, scales and zero points)."
     )
     fmt = f"hqq {quantizer.bits}-bit g{quantizer.group_size}"
-    return quantize_linears(quantizer, model, swap, dequantized, stored_bytes, fmt, quantizer.bits, [note])
+    return SwapParts(swap, dequantized, stored_bytes, fmt, quantizer.bits, [note])
+
+
+def quantize_hqq(quantizer: HQQQuantizer, model: nn.Module) -> tuple[nn.Module, Result]:
+    parts = hqq_parts(quantizer)
+    return quantize_linears(
+        quantizer, model, parts.swap, parts.dequantized, parts.stored_bytes, parts.fmt, parts.bits, parts.notes
+    )

@@ -28,6 +28,9 @@ class LibraryQuantizer(Quantizer):
     run_module: ClassVar[str] = ""  # the module that quantizes (imported only when it runs) ...
     run_function: ClassVar[str] = ""  # ... and its function(quantizer, model[, progress]) -> (model, Result)
     simulated: ClassVar[bool] = False  # the library's modules hold and run the quantized weights
+    # the function of run_module giving its SwapParts(quantizer, keep_originals), for a model streamed
+    # block by block; empty: the library takes the whole model at once
+    parts_function: ClassVar[str] = ""
 
     skip: list[str] = field(default_factory=list)  # glob patterns of module names to leave in float
 
@@ -37,6 +40,10 @@ class LibraryQuantizer(Quantizer):
     def describe(self) -> str:
         """The quantization in words, for messages and the report."""
         return self.name
+
+    def swap_parts(self, keep_originals: bool = False):
+        """The library's ``SwapParts`` (``run_module.parts_function``), for quantizing block by block."""
+        return getattr(implementation(self.run_module), self.parts_function)(self, keep_originals)
 
     def quantize(
         self, model: nn.Module, calibration: Any = None, *, in_place: bool = False, progress: bool = True

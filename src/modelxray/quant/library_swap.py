@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import torch
@@ -37,6 +38,21 @@ def conv1d_to_linear(model: torch.nn.Module, names: set[str]) -> None:
                 linear.bias.copy_(module.bias)
         parent, _, child = name.rpartition(".")
         setattr(model.get_submodule(parent) if parent else model, child, linear)
+
+
+@dataclass
+class SwapParts:
+    """What ``quantize_linears`` needs of a library: ``swap(model, names)`` replaces the named Linear
+    layers with the library's modules; ``dequantized(module)`` is a swapped module's weight as the
+    library computes with it; ``stored_bytes(module)`` what it stores; ``fmt`` and ``bits`` name the
+    format in the report; ``notes`` say what the figures are."""
+
+    swap: Callable[[nn.Module, set[str]], None]
+    dequantized: Callable[[nn.Module], torch.Tensor]
+    stored_bytes: Callable[[nn.Module], int]
+    fmt: str
+    bits: int
+    notes: list[str] = field(default_factory=list)
 
 
 def quantize_linears(

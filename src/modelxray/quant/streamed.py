@@ -24,14 +24,21 @@ def streams_blocks(quantizer) -> bool:
     their papers do; the library quantizers hand the whole model to their library."""
     from modelxray.quant.blockwise import BlockwiseQuantizer
 
-    return type(quantizer) is WeightQuantizer or (
-        isinstance(quantizer, BlockwiseQuantizer)
-        and type(quantizer).quantize_block is not BlockwiseQuantizer.quantize_block
+    return (
+        type(quantizer) is WeightQuantizer
+        or bool(getattr(quantizer, "parts_function", ""))
+        or (
+            isinstance(quantizer, BlockwiseQuantizer)
+            and type(quantizer).quantize_block is not BlockwiseQuantizer.quantize_block
+        )
     )
 
 
 def block_quantization(quantizer, stream, calibration=None) -> BlockQuantization:
-    """The quantized path of ``stream``: calibrated block by block when the quantizer calibrates."""
+    """The quantized path of ``stream``: calibrated block by block when the quantizer calibrates,
+    through the library's modules for a library quantizer that swaps layers one by one (HQQ)."""
+    if getattr(quantizer, "parts_function", ""):
+        return SwapBlockQuantization(quantizer, stream.model, stream.blocks_name)
     if getattr(quantizer, "needs_calibration", False):
         return CalibratedBlockQuantization(quantizer, stream.model, stream.blocks_name, calibration)
     return BlockQuantization(quantizer, stream.model)
@@ -62,10 +69,16 @@ class BlockQuantization:
         self.seconds += time.perf_counter() - start
 
     def result(self, model: nn.Module) -> Result:
+        return quant_result(
+            self.quantizer.name, self._ordered(), model, self.seconds, self._notes(), source=self.quantizer
+        )
+
+    def _ordered(self) -> list[dict]:
         order = {t.name: i for i, t in enumerate(self.targets)}
-        rows = sorted(self.rows.values(), key=lambda r: order.get(r["module"], len(order)))
-        notes = [*self.notes, "Quantized block by block as the model streamed from disk (runtime.offload=blocks)."]
-        return quant_result(self.quantizer.name, rows, model, self.seconds, notes, source=self.quantizer)
+        return sorted(self.rows.values(), key=lambda r: order.get(r["module"], len(order)))
+
+    def _notes(self) -> list[str]:
+        return [*self.notes, "Quantized block by block as the model streamed from disk (runtime.offload=blocks)."]
 
 
 class CalibratedBlockQuantization(BlockQuantization):
@@ -146,3 +159,69 @@ class CalibratedBlockQuantization(BlockQuantization):
         result.data["method"] = self.quantizer.name
         result.metrics.update(extra)
         return result
+
+
+class SwapBlockQuantization(BlockQuantization):
+    """A library quantizer that swaps Linear layers one by one (HQQ) on a streamed model: the chosen
+    layers of each block are handed to the library as the block is read and reported as the library
+    stores them (as ``library_swap.quantize_linears`` does in memory); ``undo`` puts the block's own
+    modules back before the next path runs it. Layers outside the blocks would be swapped inside the
+    forward that calls them, so a plan choosing one is refused."""
+
+    def __init__(self, quantizer, model: nn.Module, blocks_name: str):
+        from modelxray.core.errors import ConfigError
+        from modelxray.quant.library_backend import chosen_linears
+        from modelxray.quant.targets import find_targets
+
+        quantizer.check(model)
+        self.quantizer, self.model = quantizer, model
+        self.targets = find_targets(model)
+        self.by_name = {t.name: t for t in self.targets}
+        self.chosen = chosen_linears(self.targets, quantizer.skip)
+        outside = sorted(n for n in self.chosen if not inside(n, blocks_name))
+        if outside:
+            raise ConfigError(
+                "runtime.offload",
+                f"{quantizer.name} would swap Linear layers outside the blocks ({', '.join(outside[:3])}), which a "
+                "streamed run reads inside the forward that calls them: add them to quant.skip, or use runtime.offload=none",
+            )
+        self.parts = quantizer.swap_parts(keep_originals=True)
+        self.rows: dict[str, dict] = {}
+        self.notes = list(self.parts.notes)
+        self.seconds = 0.0
+        self.complete = False
+        self._swapped: dict[str, nn.Module] = {}  # name -> the block's own module, while swapped
+
+    def touches(self, prefix: str) -> bool:
+        return any(inside(n, prefix) for n in self.chosen)
+
+    def apply(self, prefix: str, done: dict) -> None:
+        from modelxray.quant.library_swap import conv1d_to_linear
+        from modelxray.quant.rtn import relative_error
+        from modelxray.quant.summary import layer_row
+
+        names = {n for n in self.chosen if inside(n, prefix) and n not in self._swapped}
+        if not names:
+            return
+        start = time.perf_counter()
+        self._swapped.update({n: self.model.get_submodule(n) for n in names})
+        conv1d_to_linear(self.model, names)
+        weights = {n: self.model.get_submodule(n).weight.detach().clone() for n in names}
+        self.parts.swap(self.model, names)
+        for name in sorted(names):
+            module, w = self.model.get_submodule(name), weights[name]
+            error = relative_error(w, self.parts.dequantized(module).to(w.dtype))
+            row = layer_row(
+                name, w, self.parts.bits, self.parts.fmt, self.parts.stored_bytes(module), error, self.by_name[name]
+            )
+            self.rows[name] = row
+        self.seconds += time.perf_counter() - start
+
+    def undo(self, prefix: str) -> None:
+        """The block's own modules back in place of the library's."""
+        for name in [n for n in self._swapped if inside(n, prefix)]:
+            parent, _, child = name.rpartition(".")
+            setattr(self.model.get_submodule(parent) if parent else self.model, child, self._swapped.pop(name))
+
+    def result(self, model: nn.Module) -> Result:
+        return quant_result(self.parts.fmt, self._ordered(), model, self.seconds, self._notes(), source=self.quantizer)

@@ -34,6 +34,8 @@ class GuardedPath:
     def __init__(self, inner):
         self.inner = inner
         self.failure: str | None = None
+        if hasattr(inner, "undo"):  # a path that swaps modules puts the block's own back
+            self.undo = inner.undo
         if hasattr(inner, "calibration_batches"):  # a calibrating path sees its calibration windows
             self.calibration_batches = inner.calibration_batches
             self.start = self._guarded(inner.start)
