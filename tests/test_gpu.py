@@ -87,3 +87,41 @@ def test_energy_on_the_gpu_is_measured_when_nvml_reads_power(tmp_path):
     assert m["inspect/energy_j_per_forward"] > 0
     text = "\n".join(out.results["inspect"].sentences(out.results))
     assert "GPU" in text
+
+
+@pytest.mark.parametrize(
+    "device_map",
+    [
+        "auto",
+        "{model.embed_tokens: 0, model.rotary_emb: 0, model.layers.0: 0, model.layers.1: cpu, model.norm: cpu, lm_head: cpu}",
+    ],
+)
+def test_device_map_on_the_gpu_gives_the_cpu_figures(device_map, tmp_path):
+    """A causal LM placed by accelerate on the GPU (and the CPU) scores as it does whole on the CPU."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+    )
+    LlamaForCausalLM(config).save_pretrained(tmp_path / "m")
+    job = [
+        "model=hf",
+        f"model.name_or_path={tmp_path / 'm'}",
+        "model.tokenizer=byte",
+        "dataset.max_tokens=512",
+        "dataset.seq_len=64",
+        "analyzer=performance",
+        "analyzer.performance.speed_batch_sizes=[1]",
+        "tracker=none",
+    ]
+    placed = api.analyze([*job, f"model.device_map={device_map}"], output_dir=tmp_path / "placed")
+    cpu = api.analyze([*job, "model.device=cpu"], output_dir=tmp_path / "cpu")
+    assert placed.metrics["performance/perplexity"] == pytest.approx(cpu.metrics["performance/perplexity"], rel=1e-4)

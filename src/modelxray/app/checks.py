@@ -30,6 +30,23 @@ def _check_engine(subject: Subject, analyzers: dict, quant) -> None:
         )
 
 
+DISK_ANALYZERS = ("performance",)  # what a model whose weights accelerate left on disk can run
+
+
+def check_disk_placement(disk: list[str], analyzers: dict, quant) -> None:
+    """A device map that leaves modules on disk (read at each forward, meta tensors in between) runs
+    scoring and timing; what reads or changes weights needs them in memory, or streamed block by block."""
+    if not disk:
+        return
+    where = f"leaves {listed(disk)} on disk, read at each forward"
+    instead = "map them to cpu or a GPU, or stream the model with runtime.offload=blocks"
+    for name in analyzers:
+        if name not in DISK_ANALYZERS:
+            raise ConfigError("model.device_map", f"{where}; analyzer={name} reads or changes the weights: {instead}")
+    if quant is not None and getattr(quant, "name", "none") != "none":
+        raise ConfigError("model.device_map", f"{where}; quant= changes the weights: {instead}")
+
+
 def check_task(subject: Subject, analyzers: dict, quant=None) -> None:
     """The dataset, the quantizer and every analyzer must fit the kind of model: a language model,
     a classifier, or weights alone (a weights-only file, which cannot run)."""

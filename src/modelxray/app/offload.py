@@ -56,6 +56,13 @@ def choose_offload(runtime, components) -> OffloadChoice:
     ``blocks`` asked for and refused (a limit below one block, an analyzer, quantizer, reference or
     training that cannot stream) is one line; ``auto`` then holds the model in memory and says why."""
     asked = runtime.offload
+    if getattr(components.model, "device_map", None) is not None:
+        if asked == BLOCKS:
+            raise ConfigError(
+                "runtime.offload",
+                "blocks streams the model itself, and model.device_map places it with accelerate: use one of them",
+            )
+        return OffloadChoice(IN_MEMORY, "model.device_map places the model's modules (accelerate)")
     if asked == IN_MEMORY or components.model is None:
         why = "runtime.offload=none" if asked == IN_MEMORY else "the model was given in memory"
         return OffloadChoice(IN_MEMORY, why)

@@ -18,7 +18,13 @@ import numpy as np
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from modelxray.app.checks import check_before_load, check_finite_weights, check_task, preflight
+from modelxray.app.checks import (
+    check_before_load,
+    check_disk_placement,
+    check_finite_weights,
+    check_task,
+    preflight,
+)
 from modelxray.app.given import Given
 from modelxray.app.job import JobInfo, RunOutcome, config_fingerprint, flatten
 from modelxray.app.loading import kind_default_dataset, load_subject
@@ -50,6 +56,7 @@ from modelxray.core.result import Result, RunContext
 from modelxray.core.subject import Subject
 from modelxray.data.identity import identify
 from modelxray.models import process_cache
+from modelxray.models.device_map import on_disk, placements, weights_on_disk
 from modelxray.report.headline import description, headline, headline_metrics
 from modelxray.report.writer import Written, write_reports
 from modelxray.tracking.run_names import run_name as readable_run_name
@@ -209,6 +216,11 @@ def _load(state: RunState) -> None:
     chosen = any(o.lstrip("+").partition("=")[0] == "dataset" for o in state.job.overrides)
     if given.model is None:
         check_before_load(components.model, components.dataset, dataset_chosen=chosen)
+        device_map = getattr(components.model, "device_map", None)
+        if on_disk(device_map):  # known before loading for a mapping: nothing is read
+            check_disk_placement(
+                [m for m, d in device_map.items() if d == "disk"], components.analyzers, components.quant
+            )
         state.offload = choose_offload(components.settings.runtime, components)
     feeds = {f.name: getattr(given, f.name) for f in dataclasses.fields(given)}  # asdict would copy the model
     state.subject, cache = load_subject(state.cfg, components, dataset_chosen=chosen, offload=state.offload, **feeds)
@@ -218,6 +230,7 @@ def _load(state: RunState) -> None:
     if kinds_data is not None:  # the default text stood for an image classifier's own data
         components = state.components = dataclasses.replace(components, dataset=kinds_data)
     check_task(state.subject, components.analyzers, components.quant)
+    check_disk_placement(weights_on_disk(state.subject.model), components.analyzers, components.quant)
     check_finite_weights(state.subject.model, components.analyzers)
     preflight(state.subject, components.analyzers)
     if state.reference is not None:
@@ -243,6 +256,9 @@ def _start_tracking(state: RunState) -> None:
     state.params.update(state.subject.info.as_params())
     if state.offload is not None:
         state.params.update(state.offload.params())
+    placed = placements(state.subject.model)
+    if placed:  # where accelerate put the modules (model.device_map)
+        state.params["runtime/device_map"] = ", ".join(f"{where}: {n} modules" for where, n in placed.items())
     if state.resume_id is None:  # a resumed run has its params (MLflow refuses a changed value)
         state.tracker_run.log_params(state.params)
         identity = identify(state.subject.data, state.components.dataset)

@@ -140,9 +140,16 @@ class HFSource(ModelSource):
     kind: str = "auto"  # auto (from the config's architectures) or one of models.kinds.KINDS, e.g. masked_lm
     image_size: int | None = None  # image models: input size when neither config nor image processor names it
     prompt_template: str | None = None  # dual encoders: class prompt with {label}; null = the dataset's
+    # causal LMs: accelerate places the modules (auto | balanced | balanced_low_0 | sequential, or
+    # {module: cpu | disk | cuda:N}); null: the whole model on model.device
+    device_map: str | dict | None = None
+    offload_folder: str | None = None  # where device_map's disk-placed weights go; null: a temporary folder
 
     def validate(self) -> None:
         super().validate()
+        from modelxray.models.device_map import check_device_map
+
+        check_device_map(self.device_map, self.device)
         self.require_choice("kind", KINDS)
         self.require_positive("image_size", allow_none=True)
         if self.prompt_template is not None and "{label}" not in self.prompt_template:
@@ -202,6 +209,10 @@ class HFSource(ModelSource):
         try:
             config = AutoConfig.from_pretrained(path, **kwargs)
             kind = kind_of_config(config, self.name_or_path) if self.kind == "auto" else self.kind
+            if self.device_map is not None and kind != "causal_lm":
+                raise ConfigError(
+                    "model.device_map", f"places causal language models; {self.name_or_path!r} is a {kind} model"
+                )
             if kind in AUTO_CLASS:
                 loaded = load_task_model(self, kind, path, kwargs)
             elif kind == "image_classification":
@@ -214,6 +225,7 @@ class HFSource(ModelSource):
                 loaded = self._load_vision_language(path, kwargs, config)
             else:
                 loaded = self._load_causal_lm(path, kwargs)
+
         except (OSError, ValueError, pickle.UnpicklingError) as exc:
             refusal = load_error(self.name_or_path, exc)
             if refusal is not None:
@@ -236,7 +248,7 @@ class HFSource(ModelSource):
         )
         loaded.task = TASK_OF_KIND[kind]
         loaded.kind = kind
-        loaded.model = self.place(loaded.model)
+        loaded.model = self.place(loaded.model) if self.device_map is None else loaded.model.eval()
         return loaded
 
     def block_weights(self):
@@ -256,12 +268,28 @@ class HFSource(ModelSource):
     def _load_causal_lm(self, path: str, kwargs: dict) -> LoadedModel:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=self.torch_dtype(), **model_kwargs(kwargs))
+        placed = self._placement()
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=self.torch_dtype(), **model_kwargs(kwargs), **placed)
+        if "offload_folder" in placed and self.offload_folder is None:  # the folder lives as long as the model
+            model._modelxray_offload_folder = self._temporary_folder
         if self.tokenizer == "byte":
             tokenizer = load_tokenizer("byte")
         else:
             tokenizer = AutoTokenizer.from_pretrained(os.path.expanduser(self.tokenizer or path), **kwargs)
         return LoadedModel(model, tokenizer, ModelInfo(self.name_or_path, "hf", ""))
+
+    def _placement(self) -> dict:
+        """``from_pretrained``'s placement keywords: accelerate's device map, and where it may put
+        weights on disk."""
+        if self.device_map is None:
+            return {}
+        folder = self.offload_folder
+        if folder is None:
+            import tempfile
+
+            self._temporary_folder = tempfile.TemporaryDirectory(prefix="modelxray-offload-")
+            folder = self._temporary_folder.name
+        return {"device_map": self.device_map, "offload_folder": os.path.expanduser(folder)}
 
     def _load_image_classifier(self, path: str, kwargs: dict) -> LoadedModel:
         from transformers import AutoModelForImageClassification
