@@ -43,6 +43,10 @@ def _required(group: str, option: str, hf_dir: Path, tmp_path: Path) -> list[str
         f = tmp_path / "a.txt"
         f.write_text("hello world")
         return [f"dataset.paths=[{f}]"]
+    if (group, option) == ("dataset", "hf"):
+        f = tmp_path / "rows.jsonl"
+        f.write_text('{"text": "hello world"}\n{"text": "and more"}\n')
+        return [f"dataset.path={f}", "dataset.split=train"]
     if (group, option) == ("dataset", "image_folder"):
         return [f"dataset.root={_image_folder(tmp_path / 'images')}"]
     if (group, option) in (("dataset", "labelled_text"), ("dataset", "text_pairs")):
@@ -85,13 +89,15 @@ def _image_folder(root: Path, size: int = 12, per_class: int = 3) -> Path:
 
 @pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in _options(g)])
 def test_every_config_composes_and_instantiates(group, option, hf_dir, tmp_path, monkeypatch):
-    if (group, option) == ("dataset", "wikitext2"):
-        # online-only: instantiating it offline must fail with the clear message instead
+    if (group, option) in (("dataset", "wikitext2"), ("dataset", "c4")):
+        # a hub dataset: it instantiates offline, and reading it without the network or the cache is one line
         from modelxray.core.errors import ConfigError
 
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-        with pytest.raises(ConfigError, match="dataset: .*(offline|datasets)"):
-            build_components(compose([f"{group}={option}", "model=tiny_gpt2"]))
+        monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "empty-cache"))
+        dataset = build_components(compose([f"{group}={option}", "model=tiny_gpt2"])).dataset
+        with pytest.raises(ConfigError, match=r"^dataset.path: .* is not in the Hugging Face datasets cache .*offline"):
+            dataset.check_source()
         return
     overrides = [f"{group}={option}"] + _required(group, option, hf_dir, tmp_path)
     if group == "quant" and option.startswith("gguf_") and importlib.util.find_spec("llama_cpp") is None:

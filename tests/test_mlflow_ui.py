@@ -99,16 +99,19 @@ def test_dataset_identity_digests_the_exact_data_scored():
 
 
 def test_dataset_source_names_files_and_hub_datasets(tmp_path):
+    from modelxray.data.hf_dataset import HFDataset
     from modelxray.data.identity import source_of
     from modelxray.data.text_files import TextFiles
-    from modelxray.data.wikitext2 import WikiText2
 
     for name in ("a.txt", "b.txt"):
         (tmp_path / name).write_text("some text " * 20)
     files = TextFiles(paths=[str(tmp_path / "a.txt"), str(tmp_path / "b.txt")])
     assert source_of(files) == ("local", f"{tmp_path / 'a.txt'}, {tmp_path / 'b.txt'}")
-    wikitext = object.__new__(WikiText2)  # its defaults, without the hub check (offline here)
+    wikitext = HFDataset(path="wikitext", subset="wikitext-2-raw-v1", split="test")
     assert source_of(wikitext) == ("hugging_face", "wikitext/wikitext-2-raw-v1:test")
+    rows = tmp_path / "rows.parquet"
+    rows.write_bytes(b"")
+    assert source_of(HFDataset(path=str(rows), split="train")) == ("local", str(rows))
     assert source_of(None) == ("code", "in-memory data (Python API)")
 
 

@@ -57,10 +57,15 @@ def test_missing_model_package_names_install_command():
     )
 
 
-def test_online_only_dataset_offline(monkeypatch):
+def test_a_hub_dataset_neither_reachable_nor_cached_is_one_line_before_the_model_loads(monkeypatch, tmp_path):
+    from modelxray import api
+
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    msg = _error(["model=tiny_gpt2", "dataset=wikitext2"])
-    assert msg.startswith("dataset: ") and ("offline" in msg or "pip install datasets" in msg)
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(
+        ConfigError, match=r"^dataset.path: 'wikitext' \(wikitext-2-raw-v1\) is not in the Hugging Face"
+    ):
+        api.analyze(["model=tiny_gpt2", "dataset=wikitext2", "tracker=none"], output_dir=tmp_path / "run")
 
 
 def test_text_files_without_match(tmp_path):

@@ -140,6 +140,9 @@ def check_before_load(source, dataset, dataset_chosen: bool = True) -> None:
             f"{seq_len} tokens do not fit the model's {declared.max_positions} learned positions"
             f"{_said_by(declared)}; use dataset.seq_len={declared.max_positions} or less",
         )
+    check_source = getattr(dataset, "check_source", None)  # data read now, so a bad file is found before the weights
+    if check_source is not None:
+        check_source()
 
 
 def _said_by(declared) -> str:

@@ -39,7 +39,7 @@ SCHEMA: dict[str, dict[str, str]] = {
     "dataset": {
         "pydoc_topics": "modelxray.data.pydoc_topics.PydocTopics",
         "text_files": "modelxray.data.text_files.TextFiles",
-        "wikitext2": "modelxray.data.wikitext2.WikiText2",
+        "hf": "modelxray.data.hf_dataset.HFDataset",
         "digits": "modelxray.data.digits.Digits",
         "digits_noisy": "modelxray.data.digits_variants.DigitsNoisy",
         "digits_spurious": "modelxray.data.digits_variants.DigitsSpurious",

@@ -24,7 +24,7 @@ from modelxray.data.text_tasks import (
 
 # the datasets that fit each kind, for the one-line error that names them
 FITTING = {
-    "masked_lm": "a text dataset (pydoc_topics, text_files, wikitext2)",
+    "masked_lm": "a text dataset (pydoc_topics, text_files, hf, wikitext2)",
     "seq2seq_lm": "a text dataset (pydoc_topics: denoising pairs) or dataset=text_pairs",
     "sequence_classification": "dataset=pydoc_topics (paragraphs labelled by topic) or dataset=labelled_text",
     "token_classification": "a text dataset (words tagged by shape) or dataset=labelled_text is not per-token",

@@ -90,9 +90,9 @@ def source_of(dataset_cfg: Any, data: Any = None) -> tuple[str, str]:
     root = getattr(dataset_cfg, "root", None)
     if root:
         return "local", str(root)
-    hub = getattr(dataset_cfg, "config_name", None)
-    if hub is not None and getattr(dataset_cfg, "path", None):
-        return "hugging_face", f"{dataset_cfg.path}/{hub}:{getattr(dataset_cfg, 'split', '')}"
+    source = getattr(dataset_cfg, "source", None)  # a dataset that says where it reads (dataset=hf)
+    if callable(source):
+        return source()
     cls = type(dataset_cfg)
     return "code", f"{cls.__module__}.{cls.__qualname__}"
 
