@@ -175,6 +175,6 @@ def test_the_analyzers_that_fit_a_model_come_from_their_tasks():
 
     assert analyzers_for("weights") == ["inspect"] and analyzers_for("generic") == ["performance", "inspect"]
     for task in ("causal_lm", "classification", "object_detection", "speech_recognition"):
-        expected = [n for n, p in SCHEMA["analyzer"].items() if task in load_class(p).tasks]
+        expected = [n for n, p in SCHEMA["analyzer"].items() if task in load_class(p).model_tasks]
         assert analyzers_for(task) == expected and "performance" in expected
     assert "learning_dynamics" in analyzers_for("classification")

@@ -13,7 +13,7 @@ from modelxray.core.errors import ConfigError
 @dataclass
 class WeightNormsAnalyzer(Analyzer):
     name: ClassVar[str] = "weight_norms"
-    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification")
+    model_tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification")
 
     top: int = 5  # largest matrices listed in the table
     large_norm: float = 10.0  # a matrix whose Frobenius norm exceeds this is named in insights.md

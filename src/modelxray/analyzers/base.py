@@ -25,7 +25,7 @@ class Analyzer(PlotsFromModule, Configurable):
     """Base of analyzer configs; subclasses set ``name`` (and ``plots_module``) and implement ``run``."""
 
     name: ClassVar[str] = "analyzer"
-    tasks: ClassVar[tuple[str, ...]] = ("causal_lm",)  # the model kinds it can analyze
+    model_tasks: ClassVar[tuple[str, ...]] = ("causal_lm",)  # the model kinds it can analyze
     # quantizes the model itself, from the weights as loaded (its baseline is those weights): a run
     # that also quantizes them with quant= would hand it a quantized baseline
     quantizes_itself: ClassVar[bool] = False

@@ -65,12 +65,12 @@ def check_task(subject: Subject, analyzers: dict, quant=None) -> None:
         "generic": " (a generic model has example inputs, no labels or tokens)",
     }
     for name, analyzer in analyzers.items():
-        if subject.task not in analyzer.tasks:
+        if subject.task not in analyzer.model_tasks:
             fits = analyzers_for(subject.task)
             hint = f"analyzer={_one_of(fits)}" if fits else "another analyzer"
             raise ConfigError(
                 f"analyzer.{name}",
-                f"analyzes {' and '.join(analyzer.tasks)} models, and "
+                f"analyzes {' and '.join(analyzer.model_tasks)} models, and "
                 f"{subject.info.name} is a {subject.task} model; use {hint}{why.get(subject.task, '')}",
             )
     if subject.task == "weights" and quant is not None and getattr(quant, "name", "none") != "none":
@@ -150,11 +150,11 @@ def _said_by(declared) -> str:
 
 
 def analyzers_for(task: str) -> list[str]:
-    """The analyzer options that analyze a ``task`` model, from each analyzer's own ``tasks``: the
+    """The analyzer options that analyze a ``task`` model, from each analyzer's own ``model_tasks``: the
     one place that says it, so no list of analyzers is kept by hand."""
     from modelxray.core.schema import SCHEMA, load_class
 
-    return [name for name, path in SCHEMA["analyzer"].items() if task in load_class(path).tasks]
+    return [name for name, path in SCHEMA["analyzer"].items() if task in load_class(path).model_tasks]
 
 
 def datasets_of(modality: str) -> list[str]:

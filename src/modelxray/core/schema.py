@@ -60,6 +60,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "inspect": "modelxray.analyzers.inspect.InspectAnalyzer",
         "bitwidth": "modelxray.analyzers.bitwidth.BitwidthAnalyzer",
         "quant_impact": "modelxray.analyzers.quant_impact.QuantImpactAnalyzer",
+        "lm_eval": "modelxray.analyzers.lm_eval.LmEvalAnalyzer",
         "learning_dynamics": "modelxray.analyzers.learning_dynamics.CheckpointDynamicsAnalyzer",
     },
     "quant": {

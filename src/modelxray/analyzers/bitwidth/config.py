@@ -38,7 +38,7 @@ class BitwidthAnalyzer(Analyzer):
     plots_module: ClassVar[str] = "modelxray.analyzers.bitwidth.plots"
     run_module: ClassVar[str] = "modelxray.analyzers.bitwidth.run"
     insights_module: ClassVar[str] = "modelxray.analyzers.bitwidth.insights"
-    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
+    model_tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
     uniform_bits: list[int] = field(default_factory=lambda: [8, 6, 4, 3, 2])
     symmetric: bool = True
     granularity: str = "group"  # tensor | channel | group

@@ -32,7 +32,7 @@ class InspectAnalyzer(Analyzer):
     run_module: ClassVar[str] = "modelxray.analyzers.inspect.run"
     insights_module: ClassVar[str] = "modelxray.analyzers.inspect.insights"
     studies_broken_weights: ClassVar[bool] = True  # it counts each tensor's NaN and Inf values
-    tasks: ClassVar[tuple[str, ...]] = (
+    model_tasks: ClassVar[tuple[str, ...]] = (
         "causal_lm",
         "classification",
         "generic",

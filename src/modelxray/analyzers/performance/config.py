@@ -26,7 +26,13 @@ class PerformanceAnalyzer(Analyzer):
     run_module: ClassVar[str] = "modelxray.analyzers.performance.run"
     insights_module: ClassVar[str] = "modelxray.analyzers.performance.insights"
     streams_blocks: ClassVar[bool] = True  # perplexity and agreement; speed and per-module time are skipped
-    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", "generic", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
+    model_tasks: ClassVar[tuple[str, ...]] = (
+        "causal_lm",
+        "classification",
+        "generic",
+        *TEXT_AND_SPEECH_TASKS,
+        *VISION_TASKS,
+    )
 
     # quality. A language model: loss, perplexity, bits per byte, top-k next-token accuracy over
     # token windows. A classifier: loss, top-k accuracy (95% interval) on the dataset's test split, and

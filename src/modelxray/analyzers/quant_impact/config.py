@@ -103,7 +103,7 @@ class QuantImpactAnalyzer(Analyzer):
     plots_module: ClassVar[str] = "modelxray.analyzers.quant_impact.plots"
     run_module: ClassVar[str] = "modelxray.analyzers.quant_impact.run"
     insights_module: ClassVar[str] = "modelxray.analyzers.quant_impact.insights"
-    tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
+    model_tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
     strategies: list[str] = field(default_factory=lambda: ["none", "int8", "int4", "gptq_int4", "awq_int4"])
     priority: str = "balanced"  # accuracy | speed | memory | balanced: weights of the efficiency score
     max_memory_gb: float | None = (

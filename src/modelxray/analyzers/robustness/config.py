@@ -103,7 +103,7 @@ class RobustnessAnalyzer(Analyzer):
     plots_module: ClassVar[str] = "modelxray.analyzers.robustness.plots"
     run_module: ClassVar[str] = "modelxray.analyzers.robustness.run"
     insights_module: ClassVar[str] = "modelxray.analyzers.robustness.insights"
-    tasks: ClassVar[tuple[str, ...]] = (
+    model_tasks: ClassVar[tuple[str, ...]] = (
         "causal_lm",
         "classification",
         "masked_lm",

@@ -1,0 +1,181 @@
+"""``analyzer=lm_eval``: lm-eval's tasks on the model as the run holds it, in memory; the offline
+Python-documentation pack by default; the same figures as lm-eval's own ``simple_evaluate`` on the
+model directory; metrics, per-sample log, table and plot; bad tasks and tokenizers in one line."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from modelxray import api
+from modelxray.core.errors import ConfigError
+
+pytest.importorskip("lm_eval", reason="analyzer=lm_eval needs lm-eval (extra modelxray[lm_eval])")
+
+LIMIT = 24
+
+
+@pytest.fixture(scope="module")
+def llama_dir(tmp_path_factory):
+    """A random 2-layer Llama with a byte-level BPE tokenizer trained on the Python docs (512 ids)."""
+    from pydoc_data.topics import topics
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    path = tmp_path_factory.mktemp("lm") / "m"
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=512, special_tokens=["<s>", "</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+    )
+    bpe.train_from_iterator(list(topics.values()), trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>")
+    tokenizer.save_pretrained(path)
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=512,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        bos_token_id=0,
+        eos_token_id=1,
+    )
+    LlamaForCausalLM(config).save_pretrained(path)
+    return path
+
+
+def _run(path, tmp_path, tracking_uri, *more):
+    overrides = [
+        "model=hf",
+        f"model.name_or_path={path}",
+        "analyzer=lm_eval",
+        f"analyzer.lm_eval.limit={LIMIT}",
+        "progress=false",
+        "tracker=mlflow",
+        f"tracker.uri={tracking_uri}",
+        "tracker.experiment=lm_eval",
+        *more,
+    ]
+    return api.analyze(overrides, output_dir=tmp_path / ("run" + "_".join(m.split("=")[0] for m in more)))
+
+
+def test_the_offline_tasks_give_lm_evals_own_figures(llama_dir, tmp_path, tracking_uri):
+    """The analyzer in memory against lm-eval loading the directory itself: the same acc, acc_norm,
+    perplexity and standard errors."""
+    from lm_eval import simple_evaluate
+
+    from modelxray.analyzers.lm_eval.offline_tasks import include_dir
+    from modelxray.analyzers.lm_eval.tasks_check import _manager
+
+    out = _run(llama_dir, tmp_path, tracking_uri)
+    own = simple_evaluate(
+        model="hf",
+        model_args=f"pretrained={llama_dir},dtype=float32",
+        tasks=["pydoc_topic_mc", "pydoc_cloze"],
+        limit=LIMIT,
+        batch_size=8,
+        device="cpu",
+        bootstrap_iters=1000,
+        task_manager=_manager((str(include_dir()),), False),
+        random_seed=0,
+        numpy_random_seed=0,
+        torch_random_seed=0,
+        fewshot_random_seed=0,
+    )["results"]
+    for task, metric in (
+        ("pydoc_topic_mc", "acc"),
+        ("pydoc_topic_mc", "acc_norm"),
+        ("pydoc_cloze", "acc"),
+        ("pydoc_cloze", "perplexity"),
+    ):
+        assert out.metrics[f"lm_eval/{task}/{metric}"] == pytest.approx(
+            own[task][f"{metric},none"], rel=1e-9, abs=1e-12
+        )
+        assert out.metrics[f"lm_eval/{task}/{metric}_se"] == pytest.approx(own[task][f"{metric}_stderr,none"], rel=1e-9)
+    result = out.results["lm_eval"]
+    rows = {(r["task"], r["metric"]): r for r in result.tables["tasks"]}
+    assert rows[("pydoc_topic_mc", "acc")]["n"] == LIMIT
+    assert result.data["chance"]["pydoc_topic_mc"] == pytest.approx(0.25)
+    samples = (out.output_dir / "lm_eval_samples.jsonl").read_text().splitlines()
+    assert len(samples) == 2 * LIMIT
+    assert (out.output_dir / "plots" / "lm_eval_tasks.png").exists()
+    report = (out.output_dir / "insights.md").read_text()
+    assert f"pydoc_topic_mc: acc {out.metrics['lm_eval/pydoc_topic_mc/acc']:.4g}" in report
+    assert "within two standard errors of chance" in report  # a random model answers at random
+
+
+def test_a_task_of_your_own_from_include_path(llama_dir, tmp_path, tracking_uri):
+    import json
+
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    rows = [{"q": f"Is {i} even?", "choices": ["yes", "no"], "a": i % 2} for i in range(10)]
+    (folder / "even.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "even.yaml").write_text(
+        "task: even_or_odd\ndataset_path: json\ndataset_kwargs:\n  data_files:\n"
+        f"    test: {folder / 'even.jsonl'}\ntest_split: test\noutput_type: multiple_choice\n"
+        'doc_to_text: "{{q}}"\ndoc_to_choice: "{{choices}}"\ndoc_to_target: "{{a}}"\n'
+        "metric_list:\n  - metric: acc\n"
+    )
+    out = _run(
+        llama_dir,
+        tmp_path,
+        tracking_uri,
+        "analyzer.lm_eval.tasks=[even_or_odd]",
+        f"analyzer.lm_eval.include_path={folder}",
+    )
+    assert 0 <= out.metrics["lm_eval/even_or_odd/acc"] <= 1 and "lm_eval/even_or_odd/acc_se" in out.metrics
+
+
+@pytest.mark.parametrize(
+    "more,message",
+    [
+        (
+            ["analyzer.lm_eval.tasks=[pydoc_topic_mcq]"],
+            r"^analyzer.lm_eval.tasks: unknown lm-eval task 'pydoc_topic_mcq': did you mean pydoc_topic_mc",
+        ),
+        (
+            ["analyzer.lm_eval.include_path=BROKEN"],
+            r"^analyzer.lm_eval.include_path: .*bad.yaml is no YAML lm-eval can read \(line 2\)",
+        ),
+        (["analyzer.lm_eval.tasks=[]"], r"^analyzer.lm_eval.tasks: is empty"),
+        (["analyzer.lm_eval.limit=0"], r"^analyzer.lm_eval.limit: must be a count of documents"),
+    ],
+)
+def test_a_bad_task_is_one_line_before_the_model_loads(more, message, llama_dir, tmp_path, monkeypatch):
+    from modelxray.models.hf import HFSource
+
+    def never(self):
+        raise AssertionError("the model was loaded")
+
+    monkeypatch.setattr(HFSource, "load", never)
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "bad.yaml").write_text("task: bad\n  output_type: [unclosed\n")
+    more = [m.replace("BROKEN", str(broken)) for m in more]
+    overrides = ["model=hf", f"model.name_or_path={llama_dir}", "analyzer=lm_eval", "tracker=none", *more]
+    with pytest.raises(ConfigError, match=message):
+        api.analyze(overrides, output_dir=tmp_path / "run")
+
+
+def test_a_hub_task_offline_and_not_cached_is_one_line(llama_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_CACHE", str(tmp_path / "empty"))
+    overrides = ["model=hf", f"model.name_or_path={llama_dir}", "analyzer=lm_eval", "analyzer.lm_eval.tasks=[arc_easy]"]
+    with pytest.raises(
+        ConfigError,
+        match=r"^analyzer.lm_eval.tasks: arc_easy: a task's data is on the Hugging Face hub, which cannot be reached",
+    ):
+        api.analyze([*overrides, "tracker=none"], output_dir=tmp_path / "run")
+
+
+def test_a_model_without_a_hugging_face_tokenizer_is_one_line(tmp_path):
+    with pytest.raises(
+        ConfigError, match=r"^analyzer.lm_eval: runs with a Hugging Face tokenizer, and tiny-gpt2.* has ByteTokenizer"
+    ):
+        api.analyze(["model=tiny_gpt2", "analyzer=lm_eval", "tracker=none"], output_dir=tmp_path / "run")
