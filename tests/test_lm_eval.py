@@ -61,7 +61,8 @@ def _run(path, tmp_path, tracking_uri, *more):
         "tracker.experiment=lm_eval",
         *more,
     ]
-    return api.analyze(overrides, output_dir=tmp_path / ("run" + "_".join(m.split("=")[0] for m in more)))
+    name = "run_" + "_".join("".join(c if c.isalnum() else "-" for c in m)[-40:] for m in more)
+    return api.analyze(overrides, output_dir=tmp_path / name)
 
 
 def test_the_offline_tasks_give_lm_evals_own_figures(llama_dir, tmp_path, tracking_uri):
@@ -107,6 +108,32 @@ def test_the_offline_tasks_give_lm_evals_own_figures(llama_dir, tmp_path, tracki
     report = (out.output_dir / "insights.md").read_text()
     assert f"pydoc_topic_mc: acc {out.metrics['lm_eval/pydoc_topic_mc/acc']:.4g}" in report
     assert "within two standard errors of chance" in report  # a random model answers at random
+
+
+def test_after_quant_each_task_is_paired_with_the_unquantized_model_by_document(llama_dir, tmp_path, tracking_uri):
+    """The unquantized model's documents are scored before quant= changes it: each task's change is
+    the mean of per-document differences, with their standard error, and the plain runs agree."""
+    import json
+    import math
+    import statistics
+
+    quantized = _run(llama_dir, tmp_path, tracking_uri, "quant=int2")
+    plain = _run(llama_dir, tmp_path, tracking_uri, "quant=none")
+    m = quantized.metrics
+    for task, metric in (("pydoc_topic_mc", "acc"), ("pydoc_topic_mc", "acc_norm"), ("pydoc_cloze", "acc")):
+        delta = m[f"lm_eval/{task}/{metric}"] - plain.metrics[f"lm_eval/{task}/{metric}"]
+        assert m[f"lm_eval/{task}/{metric}_delta"] == pytest.approx(delta, abs=1e-12)
+
+        def scores(out, task=task, metric=metric):
+            lines = (out.output_dir / "lm_eval_samples.jsonl").read_text().splitlines()
+            return {d["doc_id"]: float(d[metric]) for d in map(json.loads, lines) if d["task"] == task}
+
+        a, b = scores(quantized), scores(plain)
+        diffs = [a[d] - b[d] for d in sorted(a)]
+        assert m[f"lm_eval/{task}/{metric}_delta_se"] == pytest.approx(statistics.stdev(diffs) / math.sqrt(len(diffs)))
+    assert "lm_eval/pydoc_cloze/perplexity_delta" not in m  # a perplexity is no mean over documents
+    assert "paired by document" in (quantized.output_dir / "insights.md").read_text()
+    assert not any(k.endswith("_delta") for k in plain.metrics)
 
 
 def test_a_task_of_your_own_from_include_path(llama_dir, tmp_path, tracking_uri):

@@ -41,6 +41,11 @@ class Analyzer(PlotsFromModule, Configurable):
     def preflight(self, subject) -> None:
         """Checks that need the loaded subject (sizes, tokenizer, layer names). Default: none."""
 
+    def unquantized_baseline(self, subject, seed: int):
+        """What this analyzer keeps of the model before ``quant=`` changes it, to pair its figures with
+        (``Subject.reference_baselines[name]`` when it runs). Default: nothing."""
+        return None
+
     def stream_refusal(self) -> tuple[str, str, str] | None:
         """Of an analyzer that streams: ``(key, what, instead)`` when its keys ask for work that needs
         the whole model in memory (checked before any weight is read). Default: none."""

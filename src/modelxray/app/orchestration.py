@@ -301,6 +301,28 @@ def _keep_reference(state: RunState) -> None:
         state.reference_error = "the unquantized model's outputs could not be computed:\n" + traceback.format_exc()
 
 
+def _keep_baselines(state: RunState) -> None:
+    """Before ``quant=`` changes the model, what the analyzers that pair their figures with it keep of
+    it (lm_eval: every document's scores); one that fails is recorded as that analyzer's failure."""
+    quant = state.components.quant
+    if getattr(quant, "name", "none") == "none" or state.reference is not None or state.subject.stream is not None:
+        return
+    settings = state.components.settings
+    for name, analyzer in state.components.analyzers.items():
+        if name in state.earlier:
+            continue
+        try:
+            kept = analyzer.unquantized_baseline(state.subject, settings.seed)
+        except ConfigError:
+            raise
+        except Exception:  # noqa: BLE001 - the analyzer runs without its pairing, and says why
+            log.warning("%s: the unquantized model's baseline could not be computed:\n%s", name, traceback.format_exc())
+            continue
+        if kept is not None:
+            baselines = {**state.subject.reference_baselines, name: kept}
+            state.subject = dataclasses.replace(state.subject, reference_baselines=baselines)
+
+
 def _quantize(state: RunState) -> None:
     """``quant=``: quantize the model (in place when nothing needs its loaded weights after)."""
     cfg, job, components = state.cfg, state.job, state.components
@@ -400,6 +422,7 @@ STAGES = (  # one run, in order; each stage reads and extends the RunState
     ("start tracking", _start_tracking),
     ("train", _train),
     ("keep reference outputs", _keep_reference),
+    ("keep the analyzers' baselines", _keep_baselines),
     ("quantize", _quantize),
     ("analyze", _analyze),
     ("streamed quant report", _streamed_quant_report),

@@ -54,6 +54,17 @@ class LmEvalAnalyzer(Analyzer):
 
         check_tasks(self)
 
+    def unquantized_baseline(self, subject, seed: int) -> dict:
+        """Every document's scores on the model before ``quant=`` changes it (one more lm-eval pass),
+        so each task's change is paired by document."""
+        from modelxray.core.configurable import implementation
+
+        return implementation(self.run_module).baseline(self, subject, seed)
+
+    def headline(self, result) -> dict[str, float]:
+        """Each task's figures (``<task>_<metric>``) for the summary table."""
+        return {f"{r['task']}_{r['metric']}": r["value"] for r in result.tables.get("tasks") or []}
+
     def preflight(self, subject) -> None:
         """lm-eval tokenizes with a Hugging Face tokenizer and runs a transformers model."""
         if not hasattr(subject.tokenizer, "apply_chat_template") or not hasattr(subject.tokenizer, "decode"):

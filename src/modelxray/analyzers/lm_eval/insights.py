@@ -31,6 +31,20 @@ def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
             + (f", {shot}-shot)" if shot is not None else ")")
             + "."
         )
+    paired = result.tables.get("paired") or []
+    if paired:
+        parts = []
+        for r in paired:
+            beyond = abs(r["delta"]) > 2 * r["delta_se"]
+            parts.append(
+                f"{r['task']} {r['metric']} {r['delta']:+.4f} ± {r['delta_se']:.4f} ({r['changed']} of {r['n']} documents "
+                f"changed{'; beyond two standard errors' if beyond else ''})"
+            )
+        out.append(
+            f"Against {data.get('baseline', 'the unquantized model')} on the same documents (paired by document): "
+            + "; ".join(parts)
+            + "."
+        )
     for task, chance in (data.get("chance") or {}).items():
         acc = next((r for r in by_task.get(task, []) if r["metric"] == "acc"), None)
         if chance is None or acc is None or acc["se"] is None:

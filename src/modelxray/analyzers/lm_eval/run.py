@@ -12,20 +12,22 @@ from modelxray.core.result import Result, RunContext
 from modelxray.measure.scoring import model_device
 
 
-def run(cfg, subject, ctx: RunContext) -> Result:
+def evaluate(cfg, model, tokenizer, seed: int) -> dict:
+    """lm-eval's ``simple_evaluate`` of ``cfg.tasks`` on ``model`` and ``tokenizer`` as they are in
+    memory (lm-eval's own ``HFLM`` around them), every document's scores logged."""
     from lm_eval import simple_evaluate
     from lm_eval.models.huggingface import HFLM
 
     manager = task_manager(cfg)
     load_tasks(cfg, manager)  # the hub out of reach: the cache, or one line
     lm = HFLM(
-        pretrained=subject.model,
-        tokenizer=subject.tokenizer,
+        pretrained=model,
+        tokenizer=tokenizer,
         batch_size=cfg.batch_size,
         max_length=cfg.max_length,
-        device=str(model_device(subject.model)),
+        device=str(model_device(model)),
     )
-    out = simple_evaluate(
+    return simple_evaluate(
         model=lm,
         tasks=list(cfg.tasks),
         num_fewshot=cfg.num_fewshot,
@@ -35,11 +37,23 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         apply_chat_template=cfg.apply_chat_template,
         gen_kwargs=dict(cfg.gen_kwargs) if cfg.gen_kwargs else None,
         bootstrap_iters=cfg.bootstrap_iters,
-        random_seed=ctx.seed,
-        numpy_random_seed=ctx.seed,
-        torch_random_seed=ctx.seed,
-        fewshot_random_seed=ctx.seed,
+        random_seed=seed,
+        numpy_random_seed=seed,
+        torch_random_seed=seed,
+        fewshot_random_seed=seed,
     )
+
+
+def baseline(cfg, subject, seed: int) -> dict:
+    """What the analyzer keeps of the model before ``quant=`` changes it: every document's scores."""
+    return {
+        "label": "the unquantized model",
+        "documents": per_document(evaluate(cfg, subject.model, subject.tokenizer, seed)),
+    }
+
+
+def run(cfg, subject, ctx: RunContext) -> Result:
+    out = evaluate(cfg, subject.model, subject.tokenizer, ctx.seed)
     result = cfg.new_result()
     rows = task_rows(out)
     result.tables["tasks"] = rows
@@ -55,14 +69,76 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     )
     result.data.update(
         {
-            "versions": {k: v for k, v in (out.get("versions") or {}).items()},
+            "versions": dict(out.get("versions") or {}),
             "n_shot": out.get("n-shot") or {},
             "lm_eval_version": _version(),
             "limit": cfg.limit,
             "chance": {task: _chance(logged) for task, logged in samples.items()},
         }
     )
+    base = subject.reference_baselines.get(cfg.name)
+    if base is not None:
+        paired = paired_rows(base["documents"], per_document(out))
+        result.tables["paired"] = paired
+        result.data["baseline"] = base["label"]
+        for row in paired:
+            result.metrics[f"{row['task']}/{row['metric']}_delta"] = row["delta"]
+            result.metrics[f"{row['task']}/{row['metric']}_delta_se"] = row["delta_se"]
     return result
+
+
+def per_document(out: dict) -> dict[str, dict[int, dict[str, float]]]:
+    """Each task's per-document scores (the metrics lm-eval averages: acc, acc_norm, exact_match ...)
+    by document id, from the logged samples."""
+    docs: dict[str, dict[int, dict[str, float]]] = {}
+    for task, logged in (out.get("samples") or {}).items():
+        results = (out.get("results") or {}).get(task, {})
+        metrics = [m for m in (out.get("higher_is_better") or {}).get(task, {}) if _is_mean(m, logged, results)]
+        for sample in logged:
+            scores = {m: float(sample[m]) for m in metrics if isinstance(sample.get(m), (int, float, bool))}
+            if scores:
+                docs.setdefault(task, {})[int(sample["doc_id"])] = scores
+    return docs
+
+
+def _is_mean(metric: str, logged: list[dict], results: dict) -> bool:
+    """Whether the task's figure for ``metric`` is the mean of its documents' values (acc, acc_norm,
+    exact_match: pairable by document; a perplexity over summed log-likelihoods is not)."""
+    values = [s.get(metric) for s in logged]
+    total = results.get(f"{metric},none")
+    if not values or not all(isinstance(v, (int, float, bool)) for v in values) or not isinstance(total, (int, float)):
+        return False
+    return math.isclose(sum(float(v) for v in values) / len(values), float(total), rel_tol=1e-9, abs_tol=1e-12)
+
+
+def paired_rows(base: dict, mine: dict) -> list[dict]:
+    """Per task and metric, the mean of this model's score minus the baseline's on the same documents,
+    with the standard error of that mean (documents as units), and how many documents changed answer."""
+    import statistics
+
+    rows = []
+    for task, docs in mine.items():
+        shared = sorted(set(docs) & set(base.get(task, {})))
+        if len(shared) < 2:
+            continue
+        for metric in docs[shared[0]]:
+            pairs = [(docs[d][metric], base[task][d][metric]) for d in shared if metric in base[task][d]]
+            if len(pairs) < 2:
+                continue
+            diffs = [a - b for a, b in pairs]
+            rows.append(
+                {
+                    "task": task,
+                    "metric": metric,
+                    "value": statistics.fmean(a for a, _ in pairs),
+                    "baseline": statistics.fmean(b for _, b in pairs),
+                    "delta": statistics.fmean(diffs),
+                    "delta_se": statistics.stdev(diffs) / math.sqrt(len(diffs)),
+                    "changed": sum(1 for d in diffs if d != 0),
+                    "n": len(diffs),
+                }
+            )
+    return rows
 
 
 def task_rows(out: dict) -> list[dict]:
