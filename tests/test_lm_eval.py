@@ -50,11 +50,11 @@ def llama_dir(tmp_path_factory):
 
 
 def _run(path, tmp_path, tracking_uri, *more):
+    chosen = any(m.startswith("analyzer=") for m in more)
     overrides = [
         "model=hf",
         f"model.name_or_path={path}",
-        "analyzer=lm_eval",
-        f"analyzer.lm_eval.limit={LIMIT}",
+        *([] if chosen else ["analyzer=lm_eval", f"analyzer.lm_eval.limit={LIMIT}"]),
         "progress=false",
         "tracker=mlflow",
         f"tracker.uri={tracking_uri}",
@@ -134,6 +134,32 @@ def test_after_quant_each_task_is_paired_with_the_unquantized_model_by_document(
     assert "lm_eval/pydoc_cloze/perplexity_delta" not in m  # a perplexity is no mean over documents
     assert "paired by document" in (quantized.output_dir / "insights.md").read_text()
     assert not any(k.endswith("_delta") for k in plain.metrics)
+
+
+def test_quant_impact_ranks_the_strategies_by_a_task(llama_dir, tmp_path, tracking_uri):
+    """rank_by_task: each strategy runs the task in memory; its score, with lm-eval's error, is the
+    quality axis of the efficiency score and a column of the strategies table."""
+    out = _run(
+        llama_dir,
+        tmp_path,
+        tracking_uri,
+        "analyzer=quant_impact",
+        "analyzer.quant_impact.strategies=[none,int8,int2]",
+        "analyzer.quant_impact.rank_by_task=pydoc_topic_mc/acc",
+        f"analyzer.quant_impact.task_limit={LIMIT}",
+        "analyzer.quant_impact.iters=1",
+    )
+    plain = _run(llama_dir, tmp_path, tracking_uri, "quant=int2")  # lm_eval itself on int2: the same score
+    rows = {r["strategy"]: r for r in out.results["quant_impact"].tables["strategies"]}
+    assert rows["int2"]["task_score"] == plain.metrics["lm_eval/pydoc_topic_mc/acc"]
+    assert out.metrics["quant_impact/int2_task_score_se"] == pytest.approx(
+        plain.metrics["lm_eval/pydoc_topic_mc/acc_se"]
+    )
+    base = rows["none"]["task_score"]
+    for r in rows.values():
+        assert r["quality_ratio"] == pytest.approx(r["task_score"] / base)
+    assert out.results["quant_impact"].data["ranked_by"] == "pydoc_topic_mc/acc"
+    assert "pydoc_topic_mc/acc" in (out.output_dir / "insights.md").read_text()
 
 
 def test_a_task_of_your_own_from_include_path(llama_dir, tmp_path, tracking_uri):

@@ -35,6 +35,8 @@ SUMMARY_COLUMNS = (
     "accuracy",
     "accuracy_ci_low",
     "accuracy_ci_high",
+    "task_score",
+    "task_score_se",
     "top1_agree",
     "kl",
     "latency_p50_ms",
@@ -125,6 +127,10 @@ class QuantImpactAnalyzer(Analyzer):
     agreement_floor: float = 0.9  # never recommend a strategy whose top-1 agreement with the baseline is below this
     kl_ceiling: float = 0.25  # ... or whose KL (nats) from it is above this, where measured
     fragmentation_share: float = 0.25  # GPU: name a strategy after which this share of reserved memory sits unallocated
+    # language models: rank by an lm-eval task's metric instead of perplexity, <task>/<metric> such as
+    # pydoc_topic_mc/acc (each strategy runs the task, in memory); null: perplexity
+    rank_by_task: str | None = None
+    task_limit: float | None = None  # rank_by_task: documents of the task per strategy (a count or a share); null: all
 
     def validate(self) -> None:
         self.require_choice("priority", PRIORITIES)
@@ -152,6 +158,22 @@ class QuantImpactAnalyzer(Analyzer):
                 load_strategy(s)  # unknown names and bad configs fail before any model loads
             except MissingLibrary:
                 pass  # listed as skipped, with the install line, when the strategies run
+        self.ranking()  # the task known, its documents readable
+
+    def ranking(self):
+        """The lm-eval task metric the strategies are ranked by (``rank_by_task``), or None."""
+        from modelxray.analyzers.lm_eval.ranking import task_ranking
+
+        return task_ranking(self.rank_by_task, self.task_limit, self.batch_size)
+
+    def stream_refusal(self) -> tuple[str, str, str] | None:
+        if self.rank_by_task is None:
+            return None
+        return (
+            "analyzer.quant_impact.rank_by_task",
+            "lm-eval runs each strategy's whole model in memory, which a model streamed from disk never is",
+            "set rank_by_task=null (perplexity ranks them), or use runtime.offload=none",
+        )
 
     def reference_windows(self) -> tuple[int | None, int, int]:
         return self.eval_windows, self.batch_size, self.kl_windows

@@ -96,6 +96,11 @@ def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
             f"{quality_name} {best['accuracy']:.3f} (baseline {base['accuracy']:.3f}, "
             f"{scoring['examples']:,} test examples)"
         )
+    elif data.get("ranked_by"):  # ranked by an lm-eval task's metric
+        quality = (
+            f"{data['ranked_by']} {best['task_score']:.3f} (baseline {base['task_score']:.3f}; ranked by it), "
+            f"perplexity {best['perplexity']:.3f} (baseline {base['perplexity']:.3f})"
+        )
     else:
         quality = f"perplexity {best['perplexity']:.3f} (baseline {base['perplexity']:.3f})"
     speed = (

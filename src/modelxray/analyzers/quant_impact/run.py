@@ -74,6 +74,7 @@ class _Mode:
     quality columns and axis, the throughput unit and the metrics logged per strategy."""
 
     timed = True  # speed measured (not on a model streamed from disk)
+    ranking = None  # an lm-eval task metric ranking the strategies (rank_by_task), else the quality above
 
     @classmethod
     def streamed(cls, subject) -> _Mode:
@@ -164,6 +165,11 @@ class _Mode:
     def quality_ratio(self, base: dict, row: dict) -> float:
         """Quality relative to the baseline, higher is better: accuracy / baseline accuracy for a
         classifier, baseline perplexity / perplexity for a language model."""
+        if self.ranking is not None:  # the task's metric: higher or lower is better, as lm-eval says
+            mine, theirs = row["task_score"], base["task_score"]
+            if row.get("task_higher_is_better", True) is False:
+                mine, theirs = theirs, mine
+            return mine / theirs if theirs > 0 else float(mine > 0)
         if self.classifier:
             return row["accuracy"] / base["accuracy"] if base["accuracy"] > 0 else float(row["accuracy"] > 0)
         return base["perplexity"] / row["perplexity"]
@@ -181,7 +187,8 @@ class _Mode:
                 *("kl", "kl_se", "kl_p90", "kl_p99", "kl_p999", "kl_max", "rms_dp", "top1_agree", "top1_agree_se"),
                 *("latency_p50_ms", "tokens_per_s"),
             )
-        return (*quality, *COST_KEYS, f"score_{priority}")
+        ranked = ("task_score", "task_score_se") if self.ranking is not None else ()
+        return (*quality, *ranked, *COST_KEYS, f"score_{priority}")
 
 
 def run(cfg, subject, ctx: RunContext) -> Result:
@@ -198,6 +205,8 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         rows, unsupported, failures, timelines, streaming = streamed_rows(cfg, subject, ctx, mode, profile)
         return _finish(cfg, subject, mode, profile, rows, timelines, unsupported, failures, None, [], streaming)
     mode = _Mode(cfg, subject, ctx)
+    if subject.task == "causal_lm":
+        mode.ranking = cfg.ranking()
     device = model_device(subject.model)
     rows, timelines, unsupported, in_place = [], [], [], []
     failures: dict[str, str] = {}  # strategy -> traceback
@@ -264,6 +273,8 @@ def _finish(cfg, subject, mode, profile, rows, timelines, unsupported, failures,
         result.data["in_place"] = in_place
     if streaming is not None:
         result.data["streaming"] = streaming
+    if mode.ranking is not None:
+        result.data["ranked_by"] = mode.ranking.label
     result.tables["unsupported"] = unsupported
     for name, trace in failures.items():
         result.texts[f"quant_impact_{name}_traceback.txt"] = trace
@@ -331,6 +342,10 @@ def _measure(cfg, name, quantizer, support, subject, mode, device, timelines, ct
         after_quantize = tl.samples[-1].rss
         with tl.phase("inference"):
             m = mode.evaluate(qsubject.model, progress=ctx.progress, desc=f"quant_impact: {name}")
+            if mode.ranking is not None:  # the task the strategies are ranked by, on this quantized model
+                task = mode.ranking.score(qsubject.model, subject.tokenizer, ctx.seed)
+                m = {**m, "task_score": task["value"], "task_score_se": task["se"]}
+                m["task_higher_is_better"] = task["higher_is_better"]
             shares_float = name == "none" or "simulated" in support
             if shares_float:
                 times, per_pass = float_speed.get()
@@ -350,6 +365,7 @@ def _measure(cfg, name, quantizer, support, subject, mode, device, timelines, ct
         "simulated": "simulated" in support,
         "speed_measured": "float model, shared" if shares_float else "own",
         **{k: m.get(k, float("nan")) for k in mode.quality_keys},
+        **{k: m[k] for k in ("task_score", "task_score_se", "task_higher_is_better") if k in m},
         "latency_p50_ms": lat.p50_ms,
         "latency_p95_ms": lat.p95_ms,
         mode.throughput: per_pass / lat.mean_s,
