@@ -162,6 +162,28 @@ def test_quant_impact_ranks_the_strategies_by_a_task(llama_dir, tmp_path, tracki
     assert "pydoc_topic_mc/acc" in (out.output_dir / "insights.md").read_text()
 
 
+def test_bitwidth_scores_every_configuration_on_a_task(llama_dir, tmp_path, tracking_uri):
+    out = _run(
+        llama_dir,
+        tmp_path,
+        tracking_uri,
+        "analyzer=bitwidth",
+        "analyzer.bitwidth.uniform_bits=[8,2]",
+        "analyzer.bitwidth.mixed=false",
+        "analyzer.bitwidth.progressive=false",
+        "analyzer.bitwidth.sensitivity=false",
+        "analyzer.bitwidth.rank_by_task=pydoc_topic_mc/acc",
+        f"analyzer.bitwidth.task_limit={LIMIT}",
+    )
+    rows = {r["config"]: r for r in out.results["bitwidth"].tables["configurations"]}
+    assert set(rows) == {"uniform_int8", "uniform_int2"}
+    assert out.metrics["bitwidth/uniform_int2_task_score"] == rows["uniform_int2"]["task_score"]
+    assert 0 <= rows["uniform_int8"]["task_score"] <= 1 and rows["uniform_int8"]["task_score_se"] > 0
+    assert out.results["bitwidth"].data["ranked_by"] == "pydoc_topic_mc/acc"
+    if rows["uniform_int2"]["task_score"] >= rows["uniform_int8"]["task_score"]:
+        assert rows["uniform_int2"]["pareto"] and not rows["uniform_int8"]["pareto"]  # fewer bits, no worse
+
+
 def test_a_task_of_your_own_from_include_path(llama_dir, tmp_path, tracking_uri):
     import json
 

@@ -68,6 +68,10 @@ class BitwidthAnalyzer(Analyzer):
     # a model streamed from disk: levels of the recommendation's binary search evaluated per read of the
     # model (2^levels - 1 plans per read; the same plan is found, in fewer reads for more compute)
     stream_search_levels: int = 2
+    # language models: score every configuration on an lm-eval task's metric too, <task>/<metric> such as
+    # pydoc_topic_mc/acc, and draw the Pareto front on it (the recommendation keeps its perplexity budget)
+    rank_by_task: str | None = None
+    task_limit: float | None = None  # rank_by_task: documents of the task per configuration; null: all
 
     def weight_format(self, bits: int, rules: list | None = None, targets: list | None = None) -> dict:
         """The keys of a WeightQuantizer at ``bits`` in this analyzer's format (symmetry, granularity,
@@ -125,6 +129,22 @@ class BitwidthAnalyzer(Analyzer):
             except ConfigError as exc:
                 raise exc.under(f"custom.{name}") from None
         WeightQuantizer(**self.weight_format(self.low_bits))  # validates the format
+        self.ranking()  # the task known, its documents readable
+
+    def ranking(self):
+        """The lm-eval task metric every configuration is scored on (``rank_by_task``), or None."""
+        from modelxray.analyzers.lm_eval.ranking import task_ranking
+
+        return task_ranking(self.rank_by_task, self.task_limit, self.batch_size)
+
+    def stream_refusal(self) -> tuple[str, str, str] | None:
+        if self.rank_by_task is None:
+            return None
+        return (
+            "analyzer.bitwidth.rank_by_task",
+            "lm-eval runs each configuration's whole model in memory, which a model streamed from disk never is",
+            "set rank_by_task=null, or use runtime.offload=none",
+        )
 
     def reference_windows(self) -> tuple[int | None, int, int]:
         return self.max_windows, self.batch_size, self.kl_windows

@@ -72,6 +72,9 @@ class _Session:
             )
         self.cfg, self.ctx = cfg, ctx
         self.work = subject.model
+        self.tokenizer = subject.tokenizer
+        # an lm-eval task metric scored on every configuration (rank_by_task), not on the probes
+        self.ranking = cfg.ranking() if subject.task == "causal_lm" else None
         self.targets = find_targets(self.work)
         self.originals = ctx.keep_originals(self.work, [f"{t.name}.weight" for t in self.targets])
         self.changed: set[str] = set()
@@ -105,7 +108,12 @@ class _Session:
         rows, _ = quantize_model(self.targets, plan)
         stats = size_stats(rows, self.work)
         stats["quantize_seconds"] = time.perf_counter() - t0
-        return self.mode.evaluate(self.work, probe, self.ctx.progress, desc), stats
+        m = self.mode.evaluate(self.work, probe, self.ctx.progress, desc)
+        if self.ranking is not None and not probe:
+            task = self.ranking.score(self.work, self.tokenizer, self.ctx.seed)
+            stats.update({"task_score": task["value"], "task_score_se": task["se"]})
+            stats["task_higher_is_better"] = task["higher_is_better"]
+        return m, stats
 
     def evaluate_many(self, plans: list[tuple[WeightQuantizer, bool]], desc: str = "") -> list[tuple[dict, dict]]:
         """``evaluate`` of each ``(quantizer, probe)``, in order."""
@@ -173,11 +181,15 @@ def _analyze(cfg, session: _Session, ctx: RunContext) -> Result:
         result.data["custom_rules"] = custom  # per-layer plans as the rules they were evaluated as
     result.data["skipped_configurations"] = skipped
     rows, evaluations = config_rows(session, configs, evaluated[: len(configs)])
-    for i in pareto_front([(r["effective_bits"], mode.pareto_value(r)) for r in rows]):
+    ranking = getattr(session, "ranking", None)
+    for i in pareto_front([(r["effective_bits"], _pareto_value(mode, ranking, r)) for r in rows]):
         rows[i]["pareto"] = True
+    if ranking is not None:
+        result.data["ranked_by"] = ranking.label
+    task_keys = ("task_score", "task_score_se") if ranking is not None else ()
     for r in rows:
         r.setdefault("pareto", False)
-        for k in (*mode.row_keys, *SIZE_KEYS):
+        for k in (*mode.row_keys, *SIZE_KEYS, *task_keys):
             result.metrics[f"{r['config']}_{k}"] = r[k]
     result.tables["configurations"] = rows
 
@@ -188,6 +200,14 @@ def _analyze(cfg, session: _Session, ctx: RunContext) -> Result:
             ranked = sorted(ranked_units, key=lambda p: p[1]["rank"])
             _recommend_into(result, cfg, mode, ranked, rows, configs, session, evaluations)
     return result
+
+
+def _pareto_value(mode, ranking, row: dict) -> float:
+    """The quality axis of the Pareto front (lower is better): the lm-eval task's metric when the
+    configurations are ranked by one, else the mode's own (perplexity, or accuracy)."""
+    if ranking is None:
+        return mode.pareto_value(row)
+    return -row["task_score"] if row.get("task_higher_is_better", True) is not False else row["task_score"]
 
 
 def run_layer_sensitivity(cfg, subject, ctx: RunContext) -> list[dict]:
