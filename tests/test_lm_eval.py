@@ -110,15 +110,24 @@ def test_the_offline_tasks_give_lm_evals_own_figures(llama_dir, tmp_path, tracki
     assert "within two standard errors of chance" in report  # a random model answers at random
 
 
-def test_after_quant_each_task_is_paired_with_the_unquantized_model_by_document(llama_dir, tmp_path, tracking_uri):
-    """The unquantized model's documents are scored before quant= changes it: each task's change is
-    the mean of per-document differences, with their standard error, and the plain runs agree."""
+def test_after_quant_each_task_is_paired_with_the_unquantized_model_by_document(
+    llama_dir, tmp_path, tracking_uri, monkeypatch
+):
+    """The unquantized model's documents are scored before quant= changes it (once per process: a
+    sweep's quant=none job already did): each task's change is the mean of per-document differences,
+    with their standard error, and the plain runs agree."""
     import json
     import math
     import statistics
 
-    quantized = _run(llama_dir, tmp_path, tracking_uri, "quant=int2")
+    from modelxray.analyzers.lm_eval import run as lm_eval_run
+
     plain = _run(llama_dir, tmp_path, tracking_uri, "quant=none")
+    calls = []
+    real = lm_eval_run.evaluate
+    monkeypatch.setattr(lm_eval_run, "evaluate", lambda *a, **k: calls.append(1) or real(*a, **k))
+    quantized = _run(llama_dir, tmp_path, tracking_uri, "quant=int2")
+    assert len(calls) == 1  # the quantized model only: the unquantized one's scores came from the first run
     m = quantized.metrics
     for task, metric in (("pydoc_topic_mc", "acc"), ("pydoc_topic_mc", "acc_norm"), ("pydoc_cloze", "acc")):
         delta = m[f"lm_eval/{task}/{metric}"] - plain.metrics[f"lm_eval/{task}/{metric}"]

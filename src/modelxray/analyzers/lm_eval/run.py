@@ -44,16 +44,32 @@ def evaluate(cfg, model, tokenizer, seed: int) -> dict:
     )
 
 
+# per process: every document's scores by (model, settings), so the jobs of a sweep score the
+# unquantized model once (the quant=none job's scores are the others' baseline)
+_DOCUMENTS: dict[tuple, dict] = {}
+
+
+def _key(cfg, model, seed: int) -> tuple:
+    """The model (a fingerprint of its first and last tensors and its size) and what lm-eval runs."""
+    params = list(model.parameters())
+    picked = params[:2] + params[-2:]
+    fingerprint = (*(float(p.detach().float().sum()) for p in picked), sum(p.numel() for p in params))
+    settings = (tuple(cfg.tasks), cfg.limit, cfg.num_fewshot, cfg.batch_size, cfg.max_length)
+    return (fingerprint, settings, cfg.apply_chat_template, repr(cfg.gen_kwargs), cfg.include_path, seed)
+
+
 def baseline(cfg, subject, seed: int) -> dict:
-    """What the analyzer keeps of the model before ``quant=`` changes it: every document's scores."""
-    return {
-        "label": "the unquantized model",
-        "documents": per_document(evaluate(cfg, subject.model, subject.tokenizer, seed)),
-    }
+    """What the analyzer keeps of the model before ``quant=`` changes it: every document's scores
+    (from this process's earlier run of the same model and tasks, when there was one)."""
+    key = _key(cfg, subject.model, seed)
+    if key not in _DOCUMENTS:
+        _DOCUMENTS[key] = per_document(evaluate(cfg, subject.model, subject.tokenizer, seed))
+    return {"label": "the unquantized model", "documents": _DOCUMENTS[key]}
 
 
 def run(cfg, subject, ctx: RunContext) -> Result:
     out = evaluate(cfg, subject.model, subject.tokenizer, ctx.seed)
+    _DOCUMENTS[_key(cfg, subject.model, ctx.seed)] = per_document(out)
     result = cfg.new_result()
     rows = task_rows(out)
     result.tables["tasks"] = rows
