@@ -5,64 +5,17 @@ model directory; metrics, per-sample log, table and plot; bad tasks and tokenize
 from __future__ import annotations
 
 import pytest
-import torch
 
+from lm_eval_model import LIMIT, _run, tiny_llama_with_bpe
 from modelxray import api
 from modelxray.core.errors import ConfigError
 
 pytest.importorskip("lm_eval", reason="analyzer=lm_eval needs lm-eval (extra modelxray[lm_eval])")
 
-LIMIT = 24
-
 
 @pytest.fixture(scope="module")
 def llama_dir(tmp_path_factory):
-    """A random 2-layer Llama with a byte-level BPE tokenizer trained on the Python docs (512 ids)."""
-    from pydoc_data.topics import topics
-
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-
-    path = tmp_path_factory.mktemp("lm") / "m"
-    bpe = Tokenizer(models.BPE())
-    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    bpe.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=512, special_tokens=["<s>", "</s>"], initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
-    )
-    bpe.train_from_iterator(list(topics.values()), trainer)
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>")
-    tokenizer.save_pretrained(path)
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=512,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=512,
-        bos_token_id=0,
-        eos_token_id=1,
-    )
-    LlamaForCausalLM(config).save_pretrained(path)
-    return path
-
-
-def _run(path, tmp_path, tracking_uri, *more):
-    chosen = any(m.startswith("analyzer=") for m in more)
-    overrides = [
-        "model=hf",
-        f"model.name_or_path={path}",
-        *([] if chosen else ["analyzer=lm_eval", f"analyzer.lm_eval.limit={LIMIT}"]),
-        "progress=false",
-        "tracker=mlflow",
-        f"tracker.uri={tracking_uri}",
-        "tracker.experiment=lm_eval",
-        *more,
-    ]
-    name = "run_" + "_".join("".join(c if c.isalnum() else "-" for c in m)[-40:] for m in more)
-    return api.analyze(overrides, output_dir=tmp_path / name)
+    return tiny_llama_with_bpe(tmp_path_factory.mktemp("lm") / "m")
 
 
 def test_the_offline_tasks_give_lm_evals_own_figures(llama_dir, tmp_path, tracking_uri):
@@ -143,54 +96,6 @@ def test_after_quant_each_task_is_paired_with_the_unquantized_model_by_document(
     assert "lm_eval/pydoc_cloze/perplexity_delta" not in m  # a perplexity is no mean over documents
     assert "paired by document" in (quantized.output_dir / "insights.md").read_text()
     assert not any(k.endswith("_delta") for k in plain.metrics)
-
-
-def test_quant_impact_ranks_the_strategies_by_a_task(llama_dir, tmp_path, tracking_uri):
-    """rank_by_task: each strategy runs the task in memory; its score, with lm-eval's error, is the
-    quality axis of the efficiency score and a column of the strategies table."""
-    out = _run(
-        llama_dir,
-        tmp_path,
-        tracking_uri,
-        "analyzer=quant_impact",
-        "analyzer.quant_impact.strategies=[none,int8,int2]",
-        "analyzer.quant_impact.rank_by_task=pydoc_topic_mc/acc",
-        f"analyzer.quant_impact.task_limit={LIMIT}",
-        "analyzer.quant_impact.iters=1",
-    )
-    plain = _run(llama_dir, tmp_path, tracking_uri, "quant=int2")  # lm_eval itself on int2: the same score
-    rows = {r["strategy"]: r for r in out.results["quant_impact"].tables["strategies"]}
-    assert rows["int2"]["task_score"] == plain.metrics["lm_eval/pydoc_topic_mc/acc"]
-    assert out.metrics["quant_impact/int2_task_score_se"] == pytest.approx(
-        plain.metrics["lm_eval/pydoc_topic_mc/acc_se"]
-    )
-    base = rows["none"]["task_score"]
-    for r in rows.values():
-        assert r["quality_ratio"] == pytest.approx(r["task_score"] / base)
-    assert out.results["quant_impact"].data["ranked_by"] == "pydoc_topic_mc/acc"
-    assert "pydoc_topic_mc/acc" in (out.output_dir / "insights.md").read_text()
-
-
-def test_bitwidth_scores_every_configuration_on_a_task(llama_dir, tmp_path, tracking_uri):
-    out = _run(
-        llama_dir,
-        tmp_path,
-        tracking_uri,
-        "analyzer=bitwidth",
-        "analyzer.bitwidth.uniform_bits=[8,2]",
-        "analyzer.bitwidth.mixed=false",
-        "analyzer.bitwidth.progressive=false",
-        "analyzer.bitwidth.sensitivity=false",
-        "analyzer.bitwidth.rank_by_task=pydoc_topic_mc/acc",
-        f"analyzer.bitwidth.task_limit={LIMIT}",
-    )
-    rows = {r["config"]: r for r in out.results["bitwidth"].tables["configurations"]}
-    assert set(rows) == {"uniform_int8", "uniform_int2"}
-    assert out.metrics["bitwidth/uniform_int2_task_score"] == rows["uniform_int2"]["task_score"]
-    assert 0 <= rows["uniform_int8"]["task_score"] <= 1 and rows["uniform_int8"]["task_score_se"] > 0
-    assert out.results["bitwidth"].data["ranked_by"] == "pydoc_topic_mc/acc"
-    if rows["uniform_int2"]["task_score"] >= rows["uniform_int8"]["task_score"]:
-        assert rows["uniform_int2"]["pareto"] and not rows["uniform_int8"]["pareto"]  # fewer bits, no worse
 
 
 def test_a_task_of_your_own_from_include_path(llama_dir, tmp_path, tracking_uri):
