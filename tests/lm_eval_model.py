@@ -10,7 +10,7 @@ from modelxray import api
 LIMIT = 12  # documents per task: enough to pair, few enough for the suite
 
 
-def tiny_llama_with_bpe(path):
+def tiny_llama_with_bpe(path, seed: int = 0):
     """A random 2-layer Llama with a byte-level BPE tokenizer trained on the Python docs (512 ids)."""
     from pydoc_data.topics import topics
 
@@ -26,7 +26,7 @@ def tiny_llama_with_bpe(path):
     bpe.train_from_iterator(list(topics.values()), trainer)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>")
     tokenizer.save_pretrained(path)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=512,
         hidden_size=64,

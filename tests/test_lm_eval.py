@@ -98,6 +98,18 @@ def test_after_quant_each_task_is_paired_with_the_unquantized_model_by_document(
     assert not any(k.endswith("_delta") for k in plain.metrics)
 
 
+def test_against_another_model_each_task_is_paired_by_document(llama_dir, tmp_path, tracking_uri):
+    """reference=: the other model's documents are the baseline (kept in the reference cache)."""
+    other = tiny_llama_with_bpe(tmp_path / "other", seed=1)
+    vs = _run(llama_dir, tmp_path, tracking_uri, "reference=hf", f"reference.name_or_path={other}")
+    alone = _run(other, tmp_path, tracking_uri, "seed=0")
+    mine = _run(llama_dir, tmp_path, tracking_uri, "seed=0")
+    for metric in ("acc", "acc_norm"):
+        delta = mine.metrics[f"lm_eval/pydoc_topic_mc/{metric}"] - alone.metrics[f"lm_eval/pydoc_topic_mc/{metric}"]
+        assert vs.metrics[f"lm_eval/pydoc_topic_mc/{metric}_delta"] == pytest.approx(delta, abs=1e-12)
+    assert vs.results["lm_eval"].data["baseline"].startswith("the reference")
+
+
 def test_a_task_of_your_own_from_include_path(llama_dir, tmp_path, tracking_uri):
     import json
 

@@ -42,6 +42,7 @@ from modelxray.app.reference_model import (
     baseline_specs,
     check_against,
     check_reference_use,
+    paired_specs,
     reference_outputs,
     reference_weights,
     unquantized_outputs,
@@ -202,7 +203,9 @@ def _reference_model(state: RunState) -> None:
     """``reference=file|hf|gguf``: the reference's outputs on the run's data, before the model under
     analysis loads (read from the reference cache when computed before)."""
     components = state.components
-    if components.reference is None or not ("performance" in components.analyzers or baseline_specs(components)):
+    if components.reference is None or not (
+        "performance" in components.analyzers or baseline_specs(components) or paired_specs(components)
+    ):
         return  # inspect alone reads the reference's weights, not its outputs
     progress = state.components.settings.progress
     state.reference = reference_outputs(state.cfg, state.components, state.given, progress)

@@ -54,11 +54,23 @@ def baseline_specs(components) -> dict[str, tuple[int | None, int, int]]:
     return specs
 
 
+def paired_specs(components) -> dict[str, dict]:
+    """The analyzers of the run that pair their own figures with the reference's (lm_eval: every
+    document's scores), with their settings (part of the cache key)."""
+    from modelxray.analyzers.base import Analyzer
+
+    return {
+        name: dataclasses.asdict(analyzer)
+        for name, analyzer in components.analyzers.items()
+        if type(analyzer).unquantized_baseline is not Analyzer.unquantized_baseline
+    }
+
+
 def check_reference_use(components) -> None:
     """Before any work: a reference needs an analyzer that compares with it (performance its
     outputs, inspect its weights, quant_impact and bitwidth as their baseline)."""
     if components.reference is not None and not (
-        {"performance", "inspect"} & set(components.analyzers) or baseline_specs(components)
+        {"performance", "inspect"} & set(components.analyzers) or baseline_specs(components) or paired_specs(components)
     ):
         raise ConfigError(
             "reference",
@@ -97,6 +109,12 @@ def reference_outputs(cfg, components, given, progress: bool) -> ReferenceOutput
         name = f"reference {subject.info.name}"
         state = _capture(subject, performance, name, progress) if performance is not None else _empty(subject, name)
         state["baselines"] = _baselines(subject, specs, name, progress) if subject.task == "causal_lm" else {}
+        state["documents"] = {  # what the analyzers that pair by document keep of the reference (lm_eval)
+            analyzer: components.analyzers[analyzer].unquantized_baseline(subject, components.settings.seed)[
+                "documents"
+            ]
+            for analyzer in paired_specs(components)
+        }
         del subject
         gc.collect()
         return state
@@ -138,7 +156,8 @@ def cached_outputs(
     """``compute()``'s state, or the one kept under the same content key (``runtime.reference_cache_dir``)."""
     cache_dir = components.settings.runtime.reference_cache_dir
     performance = components.analyzers.get("performance")
-    key = content_key(source, components.dataset, performance, weights, specs) if cacheable else None
+    paired = paired_specs(components)
+    key = content_key(source, components.dataset, performance, weights, specs, paired) if cacheable else None
     path = Path(cache_dir).expanduser() / f"{key}.pt" if cache_dir and key else None
     if path is not None and path.exists():
         try:
@@ -229,6 +248,8 @@ def _check_baselines(ref: ReferenceOutputs, subject, specs: dict) -> None:
     from modelxray.metrics.windows import lm_eval_windows
 
     for name, baseline in ref.baselines.items():
+        if name not in specs:  # paired by document (lm_eval), not by token windows
+            continue
         differs = baseline.same_tokens(lm_eval_windows(subject.data, subject.batches, specs[name][0]))
         if differs:
             raise ConfigError(
@@ -272,7 +293,9 @@ def weights_fingerprint(model: torch.nn.Module) -> str:
     return digest.hexdigest()[:24]
 
 
-def content_key(source, dataset, performance, weights: str | None = None, specs: dict | None = None) -> str:
+def content_key(
+    source, dataset, performance, weights: str | None = None, specs: dict | None = None, paired: dict | None = None
+) -> str:
     """What the reference's outputs depend on, hashed: its config and files (size and time of each),
     the dataset's config, the scoring settings (the performance analyzer's, and the windows of each
     analyzer taking it as baseline) and the library versions."""
@@ -283,6 +306,7 @@ def content_key(source, dataset, performance, weights: str | None = None, specs:
         "dataset": [type(dataset).__qualname__, dataclasses.asdict(dataset)] if dataset is not None else None,
         "scoring": dataclasses.asdict(performance) if performance is not None else None,
         "baselines": specs or {},
+        "paired": paired or {},
         "versions": versions(),  # a model built from a config (random weights) depends on torch's and transformers'
         "weights": weights,
     }
@@ -327,7 +351,9 @@ def _capture(subject, performance, name: str, progress: bool) -> dict:
 def _from_state(state: dict, cached: str | None) -> ReferenceOutputs:
     from modelxray.measure.reference import Reference
 
-    baselines = {name: Reference.from_state(s) for name, s in state.get("baselines", {}).items()}
+    baselines: dict = {name: Reference.from_state(s) for name, s in state.get("baselines", {}).items()}
+    for name, documents in state.get("documents", {}).items():
+        baselines[name] = {"label": f"the {state['name']}", "documents": documents}
     if state["reference"] is None:
         return ReferenceOutputs(state["task"], None, state["name"], cached, baselines)
     if state["task"] == "causal_lm":
