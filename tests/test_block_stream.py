@@ -390,6 +390,14 @@ def test_auto_streams_only_when_the_weights_exceed_max_memory(llama_dir, tmp_pat
             r"own\): set fgsm_eps=\[\], pgd_eps=\[\] \(weight and quantization noise stream\), or use runtime.offload=none$",
         ),
         (["quant=fp16"], r"^runtime.offload: .*this quantizer \(cast\) works on the whole model at once"),
+        (
+            ["analyzer=robustness", "quant=int4", *NO_INPUT_FAMILIES],
+            r"^analyzer.robustness: streamed from disk, the noise goes on the weights as stored, not on the quantized",
+        ),
+        (
+            ["analyzer=quant_impact", "analyzer.quant_impact.priority=speed"],
+            r"^analyzer.quant_impact.priority: a model streamed from disk is not timed",
+        ),
         (["train=finetune_lm"], r"^runtime.offload: .*train= needs the whole model in memory"),
         (
             ["runtime.max_memory=100KB"],

@@ -99,12 +99,13 @@ def test_auto_on_a_machine_without_a_gpu_holds_the_model_on_the_cpu_and_quantize
         ),
         (
             [f"model.device_map={_flow(SPLIT)}", "quant=int4"],
-            r"^model.device_map: leaves model.layers.1, model.layers.2 on disk, read at each forward; quant= changes "
-            r"the weights: map them to cpu or a GPU, or stream the model with runtime.offload=blocks$",
+            r"^model.device_map: offloads model.layers.1, model.layers.2, whose weights are read in at each forward; "
+            r"quant= changes the weights: map them to cpu or a GPU, or stream the model with runtime.offload=blocks$",
         ),
         (
             [f"model.device_map={_flow(SPLIT)}", "analyzer=[performance,inspect]"],
-            r"^model.device_map: leaves .* on disk, read at each forward; analyzer=inspect reads or changes the weights",
+            r"^model.device_map: offloads .*, whose weights are read in at each forward; analyzer=inspect reads or "
+            r"changes the weights",
         ),
     ],
 )

@@ -15,6 +15,31 @@ def llama_dir(tmp_path_factory):
     return tiny_llama_with_bpe(tmp_path_factory.mktemp("lm") / "m")
 
 
+@pytest.mark.parametrize(
+    "more,message",
+    [
+        (
+            ["analyzer.quant_impact.rank_by_task=pydoc_topic_mc/accuracy"],
+            r"^analyzer.quant_impact.rank_by_task: pydoc_topic_mc gives acc, acc_norm, not 'accuracy'$",
+        ),
+        (
+            ["analyzer.quant_impact.rank_by_task=pydoc_topic_mc"],
+            r"^analyzer.quant_impact.rank_by_task: must be <task>/<metric>",
+        ),
+        (["analyzer.quant_impact.task_limit=0"], r"^analyzer.quant_impact.task_limit: "),
+    ],
+)
+def test_a_bad_ranking_task_is_one_line_before_the_model_loads(more, message, llama_dir, tmp_path, monkeypatch):
+    from modelxray import api
+    from modelxray.core.errors import ConfigError
+    from modelxray.models.hf import HFSource
+
+    monkeypatch.setattr(HFSource, "load", lambda self: (_ for _ in ()).throw(AssertionError("the model was loaded")))
+    overrides = ["model=hf", f"model.name_or_path={llama_dir}", "analyzer=quant_impact", "tracker=none", *more]
+    with pytest.raises(ConfigError, match=message):
+        api.analyze(overrides, output_dir=tmp_path / "run")
+
+
 def test_quant_impact_ranks_the_strategies_by_a_task(llama_dir, tmp_path, tracking_uri):
     """rank_by_task: each strategy runs the task in memory; its score, with lm-eval's error, is the
     quality axis of the efficiency score and a column of the strategies table."""

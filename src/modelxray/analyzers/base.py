@@ -46,9 +46,10 @@ class Analyzer(PlotsFromModule, Configurable):
         (``Subject.reference_baselines[name]`` when it runs). Default: nothing."""
         return None
 
-    def stream_refusal(self) -> tuple[str, str, str] | None:
-        """Of an analyzer that streams: ``(key, what, instead)`` when its keys ask for work that needs
-        the whole model in memory (checked before any weight is read). Default: none."""
+    def stream_refusal(self, quant=None) -> tuple[str, str, str] | None:
+        """Of an analyzer that streams: ``(key, what, instead)`` when its keys (or the run's quantizer
+        ``quant``) ask for work that needs the whole model in memory (checked before any weight is
+        read). Default: none."""
         return None
 
     def reference_windows(self) -> tuple[int | None, int, int] | None:

@@ -34,11 +34,12 @@ DISK_ANALYZERS = ("performance",)  # what a model whose weights accelerate left 
 
 
 def check_disk_placement(disk: list[str], analyzers: dict, quant) -> None:
-    """A device map that leaves modules on disk (read at each forward, meta tensors in between) runs
-    scoring and timing; what reads or changes weights needs them in memory, or streamed block by block."""
+    """A device map that offloads modules (to disk, or to the CPU beside a GPU: meta tensors between
+    forwards, read in at each one) runs scoring and timing; what reads or changes weights needs them
+    in memory, or streamed block by block."""
     if not disk:
         return
-    where = f"leaves {listed(disk)} on disk, read at each forward"
+    where = f"offloads {listed(disk)}, whose weights are read in at each forward"
     instead = "map them to cpu or a GPU, or stream the model with runtime.offload=blocks"
     for name in analyzers:
         if name not in DISK_ANALYZERS:

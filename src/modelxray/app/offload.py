@@ -174,12 +174,12 @@ def why_not_streamed(components, choice: OffloadChoice, block_name: str | None) 
 
         if torch.cuda.is_available():
             refuse("streaming runs on the CPU for now, and this machine has a GPU")
+    quant = components.quant
     for name, analyzer in components.analyzers.items():
         if not getattr(analyzer, "streams_blocks", False):
             refuse(f"analyzer={name} needs the whole model in memory ({listed(streaming_analyzers(), 4)} stream)")
-        elif analyzer.stream_refusal() is not None:
-            out.append(analyzer.stream_refusal())
-    quant = components.quant
+        elif analyzer.stream_refusal(quant) is not None:
+            out.append(analyzer.stream_refusal(quant))
     if quant is not None and quant.name != "none" and not streams_blocks(quant):
         refuse(
             f"this quantizer ({quant.name}) works on the whole model at once (round-to-nearest: int8, int4 ...; "

@@ -57,7 +57,7 @@ from modelxray.core.result import Result, RunContext
 from modelxray.core.subject import Subject
 from modelxray.data.identity import identify
 from modelxray.models import process_cache
-from modelxray.models.device_map import on_disk, placements, weights_on_disk
+from modelxray.models.device_map import offloaded, on_disk, placements
 from modelxray.report.headline import description, headline, headline_metrics
 from modelxray.report.writer import Written, write_reports
 from modelxray.tracking.run_names import run_name as readable_run_name
@@ -233,7 +233,7 @@ def _load(state: RunState) -> None:
     if kinds_data is not None:  # the default text stood for an image classifier's own data
         components = state.components = dataclasses.replace(components, dataset=kinds_data)
     check_task(state.subject, components.analyzers, components.quant)
-    check_disk_placement(weights_on_disk(state.subject.model), components.analyzers, components.quant)
+    check_disk_placement(offloaded(state.subject.model), components.analyzers, components.quant)
     check_finite_weights(state.subject.model, components.analyzers)
     preflight(state.subject, components.analyzers)
     if state.reference is not None:

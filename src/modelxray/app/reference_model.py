@@ -57,10 +57,18 @@ def baseline_specs(components) -> dict[str, tuple[int | None, int, int]]:
 def paired_specs(components) -> dict[str, dict]:
     """The analyzers of the run that pair their own figures with the reference's (lm_eval: every
     document's scores), with their settings (part of the cache key)."""
+    from importlib import metadata
+
     from modelxray.analyzers.base import Analyzer
 
+    def version(package: str) -> str | None:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return None
+
     return {
-        name: dataclasses.asdict(analyzer)
+        name: {**dataclasses.asdict(analyzer), "seed": components.settings.seed, "lm-eval": version("lm-eval")}
         for name, analyzer in components.analyzers.items()
         if type(analyzer).unquantized_baseline is not Analyzer.unquantized_baseline
     }

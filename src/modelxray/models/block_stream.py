@@ -347,23 +347,25 @@ class BlockStream:
                 changes = transform is not None and transform.touches(prefix)
                 if changes and stored is None:
                     stored = {k: t.detach().clone() for k, t in block.state_dict().items()}
-                if transform is not None:
-                    transform.apply(prefix, {})
-                if v == 0 or states[v] is not None or changes:
-                    source = states[v] if states[v] is not None else states[0]
-                    outs = HiddenStates(states[0].budget, states[0].spill_dir)
-                    for i, (args, kwargs) in enumerate(calls[: counts[v]]):
-                        out = block(source[i], *args, **kwargs)
-                        self._tuple = isinstance(out, (tuple, list))
-                        outs.append(out[0] if self._tuple else out)
-                    if states[v] is None:
-                        states[v] = outs  # from here on its own path
-                    else:
-                        states[v].replace(outs)
-                if changes:
-                    if hasattr(transform, "undo"):  # a path that swapped modules puts the block's own back
-                        transform.undo(prefix)
-                    block.load_state_dict(stored, strict=False)
+                try:
+                    if transform is not None:
+                        transform.apply(prefix, {})
+                    if v == 0 or states[v] is not None or changes:
+                        source = states[v] if states[v] is not None else states[0]
+                        outs = HiddenStates(states[0].budget, states[0].spill_dir)
+                        for i, (args, kwargs) in enumerate(calls[: counts[v]]):
+                            out = block(source[i], *args, **kwargs)
+                            self._tuple = isinstance(out, (tuple, list))
+                            outs.append(out[0] if self._tuple else out)
+                        if states[v] is None:
+                            states[v] = outs  # from here on its own path
+                        else:
+                            states[v].replace(outs)
+                finally:  # the block as read again, also when a path failed on it
+                    if changes:
+                        if hasattr(transform, "undo"):  # a path that swapped modules puts the block's own back
+                            transform.undo(prefix)
+                        block.load_state_dict(stored, strict=False)
         finally:
             self._release()
 

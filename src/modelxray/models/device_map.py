@@ -56,7 +56,13 @@ def placements(model) -> dict[str, int]:
     return dict(Counter(str(v) for v in placed.values()))
 
 
-def weights_on_disk(model) -> list[str]:
-    """The modules whose weights accelerate left on disk (read at each forward)."""
+def offloaded(model) -> list[str]:
+    """The modules whose weights accelerate offloaded (to disk, or to the CPU beside a GPU): meta
+    tensors between forwards, read in at each one."""
     placed = getattr(model, "hf_device_map", None) or {}
-    return [name for name, where in placed.items() if where == "disk"]
+    out = []
+    for name in placed:
+        module = model.get_submodule(name) if name else model
+        if any(p.is_meta for p in module.parameters()):
+            out.append(name or "the model")
+    return out

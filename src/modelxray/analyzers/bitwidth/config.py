@@ -110,7 +110,7 @@ class BitwidthAnalyzer(Analyzer):
             "eval_batch_size",
             "stream_search_levels",
         )
-        self.require_positive("max_windows", allow_none=True)
+        self.require_positive("max_windows", "task_limit", allow_none=True)
         self.require_non_negative("budget_ppl_increase", "budget_accuracy_drop", "kl_ceiling")
         if not 0 <= self.agreement_floor <= 1:
             raise ConfigError("agreement_floor", f"must be a share in [0, 1], got {self.agreement_floor}")
@@ -137,7 +137,7 @@ class BitwidthAnalyzer(Analyzer):
 
         return task_ranking(self.rank_by_task, self.task_limit, self.batch_size)
 
-    def stream_refusal(self) -> tuple[str, str, str] | None:
+    def stream_refusal(self, quant=None) -> tuple[str, str, str] | None:
         if self.rank_by_task is None:
             return None
         return (

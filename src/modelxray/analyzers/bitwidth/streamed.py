@@ -44,7 +44,7 @@ class StreamedSession:
         """Each ``(quantizer, probe)`` scored against the float path (on the probe's first batches
         when ``probe``) and its size statistics, those not yet evaluated in one read of the model."""
         todo = list(dict.fromkeys(key for q, p in plans if (key := (repr(q), p)) not in self._done))
-        if todo:
+        if todo or self.mode.ref is None:  # the first read sets the reference, also with no plan to score
             by_key = {(repr(q), p): q for q, p in plans}
             paths = [BlockQuantization(by_key[key], self.work) for key in todo]
             full = self.mode.ref is None  # the first read: the float path on every window is the reference

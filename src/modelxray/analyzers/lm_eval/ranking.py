@@ -48,7 +48,13 @@ def task_ranking(spec: str | None, limit: float | None, batch_size: int) -> Task
         raise ConfigError("rank_by_task", f"must be <task>/<metric>, e.g. pydoc_topic_mc/acc; got {spec!r}")
     ranking = TaskRanking(task, metric, limit, batch_size)
     try:
-        ranking.config()  # lm-eval installed, the task known and its documents readable
+        cfg = ranking.config()  # lm-eval installed, the task known and its documents readable
     except ConfigError as exc:
-        raise ConfigError("rank_by_task", exc.message) from None
+        raise ConfigError("task_limit" if exc.key.endswith("limit") else "rank_by_task", exc.message) from None
+    from modelxray.analyzers.lm_eval.tasks_check import load_tasks, task_manager
+
+    found = load_tasks(cfg, task_manager(cfg)).get(task)
+    metrics = list(found.aggregation()) if hasattr(found, "aggregation") else None
+    if metrics is not None and metric not in metrics:
+        raise ConfigError("rank_by_task", f"{task} gives {', '.join(metrics)}, not {metric!r}")
     return ranking

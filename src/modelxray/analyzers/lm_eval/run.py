@@ -50,10 +50,13 @@ _DOCUMENTS: dict[tuple, dict] = {}
 
 
 def _key(cfg, model, seed: int) -> tuple:
-    """The model (a fingerprint of its first and last tensors and its size) and what lm-eval runs."""
-    params = list(model.parameters())
-    picked = params[:2] + params[-2:]
-    fingerprint = (*(float(p.detach().float().sum()) for p in picked), sum(p.numel() for p in params))
+    """The model (every tensor's sum and size: a quantized copy differs) and what lm-eval runs."""
+    import torch
+
+    with torch.no_grad():
+        fingerprint = tuple(
+            (p.numel(), None if p.is_meta else float(p.detach().sum(dtype=torch.float64))) for p in model.parameters()
+        )
     settings = (tuple(cfg.tasks), cfg.limit, cfg.num_fewshot, cfg.batch_size, cfg.max_length)
     return (fingerprint, settings, cfg.apply_chat_template, repr(cfg.gen_kwargs), cfg.include_path, seed)
 
@@ -69,7 +72,8 @@ def baseline(cfg, subject, seed: int) -> dict:
 
 def run(cfg, subject, ctx: RunContext) -> Result:
     out = evaluate(cfg, subject.model, subject.tokenizer, ctx.seed)
-    _DOCUMENTS[_key(cfg, subject.model, ctx.seed)] = per_document(out)
+    if not subject.applied:  # the model as loaded: a later job's baseline (quantized ones never are)
+        _DOCUMENTS[_key(cfg, subject.model, ctx.seed)] = per_document(out)
     result = cfg.new_result()
     rows = task_rows(out)
     result.tables["tasks"] = rows

@@ -150,7 +150,7 @@ class QuantImpactAnalyzer(Analyzer):
             raise ConfigError("agreement_floor", f"must be a share in [0, 1], got {self.agreement_floor}")
         if not 0 < self.fragmentation_share < 1:
             raise ConfigError("fragmentation_share", f"must be a share in (0, 1), got {self.fragmentation_share}")
-        self.require_positive("max_memory_gb", "max_latency_ms", allow_none=True)
+        self.require_positive("max_memory_gb", "max_latency_ms", "task_limit", allow_none=True)
         if not self.strategies:
             raise ConfigError("strategies", "is empty: list conf/quant config names, e.g. [none, int8, int4]")
         for s in self.strategies:
@@ -166,14 +166,22 @@ class QuantImpactAnalyzer(Analyzer):
 
         return task_ranking(self.rank_by_task, self.task_limit, self.batch_size)
 
-    def stream_refusal(self) -> tuple[str, str, str] | None:
-        if self.rank_by_task is None:
-            return None
-        return (
-            "analyzer.quant_impact.rank_by_task",
-            "lm-eval runs each strategy's whole model in memory, which a model streamed from disk never is",
-            "set rank_by_task=null (perplexity ranks them), or use runtime.offload=none",
-        )
+    def stream_refusal(self, quant=None) -> tuple[str, str, str] | None:
+        if self.rank_by_task is not None:
+            return (
+                "analyzer.quant_impact.rank_by_task",
+                "lm-eval runs each strategy's whole model in memory, which a model streamed from disk never is",
+                "set rank_by_task=null (perplexity ranks them), or use runtime.offload=none",
+            )
+        timed = [k for k, v in (("max_latency_ms", self.max_latency_ms), ("priority", self.priority == "speed")) if v]
+        if timed:
+            return (
+                f"analyzer.quant_impact.{timed[0]}",
+                "a model streamed from disk is not timed (a forward's time is the disk's), so no strategy has a "
+                "latency to budget or a speed to rank by",
+                "drop max_latency_ms and priority=speed, or use runtime.offload=none",
+            )
+        return None
 
     def reference_windows(self) -> tuple[int | None, int, int]:
         return self.eval_windows, self.batch_size, self.kl_windows

@@ -189,9 +189,15 @@ class RobustnessAnalyzer(Analyzer):
         if any(b > 16 for b in self.quant_noise_bits):
             raise ConfigError("quant_noise_bits", f"bits must be in 1..16; got {self.quant_noise_bits}")
 
-    def stream_refusal(self) -> tuple[str, str, str] | None:
+    def stream_refusal(self, quant=None) -> tuple[str, str, str] | None:
         """Weight and quantization noise stream; input attacks need a backward pass through the whole
         model, and token dropout and substitution windows of their own."""
+        if quant is not None and getattr(quant, "name", "none") != "none":
+            return (
+                "analyzer.robustness",
+                "streamed from disk, the noise goes on the weights as stored, not on the quantized model quant= makes",
+                "drop quant= (robustness of the model as stored), or use runtime.offload=none",
+            )
         asked = [k for k in ("fgsm_eps", "pgd_eps", "dropout_rates", "substitution_rates") if getattr(self, k)]
         if not asked:
             return None
