@@ -221,3 +221,19 @@ def test_the_command_line_logs_only_when_asked(sweeps, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "the runs are of" not in proc.stdout and "summary run: " in proc.stdout
     assert len(load_runs(uri, "mix", include_summaries=True)) == 7 and len(load_runs(uri, "mix")) == 6
+
+
+@pytest.mark.parametrize(
+    "metric,best",
+    [
+        ("lm_eval/pydoc_topic_mc/acc", "b"),
+        ("lm_eval/pydoc_topic_mc/acc_norm_delta", "b"),
+        ("lm_eval/pydoc_cloze/perplexity", "a"),
+        ("performance/top1_agree", "b"),
+    ],
+)
+def test_the_best_run_of_an_lm_eval_accuracy_is_the_highest(metric, best):
+    from modelxray.report.comparison import _best
+
+    runs = [{"run": "a", metric: 0.2}, {"run": "b", metric: 0.6}]
+    assert _best(runs, metric, ())["run"] == best

@@ -18,6 +18,8 @@ from modelxray.metrics.distinguish import difference, number_at, se_of
 ERROR_SUFFIXES = ("_se", "_ci_low", "_ci_high")
 COUNTS = (("tokens_scored", "tokens"), ("examples_scored", "examples"), ("samples", "samples"))
 HIGHER_IS_BETTER = ("accuracy", "agree")  # words in a metric's name that make its best run the highest
+# lm-eval's metric names whose best run is the highest (and their paired ``_delta``)
+HIGHER_LEAVES = ("acc", "acc_norm", "exact_match", "f1", "mcc", "bleu", "chrf", "em")
 
 
 def fmt(key: str, value) -> str:
@@ -125,9 +127,11 @@ def _with_error(runs: list[dict], metric: str) -> list[dict]:
 
 def _best(scored: list[dict], metric: str, maximize: tuple[str, ...]) -> dict | None:
     """The best run on ``metric``: the lowest, the highest for ``--maximize`` metrics and names
-    with ``accuracy`` or ``agree``."""
+    with ``accuracy`` or ``agree``, and lm-eval's accuracies (``lm_eval/<task>/acc``) and their changes."""
     leaf = metric.rsplit("/", 1)[-1]
-    higher = metric in maximize or any(w in leaf for w in HIGHER_IS_BETTER)
+    higher = (
+        metric in maximize or any(w in leaf for w in HIGHER_IS_BETTER) or leaf.removesuffix("_delta") in HIGHER_LEAVES
+    )
     return (max if higher else min)(scored, key=lambda r: number_at(r, metric)) if scored else None
 
 
