@@ -7,6 +7,7 @@ paths filled in."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from dataclasses import dataclass, field
@@ -33,6 +34,24 @@ def hub_offline() -> bool:
         return False
     except OSError:
         return True
+
+
+@contextlib.contextmanager
+def datasets_cache_only():
+    """The datasets library reading its local cache alone while the hub cannot be reached (no
+    retries against it); yields where that cache is, for the message when it lacks the data."""
+    import datasets
+
+    was = datasets.config.HF_HUB_OFFLINE
+    datasets.config.HF_HUB_OFFLINE = True
+    try:
+        yield os.environ.get("HF_DATASETS_CACHE", "~/.cache/huggingface/datasets")
+    finally:
+        datasets.config.HF_HUB_OFFLINE = was
+
+
+# what the datasets library raises when neither the hub nor the cache holds the data
+NOT_CACHED = (ConnectionError, FileNotFoundError, OSError)
 
 
 def parse_split(split: str) -> tuple[str, str | None, str | None]:
@@ -182,22 +201,16 @@ class HFDataset(TextDataset):
         """From the hub, or from the local cache when the hub cannot be reached."""
         if not hub_offline():
             return self._load(self.path)
-        import datasets
-
-        was = datasets.config.HF_HUB_OFFLINE
-        datasets.config.HF_HUB_OFFLINE = True  # the cache alone: no retries against an unreachable hub
-        try:
-            return self._load(self.path)
-        except (ConnectionError, FileNotFoundError, OSError) as exc:
-            cache = os.environ.get("HF_DATASETS_CACHE", "~/.cache/huggingface/datasets")
-            raise ConfigError(
-                "dataset.path",
-                f"{self.path!r}{f' ({self.subset})' if self.subset else ''} is not in the Hugging Face datasets cache "
-                f"({cache}) and the hub cannot be reached (offline): load it once while online, or give a local "
-                f"file or folder ({type(exc).__name__})",
-            ) from None
-        finally:
-            datasets.config.HF_HUB_OFFLINE = was
+        with datasets_cache_only() as cache:
+            try:
+                return self._load(self.path)
+            except NOT_CACHED as exc:
+                raise ConfigError(
+                    "dataset.path",
+                    f"{self.path!r}{f' ({self.subset})' if self.subset else ''} is not in the Hugging Face datasets "
+                    f"cache ({cache}) and the hub cannot be reached (offline): load it once while online, or give a "
+                    f"local file or folder ({type(exc).__name__})",
+                ) from None
 
 
 def _saved_to_disk(folder: Path) -> bool:

@@ -73,26 +73,20 @@ def load_tasks(cfg, manager) -> dict:
     hub, or from the local datasets cache when the hub cannot be reached; neither is one line."""
     from lm_eval.tasks import get_task_dict
 
-    from modelxray.data.hf_dataset import hub_offline
+    from modelxray.data.hf_dataset import NOT_CACHED, datasets_cache_only, hub_offline
 
     if not hub_offline():
         return get_task_dict(cfg.tasks, manager)
-    import datasets
-
-    was = datasets.config.HF_HUB_OFFLINE
-    datasets.config.HF_HUB_OFFLINE = True  # the cache alone: no retries against an unreachable hub
-    try:
-        return get_task_dict(cfg.tasks, manager)
-    except (ConnectionError, FileNotFoundError, OSError) as exc:
-        cache = os.environ.get("HF_DATASETS_CACHE", "~/.cache/huggingface/datasets")
-        raise ConfigError(
-            "tasks",
-            f"{', '.join(cfg.tasks)}: a task's data is on the Hugging Face hub, which cannot be reached (offline), "
-            f"and the local datasets cache ({cache}) does not hold it ({str(exc).splitlines()[0]}): run it once "
-            "online, or use the offline tasks (pydoc_topic_mc, pydoc_cloze)",
-        ) from None
-    finally:
-        datasets.config.HF_HUB_OFFLINE = was
+    with datasets_cache_only() as cache:
+        try:
+            return get_task_dict(cfg.tasks, manager)
+        except NOT_CACHED as exc:
+            raise ConfigError(
+                "tasks",
+                f"{', '.join(cfg.tasks)}: a task's data is on the Hugging Face hub, which cannot be reached "
+                f"(offline), and the local datasets cache ({cache}) does not hold it ({str(exc).splitlines()[0]}): "
+                "run it once online, or use the offline tasks (pydoc_topic_mc, pydoc_cloze)",
+            ) from None
 
 
 def check_tasks(cfg) -> None:
