@@ -65,6 +65,13 @@ class LmEvalAnalyzer(Analyzer):
         """Each task's figures (``<task>_<metric>``) for the summary table."""
         return {f"{r['task']}_{r['metric']}": r["value"] for r in result.tables.get("tasks") or []}
 
+    def summary_tables(self, result) -> dict[str, list[dict]]:
+        """The tasks, and each task's change against the baseline, paired by document."""
+        out = {"tasks": result.tables.get("tasks") or []}
+        if result.tables.get("paired"):
+            out[f"against {result.data.get('baseline', 'the baseline')}, paired by document"] = result.tables["paired"]
+        return out
+
     def preflight(self, subject) -> None:
         """lm-eval tokenizes with a Hugging Face tokenizer and runs a transformers model."""
         if not hasattr(subject.tokenizer, "apply_chat_template") or not hasattr(subject.tokenizer, "decode"):
