@@ -95,6 +95,10 @@ def test_after_quant_each_task_is_paired_with_the_unquantized_model_by_document(
         assert m[f"lm_eval/{task}/{metric}_delta_se"] == pytest.approx(statistics.stdev(diffs) / math.sqrt(len(diffs)))
     assert "lm_eval/pydoc_cloze/perplexity_delta" not in m  # a perplexity is no mean over documents
     assert "paired by document" in (quantized.output_dir / "insights.md").read_text()
+    assert (
+        "### against the unquantized model, paired by document"
+        in (quantized.output_dir / "summary_report.md").read_text()
+    )
     assert not any(k.endswith("_delta") for k in plain.metrics)
 
 
