@@ -25,6 +25,7 @@ def tiny_llama_with_bpe(path, seed: int = 0):
     )
     bpe.train_from_iterator(list(topics.values()), trainer)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<s>", eos_token="</s>")
+    tokenizer.chat_template = "{% for m in messages %}<s>{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}"
     tokenizer.save_pretrained(path)
     torch.manual_seed(seed)
     config = LlamaConfig(

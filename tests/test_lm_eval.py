@@ -137,6 +137,31 @@ def test_a_task_of_your_own_from_include_path(llama_dir, tmp_path, tracking_uri)
     assert 0 <= out.metrics["lm_eval/even_or_odd/acc"] <= 1 and "lm_eval/even_or_odd/acc_se" in out.metrics
 
 
+def test_a_generation_task_with_gen_kwargs_and_the_chat_template(llama_dir, tmp_path, tracking_uri):
+    """generate_until tasks decode with gen_kwargs (here 3 new tokens at most); apply_chat_template
+    wraps each prompt in the tokenizer's template, as the per-sample log shows."""
+    import json
+
+    folder = tmp_path / "gen"
+    folder.mkdir()
+    rows = [{"q": f"Say {w}:", "a": w} for w in ("class", "def", "import", "return")]
+    (folder / "say.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "say.yaml").write_text(
+        "task: say_word\ndataset_path: json\ndataset_kwargs:\n  data_files:\n"
+        f"    test: {folder / 'say.jsonl'}\ntest_split: test\noutput_type: generate_until\n"
+        'doc_to_text: "{{q}}"\ndoc_to_target: "{{a}}"\ngeneration_kwargs:\n  until: ["\\n"]\n'
+        "metric_list:\n  - metric: exact_match\n"
+    )
+    more = ["analyzer.lm_eval.tasks=[say_word]", f"analyzer.lm_eval.include_path={folder}"]
+    out = _run(llama_dir, tmp_path, tracking_uri, *more, "analyzer.lm_eval.gen_kwargs={max_gen_toks: 3}")
+    assert 0 <= out.metrics["lm_eval/say_word/exact_match"] <= 1
+    samples = [json.loads(line) for line in (out.output_dir / "lm_eval_samples.jsonl").read_text().splitlines()]
+    assert samples[0]["arguments"][0][1]["max_gen_toks"] == 3
+    chat = _run(llama_dir, tmp_path, tracking_uri, *more, "analyzer.lm_eval.apply_chat_template=true")
+    prompt = json.loads((chat.output_dir / "lm_eval_samples.jsonl").read_text().splitlines()[0])["arguments"][0][0]
+    assert prompt.startswith("<s>user: Say")
+
+
 @pytest.mark.parametrize(
     "more,message",
     [
