@@ -47,3 +47,19 @@ def test_the_redactor_masks_known_values_keyed_values_and_uri_credentials():
     assert r.pairs({"x.password": "a", "note": "tok-123456"}) == {"x.password": "***", "note": "***"}
     figures = '{"loss_se_per_token": 0.0089, "perplexity_se_per_token": 2.17}'  # a result file stays JSON
     assert r.text(figures) == figures
+
+
+def test_secrets_under_the_common_names_are_masked_and_figures_are_not():
+    from modelxray.tracking.redact import is_secret_key
+
+    secret = ["AWS_SECRET_ACCESS_KEY", "Authorization", "DB_PASSWORD", "X-Api-Key", "sessionCookie", "hf_token"]
+    secret += ["tracker.tags.GITHUB_TOKEN", "private_key", "client-key", "aws_access_key_id_secret", "passphrase"]
+    plain = ["max_tokens", "eval_tokens_per_s", "tokens_scored", "prefix_token", "tokenizer", "loss_se_per_token"]
+    plain += ["author", "key", "kl_windows", "n_keys", "secretary_count", "pad_token_id", "bos_token_id"]
+    assert [k for k in secret if not is_secret_key(k)] == []
+    assert [k for k in plain if is_secret_key(k)] == []
+    r = Redactor.of_config({"tags": {"AWS_SECRET_ACCESS_KEY": "AKIAsecretvalue", "Authorization": "Bearer abc.def"}})
+    assert r.text("key AKIAsecretvalue and header Bearer abc.def") == "key *** and header ***"
+    # keyed in text the run's config never held: a header in a log line, a cookie
+    text = Redactor().text("Authorization: Bearer xyz.123 and cookie=s3ss1on then done")
+    assert text == "Authorization: *** and cookie=*** then done"

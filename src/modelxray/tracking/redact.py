@@ -17,13 +17,13 @@ MASK = "***"
 MIN_SECRET_CHARS = 4  # shorter values are masked by their key only (replacing them everywhere would garble text)
 
 # the last segment of a key *is* a secret name (hf_token, api_key), not merely contains one (max_tokens)
-_SECRET_NAME = r"(token|password|passwd|secret|api[_-]?key|credentials?|auth)"
+_SECRET_NAME = r"(token|password|passwd|passphrase|secret|api[_-]?key|credentials?|auth|authorization|cookie)"
 _SECRET_KEY = re.compile(rf"(^|[_-]){_SECRET_NAME}$", re.IGNORECASE)
 _URI_CREDS = re.compile(r"(?P<scheme>[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<creds>[^/@\s:]+(:[^/@\s]*)?)@")
 # a secret-named key with its value in text: ``api_key=abc`` (an override), ``hf_token: abc`` (YAML), ``"auth": "abc"`` (JSON)
 _KEYED = re.compile(
     rf"(?P<key>[\w.+~-]*?(^|[_.\-\s\"'+~]){_SECRET_NAME})(?P<q1>[\"']?)(?P<sep>\s*[:=]\s*)"
-    r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|[^\s,'\"}\]\n]+)",
+    r"(?P<value>\"[^\"\n]*\"|'[^'\n]*'|(?:Bearer|Basic|Token)\s+[^\s,'\"}\]\n]+|[^\s,'\"}\]\n]+)",
     re.IGNORECASE | re.MULTILINE,
 )
 
@@ -34,9 +34,26 @@ _VOCABULARY_TOKEN = re.compile(
 )
 
 
+# a word of a key (split at _ - and case changes) that names a secret wherever it stands:
+# AWS_SECRET_ACCESS_KEY, DB_PASSWORD, Authorization, X-Api-Key, sessionCookie ("token" only ends
+# one: pad_token_id is a vocabulary id, hf_token a credential)
+_SECRET_WORDS = {
+    *("secret", "password", "passwd", "pwd", "passphrase", "credential", "credentials"),
+    *("auth", "authorization", "apikey", "cookie", "bearer"),
+}
+# two words that together name one: access_key, private-key, session_key, signing key
+_SECRET_PAIRS = re.compile(r"(api|access|secret|private|session|signing|client)[_-]?key$", re.IGNORECASE)
+
+
+def _words(leaf: str) -> list[str]:
+    return [w.lower() for w in re.split(r"[_\-\s]+|(?<=[a-z])(?=[A-Z])", leaf) if w]
+
+
 def is_secret_key(key: str) -> bool:
     leaf = str(key).rsplit(".", 1)[-1].strip("+~\"' ")
-    return bool(_SECRET_KEY.search(leaf)) and not _VOCABULARY_TOKEN.search(leaf)
+    if _VOCABULARY_TOKEN.search(leaf):
+        return False
+    return bool(_SECRET_KEY.search(leaf) or _SECRET_PAIRS.search(leaf) or _SECRET_WORDS & set(_words(leaf)))
 
 
 def redact_value(key: str, value: str) -> str:
