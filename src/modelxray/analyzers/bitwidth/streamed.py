@@ -8,6 +8,7 @@ its confirmation one more. The figures are those of the in-memory analyzer, plan
 from __future__ import annotations
 
 from modelxray.analyzers.bitwidth.modes import mode_for
+from modelxray.analyzers.bitwidth.plans import config_rows, size_stats
 from modelxray.core.result import RunContext
 from modelxray.measure.streamed_comparison import score_variants
 from modelxray.quant.streamed import BlockQuantization
@@ -66,15 +67,11 @@ class StreamedSession:
         return [self._done[(repr(q), p)] for q, p in plans]
 
     def _stats(self, path: BlockQuantization) -> dict:
-        from modelxray.analyzers.bitwidth.run import size_stats
-
         order = {t.name: i for i, t in enumerate(path.targets)}
         rows = sorted(path.rows.values(), key=lambda r: order.get(r["module"], len(order)))
         return {**size_stats(rows, self.work), "quantize_seconds": path.seconds}
 
     def rows(self, configs: dict[str, WeightQuantizer]) -> tuple[list[dict], dict]:
-        from modelxray.analyzers.bitwidth.run import config_rows
-
         return config_rows(self, configs)
 
     def streaming(self) -> dict:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from modelxray.analyzers.robustness.run import CLEAN_KEYS, draw_key, draws, grid, mean_row, record_rows
+from modelxray.analyzers.robustness.rows import CLEAN_KEYS, draw_key, draws, grid, mean_row, record_rows
 from modelxray.core.result import Result, RunContext
 from modelxray.measure.streamed_comparison import score_variants
 from modelxray.metrics.windows import lm_eval_windows
