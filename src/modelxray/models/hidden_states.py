@@ -58,3 +58,16 @@ class StreamStats:
 
     def weight_reads(self, model_bytes: int) -> float:
         return self.bytes_read / model_bytes if model_bytes else 0.0
+
+    def mark(self) -> tuple[int, int]:
+        """Where the stream stands now (passes, bytes read), for ``since``."""
+        return self.passes, self.bytes_read
+
+    def since(self, mark: tuple[int, int], model_bytes: int) -> dict[str, float]:
+        """What one analyzer's work cost since ``mark``: its reads of the model and the bytes read
+        over the weights' bytes."""
+        passes, read = mark
+        return {
+            "reads": self.passes - passes,
+            "weight_reads": (self.bytes_read - read) / model_bytes if model_bytes else 0.0,
+        }

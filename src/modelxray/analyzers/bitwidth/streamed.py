@@ -29,8 +29,7 @@ class StreamedSession:
         self.search_levels = cfg.stream_search_levels
         self.originals = None
         self._done: dict[tuple[str, bool], tuple[dict, dict]] = {}
-        self.reads_before = self.stream.stats.passes
-        self.bytes_before = self.stream.stats.bytes_read
+        self.mark = self.stream.stats.mark()
 
     def __enter__(self) -> StreamedSession:
         return self
@@ -76,11 +75,8 @@ class StreamedSession:
 
     def streaming(self) -> dict:
         """What the analysis cost in reads of the model."""
-        model_bytes = self.stream.model_bytes()
-        read = self.stream.stats.bytes_read - self.bytes_before
         return {
-            "reads": self.stream.stats.passes - self.reads_before,
-            "weight_reads": read / model_bytes if model_bytes else 0.0,
+            **self.stream.stats.since(self.mark, self.stream.model_bytes()),
             "plans": len(self._done),
             "search_levels": self.search_levels,
         }

@@ -103,7 +103,7 @@ def streamed_rows(cfg, subject, ctx: RunContext, mode, profile) -> tuple[list[di
     stream = subject.stream
     paths, unsupported = _paths(cfg, subject, profile)
     windows = lm_eval_windows(subject.data, subject.batches, cfg.eval_windows)
-    reads_before, bytes_before = stream.stats.passes, stream.stats.bytes_read
+    mark = stream.stats.mark()
     with MemoryTimeline(cfg.memory_interval_ms / 1000) as tl:
         with tl.phase("load"):
             pass  # the process before the stream: the model is on the meta device
@@ -157,8 +157,7 @@ def streamed_rows(cfg, subject, ctx: RunContext, mode, profile) -> tuple[list[di
     model_bytes = stream.model_bytes()
     streaming = {
         "strategies": len(paths),
-        "reads": stream.stats.passes - reads_before,
-        "weight_reads": (stream.stats.bytes_read - bytes_before) / model_bytes if model_bytes else 0.0,
+        **stream.stats.since(mark, model_bytes),
         "seconds": seconds,
         "peak_rss": tl.peak("stream"),
         "model_bytes": model_bytes,

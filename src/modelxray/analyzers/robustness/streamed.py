@@ -38,7 +38,7 @@ def run_streamed(cfg, subject, ctx: RunContext) -> Result:
             add = lambda ts, b=bits, g=g: add_quant_step_noise_(ts, b, g, cfg.quant_noise_granularity)  # noqa: E731
             paths.append(("quant_noise", bits, StreamedNoise(stream.model, targets, add)))
     windows = _windows(cfg, subject)
-    reads_before, bytes_before = stream.stats.passes, stream.stats.bytes_read
+    mark = stream.stats.mark()
     scores = score_variants(
         stream,
         windows,
@@ -67,8 +67,7 @@ def run_streamed(cfg, subject, ctx: RunContext) -> Result:
     model_bytes = stream.model_bytes()
     result.data["streaming"] = {
         "paths": len(paths),
-        "reads": stream.stats.passes - reads_before,
-        "weight_reads": (stream.stats.bytes_read - bytes_before) / model_bytes if model_bytes else 0.0,
+        **stream.stats.since(mark, model_bytes),
     }
     result.metrics.update({f"clean_{k}": clean[k] for k in CLEAN_KEYS if k in clean})
     record_rows(result, rows, "perplexity")
