@@ -20,8 +20,8 @@ from pathlib import Path
 
 import torch
 
-from modelxray.data.for_kind import task_data
 from modelxray.data.pydoc_topics import PydocTopics
+from modelxray.kinds.table import kind_of
 from modelxray.measure.scoring import forward_logits, score_windows
 from modelxray.metrics.windows import batched
 from modelxray.models.hf import HFSource
@@ -108,7 +108,7 @@ def main() -> None:
         print(f"{'kind':<26} {'ours ex/s':>10} {'bare ex/s':>10} {'ratio':>6}")
         for d in dirs:
             loaded = HFSource(name_or_path=str(d), device="cpu").load()
-            data = task_data(loaded.kind, dataset, loaded)
+            data = kind_of(loaded).examples_for(dataset, loaded)
             batches = [(x, t) for x, t in batched(data.windows, args.batch_size)]
             model = loaded.model
             forward_logits(model, batches[0][0])  # warm-up

@@ -22,6 +22,9 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "docs" / "config_reference.md"
 README = ROOT / "README.md"
 CONF = ROOT / "conf"
+KINDS_DOC = ROOT / "docs" / "model_kinds.md"
+KINDS_START = "<!-- the table of kinds is written by scripts/gen_config_reference.py from src/modelxray/kinds -->"
+KINDS_END = "<!-- end of the table of kinds -->"
 
 
 def field_help(cls: type) -> dict[str, str]:
@@ -114,6 +117,15 @@ def _defaults() -> dict[str, str]:
     return out
 
 
+def kinds_table(doc: str) -> str:
+    """docs/model_kinds.md with its overview table written from the kinds (``kinds.table.overview_table``)."""
+    from modelxray.kinds.table import overview_table
+
+    before, rest = doc.split(KINDS_START, 1)
+    after = rest.split(KINDS_END, 1)[1]
+    return f"{before}{KINDS_START}\n{overview_table()}\n{KINDS_END}{after}"
+
+
 def readme_options(readme: str) -> str:
     """``readme`` with the options cell of each row of its group table (``| `group` | options | notes |``)
     listing the group's files in conf/: the order written there is kept, new options are appended,
@@ -143,7 +155,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="fail if a file differs from the code")
     args = parser.parse_args()
-    wanted = {OUT: render(), README: readme_options(README.read_text())}
+    wanted = {
+        OUT: render(),
+        README: readme_options(README.read_text()),
+        KINDS_DOC: kinds_table(KINDS_DOC.read_text()),
+    }
     if args.check:
         stale = [path for path, text in wanted.items() if not path.exists() or path.read_text() != text]
         for path in stale:

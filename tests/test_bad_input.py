@@ -520,7 +520,7 @@ def test_what_a_model_option_declares_before_loading(tmp_path):
     from modelxray.models.hf import HFSource
 
     path = _hf_dir(tmp_path / "m")
-    assert HFSource(name_or_path=str(path)).declared().kind == "causal_lm"
-    assert HFSource(name_or_path=str(path), kind="masked_lm").declared().kind == "masked_lm"
+    assert HFSource(name_or_path=str(path)).declared().kind.name == "causal_lm"
+    assert HFSource(name_or_path=str(path), kind="masked_lm").declared().kind.name == "masked_lm"
     assert FileSource(path=str(path)).declared().max_positions == 64
-    assert FileSource(path=str(path), inputs={"input_ids": [1, 8]}).declared().kind == "generic"
+    assert FileSource(path=str(path), inputs={"input_ids": [1, 8]}).declared().kind.name == "generic"

@@ -587,7 +587,7 @@ def test_a_processors_own_normalised_pixels_with_the_processor_are_one_line(vit,
 @pytest.mark.parametrize("kind", ["object_detection", "semantic_segmentation", "image_features"])
 def test_a_detector_segmenter_or_backbone_loader_of_normalised_pixels_is_one_line(kind):
     """Their loaders give pixels in [0, 1] too; normalised ones would be clamped there silently."""
-    from modelxray.data.loader_data import vision_task_from_loader
+    from modelxray.kinds.table import named
 
     x = torch.rand(2, 3, 8, 8) * 4 - 2
     target = {
@@ -596,5 +596,5 @@ def test_a_detector_segmenter_or_backbone_loader_of_normalised_pixels_is_one_lin
         "image_features": torch.tensor([0, 1]),
     }[kind]
     with pytest.raises(ConfigError, match=r"^dataloader: yields images with pixels in \[-\d.*\]; a \w+'s DataLoader"):
-        vision_task_from_loader([(x, target)], kind, (3, 8, 8))
-    assert vision_task_from_loader([((x + 2) / 4, target)], kind, (3, 8, 8)).images.shape == (2, 3, 8, 8)
+        named(kind).images_from_loader([(x, target)], (3, 8, 8))
+    assert named(kind).images_from_loader([((x + 2) / 4, target)], (3, 8, 8)).images.shape == (2, 3, 8, 8)

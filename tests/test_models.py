@@ -167,7 +167,7 @@ def test_embedded_default_provenance_and_cache(tmp_path_factory):
     from modelxray.models.file import FileSource  # model=file model.path=x.gguf: the same file, the same model
 
     as_file = FileSource(path=str(src.resolved_file()), device="cpu")
-    assert as_file.resolved_format() == "gguf" and as_file.declared().kind == "causal_lm"
+    assert as_file.resolved_format() == "gguf" and as_file.declared().kind.name == "causal_lm"
     again = as_file.load()
     assert again.info.source_format == "gguf" and sum(p.numel() for p in again.model.parameters()) == 134_515_008
 

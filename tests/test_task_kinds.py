@@ -11,8 +11,8 @@ import torch.nn.functional as F
 import task_models
 from conftest import mlflow_runs, run_cli
 from modelxray.core.errors import ConfigError
+from modelxray.kinds.table import kind_of_config
 from modelxray.models.hf import HFSource
-from modelxray.models.kinds import kind_of_config
 
 SMALL = ["dataset.examples=8", "dataset.seq_len=48", "progress=false", "report.dashboard=false"]
 PERF = [
@@ -54,7 +54,7 @@ def dirs(tmp_path_factory):
 def test_the_kind_comes_from_transformers_task_tables(arch, kind):
     from transformers import PretrainedConfig
 
-    assert kind_of_config(PretrainedConfig(architectures=[arch]), arch) == kind
+    assert kind_of_config(PretrainedConfig(architectures=[arch]), arch).name == kind
 
 
 def test_a_model_of_no_kind_is_one_line_naming_it():
@@ -322,13 +322,15 @@ def test_topic_paragraphs_are_balanced_seeded_and_named():
 
 
 def test_calibration_examples_of_a_text_kind_are_never_evaluated(dirs, cache_dir):
-    from modelxray.data.for_kind import task_data
     from modelxray.data.pydoc_topics import PydocTopics
+    from modelxray.kinds.table import named
     from modelxray.quant.calibration import subject_calibration
     from modelxray.quant.gptq import GPTQQuantizer
 
     mlm = _loaded(dirs, "bert_mlm")
-    data = task_data("masked_lm", PydocTopics(examples=4, seq_len=32, calibration_windows=3, cache_dir=cache_dir), mlm)
+    data = named("masked_lm").examples_for(
+        PydocTopics(examples=4, seq_len=32, calibration_windows=3, cache_dir=cache_dir), mlm
+    )
     ids = mlm.tokenizer(PydocTopics().read_text(), add_special_tokens=False, return_tensors="pt")["input_ids"][0]
     windows, origin = data.calibration_examples()
     shown = windows[0].inputs["input_ids"][1:-1]
@@ -336,7 +338,7 @@ def test_calibration_examples_of_a_text_kind_are_never_evaluated(dirs, cache_dir
     assert len(windows) == 3 and torch.equal(shown[kept], ids[4 * 30 : 5 * 30][kept])  # after the evaluated
     assert origin.startswith("masked windows after the evaluated ones")
     s2s = _loaded(dirs, "t5")
-    pairs = task_data("seq2seq_lm", PydocTopics(examples=4, calibration_windows=5, cache_dir=cache_dir), s2s)
+    pairs = named("seq2seq_lm").examples_for(PydocTopics(examples=4, calibration_windows=5, cache_dir=cache_dir), s2s)
     assert len(pairs.calibration_examples()[0]) == 5
     from modelxray.data.text_tasks import denoising_pairs
 
@@ -400,7 +402,7 @@ def test_any_transformers_model_in_memory_is_analyzed_as_its_kind(dirs, tmp_path
     )
     assert "performance/chrf" in out.metrics and "performance/top1_agree" in out.metrics
     speech = _loaded(dirs, "whisper")
-    with pytest.raises(ConfigError, match=r"^processor: .* is a speech model: pass its feature extractor"):
+    with pytest.raises(ConfigError, match=r"^processor: .* is a speech recogniser: pass its feature extractor"):
         modelxray.analyze(["tracker=none"], model=speech.model, tokenizer=speech.tokenizer)
 
 
@@ -427,7 +429,7 @@ def test_a_text_classifier_loader_of_tuples_or_tokenizer_batches_scores_as_its_m
     dict) give the examples the mappings give; any other shape is one line naming it."""
     from torch.utils.data import DataLoader, TensorDataset
 
-    from modelxray.data.for_kind import task_data_from_batches
+    from modelxray.kinds.table import kind_of
 
     loaded = _loaded(dirs, "bert_classifier")
     enc = loaded.tokenizer(["the cat sat", "a dog ran fast", "it rains", "lists are mutable"], padding=True,
@@ -437,11 +439,13 @@ def test_a_text_classifier_loader_of_tuples_or_tokenizer_batches_scores_as_its_m
     tuples = DataLoader(TensorDataset(enc["input_ids"], enc["attention_mask"], labels), batch_size=4)
     encoding = dict(enc)  # the same keys, then as the BatchEncoding a tokenizer returns
     enc["labels"] = labels
-    expected = task_data_from_batches(loaded, mappings)
+    expected = kind_of(loaded).data_from_batches(loaded, mappings, "dataloader")
     for batches in (tuples, [enc], [{**encoding, "labels": labels}]):
-        got = task_data_from_batches(loaded, batches)
+        got = kind_of(loaded).data_from_batches(loaded, batches, "dataloader")
         for w, e in zip(got.windows, expected.windows, strict=True):
             assert set(e.inputs) <= set(w.inputs) and all(torch.equal(w.inputs[k], e.inputs[k]) for k in e.inputs)
         assert [int(w.targets) for w in got.windows] == [1, 3, 1, 3]
     with pytest.raises(ConfigError, match=r"^dataloader: yields lists of 1 item\(s\); a sequence_classification model"):
-        task_data_from_batches(loaded, DataLoader(TensorDataset(enc["input_ids"]), batch_size=2))
+        kind_of(loaded).data_from_batches(
+            loaded, DataLoader(TensorDataset(enc["input_ids"]), batch_size=2), "dataloader"
+        )

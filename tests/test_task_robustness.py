@@ -128,13 +128,13 @@ def test_an_embedding_shift_within_the_encoder_leaves_the_decoder_clean(tmp_path
 def test_speech_harness_without_a_perturbation_reproduces_the_clean_transcripts(dirs, cache_dir):
     from types import SimpleNamespace
 
-    from modelxray.data.for_kind import task_data
     from modelxray.data.pydoc_topics import PydocTopics
+    from modelxray.kinds.table import named
     from modelxray.perturb.speech_harness import SpeechHarness
 
     loaded = HFSource(name_or_path=str(dirs["wav2vec2_ctc"]), device="cpu").load()
-    data = task_data("speech_ctc", PydocTopics(examples=3, cache_dir=cache_dir), loaded)
-    subject = SimpleNamespace(data=data, tokenizer=loaded.tokenizer, processor=loaded.processor)
+    data = named("speech_ctc").examples_for(PydocTopics(examples=3, cache_dir=cache_dir), loaded)
+    subject = SimpleNamespace(data=data, tokenizer=loaded.tokenizer, processor=loaded.processor, kind=loaded.kind)
     h = SpeechHarness(loaded.model, subject, 3, 2, 8, progress=False)
     gen = torch.Generator().manual_seed(0)
     for family, level in (("time_shift", 0.0), ("speed", 1.0), ("audio_noise", float("inf"))):

@@ -5,8 +5,8 @@ and a second load reuses the cached directory. Tiny settings here; the real ones
 import pytest
 
 from modelxray.core.errors import ConfigError
-from modelxray.data.for_kind import task_data
 from modelxray.data.pydoc_topics import PydocTopics
+from modelxray.kinds.table import named
 from modelxray.models.pydoc_text import PydocTextSource, shipped_text
 
 TINY = dict(vocab_size=300, dim=32, heads=2, ffn=64, depth=1, steps=3, batch_size=4, max_len=32, progress=False)
@@ -16,7 +16,7 @@ TINY = dict(vocab_size=300, dim=32, heads=2, ffn=64, depth=1, steps=3, batch_siz
 def test_a_trained_default_loads_as_its_kind_and_is_cached(arch, kind, tmp_path):
     src = PydocTextSource(arch=arch, cache_dir=str(tmp_path), device="cpu", held_out_examples=4, **TINY)
     first = src.load()
-    assert first.kind == kind and first.info.name == f"pydoc-{arch}"
+    assert str(first.kind) == kind and first.info.name == f"pydoc-{arch}"
     assert first.info.notes[0].startswith("trained now: 3 steps")
     again = src.load()
     assert again.info.notes[0].startswith("trained before with these settings")
@@ -30,7 +30,7 @@ def test_a_trained_default_loads_as_its_kind_and_is_cached(arch, kind, tmp_path)
 def test_the_seq2seq_default_never_trains_on_the_evaluated_passages(tmp_path):
     src = PydocTextSource(arch="bart", cache_dir=str(tmp_path), device="cpu", held_out_examples=8, **TINY)
     loaded = src.load()
-    data = task_data("seq2seq_lm", PydocTopics(examples=8, cache_dir=str(tmp_path)), loaded)
+    data = named("seq2seq_lm").examples_for(PydocTopics(examples=8, cache_dir=str(tmp_path)), loaded)
     evaluated = set(data.meta["references"])
     assert evaluated == src.held_out_passages(shipped_text())
     trained = " ".join(src.training_words(shipped_text()))
@@ -60,7 +60,7 @@ def test_the_vision_language_default_loads_as_its_kind_and_is_cached(tmp_path):
     tiny = dict(dim=16, depth=1, heads=2, vocab_size=300, steps=2, batch_size=4, progress=False, device="cpu")
     src = DigitsVLMSource(cache_dir=str(tmp_path), **tiny)
     first = src.load()
-    assert first.kind == "image_text_to_text" and first.info.name == "digits-vlm"
+    assert str(first.kind) == "image_text_to_text" and first.info.name == "digits-vlm"
     assert first.info.notes[0].startswith("trained now: 2 steps") and first.processor is not None
     assert src.load().info.notes[0].startswith("trained before")
     assert DigitsVLMSource(cache_dir=str(tmp_path), **{**tiny, "split_seed": 1}).cache_path() != src.cache_path()
@@ -72,7 +72,7 @@ def test_the_detector_default_loads_as_its_kind_and_learns_on_train_canvases(tmp
     tiny = dict(width=32, queries=4, steps=2, batch_size=2, progress=False, device="cpu")
     src = DigitsDetectorSource(cache_dir=str(tmp_path), **tiny)
     first = src.load()
-    assert first.kind == "object_detection" and first.info.name == "digits-detector"
+    assert str(first.kind) == "object_detection" and first.info.name == "digits-detector"
     assert first.info.notes[0].startswith("trained now: 2 steps") and first.processor is not None
     assert first.image_shape == (3, 64, 64) and first.model.mean.abs().sum() == 0  # RT-DETR reads raw pixels
     assert src.load().info.notes[0].startswith("trained before")
@@ -106,13 +106,13 @@ def test_the_segmenter_default_loads_as_a_segmenter_or_as_its_backbone(tmp_path)
     tiny = dict(width=8, decoder_width=16, steps=2, batch_size=2, progress=False, device="cpu")
     src = DigitsSegmenterSource(cache_dir=str(tmp_path), **tiny)
     first = src.load()
-    assert first.kind == "semantic_segmentation" and first.info.name == "digits-segmenter"
+    assert str(first.kind) == "semantic_segmentation" and first.info.name == "digits-segmenter"
     assert first.info.notes[0].startswith("trained now: 2 steps") and first.image_shape == (3, 64, 64)
     backbone = DigitsSegmenterSource(cache_dir=str(tmp_path), kind="image_features", **tiny).load()
-    assert backbone.kind == "image_features" and backbone.info.notes[0].startswith("trained before")
+    assert str(backbone.kind) == "image_features" and backbone.info.notes[0].startswith("trained before")
     assert (
         DigitsSegmenterSource(cache_dir=str(tmp_path), **{**tiny, "background_weight": 1.0}).cache_path()
         != src.cache_path()
     )
-    with pytest.raises(ConfigError, match=r"^kind: must be semantic_segmentation or image_features"):
+    with pytest.raises(ConfigError, match=r"^kind: must be one of semantic_segmentation, image_features"):
         DigitsSegmenterSource(kind="causal_lm")

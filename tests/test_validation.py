@@ -169,12 +169,16 @@ def test_options_in_a_sub_folder_of_a_group_are_choices(tmp_path):
         check_overrides(["model=team/other"], [conf_dir(), tmp_path], multirun=False)
 
 
-def test_the_analyzers_that_fit_a_model_come_from_their_tasks():
+def test_the_analyzers_that_fit_a_model_come_from_their_kinds():
     from modelxray.app.checks import analyzers_for
     from modelxray.core.schema import SCHEMA, load_class
+    from modelxray.kinds.table import named
 
-    assert analyzers_for("weights") == ["inspect"] and analyzers_for("generic") == ["performance", "inspect"]
-    for task in ("causal_lm", "classification", "object_detection", "speech_recognition"):
-        expected = [n for n, p in SCHEMA["analyzer"].items() if task in load_class(p).model_tasks]
-        assert analyzers_for(task) == expected and "performance" in expected
-    assert "learning_dynamics" in analyzers_for("classification")
+    assert analyzers_for(named("weights")) == ["inspect"]
+    assert analyzers_for(named("generic")) == ["performance", "inspect"]
+    for name in ("causal_lm", "classification", "object_detection", "speech_ctc", "image_text_to_text"):
+        kind = named(name)
+        expected = [n for n, p in SCHEMA["analyzer"].items() if isinstance(kind, load_class(p).model_kinds)]
+        assert analyzers_for(kind) == expected and "performance" in expected
+    assert "learning_dynamics" in analyzers_for(named("classification"))
+    assert "lm_eval" in analyzers_for(named("causal_lm")) and "lm_eval" not in analyzers_for(named("masked_lm"))

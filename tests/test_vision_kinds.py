@@ -12,11 +12,11 @@ import vision_task_models
 from conftest import mlflow_runs
 from modelxray.core.errors import ConfigError
 from modelxray.data.digit_canvases import DigitCanvases
+from modelxray.kinds.table import kind_of_config
 from modelxray.metrics.detection import coco_map
 from modelxray.metrics.embeddings import cosine_drift, knn_accuracy
 from modelxray.metrics.segmentation import segmentation_scores
 from modelxray.models.hf import HFSource
-from modelxray.models.kinds import kind_of_config
 
 SMALL = [
     "dataset=digit_canvases",
@@ -59,7 +59,7 @@ def dirs(tmp_path_factory):
 def test_vision_kinds_come_from_transformers_task_tables(arch, kind):
     from transformers import PretrainedConfig
 
-    assert kind_of_config(PretrainedConfig(architectures=[arch]), arch) == kind
+    assert kind_of_config(PretrainedConfig(architectures=[arch]), arch).name == kind
 
 
 RUNS = {
@@ -157,13 +157,13 @@ def test_robustness_scores_image_corruptions_and_noise_by_the_task(name, dirs, t
 def test_answer_loss_is_the_models_own_loss_on_the_answer_tokens(dirs):
     """The window's scored positions give the loss transformers computes from ``labels`` (the answer
     tokens and the end token, shifted inside the model)."""
-    from modelxray.data.for_kind import task_data
     from modelxray.data.pydoc_topics import PydocTopics
+    from modelxray.kinds.table import named
     from modelxray.measure.scoring import score_windows
     from modelxray.metrics.windows import IGNORE
 
     loaded = HFSource(name_or_path=str(dirs["llava"]), device="cpu").load()
-    data = task_data("image_text_to_text", PydocTopics(examples=3), loaded, False)
+    data = named("image_text_to_text").examples_for(PydocTopics(examples=3), loaded, False)
     w = data.windows[0]
     inputs = {k: v[None] for k, v in w.inputs.items()}
     labels = torch.full_like(inputs["input_ids"], IGNORE)
@@ -180,20 +180,20 @@ def test_answer_loss_is_the_models_own_loss_on_the_answer_tokens(dirs):
 def test_a_vision_language_dataloader_with_hf_labels_scores_the_models_own_loss(dirs):
     """Batches as transformers' Trainer takes them (``labels`` aligned with ``input_ids``, shifted
     inside the model) give the windows whose loss is the model's own."""
-    from modelxray.data.for_kind import task_data, task_data_from_batches
     from modelxray.data.pydoc_topics import PydocTopics
+    from modelxray.kinds.table import kind_of, named
     from modelxray.measure.scoring import score_windows
     from modelxray.metrics.windows import IGNORE
 
     loaded = HFSource(name_or_path=str(dirs["llava"]), device="cpu").load()
-    w = task_data("image_text_to_text", PydocTopics(examples=1), loaded, False).windows[0]
+    w = named("image_text_to_text").examples_for(PydocTopics(examples=1), loaded, False).windows[0]
     batch = {k: v[None] for k, v in w.inputs.items()}
     labels = torch.full_like(batch["input_ids"], IGNORE)
     scored = (w.targets != IGNORE).nonzero()[:, 0]
     labels[0, scored + 1] = batch["input_ids"][0, scored + 1]
     with torch.no_grad():
         expected = loaded.model(**batch, labels=labels).loss
-    data = task_data_from_batches(loaded, [{**batch, "labels": labels}])
+    data = kind_of(loaded).data_from_batches(loaded, [{**batch, "labels": labels}], "dataloader")
     score, _ = score_windows(loaded.model, data.windows, 1, [1], False, "")
     assert score.result()["loss"] == pytest.approx(float(expected), rel=1e-5)
 
@@ -361,7 +361,7 @@ def test_any_transformers_vision_model_in_memory_is_analyzed_as_its_kind(name, k
     assert key in out.results["performance"].metrics
     if name == "detr":
         with pytest.raises(
-            ConfigError, match=r"^processor: DetrForObjectDetection is a detector: pass its image processor"
+            ConfigError, match=r"^processor: DetrForObjectDetection is an object detector: pass its image processor"
         ):
             modelxray.analyze(args, model=net)
 
@@ -385,10 +385,10 @@ def _vision_loader(kind: str):
 @pytest.mark.parametrize("name, kind", [("detr", "object_detection"), ("segformer", "semantic_segmentation")])
 def test_a_dataloader_of_labelled_images_is_what_a_vision_kind_scores(name, kind, dirs, tmp_path):
     from modelxray import ModelAnalyzer
-    from modelxray.data.loader_data import vision_task_from_loader
+    from modelxray.kinds.table import named
 
     d, batches = _vision_loader(kind)
-    data = vision_task_from_loader(batches, kind, (3, 64, 64))
+    data = named(kind).images_from_loader(batches, (3, 64, 64))
     assert data.images.shape == (4, 3, 64, 64)
     if kind == "object_detection":  # boxes scaled with the images, 48 -> 64 px
         assert torch.allclose(data.boxes[0], d.boxes[0] * 64 / 48) and data.labels[0].tolist() == d.labels[0].tolist()
@@ -416,16 +416,16 @@ def test_a_detector_without_its_image_processor_is_one_line(dirs, tmp_path):
 
 
 def test_a_text_dataset_becomes_canvases_and_a_foreign_one_is_one_line(dirs, tmp_path):
-    from modelxray.data.for_vision_kind import vision_task_data
     from modelxray.data.pydoc_topics import PydocTopics
     from modelxray.data.user_text import LabelledText
+    from modelxray.kinds.table import named
 
     loaded = HFSource(name_or_path=str(dirs["dinov2"]), device="cpu").load()
-    data = vision_task_data("image_features", PydocTopics(), loaded)
+    data = named("image_features").examples_for(PydocTopics(), loaded)
     assert data.images.shape[1:] == (3, 64, 64) and all(len(lab) == 1 for lab in data.labels)  # one digit each
     with pytest.raises(ConfigError, match=r"^dataset: labelled_text:l.csv does not fit a image_features model"):
         (tmp_path / "l.csv").write_text("text,label\na,0\n")
-        vision_task_data("image_features", LabelledText(path=str(tmp_path / "l.csv")), loaded)
+        named("image_features").examples_for(LabelledText(path=str(tmp_path / "l.csv")), loaded)
 
 
 # -- the canvases -------------------------------------------------------------------------------
@@ -537,7 +537,7 @@ def test_a_mask_query_segmenter_is_scored_by_its_semantic_maps(dirs, tmp_path):
     import modelxray
 
     loaded = HFSource(name_or_path=str(dirs["mask2former"]), device="cpu").load()
-    assert loaded.kind == "semantic_segmentation"
+    assert str(loaded.kind) == "semantic_segmentation"
     x = torch.rand(2, *loaded.image_shape)
     with torch.no_grad():
         ours = loaded.model(x).logits
@@ -621,12 +621,12 @@ def test_calibration_replays_carry_no_growing_kv_cache(dirs):
     every replay (PaliGemma's masks then fail; Llama's silently read stale keys)."""
     from transformers.cache_utils import Cache
 
-    from modelxray.data.for_kind import task_data
     from modelxray.data.pydoc_topics import PydocTopics
+    from modelxray.kinds.table import named
     from modelxray.quant.calibration import BlockInputs, Calibration, block_stacks
 
     loaded = HFSource(name_or_path=str(dirs["llava"]), device="cpu").load()
-    w = task_data("image_text_to_text", PydocTopics(examples=1), loaded, False).windows[0]
+    w = named("image_text_to_text").examples_for(PydocTopics(examples=1), loaded, False).windows[0]
     calibration = Calibration([w.inputs.stack([w.inputs])], "one question", progress=False)
     for _, blocks in block_stacks(loaded.model):
         inputs = BlockInputs(loaded.model, blocks, calibration, 1)

@@ -52,11 +52,11 @@ def _digits_names():
 def test_dual_encoder_directories_are_the_vision_language_kind(clip_dir, siglip_dir):
     from transformers import AutoConfig
 
-    from modelxray.models.kinds import kind_of_config
+    from modelxray.kinds.table import kind_of_config
     from modelxray.models.vision_language import ZeroShotClassifier
 
     for d in (clip_dir, siglip_dir):
-        assert kind_of_config(AutoConfig.from_pretrained(d), str(d)) == "vision_language"
+        assert kind_of_config(AutoConfig.from_pretrained(d), str(d)).name == "vision_language"
     loaded = HFSource(name_or_path=str(clip_dir), device="cpu").load()
     assert loaded.task == "classification" and loaded.image_shape == (3, 16, 16)
     assert isinstance(loaded.model, ZeroShotClassifier) and loaded.model.family == "clip"

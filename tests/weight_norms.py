@@ -8,12 +8,14 @@ from typing import ClassVar
 
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
+from modelxray.kinds.causal_lm import CausalLM
+from modelxray.kinds.classifier import Classifier
 
 
 @dataclass
 class WeightNormsAnalyzer(Analyzer):
     name: ClassVar[str] = "weight_norms"
-    model_tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification")
+    model_kinds: ClassVar[tuple[type, ...]] = (CausalLM, Classifier)
 
     top: int = 5  # largest matrices listed in the table
     large_norm: float = 10.0  # a matrix whose Frobenius norm exceeds this is named in insights.md

@@ -196,7 +196,9 @@ class ModelAnalyzer:
             if data is None:  # a language model (its token batches, read once) or a generic module
                 return dataclasses.replace(self._base, batches=batches)
             shape = self._given["image_shape"] or getattr(self._base.model, "image_shape", None)
-            if self._base.task == "classification" and shape is not None:
+            from modelxray.data.base import ClassificationData
+
+            if isinstance(data, ClassificationData) and shape is not None:  # a classifier's split: its images
                 from modelxray.data.images import fit_images
 
                 data = fit_images(data, tuple(shape), self.name)
@@ -261,7 +263,9 @@ class PerformanceCalls(_Calls):
 
         owner = self._owner
         subject = owner._subject(data_loader)
-        if subject.task != "causal_lm":
+        from modelxray.kinds.table import kind_of
+
+        if not kind_of(subject).reads_token_batches:
             raise ConfigError(
                 "data_loader",
                 f"benchmark_inference_speed times a language model's token batches; {owner.name} is a "

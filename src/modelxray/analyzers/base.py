@@ -18,6 +18,7 @@ from typing import ClassVar
 from modelxray.core.configurable import Configurable, implementation
 from modelxray.core.presentation import PlotsFromModule
 from modelxray.core.result import Result, RunContext
+from modelxray.kinds.causal_lm import CausalLM
 
 
 @dataclass
@@ -25,7 +26,8 @@ class Analyzer(PlotsFromModule, Configurable):
     """Base of analyzer configs; subclasses set ``name`` (and ``plots_module``) and implement ``run``."""
 
     name: ClassVar[str] = "analyzer"
-    model_tasks: ClassVar[tuple[str, ...]] = ("causal_lm",)  # the model kinds it can analyze
+    # the model kinds it can analyze: kind classes (kinds/), a family's base class covering its members
+    model_kinds: ClassVar[tuple[type, ...]] = (CausalLM,)
     # quantizes the model itself, from the weights as loaded (its baseline is those weights): a run
     # that also quantizes them with quant= would hand it a quantized baseline
     quantizes_itself: ClassVar[bool] = False

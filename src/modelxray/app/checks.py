@@ -6,7 +6,8 @@ from __future__ import annotations
 from modelxray.core.errors import ConfigError
 from modelxray.core.formatting import listed
 from modelxray.core.subject import Subject
-from modelxray.models.kinds import DATA_OF_KIND
+from modelxray.kinds.base import plurals
+from modelxray.kinds.table import kind_of
 
 ENGINE_ANALYZERS = ("performance",)  # what a model evaluated by another engine (llama.cpp) can run
 
@@ -51,30 +52,24 @@ def check_disk_placement(disk: list[str], analyzers: dict, quant) -> None:
 def check_task(subject: Subject, analyzers: dict, quant=None) -> None:
     """The dataset, the quantizer and every analyzer must fit the kind of model: a language model,
     a classifier, or weights alone (a weights-only file, which cannot run)."""
-    from modelxray.data.base import ClassificationData, TokenData
-
-    wanted = {"causal_lm": TokenData, "classification": ClassificationData}.get(subject.task)
+    kind = kind_of(subject)
+    wanted = kind.data_type()
     if subject.data is not None and wanted is not None and not isinstance(subject.data, wanted):
-        hint = "dataset=digits" if subject.task == "classification" else "a text dataset, e.g. dataset=pydoc_topics"
         raise ConfigError(
             "dataset",
-            f"{type(subject.data).__name__} does not fit a {subject.task} model ({subject.info.name}); use {hint}",
+            f"{type(subject.data).__name__} does not fit a {subject.task} model ({subject.info.name}); use {kind.fitting}",
         )
     _check_engine(subject, analyzers, quant)
-    why = {
-        "weights": ", or set model.architecture so the model can run",
-        "generic": " (a generic model has example inputs, no labels or tokens)",
-    }
     for name, analyzer in analyzers.items():
-        if subject.task not in analyzer.model_tasks:
-            fits = analyzers_for(subject.task)
+        if not isinstance(kind, analyzer.model_kinds):
+            fits = analyzers_for(kind)
             hint = f"analyzer={_one_of(fits)}" if fits else "another analyzer"
             raise ConfigError(
                 f"analyzer.{name}",
-                f"analyzes {' and '.join(analyzer.model_tasks)} models, and "
-                f"{subject.info.name} is a {subject.task} model; use {hint}{why.get(subject.task, '')}",
+                f"analyzes {plurals(analyzer.model_kinds)}, and {subject.info.name} is a {kind.noun} "
+                f"({kind.name}); use {hint}{kind.analyzer_hint}",
             )
-    if subject.task == "weights" and quant is not None and getattr(quant, "name", "none") != "none":
+    if not kind.runs and quant is not None and getattr(quant, "name", "none") != "none":
         raise ConfigError(
             "quant",
             f"{subject.info.name} holds weights only (no model.architecture), so it "
@@ -125,7 +120,8 @@ def check_before_load(source, dataset, dataset_chosen: bool = True) -> None:
     if source is None or dataset is None:
         return
     declared = source.declared()
-    modality, fits = getattr(dataset, "modality", None), DATA_OF_KIND.get(declared.kind)
+    fits = declared.kind.modalities if declared.kind is not None else ()
+    modality = getattr(dataset, "modality", None)
     name = getattr(dataset, "name", type(dataset).__name__)
     if modality and fits and modality not in fits and dataset_chosen:
         raise ConfigError(
@@ -134,7 +130,7 @@ def check_before_load(source, dataset, dataset_chosen: bool = True) -> None:
             f"{' or '.join(fits)}; use {_a(fits[0].removesuffix('s'))} dataset ({', '.join(datasets_of(fits[0]))})",
         )
     seq_len = getattr(dataset, "seq_len", None)  # windows of exactly seq_len tokens: causal and masked LMs
-    full_windows = declared.kind in ("causal_lm", "masked_lm")
+    full_windows = declared.kind is not None and declared.kind.seq_len_within_positions
     if full_windows and declared.max_positions and isinstance(seq_len, int) and seq_len > declared.max_positions:
         raise ConfigError(
             "dataset.seq_len",
@@ -150,12 +146,12 @@ def _said_by(declared) -> str:
     return f" ({declared.where})" if declared.where else ""
 
 
-def analyzers_for(task: str) -> list[str]:
-    """The analyzer options that analyze a ``task`` model, from each analyzer's own ``model_tasks``: the
-    one place that says it, so no list of analyzers is kept by hand."""
+def analyzers_for(kind) -> list[str]:
+    """The analyzer options that analyze a model of ``kind``, from each analyzer's own ``model_kinds``:
+    the one place that says it, so no list of analyzers is kept by hand."""
     from modelxray.core.schema import SCHEMA, load_class
 
-    return [name for name, path in SCHEMA["analyzer"].items() if task in load_class(path).model_tasks]
+    return [name for name, path in SCHEMA["analyzer"].items() if isinstance(kind, load_class(path).model_kinds)]
 
 
 def datasets_of(modality: str) -> list[str]:

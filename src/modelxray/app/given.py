@@ -37,7 +37,7 @@ def _vision_kind(model: torch.nn.Module) -> bool:
     """A transformers image classifier, detector, segmenter or backbone: it needs nothing beside
     itself (its input size is in its config; a detector says in one line that it needs its image
     processor)."""
-    from modelxray.models.kinds import VISION_KINDS, kind_of_architecture
+    from modelxray.kinds.table import kind_of_architecture
 
-    kinds = (*VISION_KINDS, "image_classification")
-    return hasattr(model, "config") and kind_of_architecture(type(model).__name__) in kinds
+    kind = kind_of_architecture(type(model).__name__) if hasattr(model, "config") else None
+    return kind is not None and kind.needs_nothing_beside

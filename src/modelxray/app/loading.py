@@ -12,10 +12,11 @@ from omegaconf import DictConfig
 
 from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel, ModelInfo, Subject
+from modelxray.kinds.image_classification import ImageClassifier
+from modelxray.kinds.labelled_images import LabelledImagesKind
+from modelxray.kinds.table import kind_of, kind_of_architecture
+from modelxray.kinds.windows import WindowsKind
 from modelxray.models import process_cache
-from modelxray.models.kinds import SPEECH_KINDS, TEXT_KINDS, VISION_KINDS
-
-TASK_KINDS = (*TEXT_KINDS, *SPEECH_KINDS)
 
 
 def _in_memory(
@@ -31,28 +32,23 @@ def _in_memory(
     kind from its class; with its feature extractor, processor or image processor: ``processor``)."""
     dtypes = {str(p.dtype).replace("torch.", "") for p in model.parameters()}
     info = ModelInfo(name=type(model).__name__, source_format="in-memory", source_dtype=",".join(sorted(dtypes)))
-    from modelxray.models.kinds import TASK_OF_KIND, kind_of_architecture
-
     kind = kind_of_architecture(type(model).__name__) if hasattr(model, "config") else None
-    if kind in TASK_KINDS and image_shape is None and example_inputs is None:
-        if kind in SPEECH_KINDS and processor is None:
-            raise ConfigError("processor", f"{info.name} is a speech model: pass its feature extractor (processor=...)")
-        if kind == "image_text_to_text":
-            if processor is None:
-                raise ConfigError(
-                    "processor", f"{info.name} is a vision-language model: pass its processor (processor=...)"
-                )
-            tokenizer = tokenizer if tokenizer is not None else getattr(processor, "tokenizer", None)
-        return LoadedModel(model.eval(), tokenizer, info, task=TASK_OF_KIND[kind], kind=kind, processor=processor)
-    if kind in VISION_KINDS and image_shape is None and example_inputs is None:
+    by_class = kind is not None and image_shape is None and example_inputs is None
+    if by_class and kind.needs_processor and processor is None:
+        raise ConfigError(
+            "processor", f"{info.name} is {kind.a_noun()}: pass its {kind.needs_processor} (processor=...)"
+        )
+    if by_class and isinstance(kind, WindowsKind):
+        if tokenizer is None:  # a vision-language model's processor holds its tokenizer
+            tokenizer = getattr(processor, "tokenizer", None)
+        return LoadedModel(model.eval(), tokenizer, info, task=kind.task, kind=kind, processor=processor)
+    if by_class and isinstance(kind, LabelledImagesKind):
         from modelxray.models.hf_vision_tasks import settings_of, wrap_vision_task
 
-        if kind == "object_detection" and processor is None:
-            raise ConfigError("processor", f"{info.name} is a detector: pass its image processor (processor=...)")
         loaded = wrap_vision_task(model, kind, settings_of(processor), processor, None, info.name)
-        loaded.model, loaded.task, loaded.info = loaded.model.eval(), TASK_OF_KIND[kind], info
+        loaded.model, loaded.task, loaded.info = loaded.model.eval(), kind.task, info
         return loaded
-    if kind == "image_classification" and example_inputs is None:
+    if isinstance(kind, ImageClassifier) and example_inputs is None:
         return _pixel_classifier(model, image_shape, processor, info)
     if image_shape is not None:
         return LoadedModel(model.eval(), None, info, task="classification", image_shape=tuple(image_shape))
@@ -121,49 +117,34 @@ def load_subject(
         cache = "hit" if hit else "miss"
     else:
         loaded = _in_memory(model, tokenizer, image_shape, example_inputs, processor)
-    needs_data = (
-        load_dataset
-        and batches is None
-        and components.dataset is not None
-        and loaded.task not in ("weights", "generic")
-    )
-    kinds_data = kind_default_dataset(components.dataset, loaded.task, dataset_chosen) if needs_data else None
-    if kinds_data is not None:  # no dataset= given: an image classifier is scored on its kind's offline data
-        components = dataclasses.replace(components, dataset=kinds_data)
-        note = "No dataset was chosen, so this image classifier is scored on scikit-learn's digits (dataset=... picks another)."
-        loaded = dataclasses.replace(loaded, info=dataclasses.replace(loaded.info, notes=[*loaded.info.notes, note]))
+    kind = kind_of(loaded)
+    needs_data = load_dataset and batches is None and components.dataset is not None and kind.reads_dataset
+    stands_in = kind.default_dataset(components.dataset) if needs_data and not dataset_chosen else None
+    if stands_in is not None:  # no dataset= given: e.g. an image classifier is scored on its kind's offline data
+        components = dataclasses.replace(components, dataset=stands_in[0])
+        info = dataclasses.replace(loaded.info, notes=[*loaded.info.notes, stands_in[1]])
+        loaded = dataclasses.replace(loaded, info=info)
     if needs_data:
-        _check_dataset_kind(components.dataset, loaded)
-    if needs_data and loaded.kind in TASK_KINDS and loaded.tokenizer is None:
-        raise ConfigError(
-            "tokenizer", f"{loaded.info.name} is a {loaded.kind} model: pass its tokenizer (tokenizer=...)"
-        )
-    if needs_data and loaded.kind in TASK_KINDS:  # encoders, seq2seq and speech models: their own examples
-        from modelxray.data.for_kind import task_data
-
-        data = task_data(loaded.kind, components.dataset, loaded, progress=bool(cfg.get("progress", False)))
-    elif needs_data and loaded.kind in VISION_KINDS:  # detectors, segmenters, backbones: scenes with labels
-        from modelxray.data.for_vision_kind import vision_task_data
-
-        data = vision_task_data(loaded.kind, components.dataset, loaded)
-    else:
-        data = components.dataset.load(loaded.tokenizer) if needs_data else None
+        kind.check_dataset(components.dataset, loaded)
+    if needs_data and kind.needs_tokenizer and loaded.tokenizer is None:
+        raise ConfigError("tokenizer", f"{loaded.info.name} is a {kind} model: pass its tokenizer (tokenizer=...)")
+    data = kind.examples_for(components.dataset, loaded, bool(cfg.get("progress", False))) if needs_data else None
     if batches is not None:
         kind_data, batches = user_batches(loaded, batches)
         data = kind_data if kind_data is not None else data
     if data is not None and loaded.image_shape is not None:
         data = _fit_images(data, loaded)
         loaded = _bind_class_prompts(data, loaded)
-    if loaded.task == "generic":
+    if loaded.example_inputs is not None:  # a generic model: its own named inputs
         data = _keyed_inputs(loaded)
     subject = Subject(
         loaded.model,
         loaded.tokenizer,
         data,
         loaded.info,
-        task=loaded.task,
+        task=kind.task,
         batches=batches,
-        kind=loaded.kind,
+        kind=kind,
         processor=loaded.processor,
         load_memory=loaded.load_memory,
         stream=loaded.stream,
@@ -181,7 +162,7 @@ def user_batches(loaded: Any, batches: Any, key: str = "dataloader", image_shape
     data = data_from_batches(loaded, batches, key, image_shape)
     if data is not None:
         return data, None
-    if loaded.task == "causal_lm":
+    if kind_of(loaded).reads_token_batches:
         from modelxray.metrics.token_batches import token_batch
 
         read = [token_batch(b, key) for b in yielded(batches, key)]
@@ -242,50 +223,10 @@ def _vocab_size(model: Any) -> int | None:
 
 
 def data_from_batches(loaded: Any, batches: Any, key: str = "dataloader", image_shape: Any = None) -> Any:
-    """A user's DataLoader as the data a model's analyzers score: a text, speech or vision-language
-    model's batches as windows, a detector's, segmenter's or backbone's as labelled images, a
-    classifier's as its split; None for a language model or a generic module, which read batches
-    as they come."""
-    if loaded.kind in TASK_KINDS:
-        from modelxray.data.for_kind import task_data_from_batches
-
-        return task_data_from_batches(loaded, yielded(batches, key), key=key)
-    if loaded.kind in VISION_KINDS:
-        from modelxray.data.loader_data import vision_task_from_loader
-
-        shape = getattr(loaded, "image_shape", None) or loaded.model.image_shape  # a subject: its pixel model's
-        return vision_task_from_loader(yielded(batches, key), loaded.kind, tuple(shape), key=key)
-    if loaded.task == "classification":
-        from modelxray.data.loader_data import classification_from_loader
-
-        data = classification_from_loader(yielded(batches, key), key=key)
-        return _as_model_images(data, loaded, key, image_shape)
-    return None
-
-
-def _as_model_images(data: Any, loaded: Any, key: str, image_shape: Any = None) -> Any:
-    """A classifier's split from a loader: flat inputs of the model's C*H*W values stand for its
-    images (as the digits dataset's do); pixels a processor's normalisation is applied to must be in
-    [0, 1], else one line (they look normalised already)."""
-    import dataclasses
-    import math
-
-    shape = image_shape or getattr(loaded, "image_shape", None) or getattr(loaded.model, "image_shape", None)
-    if shape is not None and "image_shape" not in data.meta and math.prod(data.input_shape) == math.prod(shape):
-        data = dataclasses.replace(data, meta={**data.meta, "image_shape": tuple(shape)})
-    mean, std = getattr(loaded.model, "mean", None), getattr(loaded.model, "std", None)
-    normalises = getattr(loaded, "processor", None) is not None and mean is not None and std is not None
-    normalises = normalises and bool((mean != 0).any() or (std != 1).any())
-    lo, hi = data.feature_range
-    if normalises and (lo < -0.01 or hi > 1.01):
-        raise ConfigError(
-            key,
-            f"yields pixels in [{lo:.3g}, {hi:.3g}]: normalised already, it seems; with processor= the model "
-            "applies the processor's normalisation to pixels in [0, 1] itself: give pixels in [0, 1] "
-            "(processor(images, do_normalize=False)), or leave processor out and give image_shape=(C, H, W) "
-            "to feed the pixels as they are",
-        )
-    return data
+    """A user's DataLoader as the data a model's analyzers score, as its kind reads it (a text, speech
+    or vision-language model's batches as windows, a detector's as labelled images, a classifier's
+    as its split); None for a language model or a generic module, which read batches as they come."""
+    return kind_of(loaded).data_from_batches(loaded, yielded(batches, key), key, image_shape)
 
 
 def _keyed_inputs(loaded: LoadedModel) -> Any:
@@ -301,31 +242,6 @@ def _keyed_inputs(loaded: LoadedModel) -> Any:
     tensors = dict(zip(spec["arguments"], given.tensors.values()))
     how = "by keyword" if spec["call"] == "keyword" else f"onto forward({', '.join(spec['arguments'])}) in order"
     return ExampleInputs(tensors, given.source, f"{given.description}, passed {how}", meta={"call": spec["call"]})
-
-
-def kind_default_dataset(dataset: Any, task: str, chosen: bool) -> Any:
-    """The dataset that stands for the default text when no ``dataset=`` was given and the model is an
-    image classifier (``digits``, offline); None when the configured dataset stands."""
-    from modelxray.data.base import TextDataset
-
-    if chosen or task != "classification" or not isinstance(dataset, TextDataset):
-        return None
-    from modelxray.data.digits import Digits
-
-    return Digits()
-
-
-def _check_dataset_kind(dataset: Any, loaded: LoadedModel) -> None:
-    """Text for a language model, labelled examples for a classifier: checked before any data loads."""
-    from modelxray.data.base import TextDataset
-
-    if loaded.kind in (*TASK_KINDS, *VISION_KINDS):
-        return  # data.for_kind and data.for_vision_kind say which datasets fit, in one line
-    if loaded.task == "classification" and isinstance(dataset, TextDataset):
-        raise ConfigError(
-            "dataset",
-            f"{dataset.name} is text and {loaded.info.name} is a classification model; use dataset=digits",
-        )
 
 
 def _fit_images(data: Any, loaded: LoadedModel) -> Any:

@@ -27,7 +27,7 @@ from modelxray.app.checks import (
 )
 from modelxray.app.given import Given
 from modelxray.app.job import JobInfo, RunOutcome, config_fingerprint, flatten
-from modelxray.app.loading import kind_default_dataset, load_subject
+from modelxray.app.loading import load_subject
 from modelxray.app.offload import choose_offload
 from modelxray.app.quant_stage import (
     _in_place_note,
@@ -56,6 +56,7 @@ from modelxray.core.errors import ConfigError, JobKilled
 from modelxray.core.result import Result, RunContext
 from modelxray.core.subject import Subject
 from modelxray.data.identity import identify
+from modelxray.kinds.table import kind_of
 from modelxray.models import process_cache
 from modelxray.models.device_map import offloaded, on_disk, placements
 from modelxray.report.headline import description, headline, headline_metrics
@@ -229,9 +230,9 @@ def _load(state: RunState) -> None:
     state.subject, cache = load_subject(state.cfg, components, dataset_chosen=chosen, offload=state.offload, **feeds)
     if state.subject.stream is not None:  # hidden states beyond the budget wait in the run's directory
         state.subject.stream.spill_dir = state.out_dir
-    kinds_data = kind_default_dataset(components.dataset, state.subject.task, chosen)
-    if kinds_data is not None:  # the default text stood for an image classifier's own data
-        components = state.components = dataclasses.replace(components, dataset=kinds_data)
+    stands_in = None if chosen else kind_of(state.subject).default_dataset(components.dataset)
+    if stands_in is not None:  # the default text stood for the kind's own data (an image classifier's digits)
+        components = state.components = dataclasses.replace(components, dataset=stands_in[0])
     check_task(state.subject, components.analyzers, components.quant)
     check_disk_placement(offloaded(state.subject.model), components.analyzers, components.quant)
     check_finite_weights(state.subject.model, components.analyzers)
@@ -292,13 +293,14 @@ def _keep_reference(state: RunState) -> None:
         return  # a streamed model's float path runs beside its quantized one, block by block
     subject, components, given = state.subject, state.components, state.given
     try:
-        if subject.task in ("causal_lm", "classification") and (subject.data is not None or subject.batches):
+        if kind_of(subject).caches_reference and (subject.data is not None or subject.batches):
             cacheable = given.model is None and given.batches is None and components.train is None
             outputs = unquantized_outputs(subject, components, cacheable, components.settings.progress).outputs
         else:
             from modelxray.measure.reference_outputs import capture
 
-            outputs = capture(subject, components.analyzers.get("performance"))
+            work = kind_of(subject).reference_work()
+            outputs = capture(subject, components.analyzers.get("performance"), work=work)
         state.subject = dataclasses.replace(subject, reference=outputs)
     except Exception:  # noqa: BLE001 - recorded as performance's failure, never the whole run's
         state.reference_error = "the unquantized model's outputs could not be computed:\n" + traceback.format_exc()

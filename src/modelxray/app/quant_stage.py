@@ -8,7 +8,7 @@ from omegaconf import DictConfig
 
 from modelxray.app.job import JobInfo
 from modelxray.core.subject import Subject
-from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS
+from modelxray.kinds.table import kind_of
 
 
 def _quantize_in_place(cfg: DictConfig, job: JobInfo, components, given_model: bool) -> bool:
@@ -41,8 +41,7 @@ def _keeps_reference(subject: Subject, components) -> bool:
     """Keep the unquantized outputs when a quantizer runs and an analyzer scores agreement with them
     (performance, on every kind; quant_impact and bitwidth keep their own)."""
     quantizes = getattr(components.quant, "name", "none") != "none"
-    agreeing = ("causal_lm", "classification", "generic", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
-    return quantizes and subject.task in agreeing and "performance" in components.analyzers
+    return quantizes and kind_of(subject).agreement_after_quant and "performance" in components.analyzers
 
 
 def quantize_streamed(subject: Subject, quantizer, progress: bool = False) -> Subject:

@@ -20,15 +20,16 @@ import torch
 from modelxray.core.errors import ConfigError
 from modelxray.core.files import write_file
 from modelxray.core.provenance import versions
-from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS
+from modelxray.kinds.base import choose
+from modelxray.kinds.causal_lm import CausalLM
+from modelxray.kinds.classifier import Classifier
+from modelxray.kinds.labelled_images import LabelledImagesKind
+from modelxray.kinds.table import kind_of, named
+from modelxray.kinds.windows import WindowsKind
 
 log = logging.getLogger("modelxray.app")
 
-# the tasks whose reference outputs are compared: language models, classifiers, the text and speech
-# tasks (masked LMs, seq2seq, text classifiers, speech recognisers, vision-language answers) and the
-# vision tasks (detections, segmentation maps, backbone embeddings)
-COMPARED_TASKS = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
-STATE_FORMAT = 1  # of the cached outputs: another format is computed again
+STATE_FORMAT = 2  # of the cached outputs: another format is computed again
 
 
 @dataclasses.dataclass
@@ -98,25 +99,26 @@ def reference_outputs(cfg, components, given, progress: bool) -> ReferenceOutput
     def compute() -> dict:
         ref_components = dataclasses.replace(components, model=source)
         subject, _ = load_subject(cfg, ref_components, batches=given.batches, cache_size=0)
-        if subject.task not in COMPARED_TASKS:
+        kind = kind_of(subject)
+        if not kind.compared_by_reference:
             raise ConfigError(
                 "reference",
-                f"{subject.info.name} is a {subject.kind or subject.task} model; reference= compares language "
+                f"{subject.info.name} is a {kind} model; reference= compares language "
                 "models, classifiers, text, speech and vision models (for any other module, the model before "
                 "quant= is the reference: reference=none)",
             )
-        if specs and subject.task != "causal_lm":
+        if specs and not isinstance(kind, CausalLM):
             one = len(specs) == 1
             raise ConfigError(
                 "reference",
                 f"{' and '.join(sorted(specs))} {'takes' if one else 'take'} reference= as {'its' if one else 'their'} "
-                f"baseline for language models; for a {subject.kind or subject.task} model "
+                f"baseline for language models; for a {kind} model "
                 f"{'its' if one else 'their'} baseline is the model as loaded: drop reference= or compare with "
                 "analyzer=performance",
             )
         name = f"reference {subject.info.name}"
         state = _capture(subject, performance, name, progress) if performance is not None else _empty(subject, name)
-        state["baselines"] = _baselines(subject, specs, name, progress) if subject.task == "causal_lm" else {}
+        state["baselines"] = _baselines(subject, specs, name, progress) if isinstance(kind, CausalLM) else {}
         state["documents"] = {  # what the analyzers that pair by document keep of the reference (lm_eval)
             analyzer: components.analyzers[analyzer].unquantized_baseline(subject, components.settings.seed)[
                 "documents"
@@ -131,7 +133,13 @@ def reference_outputs(cfg, components, given, progress: bool) -> ReferenceOutput
 
 
 def _empty(subject, name: str) -> dict:
-    return {"format": STATE_FORMAT, "task": subject.task, "name": name, "reference": None}
+    return {
+        "format": STATE_FORMAT,
+        "task": subject.task,
+        "kind": kind_of(subject).name,
+        "name": name,
+        "reference": None,
+    }
 
 
 def _baselines(subject, specs: dict, name: str, progress: bool) -> dict:
@@ -219,36 +227,7 @@ def check_against(ref: ReferenceOutputs, subject, performance, specs: dict | Non
     _check_baselines(ref, subject, specs or {})
     if ref.outputs is None:
         return  # no performance analyzer: only the baselines compare
-    if ref.task == "causal_lm":
-        from modelxray.analyzers.performance.windows import lm_windows
-
-        differs = ref.outputs.same_tokens(lm_windows(performance, subject)[0])
-        if differs:
-            raise ConfigError(
-                "reference",
-                f"the {ref.name} was scored on other tokens than {subject.info.name} ({differs}): the two tokenize "
-                "the data differently; compare models that share a tokenizer",
-            )
-    elif ref.task in TEXT_AND_SPEECH_TASKS:
-        windows = getattr(ref.outputs, "windows", None)
-        differs = windows.same_tokens(subject.data.windows) if windows is not None and subject.data.windows else None
-        if differs:
-            raise ConfigError(
-                "reference",
-                f"the {ref.name} was scored on other examples than {subject.info.name} ({differs}): the two "
-                "tokenize the data differently; compare models that share a tokenizer",
-            )
-    elif ref.task in VISION_TASKS:
-        _check_same_images(ref, subject)
-    elif ref.task == "classification":
-        logits, data = ref.outputs["logits"], subject.data
-        n = int(getattr(data, "x_test", torch.zeros(0)).shape[0])
-        if int(logits.shape[0]) != n or int(logits.shape[1]) != int(getattr(data, "n_classes", logits.shape[1])):
-            raise ConfigError(
-                "reference",
-                f"the {ref.name} gave {tuple(logits.shape)} logits; {subject.info.name} is scored on {n} test examples "
-                f"of {getattr(data, 'n_classes', '?')} classes: compare classifiers of the same classes on the same data",
-            )
+    _outputs(kind_of(subject)).check(ref, subject, performance)
 
 
 def _check_baselines(ref: ReferenceOutputs, subject, specs: dict) -> None:
@@ -335,24 +314,9 @@ def _fingerprints(source) -> list:
 
 
 def _capture(subject, performance, name: str, progress: bool) -> dict:
-    from modelxray.measure.reference_outputs import capture
-
-    state = {"format": STATE_FORMAT, "task": subject.task, "name": name}
-    if subject.task == "causal_lm":
-        from modelxray.analyzers.performance.windows import lm_windows
-
-        ref = capture(subject, performance, lm_windows(performance, subject)[0], progress)
-        ref.label = f"the {name}"
-        state["reference"] = ref.state()
-    elif subject.task in TEXT_AND_SPEECH_TASKS:
-        ref = capture(subject, performance)  # measure.task_outputs.TaskReference
-        windows = ref.windows.state() if ref.windows is not None else None
-        if windows is not None:
-            windows["label"] = f"the {name}"
-        state["reference"] = {"windows": windows, "texts": ref.texts, "frame_logprobs": ref.frame_logprobs}
-    else:  # tensors, and a detector's list of per-image detections
-        outputs = capture(subject, performance).items()
-        state["reference"] = {k: v for k, v in outputs if isinstance(v, torch.Tensor) or k == "detections"}
+    kind = kind_of(subject)
+    state = {"format": STATE_FORMAT, "task": subject.task, "kind": kind.name, "name": name}
+    state["reference"] = _outputs(kind).capture(subject, performance, name, progress)
     return state
 
 
@@ -364,14 +328,110 @@ def _from_state(state: dict, cached: str | None) -> ReferenceOutputs:
         baselines[name] = {"label": f"the {state['name']}", "documents": documents}
     if state["reference"] is None:
         return ReferenceOutputs(state["task"], None, state["name"], cached, baselines)
-    if state["task"] == "causal_lm":
-        outputs = Reference.from_state(state["reference"])
-    elif state["task"] in TEXT_AND_SPEECH_TASKS:
+    outputs = _outputs(named(state["kind"])).load(state["reference"], state["name"])
+    return ReferenceOutputs(state["task"], outputs, state["name"], cached, baselines)
+
+
+def _outputs(kind) -> Any:
+    """How a kind's reference outputs are kept, read back and checked against the model under analysis."""
+    table = {
+        CausalLM: _TokenOutputs(),
+        WindowsKind: _WindowOutputs(),
+        LabelledImagesKind: _ImageOutputs(),
+        Classifier: _ClassifierOutputs(),
+    }
+    return choose(
+        kind, table, "reference", "reference= compares language models, classifiers, text, speech and vision models"
+    )
+
+
+class _TokenOutputs:
+    """A language model's outputs on the performance analyzer's token windows (``measure.reference``)."""
+
+    def capture(self, subject, performance, name: str, progress: bool) -> Any:
+        from modelxray.analyzers.performance.windows import lm_windows
+        from modelxray.measure.reference_outputs import capture
+
+        ref = capture(
+            subject, performance, lm_windows(performance, subject)[0], progress, work=kind_of(subject).reference_work()
+        )
+        ref.label = f"the {name}"
+        return ref.state()
+
+    def load(self, saved: Any, name: str) -> Any:
+        from modelxray.measure.reference import Reference
+
+        return Reference.from_state(saved)
+
+    def check(self, ref: ReferenceOutputs, subject, performance) -> None:
+        from modelxray.analyzers.performance.windows import lm_windows
+
+        differs = ref.outputs.same_tokens(lm_windows(performance, subject)[0])
+        if differs:
+            raise ConfigError(
+                "reference",
+                f"the {ref.name} was scored on other tokens than {subject.info.name} ({differs}): the two tokenize "
+                "the data differently; compare models that share a tokenizer",
+            )
+
+
+class _WindowOutputs:
+    """A text, speech or vision-language model's outputs on its windows, its greedy texts and (CTC) frames."""
+
+    def capture(self, subject, performance, name: str, progress: bool) -> Any:
+        from modelxray.measure.reference_outputs import capture
+
+        ref = capture(
+            subject, performance, work=kind_of(subject).reference_work()
+        )  # measure.task_outputs.TaskReference
+        windows = ref.windows.state() if ref.windows is not None else None
+        if windows is not None:
+            windows["label"] = f"the {name}"
+        return {"windows": windows, "texts": ref.texts, "frame_logprobs": ref.frame_logprobs}
+
+    def load(self, saved: Any, name: str) -> Any:
+        from modelxray.measure.reference import Reference
         from modelxray.measure.task_outputs import TaskReference
 
-        saved = state["reference"]
         windows = Reference.from_state(saved["windows"]) if saved["windows"] is not None else None
-        outputs = TaskReference(windows, saved["texts"], saved["frame_logprobs"])
-    else:
-        outputs = {**state["reference"], "label": f"the {state['name']}"}
-    return ReferenceOutputs(state["task"], outputs, state["name"], cached, baselines)
+        return TaskReference(windows, saved["texts"], saved["frame_logprobs"])
+
+    def check(self, ref: ReferenceOutputs, subject, performance) -> None:
+        windows = getattr(ref.outputs, "windows", None)
+        differs = windows.same_tokens(subject.data.windows) if windows is not None and subject.data.windows else None
+        if differs:
+            raise ConfigError(
+                "reference",
+                f"the {ref.name} was scored on other examples than {subject.info.name} ({differs}): the two "
+                "tokenize the data differently; compare models that share a tokenizer",
+            )
+
+
+class _TensorOutputs:
+    """Outputs as tensors (logits, embeddings, maps) and a detector's list of per-image detections."""
+
+    def capture(self, subject, performance, name: str, progress: bool) -> Any:
+        from modelxray.measure.reference_outputs import capture
+
+        outputs = capture(subject, performance, work=kind_of(subject).reference_work()).items()
+        return {k: v for k, v in outputs if isinstance(v, torch.Tensor) or k == "detections"}
+
+    def load(self, saved: Any, name: str) -> Any:
+        return {**saved, "label": f"the {name}"}
+
+
+class _ImageOutputs(_TensorOutputs):
+    def check(self, ref: ReferenceOutputs, subject, performance) -> None:
+        _check_same_images(ref, subject)
+
+
+class _ClassifierOutputs(_TensorOutputs):
+    def check(self, ref: ReferenceOutputs, subject, performance) -> None:
+        logits, data = ref.outputs["logits"], subject.data
+        n = int(getattr(data, "x_test", torch.zeros(0)).shape[0])
+        if int(logits.shape[0]) != n or int(logits.shape[1]) != int(getattr(data, "n_classes", logits.shape[1])):
+            raise ConfigError(
+                "reference",
+                f"the {ref.name} gave {tuple(logits.shape)} logits; {subject.info.name} is scored on {n} test examples "
+                f"of {getattr(data, 'n_classes', '?')} classes: compare classifiers of the same classes on the same data",
+            )

@@ -10,15 +10,15 @@ from modelxray.app.job import JobInfo
 from modelxray.core.cpus import cpu_budget
 from modelxray.core.provenance import host, versions
 from modelxray.core.subject import Subject
-from modelxray.models.kinds import SPEECH_KINDS, TEXT_KINDS
+from modelxray.kinds.table import kind_of
 
 
 def kind_tags(subject: Subject, run_name: str, resumed: bool = False) -> dict[str, str]:
     """``modelxray.kind`` and ``modelxray.task`` (the UI filters runs by them); the run of an encoder,
     seq2seq or speech model also says its kind in its name (a resumed run keeps its name)."""
-    kind = subject.kind or subject.task
-    tags = {"modelxray.kind": kind, "modelxray.task": subject.task}
-    if subject.kind in (*TEXT_KINDS, *SPEECH_KINDS) and not resumed:
+    kind = kind_of(subject)
+    tags = {"modelxray.kind": kind.name, "modelxray.task": subject.task}
+    if kind.named_in_run and not resumed:
         tags["mlflow.runName"] = f"{run_name} {kind}"
     return tags
 
@@ -35,10 +35,12 @@ def threads_line(configured: int | None) -> str:
 
 def run_summary(config: dict, job: JobInfo, subject: Subject, tracking: str) -> dict[str, Any]:
     """What the report's header says of the run: model, dataset, quantization, training, choices."""
+    from modelxray.data.example_inputs import ExampleInputs
+
     data = subject.data
     if data is None:
         dataset = "user-supplied batches"
-    elif subject.task == "generic":
+    elif isinstance(data, ExampleInputs):  # a generic model's own inputs
         dataset = f"{data.name}: {data.description}; from {data.source}"
     elif hasattr(data, "windows") or hasattr(data, "images"):  # a text, speech or vision task's own examples
         dataset = f"{data.name}: {data.description}"

@@ -12,6 +12,7 @@ that calibrate (GPTQ, AWQ) need a configured dataset.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -80,19 +81,76 @@ def classification_from_loader(loader, key: str = "dataloader", name: str = "you
     )
 
 
-VISION_NOUN = {"object_detection": "detector", "semantic_segmentation": "segmenter", "image_features": "backbone"}
-VISION_EXPECTED = {
-    "object_detection": "(images, targets) with targets a list of {'boxes': (k, 4) xyxy pixels, 'labels': (k,)} "
-    "per image, as torchvision's detection datasets give",
-    "semantic_segmentation": "(images, masks) with masks (B, H, W) of class ids (-1 or 255: not scored)",
-    "image_features": "(images, labels) with one integer label per image",
-}
+class BoxTargets:
+    """A detector's targets: a list of {'boxes', 'labels'} per image."""
+
+    noun = "detector"
+    expected = (
+        "(images, targets) with targets a list of {'boxes': (k, 4) xyxy pixels, 'labels': (k,)} "
+        "per image, as torchvision's detection datasets give"
+    )
+
+    def check(self, y: Any, key: str) -> None:
+        if not (isinstance(y, (list, tuple)) and all(isinstance(t, dict) and "boxes" in t for t in y)):
+            raise ConfigError(key, f"yields targets of type {type(y).__name__}; expected {self.expected}")
+
+    def read(self, target: Any, n: int, height: int, width: int, sx: float, sy: float):
+        """(boxes, labels, masks, image labels) of one batch of ``n`` images resized by (sx, sy)."""
+        boxes, labels = [], []
+        for t in target:
+            b = torch.as_tensor(t["boxes"], dtype=torch.float32).reshape(-1, 4)
+            boxes.append(b * torch.tensor([sx, sy, sx, sy]))
+            labels.append(torch.as_tensor(t.get("labels", t.get("class_labels")), dtype=torch.long).reshape(-1))
+        image_labels = torch.tensor([int(lab[0]) if len(lab) else 0 for lab in labels])
+        return boxes, labels, torch.zeros(n, height, width, dtype=torch.long), image_labels
 
 
-def vision_task_from_loader(loader, kind: str, image_shape: tuple[int, int, int], key: str = "dataloader"):
+class MaskTargets:
+    """A segmenter's targets: a class id per pixel."""
+
+    noun = "segmenter"
+    expected = "(images, masks) with masks (B, H, W) of class ids (-1 or 255: not scored)"
+
+    def check(self, y: Any, key: str) -> None:
+        pass
+
+    def read(self, target: Any, n: int, height: int, width: int, sx: float, sy: float):
+        import torch.nn.functional as F
+
+        m = torch.as_tensor(target).long()
+        m = m.masked_fill((m == 255) | (m < 0), -1)
+        if m.shape[-2:] != (height, width):
+            m = F.interpolate(m[:, None].float(), size=(height, width), mode="nearest")[:, 0].long()
+        return _no_boxes(n), _no_labels(n), m, torch.tensor([most_common_class(r) for r in m])
+
+
+class ImageLabelTargets:
+    """A backbone's targets: one label per image (for k-NN accuracy)."""
+
+    noun = "backbone"
+    expected = "(images, labels) with one integer label per image"
+
+    def check(self, y: Any, key: str) -> None:
+        pass
+
+    def read(self, target: Any, n: int, height: int, width: int, sx: float, sy: float):
+        masks = torch.zeros(n, height, width, dtype=torch.long)
+        return _no_boxes(n), _no_labels(n), masks, torch.as_tensor(target).long().reshape(-1)
+
+
+def _no_boxes(n: int) -> list:
+    return [torch.zeros(0, 4) for _ in range(n)]
+
+
+def _no_labels(n: int) -> list:
+    return [torch.zeros(0, dtype=torch.long) for _ in range(n)]
+
+
+def vision_task_from_loader(loader, targets: Any, image_shape: tuple[int, int, int], key: str = "dataloader"):
     """Every batch of a detector's, segmenter's or backbone's ``loader`` (images in [0, 1], batch
     first) as the images it is scored on, resized to the model's input ``image_shape`` (boxes scaled
-    alike, masks by nearest pixel)."""
+    alike, masks by nearest pixel); ``targets`` reads the kind's labels (``BoxTargets``,
+    ``MaskTargets``, ``ImageLabelTargets``)."""
     import torch.nn.functional as F
 
     from modelxray.data.digit_canvases import VisionTaskData
@@ -100,12 +158,12 @@ def vision_task_from_loader(loader, kind: str, image_shape: tuple[int, int, int]
     channels, height, width = image_shape
     images, boxes, labels, masks, image_labels = [], [], [], [], []
     for batch in loader if loader is not None else ():
-        x, target = _vision_pair(batch, kind, key)
+        x, target = _vision_pair(batch, targets, key)
         lo, hi = float(x.min()), float(x.max())
         if lo < -0.01 or hi > 1.01:  # resizing clamps to [0, 1]: normalised pixels would be cut silently
             raise ConfigError(
                 key,
-                f"yields images with pixels in [{lo:.3g}, {hi:.3g}]; a {VISION_NOUN[kind]}'s DataLoader yields pixels "
+                f"yields images with pixels in [{lo:.3g}, {hi:.3g}]; a {targets.noun}'s DataLoader yields pixels "
                 "in [0, 1] (the model applies its processor's normalisation itself): processor(images, "
                 "do_normalize=False) gives them",
             )
@@ -117,37 +175,21 @@ def vision_task_from_loader(loader, kind: str, image_shape: tuple[int, int, int]
         if (sy, sx) != (1.0, 1.0):
             x = F.interpolate(x, size=(height, width), mode="bilinear", align_corners=False).clamp(0, 1)
         images.append(x)
-        n = x.shape[0]
-        if kind == "object_detection":
-            for t in target:
-                b = torch.as_tensor(t["boxes"], dtype=torch.float32).reshape(-1, 4)
-                boxes.append(b * torch.tensor([sx, sy, sx, sy]))
-                labels.append(torch.as_tensor(t.get("labels", t.get("class_labels")), dtype=torch.long).reshape(-1))
-            masks.append(torch.zeros(n, height, width, dtype=torch.long))
-            image_labels.append(torch.tensor([int(lab[0]) if len(lab) else 0 for lab in labels[-n:]]))
-        elif kind == "semantic_segmentation":
-            m = torch.as_tensor(target).long()
-            m = m.masked_fill((m == 255) | (m < 0), -1)
-            if m.shape[-2:] != (height, width):
-                m = F.interpolate(m[:, None].float(), size=(height, width), mode="nearest")[:, 0].long()
-            masks.append(m)
-            image_labels.append(torch.tensor([most_common_class(r) for r in m]))
-        else:
-            masks.append(torch.zeros(n, height, width, dtype=torch.long))
-            image_labels.append(torch.as_tensor(target).long().reshape(-1))
-        if kind != "object_detection":
-            boxes.extend(torch.zeros(0, 4) for _ in range(n))
-            labels.extend(torch.zeros(0, dtype=torch.long) for _ in range(n))
+        b, lab, m, per_image = targets.read(target, x.shape[0], height, width, sx, sy)
+        boxes.extend(b)
+        labels.extend(lab)
+        masks.append(m)
+        image_labels.append(per_image)
     if not images:
-        raise ConfigError(key, f"yields no batches; a {VISION_NOUN[kind]}'s DataLoader yields {VISION_EXPECTED[kind]}")
+        raise ConfigError(key, f"yields no batches; a {targets.noun}'s DataLoader yields {targets.expected}")
     x = torch.cat(images)
     desc = f"{x.shape[0]} images from your DataLoader"
-    if kind == "object_detection":
+    if isinstance(targets, BoxTargets):
         desc += f" with {sum(len(b) for b in boxes)} labelled boxes"
     return VisionTaskData("dataloader", x, boxes, labels, torch.cat(masks), torch.cat(image_labels), [], desc)
 
 
-def _vision_pair(batch, kind: str, key: str):
+def _vision_pair(batch, targets: Any, key: str):
     if isinstance(batch, Mapping):
         x = next((batch[k] for k in INPUT_KEYS if k in batch), None)
         y = next((batch[k] for k in (*LABEL_KEYS, "masks", "mask") if k in batch), None)
@@ -159,14 +201,9 @@ def _vision_pair(batch, kind: str, key: str):
         x = torch.stack([torch.as_tensor(i) for i in x])
     if x is None or y is None or not torch.as_tensor(x).is_floating_point() or torch.as_tensor(x).dim() != 4:
         raise ConfigError(
-            key,
-            f"yields {describe_batch(batch, items=True)}; a {VISION_NOUN[kind]}'s DataLoader yields "
-            f"{VISION_EXPECTED[kind]}",
+            key, f"yields {describe_batch(batch, items=True)}; a {targets.noun}'s DataLoader yields {targets.expected}"
         )
-    if kind == "object_detection" and not (
-        isinstance(y, (list, tuple)) and all(isinstance(t, dict) and "boxes" in t for t in y)
-    ):
-        raise ConfigError(key, f"yields targets of type {type(y).__name__}; expected {VISION_EXPECTED[kind]}")
+    targets.check(y, key)
     return torch.as_tensor(x).float(), y
 
 

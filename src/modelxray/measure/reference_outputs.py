@@ -63,27 +63,56 @@ def generic_outputs(model: nn.Module, inputs: dict[str, torch.Tensor]) -> Any:
         return detached(model(**inputs))
 
 
-def capture(subject, performance: Any = None, windows: list | None = None, progress: bool = False) -> Any:
-    """What ``subject.reference`` holds for its task, or ``None`` for tasks that keep none here
-    (``performance``: the performance analyzer's settings, for a language model or a text or speech
-    task; ``windows``: a language model's scored windows)."""
-    if subject.task == "causal_lm" and windows is not None:
-        from modelxray.measure.reference import Reference
+def capture(subject, performance: Any = None, windows: list | None = None, progress: bool = False, *, work: Any) -> Any:
+    """What ``subject.reference`` holds for its model, or ``None`` for models that keep none here
+    (``performance``: the performance analyzer's settings; ``windows``: a language model's scored
+    windows). ``work``: what to compute, ``work(subject, performance, windows, progress)``, chosen by
+    the caller through the model's kind (``Kind.reference_work``): one of ``lm_reference``,
+    ``classifier_reference``, ``generic_reference``, ``task_reference`` or ``vision_reference`` (the
+    last two with their ``outputs`` bound); None keeps nothing."""
+    return None if work is None else work(subject, performance, windows, progress)
 
-        return Reference(subject.model, windows, performance.batch_size, performance.kl_windows, progress, "reference")
-    if getattr(subject.data, "windows", None) is not None or getattr(subject.data, "meta", {}).get("speech_kind"):
-        from modelxray.measure.task_outputs import capture_task
 
-        return capture_task(subject, performance)
-    if subject.task in ("object_detection", "semantic_segmentation", "image_features"):
-        from modelxray.measure.vision_outputs import vision_outputs
+def lm_reference(subject, performance: Any, windows: list | None = None, progress: bool = False) -> Any:
+    """A language model's ``Reference`` on its scored ``windows`` (None without windows)."""
+    if windows is None:
+        return None
+    from modelxray.measure.reference import Reference
 
-        return vision_outputs(subject, performance.batch_size, performance.max_detections)
-    if subject.task == "classification" and hasattr(subject.data, "x_test"):
-        ref = {"logits": classifier_logits(subject.model, subject.data.x_test)}
-        if is_dual_encoder(subject.model):
-            ref.update(dual_encoder_embeddings(subject.model, subject.data.x_test))
-        return ref
-    if subject.task == "generic" and subject.data is not None:
-        return generic_outputs(subject.model, subject.data.tensors)
-    return None
+    return Reference(subject.model, windows, performance.batch_size, performance.kl_windows, progress, "reference")
+
+
+def classifier_reference(subject, performance: Any = None, windows: Any = None, progress: bool = False) -> Any:
+    """A classifier's logits on the whole test split, and a dual encoder's image and text embeddings
+    (None without a test split)."""
+    if not hasattr(subject.data, "x_test"):
+        return None
+    ref = {"logits": classifier_logits(subject.model, subject.data.x_test)}
+    if is_dual_encoder(subject.model):
+        ref.update(dual_encoder_embeddings(subject.model, subject.data.x_test))
+    return ref
+
+
+def generic_reference(subject, performance: Any = None, windows: Any = None, progress: bool = False) -> Any:
+    """A generic model's outputs on its example inputs (None without them)."""
+    if subject.data is None:
+        return None
+    return generic_outputs(subject.model, subject.data.tensors)
+
+
+def task_reference(subject, performance: Any, windows: Any = None, progress: bool = False, *, outputs: Any) -> Any:
+    """A text, speech or vision-language model's ``TaskReference`` (``measure.task_outputs``) with
+    ``outputs`` (``answer_outputs``, ``transcript_outputs`` or ``generated_outputs``); None without
+    its examples."""
+    if not hasattr(subject.data, "windows"):
+        return None
+    from modelxray.measure.task_outputs import capture_task
+
+    return capture_task(subject, performance, outputs, progress)
+
+
+def vision_reference(subject, performance: Any, windows: Any = None, progress: bool = False, *, outputs: Any) -> Any:
+    """A detector's, segmenter's or backbone's ``outputs`` (``measure.vision_outputs``) on its images."""
+    from modelxray.measure.vision_outputs import vision_outputs
+
+    return vision_outputs(subject, performance.batch_size, performance.max_detections, outputs=outputs)

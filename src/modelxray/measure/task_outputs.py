@@ -77,10 +77,6 @@ def example_batch(subject: Any, batch_size: int) -> NamedTensors:
     return named
 
 
-def is_ctc(subject: Any) -> bool:
-    return getattr(subject.data, "meta", {}).get("speech_kind") == "speech_ctc"
-
-
 @dataclass
 class TaskReference:
     """The unquantized model's outputs on a text or speech task: its ``Reference`` over the scored
@@ -92,19 +88,36 @@ class TaskReference:
     frame_logprobs: list[torch.Tensor] | None = None
 
 
-def capture_task(subject: Any, cfg: Any, progress: bool = False) -> TaskReference:
-    """``TaskReference`` of the subject's model, with the performance analyzer's settings ``cfg``."""
+def answer_outputs(subject: Any, cfg: Any, n: int, progress: bool = False) -> dict[str, Any]:
+    """A generative vision-language model's greedy answers to the first ``n`` questions."""
+    return {"texts": answers(subject.model, subject, n, cfg.max_new_tokens, progress)} if n > 0 else {}
+
+
+def transcript_outputs(subject: Any, cfg: Any, n: int, progress: bool = False) -> dict[str, Any]:
+    """A CTC model's greedy transcripts of the first ``n`` utterances and its frames' log-probabilities."""
+    logits, texts = ctc_outputs(subject.model, subject, n, cfg.batch_size)
+    return {"texts": texts, "frame_logprobs": [torch.log_softmax(x, -1) for x in logits]}
+
+
+def generated_outputs(subject: Any, cfg: Any, n: int, progress: bool = False) -> dict[str, Any]:
+    """An encoder-decoder's (seq2seq, Whisper) greedy outputs of the first ``n`` examples, where its
+    data has a decoder prompt to generate from; none for the others (masked LMs, text classifiers)."""
+    if n > 0 and subject.data.meta.get("prompt"):
+        return {"texts": generations(subject.model, subject, n, cfg.batch_size, cfg.max_new_tokens, progress)}
+    return {}
+
+
+def capture_task(subject: Any, cfg: Any, outputs: Any, progress: bool = False) -> TaskReference:
+    """``TaskReference`` of the subject's model, with the performance analyzer's settings ``cfg``:
+    its ``Reference`` over the scored windows, and ``outputs`` (``answer_outputs``,
+    ``transcript_outputs`` or ``generated_outputs``, chosen by the caller through the model's kind)
+    on the first ``generate_examples``."""
     from modelxray.measure.reference import Reference
 
     data, ref = subject.data, TaskReference()
     if data.windows:
         ref.windows = Reference(subject.model, data.windows, cfg.batch_size, cfg.kl_examples, progress, "reference")
     n = min(cfg.generate_examples, data.n_examples)
-    if subject.task == "image_text_to_text" and n > 0:
-        ref.texts = answers(subject.model, subject, n, cfg.max_new_tokens, progress)
-    elif is_ctc(subject):
-        logits, ref.texts = ctc_outputs(subject.model, subject, n, cfg.batch_size)
-        ref.frame_logprobs = [torch.log_softmax(x, -1) for x in logits]
-    elif "prompt" in data.meta and data.meta["prompt"] and n > 0:
-        ref.texts = generations(subject.model, subject, n, cfg.batch_size, cfg.max_new_tokens, progress)
+    for key, value in outputs(subject, cfg, n, progress).items():
+        setattr(ref, key, value)
     return ref

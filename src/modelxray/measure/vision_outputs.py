@@ -85,11 +85,26 @@ def pooled(raw: Any) -> torch.Tensor:
     return value.reshape(value.shape[0], -1)
 
 
-def vision_outputs(subject: Any, batch_size: int, max_detections: int, progress: bool = False) -> dict[str, Any]:
-    """The outputs the subject's vision task is scored by (its reference when captured unquantized)."""
+def detection_outputs(subject: Any, batch_size: int, max_detections: int, progress: bool = False) -> dict[str, Any]:
+    """A detector's outputs: its ``detections`` per image, decoded by the subject's image processor."""
     data, model = subject.data, subject.model
-    if subject.task == "object_detection":
-        return {"detections": detections(model, subject.processor, data.images, batch_size, max_detections, progress)}
-    if subject.task == "semantic_segmentation":
-        return {"class_maps": class_maps(model, data.images, batch_size, progress)}
-    return {"embeddings": embeddings(model, data.images, batch_size, progress)}
+    return {"detections": detections(model, subject.processor, data.images, batch_size, max_detections, progress)}
+
+
+def class_map_outputs(subject: Any, batch_size: int, max_detections: int, progress: bool = False) -> dict[str, Any]:
+    """A semantic segmenter's outputs: its ``class_maps`` (a class per pixel)."""
+    return {"class_maps": class_maps(subject.model, subject.data.images, batch_size, progress)}
+
+
+def embedding_outputs(subject: Any, batch_size: int, max_detections: int, progress: bool = False) -> dict[str, Any]:
+    """A vision backbone's outputs: its ``embeddings`` (one per image)."""
+    return {"embeddings": embeddings(subject.model, subject.data.images, batch_size, progress)}
+
+
+def vision_outputs(
+    subject: Any, batch_size: int, max_detections: int, progress: bool = False, *, outputs: Any
+) -> dict[str, Any]:
+    """The outputs the subject's model is scored by (its reference when captured unquantized):
+    ``outputs``, one of ``detection_outputs``, ``class_map_outputs`` and ``embedding_outputs``, chosen
+    by the caller through the model's kind (``LabelledImagesKind.image_outputs``)."""
+    return outputs(subject, batch_size, max_detections, progress)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
@@ -27,9 +27,15 @@ class Declared:
     """What a model's config says of it before any weight is read: its kind and, for a model with
     learned positions, how many tokens one sequence may hold (None where it does not say)."""
 
-    kind: str | None
+    kind: Any  # a kinds.base.Kind (a kind's name is looked up), or None where the config does not say
     max_positions: int | None = None
     where: str = ""  # the file or key that says so, for the error message
+
+    def __post_init__(self) -> None:
+        if isinstance(self.kind, str):
+            from modelxray.kinds.table import named
+
+            object.__setattr__(self, "kind", named(self.kind))  # frozen: set once, as built
 
 
 @dataclass

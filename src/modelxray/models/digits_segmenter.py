@@ -15,9 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from modelxray.core.errors import ConfigError
 from modelxray.models.base import Declared
 from modelxray.models.trained_source import CanvasTrainedSource
+
+KINDS = ("semantic_segmentation", "image_features")  # what it loads as: the segmenter, or its encoder alone
 
 
 @dataclass
@@ -33,19 +34,18 @@ class DigitsSegmenterSource(CanvasTrainedSource):
     lr: float = 0.003  # peak learning rate (5% warm-up, then linear decay)
     background_weight: float = 0.2  # cross-entropy weight of background pixels (most of every canvas)
     weight_decay: float = 0.01
-    kind: str | None = None  # image_features: its encoder alone, as a vision backbone
+    kind: str = (
+        "semantic_segmentation"  # semantic_segmentation | image_features: its encoder alone, as a vision backbone
+    )
 
     def validate(self) -> None:
         super().validate()
         self.require_positive("width", "decoder_width", "steps", "batch_size", "lr", "background_weight")
         self.require_non_negative("weight_decay")
-        if self.kind not in (None, "semantic_segmentation", "image_features"):
-            raise ConfigError(
-                "kind", f"must be semantic_segmentation or image_features (its encoder), got {self.kind!r}"
-            )
+        self.require_choice("kind", KINDS)
 
     def declared(self) -> Declared:
-        return Declared(self.kind or "semantic_segmentation")
+        return Declared(self.kind)
 
     def settings(self) -> dict[str, Any]:
         keys = ("width", "decoder_width", "steps", "batch_size", "lr", "weight_decay", "background_weight", "seed")

@@ -31,12 +31,17 @@ from modelxray.core.errors import ConfigError, require_library
 from modelxray.core.schema import REQUIRED
 from modelxray.core.subject import LoadedModel
 from modelxray.data.example_inputs import check_inputs_value
+from modelxray.kinds.table import FILE_KINDS, KINDS, chosen
 from modelxray.models.base import Declared, ModelSource
 from modelxray.models.hf_dir import check_config_json, declared_from_dir
 from modelxray.models.tokenizers import validate_tokenizer_spec
 
 FORMATS = ("auto", "safetensors", "state_dict", "torchscript", "hf_dir", "gguf")
-FILE_KINDS = ("auto", "causal_lm", "image_classification", "vision_language", "generic")
+GGUF_KIND = "causal_lm"  # what a GGUF file holds
+
+
+def _listed_or(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " or " + items[-1]
 
 
 def detect_format(path: Path) -> str:
@@ -124,65 +129,55 @@ class FileSource(ModelSource):
                 raise ConfigError(
                     "input_shape", f"must be one image's [channels, height, width], e.g. [1, 28, 28]; got {shape}"
                 )
-        kind = self.resolved_kind()
-        if kind != "generic" and self.inputs is not None:
-            raise ConfigError(
-                "inputs",
-                f"declares a generic model's example inputs; model.kind is {kind}: set kind=generic or drop inputs",
-            )
-        if kind != "image_classification" and self.input_shape is not None and self.resolved_format() != "hf_dir":
-            raise ConfigError(
-                "input_shape",
-                f"is an image classifier's input; model.kind is {kind}: set kind=image_classification or drop input_shape",
-            )
+        kind, fmt = self.resolved_kind(), self.resolved_format()
+        for owner, key in self._declaring_keys():  # a key that declares another kind than model.kind
+            if owner is not kind:
+                raise ConfigError(
+                    key, f"{owner.file_key_is}; model.kind is {kind or 'auto'}: set kind={owner} or drop {key}"
+                )
         if isinstance(self.architecture, dict):  # a _target_ runs what it names: checked before anything loads
             from modelxray.models.architecture_targets import check_targets
 
             check_targets(self.architecture, "architecture", self.trust_remote_code)
-        if (
-            isinstance(self.architecture, dict)
-            and "_target_" in self.architecture
-            and kind in ("auto", "vision_language")
-        ):
+        built = isinstance(self.architecture, dict) and "_target_" in self.architecture
+        if built and (kind is None or not kind.from_target):
             raise ConfigError(
                 "kind",
-                "a module built from _target_ has no config to say what it is: set model.kind=image_classification "
-                "(with model.input_shape), generic (with model.inputs) or causal_lm",
+                "a module built from _target_ has no config to say what it is: set model.kind="
+                + _listed_or(
+                    [f"{k}{f' (with model.{k.file_key})' if k.file_key else ''}" for k in KINDS if k.from_target]
+                ),
             )
-        if kind == "generic" and self.inputs is None:
-            raise ConfigError(
-                "inputs",
-                "a generic model runs on named example inputs: set e.g. model.inputs='{x: [1, 16]}' or a tensors file",
-            )
-        fmt = self.resolved_format()
-        if kind == "vision_language" and fmt != "hf_dir":
-            raise ConfigError(
-                "kind", f"vision_language models load from a Hugging Face directory; {self.path} is {fmt}"
-            )
-        if kind == "image_classification" and fmt == "torchscript" and self.input_shape is None:
-            raise ConfigError(
-                "input_shape",
-                "a TorchScript image classifier needs one image's shape, e.g. model.input_shape=[3, 224, 224]",
-            )
+        if kind is not None:
+            kind.check_file_keys(self, fmt)
 
-    def resolved_kind(self) -> str:
-        """``kind``, or what ``auto`` means for this file: the config decides for an HF directory and an
-        architecture (``auto`` here, resolved on load); TorchScript follows ``inputs`` / ``input_shape``."""
-        if self.kind != "auto":
-            return self.kind
-        if self.inputs is not None:
-            return "generic"
-        if self.input_shape is not None and self.resolved_format() != "hf_dir":
-            return "image_classification"
-        return "auto"
+    def _declaring_keys(self) -> list:
+        """(kind, key) for each given key that declares a kind (``inputs``: generic; ``input_shape``: an
+        image classifier, except for an HF directory, whose config says what it is)."""
+        hf_dir = self.resolved_format() == "hf_dir"
+        return [
+            (k, k.file_key)
+            for k in KINDS
+            if k.file_key and getattr(self, k.file_key) is not None and not (hf_dir and k.file_key == "input_shape")
+        ]
+
+    def resolved_kind(self) -> Any:
+        """The kind ``kind`` names, or what ``auto`` means for this file: the key that declares one
+        (``inputs``, ``input_shape``); None where the config decides on load (an HF directory, an
+        architecture) or TorchScript takes token ids."""
+        named = chosen(self.kind)
+        if named is not None:
+            return named
+        declaring = self._declaring_keys()
+        return declaring[0][0] if declaring else None
 
     def declared(self) -> Declared:
         kind = self.resolved_kind()
-        if self.resolved_format() == "hf_dir" and kind != "generic":
-            return declared_from_dir(Path(os.path.expanduser(self.path)), kind, self.path)
-        if self.resolved_format() == "gguf":
-            return Declared("causal_lm")
-        return Declared(None if kind == "auto" else kind)
+        if self.resolved_format() == "hf_dir" and (kind is None or kind.hf_tables):
+            return declared_from_dir(Path(os.path.expanduser(self.path)), self.kind, self.path)
+        if self.resolved_format() == "gguf":  # llama.cpp's format holds causal LMs
+            return Declared(GGUF_KIND)
+        return Declared(kind)
 
     def resolved_format(self) -> str:
         return detect_format(Path(os.path.expanduser(self.path))) if self.format == "auto" else self.format

@@ -5,13 +5,16 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from modelxray.core.errors import ConfigError
 from modelxray.core.formatting import listed
 from modelxray.core.subject import LoadedModel, ModelInfo
+from modelxray.kinds.causal_lm import CausalLM
+from modelxray.kinds.generic import Generic
+from modelxray.kinds.image_classification import ImageClassifier
 from modelxray.models.architecture_targets import check_targets
 from modelxray.models.readers import read_state_dict
 from modelxray.models.tokenizers import load_tokenizer
@@ -35,8 +38,8 @@ def load_file(source: FileSource) -> LoadedModel:
         from modelxray.models.gguf import GGUFSource
 
         return GGUFSource(path=str(path), dtype=source.dtype, device=source.device, engine=source.engine).load()
-    kind = source.resolved_kind()
-    if fmt == "hf_dir" and kind == "generic":
+    kind = source.resolved_kind()  # None: found from the file's config, or by probing it
+    if fmt == "hf_dir" and isinstance(kind, Generic):
         module, notes = _hf_module(source, path)
         return _generic(source, module, path, fmt, "hf", notes)
     if fmt == "hf_dir":
@@ -50,11 +53,11 @@ def load_file(source: FileSource) -> LoadedModel:
             local_files_only=True,
             trust_remote_code=source.trust_remote_code,
             tokenizer=None if source.tokenizer == "byte" and has_own else source.tokenizer,
-            kind=kind,
+            kind=source.kind,
             image_size=source.input_shape[-1] if source.input_shape else None,
         ).load()
     if fmt in ("safetensors", "state_dict") and source.architecture is None:
-        if kind not in ("auto", "causal_lm"):
+        if kind is not None and not isinstance(kind, CausalLM):
             raise ConfigError(
                 "model.architecture",
                 f"{path.name} holds weights only; a {kind} model needs model.architecture to be built",
@@ -63,17 +66,17 @@ def load_file(source: FileSource) -> LoadedModel:
     if fmt == "torchscript":
         model = _load_torchscript(path)
         stored = _dominant_dtype(model.state_dict())
-        if kind == "auto":  # a convolutional file whose forward runs on one image size is an image classifier
+        if kind is None:  # a convolutional file whose forward runs on one image size is an image classifier
             from modelxray.models.image_shape import probed_image_shape
 
             probed = probed_image_shape(model)
             if probed is not None:
                 shape, why = probed
-                source, kind = dataclasses.replace(source, input_shape=list(shape)), "image_classification"
+                source, kind = dataclasses.replace(source, input_shape=list(shape)), ImageClassifier()
                 loaded = _runnable(source, model, path, fmt, stored, kind)
                 loaded.info.notes.append(f"Input: {why} (model.input_shape sets another).")
                 return loaded
-        if kind in ("generic", "image_classification"):
+        if isinstance(kind, (Generic, ImageClassifier)):
             return _runnable(source, model, path, fmt, stored, kind)
         return _loaded_lm(source, model, path, fmt, stored)
     state = read_state_dict(path, fmt, source.allow_unsafe_pickle)
@@ -84,7 +87,7 @@ def load_file(source: FileSource) -> LoadedModel:
         config, kind = _architecture_config(source)
         net = _build(config, kind, source)
     _load_into(net, state, path)
-    if kind == "causal_lm":
+    if isinstance(kind, CausalLM):
         return _loaded_lm(source, net, path, fmt, stored)
     return _runnable(source, net, path, fmt, stored, kind)
 
@@ -105,9 +108,9 @@ def _loaded_lm(source: FileSource, model: torch.nn.Module, path: Path, fmt: str,
     return LoadedModel(source.place(model), tokenizer, _info(path, fmt, stored))
 
 
-def _runnable(source: FileSource, model: torch.nn.Module, path: Path, fmt: str, stored: str, kind: str) -> LoadedModel:
+def _runnable(source: FileSource, model: torch.nn.Module, path: Path, fmt: str, stored: str, kind: Any) -> LoadedModel:
     """An image classifier (pixels in [0, 1] -> logits) or a generic module on example inputs."""
-    if kind == "generic":
+    if isinstance(kind, Generic):
         return _generic(source, model, path, fmt, stored)
     shape = _image_shape(source, model)
     if shape is None:
@@ -195,11 +198,12 @@ def _weights_only(path: Path, fmt: str) -> LoadedModel:
     return LoadedModel(weights, None, info, task="weights")
 
 
-def _architecture_config(source: FileSource) -> tuple[object, str]:
+def _architecture_config(source: FileSource) -> tuple[object, Any]:
     """The transformers config ``model.architecture`` describes, and the kind of model to build."""
     from transformers import AutoConfig
 
-    from modelxray.models.kinds import kind_of_config
+    from modelxray.kinds.table import kind_of_config
+    from modelxray.kinds.vision_language import DualEncoder
 
     arch = source.architecture
     try:
@@ -212,10 +216,8 @@ def _architecture_config(source: FileSource) -> tuple[object, str]:
         raise ConfigError(
             "model.architecture", f"cannot build an architecture from {source.architecture!r}: {exc}"
         ) from None
-    kind = source.resolved_kind()
-    if kind == "auto":
-        kind = kind_of_config(config, f"model.architecture {source.architecture!r}")
-    if kind == "vision_language":
+    kind = source.resolved_kind() or kind_of_config(config, f"model.architecture {source.architecture!r}")
+    if isinstance(kind, DualEncoder):
         raise ConfigError(
             "model.architecture",
             "a vision_language model loads from a Hugging Face directory (model=hf), not a state dict",
@@ -244,11 +246,12 @@ def _build_target(source: FileSource) -> torch.nn.Module:
     return module
 
 
-def _build(config: object, kind: str, source: FileSource) -> torch.nn.Module:
-    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForImageClassification
+def _build(config: object, kind: Any, source: FileSource) -> torch.nn.Module:
+    """A causal LM or an image classifier by its own Auto class (its head); any other kind as the bare model."""
+    import transformers
 
-    auto = {"causal_lm": AutoModelForCausalLM, "image_classification": AutoModelForImageClassification}
-    return auto.get(kind, AutoModel).from_config(config, trust_remote_code=source.trust_remote_code)
+    auto = kind.auto_class if isinstance(kind, (CausalLM, ImageClassifier)) else "AutoModel"
+    return getattr(transformers, auto).from_config(config, trust_remote_code=source.trust_remote_code)
 
 
 def _dominant_dtype(state: dict[str, torch.Tensor]) -> str:

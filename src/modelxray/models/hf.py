@@ -1,7 +1,7 @@
 """Any Hugging Face model of a kind modelxray analyzes (causal and masked LMs, seq2seq models, text
 classifiers, speech recognisers, image classifiers, CLIP-style dual encoders): a hub id (needs the
 network or a filled cache) or a local directory. The kind comes from the directory's config
-(``models/kinds.py``); encoders, seq2seq and speech models load in ``models/hf_tasks.py``.
+(``kinds/table.py``); encoders, seq2seq and speech models load in ``models/hf_tasks.py``.
 A dual encoder (CLIP, SigLIP) loads as a zero-shot classifier bound to the dataset's class names when
 the run knows them (``models/vision_language.py``)."""
 
@@ -15,11 +15,17 @@ from pathlib import Path
 from modelxray.core.errors import ConfigError
 from modelxray.core.schema import REQUIRED
 from modelxray.core.subject import LoadedModel, ModelInfo
+from modelxray.kinds.base import choose
+from modelxray.kinds.causal_lm import CausalLM
+from modelxray.kinds.image_classification import ImageClassifier
+from modelxray.kinds.labelled_images import LabelledImagesKind
+from modelxray.kinds.table import AUTO, HF_KINDS, chosen_or_found
+from modelxray.kinds.vision_language import DualEncoder
+from modelxray.kinds.windows import WindowsKind
 from modelxray.models.base import Declared, ModelSource
 from modelxray.models.cache_only import model_kwargs
 from modelxray.models.hf_dir import check_config_json, declared_from_dir, dir_bytes
-from modelxray.models.hf_tasks import AUTO_CLASS, load_task_model
-from modelxray.models.kinds import KINDS, TASK_OF_KIND, VISION_KINDS, kind_of_config
+from modelxray.models.hf_tasks import load_task_model
 from modelxray.models.tokenizers import load_tokenizer
 
 # any of these in a model directory means it ships a tokenizer (transformers 5 otherwise builds an empty one)
@@ -137,7 +143,7 @@ class HFSource(ModelSource):
     trust_remote_code: bool = False  # off unless the user opts in: remote code runs on this machine
     local_files_only: bool = False
     tokenizer: str | None = None  # defaults to name_or_path (language models, dual encoders); byte = built-in
-    kind: str = "auto"  # auto (from the config's architectures) or one of models.kinds.KINDS, e.g. masked_lm
+    kind: str = "auto"  # auto (from the config's architectures) or a kind of docs/model_kinds.md, e.g. masked_lm
     image_size: int | None = None  # image models: input size when neither config nor image processor names it
     prompt_template: str | None = None  # dual encoders: class prompt with {label}; null = the dataset's
     # causal LMs: accelerate places the modules (auto | balanced | balanced_low_0 | sequential, or
@@ -150,7 +156,7 @@ class HFSource(ModelSource):
         from modelxray.models.device_map import check_device_map
 
         check_device_map(self.device_map, self.device)
-        self.require_choice("kind", KINDS)
+        self.require_choice("kind", HF_KINDS)
         self.require_positive("image_size", allow_none=True)
         if self.prompt_template is not None and "{label}" not in self.prompt_template:
             raise ConfigError(
@@ -171,7 +177,7 @@ class HFSource(ModelSource):
         local = Path(os.path.expanduser(self.name_or_path))
         if local.is_dir():
             return declared_from_dir(local, self.kind, self.name_or_path)
-        return Declared(None if self.kind == "auto" else self.kind)
+        return Declared(None if self.kind == AUTO else self.kind)
 
     def _check_hub_reachable(self) -> None:
         """A hub id that is not in the local cache needs the hub: say at once when it cannot be reached
@@ -208,23 +214,15 @@ class HFSource(ModelSource):
         )
         try:
             config = AutoConfig.from_pretrained(path, **kwargs)
-            kind = kind_of_config(config, self.name_or_path) if self.kind == "auto" else self.kind
-            if self.device_map is not None and kind != "causal_lm":
+            kind = chosen_or_found(self.kind, config, self.name_or_path)
+            if self.device_map is not None and not kind.places_on_devices:
                 raise ConfigError(
                     "model.device_map", f"places causal language models; {self.name_or_path!r} is a {kind} model"
                 )
-            if kind in AUTO_CLASS:
-                loaded = load_task_model(self, kind, path, kwargs)
-            elif kind == "image_classification":
-                loaded = self._load_image_classifier(path, kwargs)
-            elif kind in VISION_KINDS:
-                from modelxray.models.hf_vision_tasks import load_vision_task
-
-                loaded = load_vision_task(self, kind, path, kwargs)
-            elif kind == "vision_language":
-                loaded = self._load_vision_language(path, kwargs, config)
-            else:
-                loaded = self._load_causal_lm(path, kwargs)
+            load = choose(
+                kind, self._loaders(), "model.kind", "model=hf loads language, text, speech and vision models"
+            )
+            loaded = load(kind, path, kwargs, config)
 
         except (OSError, ValueError, pickle.UnpicklingError) as exc:
             refusal = load_error(self.name_or_path, exc)
@@ -246,7 +244,7 @@ class HFSource(ModelSource):
             file_bytes=dir_bytes(local) if local.is_dir() else None,
             notes=[*loaded.info.notes, *([f"loaded from the local Hugging Face cache: {offline}"] if offline else [])],
         )
-        loaded.task = TASK_OF_KIND[kind]
+        loaded.task = kind.task
         loaded.kind = kind
         loaded.model = self.place(loaded.model) if self.device_map is None else loaded.model.eval()
         return loaded
@@ -264,6 +262,22 @@ class HFSource(ModelSource):
                 "runtime.offload", "blocks streams on the CPU for now: use model.device=cpu or runtime.offload=none"
             )
         return load_streamed(self, hidden_budget, reason)
+
+    def _loaders(self) -> dict:
+        """How each family of kinds loads: by its own Auto class, and wrapped where its inputs are pixels."""
+
+        def vision_task(kind, path, kwargs, config):
+            from modelxray.models.hf_vision_tasks import load_vision_task
+
+            return load_vision_task(self, kind, path, kwargs)
+
+        return {
+            CausalLM: lambda kind, path, kwargs, config: self._load_causal_lm(path, kwargs),
+            WindowsKind: lambda kind, path, kwargs, config: load_task_model(self, kind, path, kwargs),
+            ImageClassifier: lambda kind, path, kwargs, config: self._load_image_classifier(path, kwargs),
+            DualEncoder: lambda kind, path, kwargs, config: self._load_vision_language(path, kwargs, config),
+            LabelledImagesKind: vision_task,
+        }
 
     def _load_causal_lm(self, path: str, kwargs: dict) -> LoadedModel:
         from transformers import AutoModelForCausalLM, AutoTokenizer

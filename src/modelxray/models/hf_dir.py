@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from modelxray.core.errors import ConfigError
+from modelxray.kinds.table import chosen_or_found
 from modelxray.models.base import Declared
-from modelxray.models.kinds import kind_of_config
 
 
 def dir_bytes(path: Path) -> int:
@@ -39,9 +39,8 @@ def declared_from_dir(path: Path, kind: str, name: str) -> Declared:
 
     config = path / "config.json"
     fields = json.loads(config.read_text(encoding="utf-8"))
-    if kind == "auto":
-        kind = kind_of_config(SimpleNamespace(**{k: fields.get(k) for k in ("model_type", "architectures")}), name)
-    return Declared(kind, learned_positions(fields), str(config))
+    found = chosen_or_found(kind, SimpleNamespace(**{k: fields.get(k) for k in ("model_type", "architectures")}), name)
+    return Declared(found, learned_positions(fields), str(config))
 
 
 def learned_positions(fields: dict) -> int | None:

@@ -13,8 +13,6 @@ from modelxray.core.formatting import listed
 from modelxray.core.subject import LoadedModel, ModelInfo
 from modelxray.models.safetensors_dir import SafetensorsDir
 
-STREAMED_KINDS = {"causal_lm": "AutoModelForCausalLM", "masked_lm": "AutoModelForMaskedLM"}  # kind -> Auto class
-
 
 def weights_dir(source: Any) -> Path:
     """The directory holding the model's files: a local directory, or a cached hub model's snapshot."""
@@ -34,18 +32,20 @@ def weights_dir(source: Any) -> Path:
 
 
 def block_weights(source: Any) -> SafetensorsDir:
-    """The model's safetensors files, for a kind that streams (``STREAMED_KINDS``) whose blocks all
+    """The model's safetensors files, for a kind that streams (``Kind.streams_from_disk``) whose blocks all
     take the same arguments; one line otherwise. Read from config.json and the files' headers only."""
     import json
 
     from modelxray.models.hf_dir import declared_from_dir
 
     directory = weights_dir(source)
+    from modelxray.kinds.table import KINDS
+
     kind = declared_from_dir(directory, source.kind, source.name_or_path).kind
-    if kind not in STREAMED_KINDS:
+    if not kind.streams_from_disk:
         raise ConfigError(
             "runtime.offload",
-            f"blocks streams {' and '.join(k.replace('_', ' ') + 's' for k in STREAMED_KINDS)}, and "
+            f"blocks streams {' and '.join(k.noun + 's' for k in KINDS if k.streams_from_disk)}, and "
             f"{source.name_or_path} is a {kind} model: use runtime.offload=none",
         )
     fields = json.loads((directory / "config.json").read_text(encoding="utf-8"))
@@ -67,19 +67,19 @@ def load_streamed(source: Any, hidden_budget: int | None, reason: str) -> Loaded
     from accelerate import init_empty_weights
     from transformers import AutoConfig
 
+    from modelxray.kinds.table import chosen_or_found
     from modelxray.models.block_inputs import chain_of_blocks
     from modelxray.models.block_stream import BlockStream
     from modelxray.models.hf_dir import dir_bytes
-    from modelxray.models.kinds import TASK_OF_KIND, kind_of_config
 
     weights = block_weights(source)
     path = str(weights.directory)
     kwargs = dict(trust_remote_code=source.trust_remote_code, local_files_only=True)
     config = AutoConfig.from_pretrained(path, **kwargs)
-    kind = kind_of_config(config, source.name_or_path) if source.kind == "auto" else source.kind
-    if kind not in STREAMED_KINDS:
+    kind = chosen_or_found(source.kind, config, source.name_or_path)
+    if not kind.streams_from_disk:
         raise ConfigError("runtime.offload", f"{source.name_or_path} is a {kind} model, which does not stream")
-    auto = getattr(transformers, STREAMED_KINDS[kind])
+    auto = getattr(transformers, kind.auto_class)
     with init_empty_weights(include_buffers=False):
         model = auto.from_config(config, dtype=source.torch_dtype(), trust_remote_code=source.trust_remote_code)
     model.tie_weights()
@@ -104,18 +104,9 @@ def load_streamed(source: Any, hidden_budget: int | None, reason: str) -> Loaded
             f"{path} holds no tensor for {shown}, which {type(model).__name__} has: save the model again with "
             "save_pretrained, or use runtime.offload=none",
         )
-    if kind != "causal_lm":
-        from modelxray.models.hf_tasks import load_task_tokenizer
+    from modelxray.models.hf_tasks import load_kind_tokenizer
 
-        tokenizer = load_task_tokenizer(source, path, kwargs)
-    elif source.tokenizer == "byte":
-        from modelxray.models.tokenizers import load_tokenizer
-
-        tokenizer = load_tokenizer("byte")
-    else:
-        from transformers import AutoTokenizer
-
-        tokenizer = AutoTokenizer.from_pretrained(os.path.expanduser(source.tokenizer or path), **kwargs)
+    tokenizer = load_kind_tokenizer(source, kind, path, kwargs)
     stored = str(getattr(config, "dtype", None) or "unknown").replace("torch.", "")
     info = ModelInfo(
         name=source.name_or_path,
@@ -125,4 +116,4 @@ def load_streamed(source: Any, hidden_budget: int | None, reason: str) -> Loaded
         file_bytes=dir_bytes(weights.directory),
         notes=[f"Streamed from disk one block at a time ({reason})."],
     )
-    return LoadedModel(model, tokenizer, info, task=TASK_OF_KIND[kind], kind=kind, stream=stream)
+    return LoadedModel(model, tokenizer, info, task=kind.task, kind=kind, stream=stream)

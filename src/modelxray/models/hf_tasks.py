@@ -12,33 +12,35 @@ from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel, ModelInfo
 from modelxray.models.cache_only import model_kwargs
 
-AUTO_CLASS = {
-    "masked_lm": "AutoModelForMaskedLM",
-    "seq2seq_lm": "AutoModelForSeq2SeqLM",
-    "sequence_classification": "AutoModelForSequenceClassification",
-    "token_classification": "AutoModelForTokenClassification",
-    "speech_seq2seq": "AutoModelForSpeechSeq2Seq",
-    "speech_ctc": "AutoModelForCTC",
-    "image_text_to_text": "AutoModelForImageTextToText",
-}
 PROCESSOR_FILE = "preprocessor_config.json"
 NAME_KEY = "model.name_or_path"
 TOKENIZER_HINT = "tokenizer.json (or vocab.txt / spiece.model / vocab.json) with tokenizer_config.json"
 
 
-def load_task_model(source: Any, kind: str, path: str, kwargs: dict) -> LoadedModel:
-    """The model of ``kind`` at ``path``, its tokenizer and (speech) its feature extractor."""
+def load_task_model(source: Any, kind: Any, path: str, kwargs: dict) -> LoadedModel:
+    """The model of ``kind`` at ``path`` (by its ``auto_class``), its tokenizer and the processor it
+    needs (a speech model's feature extractor, a vision-language model's processor)."""
     import transformers
 
-    auto = getattr(transformers, AUTO_CLASS[kind])
+    auto = getattr(transformers, kind.auto_class)
     tokenizer = load_task_tokenizer(source, path, kwargs)
-    processor = None
-    if kind in ("speech_seq2seq", "speech_ctc"):
-        processor = load_feature_extractor(source, path, kwargs)
-    elif kind == "image_text_to_text":
-        processor = load_multimodal_processor(path, kwargs)
+    processor = PROCESSOR_PARTS[kind.needs_processor](path, kwargs) if kind.needs_processor else None
     model = auto.from_pretrained(path, dtype=source.torch_dtype(), **model_kwargs(kwargs))
     return LoadedModel(model, tokenizer, ModelInfo(source.name_or_path, "hf", ""), kind=kind, processor=processor)
+
+
+def load_kind_tokenizer(source: Any, kind: Any, path: str, kwargs: dict) -> Any:
+    """A model's tokenizer: the byte tokenizer where it serves the kind and ``model.tokenizer=byte``
+    asks for it, else ``model.tokenizer`` or the directory's."""
+    if not kind.takes_byte_tokenizer:
+        return load_task_tokenizer(source, path, kwargs)
+    if source.tokenizer == "byte":
+        from modelxray.models.tokenizers import load_tokenizer
+
+        return load_tokenizer("byte")
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(os.path.expanduser(source.tokenizer or path), **kwargs)
 
 
 def load_task_tokenizer(source: Any, path: str, kwargs: dict) -> Any:
@@ -74,7 +76,7 @@ def load_multimodal_processor(path: str, kwargs: dict) -> Any:
     return load_part(AutoProcessor, path, kwargs, files, missing, "processor", errors=(TypeError, ImportError))
 
 
-def load_feature_extractor(source: Any, path: str, kwargs: dict) -> Any:
+def load_feature_extractor(path: str, kwargs: dict) -> Any:
     """A speech model's feature extractor (``preprocessor_config.json``); none is a one-line error."""
     from transformers import AutoFeatureExtractor
 
@@ -83,6 +85,10 @@ def load_feature_extractor(source: Any, path: str, kwargs: dict) -> Any:
         "(feature_extractor.save_pretrained(DIR)) to turn audio into model inputs"
     )
     return load_part(AutoFeatureExtractor, path, kwargs, (PROCESSOR_FILE,), missing, "feature extractor")
+
+
+# what loads the processor a kind needs (``Kind.needs_processor``)
+PROCESSOR_PARTS = {"feature extractor": load_feature_extractor, "processor": load_multimodal_processor}
 
 
 def load_part(auto: Any, path: str, kwargs: dict, files, missing: str, what: str, key=NAME_KEY, errors=()) -> Any:

@@ -18,11 +18,6 @@ from modelxray.core.subject import LoadedModel, ModelInfo
 from modelxray.models.cache_only import model_kwargs
 from modelxray.models.hf_vision import PixelClassifier, processor_settings
 
-AUTO_VISION_CLASS = {
-    "object_detection": "AutoModelForObjectDetection",
-    "semantic_segmentation": "AutoModelForSemanticSegmentation",
-    "image_features": "AutoModel",
-}
 DEFAULT_IMAGE_SIZE = 64  # the digit canvases' side when neither config nor processor names a size
 
 
@@ -64,30 +59,29 @@ def _image_size(config: Any, processor: dict[str, Any], override: int | None) ->
     return int(size) if isinstance(size, int) and size <= 1024 else DEFAULT_IMAGE_SIZE
 
 
-def load_vision_task(source: Any, kind: str, path: str, kwargs: dict) -> LoadedModel:
+def load_vision_task(source: Any, kind: Any, path: str, kwargs: dict) -> LoadedModel:
     """The detector, segmenter or backbone at ``path`` wrapped for pixels in [0, 1], with its image
     processor (a detector's is required: it decodes the boxes)."""
 
     net = _model_class(kind, path, kwargs).from_pretrained(path, dtype=source.torch_dtype(), **model_kwargs(kwargs))
-    processor = _image_processor(path, kwargs) if kind == "object_detection" else None
+    processor = _image_processor(path, kwargs) if kind.needs_processor else None
     return wrap_vision_task(net, kind, processor_settings(path), processor, source.image_size, source.name_or_path)
 
 
-def _model_class(kind: str, path: str, kwargs: dict) -> Any:
+def _model_class(kind: Any, path: str, kwargs: dict) -> Any:
     """The Auto class of the kind; a universal segmenter (Mask2Former ...) by its own Auto class."""
     import transformers
 
-    from modelxray.models.kinds import UNIVERSAL_SEGMENTERS
-
-    if kind == "semantic_segmentation":
+    universal = getattr(kind, "universal_segmenters", ())
+    if universal:
         config = transformers.AutoConfig.from_pretrained(path, **kwargs)
-        if getattr(config, "model_type", "") in UNIVERSAL_SEGMENTERS:
+        if getattr(config, "model_type", "") in universal:
             return transformers.AutoModelForUniversalSegmentation
-    return getattr(transformers, AUTO_VISION_CLASS[kind])
+    return getattr(transformers, kind.auto_class)
 
 
 def wrap_vision_task(
-    net: nn.Module, kind: str, settings: dict[str, Any], processor: Any, image_size: int | None, name: str
+    net: nn.Module, kind: Any, settings: dict[str, Any], processor: Any, image_size: int | None, name: str
 ) -> LoadedModel:
     """``net`` wrapped for pixels in [0, 1]: the normalisation of ``settings`` (an image processor's
     ``image_mean``, ``image_std``, ``size``) inside, its input size from ``image_size``, the config or

@@ -23,7 +23,6 @@ OCCLUSION_FILLS = ("mid", "low")  # the middle of the feature range (grey) | its
 
 
 class ClassifierHarness:
-    task = "classification"
     quality = "accuracy"
     dropout_family = "feature_dropout"
     substitution_family = "feature_substitution"

@@ -21,7 +21,6 @@ from modelxray.perturb.tokens import dropout_windows, substitute_window
 
 
 class LMHarness:
-    task = "causal_lm"
     quality = "perplexity"  # the headline metric of every family
     dropout_family = "token_dropout"
     substitution_family = "token_substitution"

@@ -14,8 +14,10 @@ from typing import Any
 
 import torch
 
+from modelxray.kinds.speech_ctc import SpeechCTC
+from modelxray.kinds.table import kind_of
 from modelxray.measure.generation import ctc_logits, ctc_transcripts, generate_texts
-from modelxray.measure.task_outputs import audio_inputs, is_ctc
+from modelxray.measure.task_outputs import audio_inputs
 from modelxray.metrics.text_quality import error_rate
 from modelxray.perturb.audio import add_noise_at_snr, change_speed, time_shift
 
@@ -29,7 +31,6 @@ RANDOM_FAMILIES = ("audio_noise",)  # the others are deterministic: one pass
 
 
 class SpeechHarness:
-    task = "speech_recognition"
     quality = "wer"
     dropout_family = None
     substitution_family = None
@@ -52,7 +53,7 @@ class SpeechHarness:
             audio_inputs(s.processor, audio[i : i + self.batch_size], self.rate)
             for i in range(0, len(audio), self.batch_size)
         ]
-        if is_ctc(s):
+        if isinstance(kind_of(s), SpeechCTC):  # a character distribution per frame: its greedy transcript
             with torch.inference_mode():
                 return ctc_transcripts(s.tokenizer, ctc_logits(self.model, batches))
         prompt = s.data.meta["prompt"]

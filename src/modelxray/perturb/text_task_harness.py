@@ -18,18 +18,25 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from modelxray.kinds.base import Kind
+from modelxray.kinds.seq2seq_lm import Seq2SeqLM
+from modelxray.kinds.sequence_classification import TextClassifier
+from modelxray.kinds.table import named
+from modelxray.kinds.token_classification import TokenClassifier
 from modelxray.metrics.windows import IGNORE, NamedTensors, Window
 from modelxray.perturb.lm_harness import LMHarness
 
-CLASSIFIER_TASKS = ("sequence_classification", "token_classification")
+CLASSIFIERS = (TextClassifier, TokenClassifier)  # scored by accuracy; the other windows kinds by perplexity
 
 
 def substitute_text(
-    window: Window, rate: float, vocab_size: int, protected: torch.Tensor, generator: torch.Generator, task: str
+    window: Window, rate: float, vocab_size: int, protected: torch.Tensor, generator: torch.Generator, kind: Kind | str
 ) -> Window:
     """``window`` with a ``rate`` share of its source tokens (``input_ids`` under the attention mask,
     not in ``protected``: special and mask tokens) replaced by random ordinary tokens (a draw that
-    lands on a protected token leaves the token as it was)."""
+    lands on a protected token leaves the token as it was). ``kind``: the model's kind (or its name);
+    a token classifier's label of a replaced token is not scored."""
+    kind = named(kind) if isinstance(kind, str) else kind
     inputs = window.inputs
     ids = inputs["input_ids"]
     mask = inputs.get("attention_mask", torch.ones_like(ids)).bool()
@@ -38,12 +45,12 @@ def substitute_text(
     low = int(protected.max()) + 1 if protected.numel() and int(protected.max()) < vocab_size // 2 else 0
     random_ids = torch.randint(low, vocab_size, ids.shape, generator=generator)
     replaced &= ~torch.isin(random_ids, protected)  # a draw of a special token (an image's) leaves the token
-    named = NamedTensors({**inputs, "input_ids": torch.where(replaced, random_ids, ids)})
-    named.primary = inputs.primary
+    source = NamedTensors({**inputs, "input_ids": torch.where(replaced, random_ids, ids)})
+    source.primary = inputs.primary
     targets = window.targets
-    if task == "token_classification":
+    if isinstance(kind, TokenClassifier):
         targets = targets.masked_fill(replaced, IGNORE)
-    return Window(named, targets)
+    return Window(source, targets)
 
 
 class TextTaskHarness(LMHarness):
@@ -53,7 +60,7 @@ class TextTaskHarness(LMHarness):
         self,
         model: nn.Module,
         windows: list[Window],
-        task: str,
+        kind: Kind,
         tokenizer,
         batch_size: int,
         kl_windows: int,
@@ -61,11 +68,11 @@ class TextTaskHarness(LMHarness):
         attack_batch_size: int = 1,
     ):
         super().__init__(model, windows, batch_size, kl_windows, progress, attack_batch_size)
-        self.task = task
-        self.quality = "accuracy" if task in CLASSIFIER_TASKS else "perplexity"
+        self.kind = kind
+        self.quality = "accuracy" if isinstance(kind, CLASSIFIERS) else "perplexity"
         self.vocab_size = len(tokenizer)
         self.protected = torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long)
-        encoder = model.get_encoder() if task == "seq2seq_lm" and hasattr(model, "get_encoder") else None
+        encoder = model.get_encoder() if isinstance(kind, Seq2SeqLM) and hasattr(model, "get_encoder") else None
         self.shift_within = encoder
         if encoder is not None:  # the encoder's own embedding module (transformers may give each stack one)
             self._embedding = encoder.get_input_embeddings()
@@ -84,7 +91,7 @@ class TextTaskHarness(LMHarness):
         from modelxray.metrics.windows import batched
 
         windows = [
-            substitute_text(w, rate, self.vocab_size, self.protected, generator, self.task) for w in self.windows
+            substitute_text(w, rate, self.vocab_size, self.protected, generator, self.kind) for w in self.windows
         ]
         comp = self.ref.comparison()
         with torch.inference_mode():

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from modelxray.kinds.image_text_to_text import ImageTextToText
 from modelxray.measure.scoring import forward_logits
 from modelxray.metrics.windows import Window
 from modelxray.perturb.text_task_harness import TextTaskHarness
@@ -50,7 +51,7 @@ class VisionLanguageHarness(TextTaskHarness):
         from modelxray.models.hf_vision_tasks import settings_of
 
         super().__init__(
-            model, windows, "image_text_to_text", tokenizer, batch_size, kl_windows, progress, attack_batch_size
+            model, windows, ImageTextToText(), tokenizer, batch_size, kl_windows, progress, attack_batch_size
         )
         self.protected = torch.cat([self.protected, image_token_ids(model, tokenizer)]).unique()
         channels = int(windows[0].inputs["pixel_values"].shape[-3])

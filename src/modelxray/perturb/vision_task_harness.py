@@ -12,19 +12,106 @@ per-pixel cross-entropy against the masks, a backbone's cosine distance from its
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
+from modelxray.kinds.base import choose
+from modelxray.kinds.image_features import ImageFeatures
+from modelxray.kinds.object_detection import ObjectDetector
+from modelxray.kinds.semantic_segmentation import SemanticSegmenter
+from modelxray.kinds.table import kind_of
 from modelxray.measure.vision_outputs import vision_outputs
 from modelxray.metrics.detection import coco_map
 from modelxray.metrics.embeddings import cosine_drift, knn_accuracy
 from modelxray.metrics.segmentation import segmentation_scores
 from modelxray.perturb.images import gaussian_blur, gaussian_noise, occlude, patch_positions
 
-QUALITY = {"object_detection": "map_50", "semantic_segmentation": "miou", "image_features": "knn_accuracy"}
-QUALITY_NAME = {"object_detection": "mAP@.5", "semantic_segmentation": "mean IoU", "image_features": "k-NN accuracy"}
 BOUNDS = (0.0, 1.0)  # images are pixels in [0, 1]
+
+
+# -- each kind's scores against the labels (and agreement with the clean outputs, once known) -----
+def _detection_scores(h: VisionTaskHarness, out: dict, d: Any, clean: dict | None) -> dict[str, float]:
+    truth = [{"boxes": b, "labels": lab} for b, lab in zip(d.boxes, d.labels)]
+    m = coco_map(out["detections"], truth, h.bootstrap)
+    if clean is not None and out is not clean:
+        pseudo = [{"boxes": c["boxes"][:5], "labels": c["labels"][:5]} for c in clean["detections"]]
+        m["agree_map_50"] = coco_map(out["detections"], pseudo, 0)["map_50"]
+    return m
+
+
+def _segmentation_scores(h: VisionTaskHarness, out: dict, d: Any, clean: dict | None) -> dict[str, float]:
+    maps = out["class_maps"]
+    n = int(max(int(d.masks.max()), int(maps.max()))) + 1
+    m = segmentation_scores(maps, d.masks, n, h.bootstrap)
+    if clean is not None and out is not clean:
+        m["pixel_agree"] = float((maps == clean["class_maps"]).double().mean())
+    return m
+
+
+def _embedding_scores(h: VisionTaskHarness, out: dict, d: Any, clean: dict | None) -> dict[str, float]:
+    m = knn_accuracy(out["embeddings"], d.image_labels, h.knn_k)
+    if clean is not None and out is not clean:
+        m["embedding_drift"] = cosine_drift(out["embeddings"], clean["embeddings"])["embedding_drift"]
+    return m
+
+
+# -- each kind's loss, which the attacks raise: of the images ``rows`` at pixels ``x`` -------------
+def _detection_loss(harness: VisionTaskHarness, model: Any, x: torch.Tensor, rows: slice, device: Any) -> torch.Tensor:
+    """The detector's training loss against the labelled boxes (its set-matching loss)."""
+    d, side = harness.data, x.shape[-1]
+    labels = []
+    for boxes, classes in zip(d.boxes[rows], d.labels[rows]):
+        cx, cy = (boxes[:, 0] + boxes[:, 2]) / 2 / side, (boxes[:, 1] + boxes[:, 3]) / 2 / side
+        w, h = (boxes[:, 2] - boxes[:, 0]) / side, (boxes[:, 3] - boxes[:, 1]) / side
+        box = torch.stack([cx, cy, w, h], 1).to(device)
+        labels.append({"class_labels": classes.to(device), "boxes": box})
+    net = model.net
+    return net(pixel_values=(x - model.mean.to(x)) / model.std.to(x), labels=labels).loss
+
+
+def _segmentation_loss(h: VisionTaskHarness, model: Any, x: torch.Tensor, rows: slice, device: Any) -> torch.Tensor:
+    """Per-pixel cross-entropy against the masks."""
+    logits = model(x).logits.float()
+    logits = F.interpolate(logits, size=x.shape[-2:], mode="bilinear", align_corners=False)
+    masks = h.data.masks[rows].to(device)
+    unscored = (masks < 0) | (masks >= logits.shape[1])  # ignored pixels, classes the head lacks
+    masks = masks.masked_fill(unscored, -100)
+    return F.cross_entropy(logits, masks, ignore_index=-100)
+
+
+def _embedding_loss(h: VisionTaskHarness, model: Any, x: torch.Tensor, rows: slice, device: Any) -> torch.Tensor:
+    """The cosine distance of the embeddings from the clean ones."""
+    from modelxray.measure.vision_outputs import pooled
+
+    clean = h.clean_outputs["embeddings"][rows].to(device)
+    return (1 - F.cosine_similarity(pooled(model(x)).float(), clean, dim=-1)).mean()
+
+
+@dataclass(frozen=True)
+class VisionScoring:
+    """How a kind scored on labelled images is scored and attacked."""
+
+    quality: str  # the metric every family is judged by
+    quality_name: str  # ... as a sentence names it
+    score: Callable[..., dict[str, float]]  # (harness, outputs, data, clean outputs or None) -> metrics
+    loss: Callable[..., torch.Tensor]  # (harness, model, pixels, rows, device) -> the loss attacks raise
+    # the loss has a zero gradient at the clean image (a distance from it): the first gradient is
+    # taken a tiny seeded step away
+    nudged: bool = False
+
+
+SCORING = {
+    ObjectDetector: VisionScoring("map_50", "mAP@.5", _detection_scores, _detection_loss),
+    SemanticSegmenter: VisionScoring("miou", "mean IoU", _segmentation_scores, _segmentation_loss),
+    ImageFeatures: VisionScoring("knn_accuracy", "k-NN accuracy", _embedding_scores, _embedding_loss, nudged=True),
+}
+# each quality's name by the ``task`` a subject of the kind carries (callers that index by it; a
+# harness says its own as ``quality_name``)
+QUALITY_NAME = {cls.task: scoring.quality_name for cls, scoring in SCORING.items()}
 
 
 class VisionTaskHarness:
@@ -36,8 +123,9 @@ class VisionTaskHarness:
 
         data = subject.data
         self.subject = subject
-        self.task = subject.task
-        self.quality = QUALITY[self.task]
+        self.kind = kind_of(subject)
+        self.scoring = choose(self.kind, SCORING, "model", "scores detectors, semantic segmenters and vision backbones")
+        self.quality, self.quality_name = self.scoring.quality, self.scoring.quality_name
         self.batch_size, self.bootstrap, self.knn_k = batch_size, bootstrap, knn_k
         self.data = data.first(n)
         self.images = self.data.images
@@ -53,7 +141,7 @@ class VisionTaskHarness:
         view = dataclasses.replace(self.subject, data=dataclasses.replace(self.data, images=images))
         if model is not None:
             view = dataclasses.replace(view, model=model)
-        return vision_outputs(view, self.batch_size, 100)
+        return vision_outputs(view, self.batch_size, 100, outputs=self.kind.image_outputs())
 
     def score(self, out: dict, n: int | None = None) -> dict[str, float]:
         """The task's quality against the labels, and agreement with the clean outputs once known
@@ -62,24 +150,7 @@ class VisionTaskHarness:
         if n is not None and n < self.size:
             d = d.first(n)
             clean = None if clean is None else {k: v[:n] for k, v in clean.items()}
-        if self.task == "object_detection":
-            truth = [{"boxes": b, "labels": lab} for b, lab in zip(d.boxes, d.labels)]
-            m = coco_map(out["detections"], truth, self.bootstrap)
-            if clean is not None and out is not clean:
-                pseudo = [{"boxes": c["boxes"][:5], "labels": c["labels"][:5]} for c in clean["detections"]]
-                m["agree_map_50"] = coco_map(out["detections"], pseudo, 0)["map_50"]
-            return m
-        if self.task == "semantic_segmentation":
-            maps = out["class_maps"]
-            n = int(max(int(d.masks.max()), int(maps.max()))) + 1
-            m = segmentation_scores(maps, d.masks, n, self.bootstrap)
-            if clean is not None and out is not clean:
-                m["pixel_agree"] = float((maps == clean["class_maps"]).double().mean())
-            return m
-        m = knn_accuracy(out["embeddings"], d.image_labels, self.knn_k)
-        if clean is not None and out is not clean:
-            m["embedding_drift"] = cosine_drift(out["embeddings"], clean["embeddings"])["embedding_drift"]
-        return m
+        return self.scoring.score(self, out, d, clean)
 
     def evaluate_as_classifier(self, model: Any, desc: str) -> dict[str, float]:
         """``evaluate`` of ``model`` with the task's quality as ``accuracy`` and its agreement with the
@@ -120,9 +191,7 @@ class VisionTaskHarness:
                 grad_fn = self._grad_fn(rows)
                 # a backbone's cosine distance from its clean embedding has a zero gradient at the clean
                 # image: its first gradient is taken a tiny seeded step away
-                nudge = (
-                    1e-3 * (torch.rand(xb.shape, generator=generator) * 2 - 1) if self.task == "image_features" else 0
-                )
+                nudge = 1e-3 * (torch.rand(xb.shape, generator=generator) * 2 - 1) if self.scoring.nudged else 0
                 g0 = grad_fn((xb + nudge).clamp(*BOUNDS))
                 for eps in eps_list:
                     adv_f[eps].append(fgsm(xb, g0, eps, BOUNDS))
@@ -138,38 +207,13 @@ class VisionTaskHarness:
 
     def _grad_fn(self, rows: slice):
         """x -> d(task loss)/dx for the images ``rows``."""
-        import torch.nn.functional as F
-
-        model, d = self.subject.model, self.data
+        model = self.subject.model
         device = next(model.parameters()).device
-
-        def loss_of(x: torch.Tensor) -> torch.Tensor:
-            if self.task == "semantic_segmentation":
-                logits = model(x).logits.float()
-                logits = F.interpolate(logits, size=x.shape[-2:], mode="bilinear", align_corners=False)
-                masks = d.masks[rows].to(device)
-                unscored = (masks < 0) | (masks >= logits.shape[1])  # ignored pixels, classes the head lacks
-                masks = masks.masked_fill(unscored, -100)
-                return F.cross_entropy(logits, masks, ignore_index=-100)
-            if self.task == "image_features":
-                from modelxray.measure.vision_outputs import pooled
-
-                clean = self.clean_outputs["embeddings"][rows].to(device)
-                return (1 - F.cosine_similarity(pooled(model(x)).float(), clean, dim=-1)).mean()
-            side = x.shape[-1]
-            labels = []
-            for boxes, classes in zip(d.boxes[rows], d.labels[rows]):
-                cx, cy = (boxes[:, 0] + boxes[:, 2]) / 2 / side, (boxes[:, 1] + boxes[:, 3]) / 2 / side
-                w, h = (boxes[:, 2] - boxes[:, 0]) / side, (boxes[:, 3] - boxes[:, 1]) / side
-                box = torch.stack([cx, cy, w, h], 1).to(device)
-                labels.append({"class_labels": classes.to(device), "boxes": box})
-            net = model.net
-            return net(pixel_values=(x - model.mean.to(x)) / model.std.to(x), labels=labels).loss
 
         def grad(x: torch.Tensor) -> torch.Tensor:
             x = x.detach().to(device).requires_grad_(True)
             with torch.enable_grad():
-                (g,) = torch.autograd.grad(loss_of(x), x)
+                (g,) = torch.autograd.grad(self.scoring.loss(self, model, x, rows, device), x)
             return g.cpu()
 
         return grad

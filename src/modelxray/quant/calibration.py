@@ -32,6 +32,11 @@ import torch
 from torch import nn
 
 from modelxray.core.errors import ConfigError
+from modelxray.kinds.base import Kind, choose
+from modelxray.kinds.causal_lm import CausalLM
+from modelxray.kinds.classifier import Classifier
+from modelxray.kinds.labelled_images import LabelledImagesKind
+from modelxray.kinds.table import kind_of
 from modelxray.measure.classifier_reference import input_dtype
 from modelxray.measure.scoring import forward_logits, model_device
 from modelxray.metrics.windows import NamedTensors
@@ -249,11 +254,12 @@ def _observing(layer_targets, fn) -> Iterator[None]:
 
 def calibration_windows(subject) -> torch.Tensor:
     data = subject.data
-    if getattr(subject, "task", "causal_lm") != "causal_lm":
+    kind = kind_of(subject)
+    if not isinstance(kind, CausalLM):
         raise ConfigError(
             "quant",
             f"calibration-based quantization (GPTQ, AWQ) calibrates on a language model's token windows or a "
-            f"classifier's training examples; {subject.info.name} is a {subject.task} model: use RTN, e.g. quant=int4",
+            f"classifier's training examples; {subject.info.name} is a {kind.task} model: use RTN, e.g. quant=int4",
         )
     if data is None or data.calibration is None or data.calibration.shape[0] == 0:
         raise ConfigError(
@@ -297,7 +303,7 @@ def task_calibration(subject, method: str) -> Calibration:
         what = "a text dataset (spoken for a speech model)"
         raise ConfigError(
             "quant",
-            f"{method} calibrates a {subject.task} model on examples of its task built from {what} beside the "
+            f"{method} calibrates a {kind_of(subject).task} model on examples of its task built from {what} beside the "
             f"evaluated ones, and {getattr(data, 'name', 'this run')} gives none; use an RTN config such as quant=int4",
         )
     chunks = [inputs for inputs, _ in batched(windows, len(windows))]
@@ -326,14 +332,18 @@ def subject_calibration(subject, quantizer) -> Calibration:
     """The run's calibration data: a classifier's training examples (``quant.calibration_examples``,
     seeded by ``quant.seed``), a text model's examples of its task that are not evaluated, else the
     dataset's token windows after the evaluated span."""
-    task = getattr(subject, "task", "causal_lm")
-    if task == "classification":
-        return example_calibration(subject.data, quantizer.calibration_examples, quantizer.seed, quantizer.name)
-    if task in ("object_detection", "semantic_segmentation", "image_features"):
-        return canvas_calibration(subject, quantizer)
-    if task != "causal_lm":  # an encoder, a seq2seq model, a text classifier, a speech model
-        return task_calibration(subject, quantizer.name)
-    return Calibration([calibration_windows(subject)], "windows after the evaluated span")
+    calibrate = choose(kind_of(subject), CALIBRATION, "quant", "calibrates models")
+    return calibrate(subject, quantizer)
+
+
+# each kind's calibration data (the most specific class of a kind wins): any other kind (an encoder,
+# a seq2seq model, a text classifier, a speech model) is calibrated on examples of its own task
+CALIBRATION = {
+    CausalLM: lambda subject, q: Calibration([calibration_windows(subject)], "windows after the evaluated span"),
+    Classifier: lambda subject, q: example_calibration(subject.data, q.calibration_examples, q.seed, q.name),
+    LabelledImagesKind: canvas_calibration,
+    Kind: lambda subject, q: task_calibration(subject, q.name),
+}
 
 
 def as_calibration(data: Any, method: str) -> Calibration:

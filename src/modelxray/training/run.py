@@ -10,10 +10,12 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
+from typing import Any
 
 from modelxray.core.callbacks import Callback
 from modelxray.core.result import Result
 from modelxray.core.subject import Subject
+from modelxray.kinds.table import AUTO
 from modelxray.training.config import TrainConfig
 from modelxray.training.dynamics_callback import TrainingDynamicsCallback
 from modelxray.training.loop import train
@@ -72,14 +74,14 @@ def merge_reports(result: Result, callbacks: list[Callback]) -> None:
         result.tables["learning_dynamics"] = learned
 
 
-def callbacks_for(cfg: TrainConfig, task_kind: str) -> list[Callback]:
+def callbacks_for(cfg: TrainConfig, task: Any) -> list[Callback]:
     """The callbacks a preset asks for: the dynamics monitor whenever any family is enabled."""
     dyn = cfg.dynamics
     out: list[Callback] = []
     if any(s.enabled for s in (dyn.param_change, dyn.sparse, dyn.grad, dyn.optim)):
         out.append(TrainingDynamicsCallback(dyn))
     learning = cfg.learning.callbacks()
-    if learning and task_kind != "classification":
+    if learning and not task.follows_examples:
         from modelxray.core.errors import ConfigError
 
         raise ConfigError(
@@ -99,9 +101,9 @@ def train_subject(
     progress: bool = True,
 ) -> tuple[Subject, Result]:
     start = time.perf_counter()
-    kind = subject.task if cfg.task == "auto" else cfg.task
-    task = make_task(kind, subject.data, cfg)
-    callbacks = callbacks_for(cfg, kind) + list(extra_callbacks)
+    objective = subject.task if cfg.task == AUTO else cfg.task
+    task = make_task(objective, subject.data, cfg)
+    callbacks = callbacks_for(cfg, task) + list(extra_callbacks)
     logger = StepLogger(tracker_run)
     try:
         outcome = train(
@@ -118,7 +120,7 @@ def train_subject(
             "seconds_per_step": outcome.seconds / max(outcome.steps, 1),
             "trainable_params": float(outcome.trainable_params),
             "total_params": float(outcome.total_params),
-            "examples_per_s" if kind != "causal_lm" else "tokens_per_s": outcome.examples / max(outcome.seconds, 1e-9),
+            task.rate_key: outcome.examples / max(outcome.seconds, 1e-9),
             "logged_values": float(logger.logged),
         }
     )
@@ -143,7 +145,7 @@ def train_subject(
         result.tables["checkpoints"] = [{"path": p} for p in outcome.checkpoints]
     result.data.update(
         {
-            "task": kind,
+            "task": objective,
             "optimizer": cfg.optimizer,
             "lr": cfg.lr,
             "lora": cfg.lora.enabled,
@@ -156,7 +158,7 @@ def train_subject(
         }
     )
     merge_reports(result, callbacks)
-    result.insights.insert(0, _headline(outcome, kind, cfg))
+    result.insights.insert(0, _headline(outcome, objective, cfg))
     result.seconds = time.perf_counter() - start
     step = {"kind": "train", "steps": outcome.steps, "optimizer": cfg.optimizer, "lr": cfg.lr, "lora": cfg.lora.enabled}
     return subject.with_model(outcome.model, step), result

@@ -12,7 +12,7 @@ import math
 import weakref
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -46,6 +46,8 @@ def _epochs(n: int, batch_size: int, gen: torch.Generator) -> Iterator[tuple[int
 @dataclass
 class LMTask:
     data: TokenData
+    rate_key: ClassVar[str] = "tokens_per_s"  # what its throughput counts
+    follows_examples: ClassVar[bool] = False  # learning-dynamics callbacks follow labelled examples
     seq_len: int
     batch_size: int
     eval_batches: int
@@ -124,6 +126,8 @@ def weights_version(model: nn.Module) -> tuple:
 @dataclass
 class ClassificationTask:
     data: ClassificationData
+    rate_key: ClassVar[str] = "examples_per_s"
+    follows_examples: ClassVar[bool] = True
     batch_size: int | None  # None = full batch
     seed: int = 0
     kind: str = "classification"
@@ -188,11 +192,24 @@ class ClassificationTask:
         return res
 
 
-def make_task(kind: str, data: Any, cfg) -> LMTask | ClassificationTask:
-    if kind == "causal_lm":
-        if not isinstance(data, TokenData):
-            raise ConfigError("dataset", "train= on a language model needs a text dataset, e.g. dataset=pydoc_topics")
-        return LMTask(data, cfg.seq_len, cfg.batch_size or 4, cfg.eval_batches, cfg.seed)
+def _lm_task(data: Any, cfg) -> LMTask:
+    if not isinstance(data, TokenData):
+        raise ConfigError("dataset", "train= on a language model needs a text dataset, e.g. dataset=pydoc_topics")
+    return LMTask(data, cfg.seq_len, cfg.batch_size or 4, cfg.eval_batches, cfg.seed)
+
+
+def _classification_task(data: Any, cfg) -> ClassificationTask:
     if not isinstance(data, ClassificationData):
         raise ConfigError("dataset", "train= on a classifier needs a classification dataset, e.g. dataset=digits")
     return ClassificationTask(data, cfg.batch_size, cfg.seed)
+
+
+# what train.task names (auto: the model's own task): next-token prediction, or labels of examples
+OBJECTIVES = {"causal_lm": _lm_task, "classification": _classification_task}
+
+
+def make_task(objective: str, data: Any, cfg) -> LMTask | ClassificationTask:
+    """The training task of ``objective`` (a key of ``OBJECTIVES``) on ``data``."""
+    if objective not in OBJECTIVES:
+        raise ConfigError("train.task", f"trains {' and '.join(OBJECTIVES)} models, not {objective} models")
+    return OBJECTIVES[objective](data, cfg)

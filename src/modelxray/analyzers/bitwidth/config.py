@@ -23,7 +23,12 @@ from typing import ClassVar
 
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
-from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS, refuse_ctc
+from modelxray.kinds.causal_lm import CausalLM
+from modelxray.kinds.classifier import Classifier
+from modelxray.kinds.labelled_images import LabelledImagesKind
+from modelxray.kinds.speech_ctc import SpeechCTC
+from modelxray.kinds.table import kind_of
+from modelxray.kinds.windows import WindowsKind
 
 # keys that only mean something for token windows: a classifier run must leave them at their defaults
 LM_ONLY = ("max_windows", "kl_windows", "sensitivity_windows", "batch_size", "budget_ppl_increase")
@@ -38,7 +43,7 @@ class BitwidthAnalyzer(Analyzer):
     plots_module: ClassVar[str] = "modelxray.analyzers.bitwidth.plots"
     run_module: ClassVar[str] = "modelxray.analyzers.bitwidth.run"
     insights_module: ClassVar[str] = "modelxray.analyzers.bitwidth.insights"
-    model_tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
+    model_kinds: ClassVar[tuple[type, ...]] = (CausalLM, Classifier, WindowsKind, LabelledImagesKind)
     uniform_bits: list[int] = field(default_factory=lambda: [8, 6, 4, 3, 2])
     symmetric: bool = True
     granularity: str = "group"  # tensor | channel | group
@@ -150,10 +155,12 @@ class BitwidthAnalyzer(Analyzer):
         return self.max_windows, self.batch_size, self.kl_windows
 
     def preflight(self, subject) -> None:
-        refuse_ctc(subject, "analyzer.bitwidth")
-        if subject.task in VISION_TASKS:
+        kind = kind_of(subject)
+        if isinstance(kind, SpeechCTC):
+            kind.refuse_position_scoring("analyzer.bitwidth", subject.info.name)
+        if isinstance(kind, LabelledImagesKind):
             return  # its images come with the run (data.for_vision_kind)
-        if subject.task == "classification":
+        if isinstance(kind, Classifier):
             self._preflight_classifier(subject)
         elif subject.data is None and subject.batches is None:
             raise ConfigError(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from modelxray.analyzers.bitwidth.blocks import OTHER
 from modelxray.core.result import Result
+from modelxray.kinds.causal_lm import CausalLM
 from modelxray.metrics.distinguish import Difference, indistinguishable
 
 
@@ -65,7 +66,7 @@ def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
     out = _pareto(result, mode) + _same_as_reference(result.tables.get("configurations") or [], mode)
     sens = result.tables.get("layer_sensitivity") or []
     if sens:
-        if mode.task == "causal_lm":
+        if mode.task == CausalLM.task:
             out += _sensitivity_lm(sens, cfg)
         elif mode.key == "perplexity":  # a text or speech task: blocks of each stack, by loss
             out += _sensitivity_blocks(sens, cfg)

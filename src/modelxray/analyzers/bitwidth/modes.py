@@ -10,6 +10,12 @@ from dataclasses import dataclass
 import torch
 
 from modelxray.analyzers.bitwidth.blocks import OTHER, Block, find_blocks, module_rules
+from modelxray.kinds.base import choose, plurals
+from modelxray.kinds.causal_lm import CausalLM
+from modelxray.kinds.classifier import Classifier
+from modelxray.kinds.labelled_images import LabelledImagesKind
+from modelxray.kinds.table import kind_of
+from modelxray.kinds.windows import WindowsKind
 from modelxray.measure.classifier_reference import ClassifierReference, is_zero_shot
 from modelxray.measure.reference import Reference
 from modelxray.metrics.distinguish import Difference
@@ -35,7 +41,7 @@ class LanguageModelMode:
     """Token windows: perplexity (lower is better), a budget of relative perplexity increase, units
     of one block's attention or MLP ranked by loss increase."""
 
-    task = "causal_lm"
+    task = CausalLM.task
     key = "perplexity"
     change_key = "ppl_increase"
     quality = "perplexity"
@@ -149,7 +155,7 @@ class ClassifierMode:
     """The test split: accuracy (higher is better; zero-shot accuracy for a dual encoder), a budget of
     absolute accuracy drop, units of one block of a tower ranked by KL(unquantized || quantized)."""
 
-    task = "classification"
+    task = Classifier.task
     key = "accuracy"
     change_key = "accuracy_drop"
     higher_is_better = True
@@ -268,14 +274,14 @@ class VisionMode(ClassifierMode):
     def __init__(self, cfg, subject, work, targets: list[Target], progress: bool):
         import dataclasses
 
-        from modelxray.perturb.vision_task_harness import QUALITY_NAME, VisionTaskHarness
+        from modelxray.perturb.vision_task_harness import VisionTaskHarness
 
         self.cfg, self.task = cfg, subject.task
         n = min(cfg.eval_examples, subject.data.n_examples)
         self.ref = VisionTaskHarness(dataclasses.replace(subject, model=work), n, cfg.eval_batch_size, 0, 5, "mid")
         self.ref.n = n
         self.metrics = {"accuracy": self.ref.clean[self.ref.quality], "top1_agree": 1.0}
-        self.quality = QUALITY_NAME[subject.task]
+        self.quality = self.ref.quality_name
         self.probe = None
         self.budget = cfg.budget_accuracy_drop
         self.blocks = find_blocks(work, [t for t in targets if t.kind in cfg.targets])
@@ -300,13 +306,15 @@ class VisionMode(ClassifierMode):
         }
 
 
+# the mode of each family of kinds (the most specific class of a kind wins)
+MODES: dict[type, type] = {
+    LabelledImagesKind: VisionMode,
+    Classifier: ClassifierMode,
+    CausalLM: LanguageModelMode,
+    WindowsKind: TaskMode,
+}
+
+
 def mode_for(cfg, subject, work, targets: list[Target], progress: bool):
-    if subject.task in ("object_detection", "semantic_segmentation", "image_features"):
-        cls = VisionMode
-    elif subject.task == "classification":
-        cls = ClassifierMode
-    elif subject.task == "causal_lm":
-        cls = LanguageModelMode
-    else:
-        cls = TaskMode
+    cls = choose(kind_of(subject), MODES, "analyzer.bitwidth", f"analyzes {plurals(tuple(MODES))}")
     return cls(cfg, subject, work, targets, progress)

@@ -9,6 +9,7 @@ import pandas as pd
 import seaborn as sns
 
 from modelxray.analyzers.bitwidth.blocks import OTHER
+from modelxray.kinds.classifier import Classifier
 from modelxray.metrics.distinguish import error_bars
 from modelxray.plotting import new_figure
 
@@ -28,7 +29,8 @@ def figures(result) -> dict:
 
 
 def _is_classifier(result) -> bool:
-    return result.data.get("task") == "classification"
+    """Whether the saved result is a classifier's (its ``task`` as the run logged it)."""
+    return result.data.get("task") == Classifier.task
 
 
 def _quality(result) -> tuple[str, str]:

@@ -13,6 +13,9 @@ from modelxray.analyzers.bitwidth.plans import config_rows, size_stats, smallest
 from modelxray.core.errors import ConfigError
 from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
+from modelxray.kinds.causal_lm import CausalLM
+from modelxray.kinds.classifier import Classifier
+from modelxray.kinds.table import kind_of
 from modelxray.metrics.agreement import outside_agreement_bounds
 from modelxray.metrics.distinguish import indistinguishable
 from modelxray.metrics.pareto import pareto_front
@@ -67,7 +70,8 @@ class _Session:
     search_levels = 1  # levels of the recommendation's binary search evaluated together (one at a time here)
 
     def __init__(self, cfg, subject, ctx: RunContext):
-        if subject.data is None and (subject.task != "causal_lm" or subject.batches is None):
+        language_model = isinstance(kind_of(subject), CausalLM)
+        if subject.data is None and (not language_model or subject.batches is None):
             raise ConfigError(
                 "analyzer.bitwidth", "needs a dataset or a DataLoader of token batches (a classifier: its test split)"
             )
@@ -75,7 +79,7 @@ class _Session:
         self.work = subject.model
         self.tokenizer = subject.tokenizer
         # an lm-eval task metric scored on every configuration (rank_by_task), not on the probes
-        self.ranking = cfg.ranking() if subject.task == "causal_lm" else None
+        self.ranking = cfg.ranking() if language_model else None
         self.targets = find_targets(self.work)
         self.originals = ctx.keep_originals(self.work, [f"{t.name}.weight" for t in self.targets])
         self.changed: set[str] = set()
@@ -206,7 +210,7 @@ def run_layer_sensitivity(cfg, subject, ctx: RunContext) -> list[dict]:
     (examples) alone, the only ones sensitivity scores, so the rows are those ``run`` gives."""
     import dataclasses
 
-    if subject.task == "classification":
+    if isinstance(kind_of(subject), Classifier):
         probe_cfg = dataclasses.replace(cfg, eval_examples=min(cfg.eval_examples, cfg.sensitivity_examples))
     else:
         probe = max(1, -(-cfg.sensitivity_windows // cfg.batch_size)) * cfg.batch_size  # whole probe batches

@@ -19,8 +19,8 @@ from typing import Any, ClassVar
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
 from modelxray.data.example_inputs import normalize_inputs
+from modelxray.kinds.base import Kind
 from modelxray.measure.energy import check_country, check_cpu_tdp_w
-from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS
 
 SPECTRAL = ("power", "exact", "none")
 
@@ -32,14 +32,7 @@ class InspectAnalyzer(Analyzer):
     run_module: ClassVar[str] = "modelxray.analyzers.inspect.run"
     insights_module: ClassVar[str] = "modelxray.analyzers.inspect.insights"
     studies_broken_weights: ClassVar[bool] = True  # it counts each tensor's NaN and Inf values
-    model_tasks: ClassVar[tuple[str, ...]] = (
-        "causal_lm",
-        "classification",
-        "generic",
-        "weights",
-        *TEXT_AND_SPEECH_TASKS,
-        *VISION_TASKS,
-    )
+    model_kinds: ClassVar[tuple[type, ...]] = (Kind,)  # every kind, a weights-only file and a generic module included
     bins: int = 256  # histogram bins per tensor (entropy is of this histogram)
     outlier_k: float = 3.0  # outlier: |x - mean| > k std
     small_threshold: float = 1e-3  # "near zero": |x| < small_threshold x max|x|

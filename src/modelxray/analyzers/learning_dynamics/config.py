@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
+from modelxray.kinds.classifier import Classifier
 from modelxray.training_dynamics.config import section
 
 
@@ -74,7 +75,7 @@ class CheckpointDynamicsAnalyzer(Analyzer):
     name: ClassVar[str] = "learning_dynamics"
     plots_module: ClassVar[str] = "modelxray.analyzers.learning_dynamics.plots"
     run_module: ClassVar[str] = "modelxray.analyzers.learning_dynamics.run"
-    model_tasks: ClassVar[tuple[str, ...]] = ("classification",)
+    model_kinds: ClassVar[tuple[type, ...]] = (Classifier,)
     lr: float = 1e-3  # learning rate between checkpoints (TracIn weighs each checkpoint's gradients by it)
     batch_size: int = 4096  # rows per forward/backward over the training set
     sections: dict = field(default_factory=_default_sections)  # train.learning sections (null = off)

@@ -18,6 +18,7 @@ from typing import ClassVar
 
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError, require_library
+from modelxray.kinds.causal_lm import CausalLM
 
 
 @dataclass
@@ -26,7 +27,7 @@ class LmEvalAnalyzer(Analyzer):
     plots_module: ClassVar[str] = "modelxray.analyzers.lm_eval.plots"
     run_module: ClassVar[str] = "modelxray.analyzers.lm_eval.run"
     insights_module: ClassVar[str] = "modelxray.analyzers.lm_eval.insights"
-    model_tasks: ClassVar[tuple[str, ...]] = ("causal_lm",)
+    model_kinds: ClassVar[tuple[type, ...]] = (CausalLM,)
     tasks: list[str] = field(default_factory=lambda: ["pydoc_topic_mc", "pydoc_cloze"])  # lm-eval tasks or groups
     num_fewshot: int | None = None  # examples in each prompt; null: each task's own default
     limit: float | None = None  # documents per task (a count, or a share below 1); null: all

@@ -1,5 +1,5 @@
-"""The performance analyzer on a classifier (``subject.task == "classification"``): quality on the
-dataset's test split and speed per batch of test inputs.
+"""The performance analyzer on a classifier (a ``Classifier`` kind): quality on the dataset's test
+split and speed per batch of test inputs.
 
 The model is called as ``model(x)`` on a float batch shaped ``(N, *input_shape)`` (digits: (N, 64);
 an image model: (N, C, H, W)) and returns logits ``(N, n_classes)`` (a tensor, or an output with

@@ -11,8 +11,13 @@ from typing import ClassVar
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result
+from modelxray.kinds.causal_lm import CausalLM
+from modelxray.kinds.classifier import Classifier
+from modelxray.kinds.generic import Generic
+from modelxray.kinds.labelled_images import LabelledImagesKind
+from modelxray.kinds.table import kind_of
+from modelxray.kinds.windows import WindowsKind
 from modelxray.metrics.degenerate import COLLAPSE_SHARE
-from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS
 
 PROTOCOLS = ("disjoint", "sliding", "lm_eval_rolling")  # implemented by modelxray.metrics.windows.make_windows
 # keys that only mean something for token windows, with the value that leaves them unused
@@ -26,13 +31,9 @@ class PerformanceAnalyzer(Analyzer):
     run_module: ClassVar[str] = "modelxray.analyzers.performance.run"
     insights_module: ClassVar[str] = "modelxray.analyzers.performance.insights"
     streams_blocks: ClassVar[bool] = True  # perplexity and agreement; speed and per-module time are skipped
-    model_tasks: ClassVar[tuple[str, ...]] = (
-        "causal_lm",
-        "classification",
-        "generic",
-        *TEXT_AND_SPEECH_TASKS,
-        *VISION_TASKS,
-    )
+    # language models, classifiers, generic modules, and the kinds scored on their own examples: windows
+    # (masked LMs, seq2seq, text classifiers, speech, vision-language) and labelled images
+    model_kinds: ClassVar[tuple[type, ...]] = (CausalLM, Classifier, Generic, WindowsKind, LabelledImagesKind)
 
     # quality. A language model: loss, perplexity, bits per byte, top-k next-token accuracy over
     # token windows. A classifier: loss, top-k accuracy (95% interval) on the dataset's test split, and
@@ -105,14 +106,15 @@ class PerformanceAnalyzer(Analyzer):
         )
 
     def preflight(self, subject) -> None:
-        if subject.task == "classification":
+        kind = kind_of(subject)
+        if isinstance(kind, Classifier):
             self._preflight_classifier(subject)
             return
-        if subject.task == "generic":
+        if isinstance(kind, Generic):
             self._refuse_lm_keys(subject, "a generic model (named example inputs)")
             return
-        if subject.task in (*TEXT_AND_SPEECH_TASKS, *VISION_TASKS):
-            self._refuse_lm_keys(subject, f"a {subject.kind or subject.task} model (its own examples)")
+        if isinstance(kind, (WindowsKind, LabelledImagesKind)):
+            self._refuse_lm_keys(subject, f"a {kind.name} model (its own examples)")
             return
         data = subject.data
         if data is not None and self.stride is not None and self.stride > data.seq_len:

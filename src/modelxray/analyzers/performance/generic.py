@@ -1,4 +1,4 @@
-"""The performance analyzer on a generic model (``subject.task == "generic"``): any module run on
+"""The performance analyzer on a generic model (the ``Generic`` kind): any module run on
 its named example inputs. Without labels its quality is agreement with its own unquantized outputs
 (when the run quantized it); speed is per batch of examples, cycling through the given ones."""
 

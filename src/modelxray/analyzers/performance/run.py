@@ -12,10 +12,15 @@ import time
 
 import torch
 
-from modelxray.analyzers.performance.config import TEXT_AND_SPEECH_TASKS, VISION_TASKS
 from modelxray.analyzers.performance.windows import lm_windows
-from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
+from modelxray.kinds.base import choose, plurals
+from modelxray.kinds.causal_lm import CausalLM
+from modelxray.kinds.classifier import Classifier
+from modelxray.kinds.generic import Generic
+from modelxray.kinds.labelled_images import LabelledImagesKind
+from modelxray.kinds.table import kind_of
+from modelxray.kinds.windows import WindowsKind
 from modelxray.measure.layer_time import time_by_type, time_modules
 from modelxray.measure.process_memory import cuda_peaks, peak_rss_bytes, reset_cuda_peaks, rss_bytes
 from modelxray.measure.reference import Reference
@@ -41,49 +46,8 @@ def vocab_size(model) -> int | None:
 def run(cfg, subject, ctx: RunContext) -> Result:
     result = cfg.new_result()
     reset_cuda_peaks(model_device(subject.model))
-    if subject.task == "classification":
-        from modelxray.analyzers.performance import classifier
-
-        classifier.quality(cfg, subject, ctx, result)
-        if is_dual_encoder(subject.model):
-            from modelxray.analyzers.performance.vision_language import retrieval
-
-            retrieval(cfg, subject, ctx, result)
-        classifier.speed(cfg, subject, ctx, result)
-        layer_input = classifier.layer_input
-    elif subject.task == "generic":
-        from modelxray.analyzers.performance import generic
-
-        generic.quality(cfg, subject, ctx, result)
-        generic.speed(cfg, subject, ctx, result)
-        layer_input = generic.layer_input
-    elif subject.task in TEXT_AND_SPEECH_TASKS:
-        from modelxray.analyzers.performance import tasks
-
-        tasks.quality(cfg, subject, ctx, result)
-        if subject.stream is None:
-            tasks.speed(cfg, subject, ctx, result)
-        layer_input = tasks.layer_input
-    elif subject.task in VISION_TASKS:
-        from modelxray.analyzers.performance import vision_tasks
-
-        vision_tasks.quality(cfg, subject, ctx, result)
-        vision_tasks.speed(cfg, subject, ctx, result)
-        layer_input = vision_tasks.layer_input
-    elif subject.task == "causal_lm":
-        _quality(cfg, subject, ctx, result)
-        signs = language_model_signs(
-            result.metrics.get("perplexity", 0.0), vocab_size(subject.model), cfg.uniform_perplexity_share
-        )
-        if signs:
-            result.data["degenerate"] = signs
-        if subject.stream is None:
-            _speed(cfg, subject, ctx, result)
-        layer_input = lambda s: _lm_layer_input(cfg, s)  # noqa: E731
-    else:
-        raise ConfigError(
-            "analyzer.performance", f"does not support task {subject.task!r} (causal_lm, classification, generic)"
-        )
+    measure = choose(kind_of(subject), _MEASURES, "analyzer.performance", f"analyzes {plurals(cfg.model_kinds)}")
+    layer_input = measure(cfg, subject, ctx, result)
     _memory(cfg, subject, result)
     if subject.stream is not None:  # streamed from disk: its forward's time is the disk's
         from modelxray.analyzers.performance.streamed import NOT_TIMED, streaming_data
@@ -99,6 +63,66 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     elif cfg.layer_timing:
         _layers(cfg, subject, result, *layer_input(subject))
     return result
+
+
+# -- each family's quality and speed; each returns how to build its per-module timing input ----
+def _language_model(cfg, subject, ctx, result: Result):
+    _quality(cfg, subject, ctx, result)
+    signs = language_model_signs(
+        result.metrics.get("perplexity", 0.0), vocab_size(subject.model), cfg.uniform_perplexity_share
+    )
+    if signs:
+        result.data["degenerate"] = signs
+    if subject.stream is None:
+        _speed(cfg, subject, ctx, result)
+    return lambda s: _lm_layer_input(cfg, s)
+
+
+def _classifier(cfg, subject, ctx, result: Result):
+    from modelxray.analyzers.performance import classifier
+
+    classifier.quality(cfg, subject, ctx, result)
+    if is_dual_encoder(subject.model):
+        from modelxray.analyzers.performance.vision_language import retrieval
+
+        retrieval(cfg, subject, ctx, result)
+    classifier.speed(cfg, subject, ctx, result)
+    return classifier.layer_input
+
+
+def _generic(cfg, subject, ctx, result: Result):
+    from modelxray.analyzers.performance import generic
+
+    generic.quality(cfg, subject, ctx, result)
+    generic.speed(cfg, subject, ctx, result)
+    return generic.layer_input
+
+
+def _windows(cfg, subject, ctx, result: Result):
+    from modelxray.analyzers.performance import tasks
+
+    tasks.quality(cfg, subject, ctx, result)
+    if subject.stream is None:
+        tasks.speed(cfg, subject, ctx, result)
+    return tasks.layer_input
+
+
+def _labelled_images(cfg, subject, ctx, result: Result):
+    from modelxray.analyzers.performance import vision_tasks
+
+    vision_tasks.quality(cfg, subject, ctx, result)
+    vision_tasks.speed(cfg, subject, ctx, result)
+    return vision_tasks.layer_input
+
+
+# what measures a model's quality and speed, by kind class (a family's base class covers its members)
+_MEASURES = {
+    CausalLM: _language_model,
+    Classifier: _classifier,
+    Generic: _generic,
+    WindowsKind: _windows,
+    LabelledImagesKind: _labelled_images,
+}
 
 
 def _quality(cfg, subject, ctx, result: Result) -> None:

@@ -20,9 +20,19 @@ import time
 import torch
 
 from modelxray.core.result import Result, RunContext
+from modelxray.kinds.base import choose
+from modelxray.kinds.image_text_to_text import ImageTextToText
+from modelxray.kinds.masked_lm import MaskedLM
+from modelxray.kinds.seq2seq_lm import Seq2SeqLM
+from modelxray.kinds.sequence_classification import TextClassifier
+from modelxray.kinds.speech import SpeechRecognizer
+from modelxray.kinds.speech_ctc import SpeechCTC
+from modelxray.kinds.table import kind_of
+from modelxray.kinds.token_classification import TokenClassifier
+from modelxray.kinds.windows import WindowsKind
 from modelxray.measure.scoring import model_device, score_windows
 from modelxray.measure.speed import time_forward
-from modelxray.measure.task_outputs import answers, ctc_outputs, example_batch, generations, is_ctc
+from modelxray.measure.task_outputs import answers, ctc_outputs, example_batch, generations
 from modelxray.metrics.lm import divergence_summary, ratio_se
 from modelxray.metrics.measurements import Latency, Quality, Speed
 from modelxray.metrics.measurements.quality import wilson_interval
@@ -32,32 +42,58 @@ AGREEMENT_KEYS = ("top1_agree", "top1_agree_se", "kl", "kl_se", "kl_p99", "delta
 
 
 def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
-    data, task = subject.data, subject.task
+    data, kind = subject.data, kind_of(subject)
     result.data["quality"] = {"protocol_description": data.description, "examples": data.n_examples}
     result.metrics["examples"] = float(data.n_examples)
     if data.windows:
-        _scored(cfg, subject, ctx, result)
-    if is_ctc(subject):
+        _scored(cfg, subject, kind, ctx, result)
+    if isinstance(kind, SpeechCTC):
         _ctc(cfg, subject, ctx, result)
-    elif task == "image_text_to_text":
+    elif isinstance(kind, ImageTextToText):
         _answered(cfg, subject, ctx, result)
     elif data.meta.get("prompt"):
-        _generated(cfg, subject, ctx, result, speech=task == "speech_recognition")
+        _generated(cfg, subject, ctx, result, speech=isinstance(kind, SpeechRecognizer))
 
 
-# what a text or speech model's perplexity is of, in the report's quality line
+# what a text or speech model's perplexity is of, in the report's quality line, by kind class
 PERPLEXITY_NAME = {
-    "masked_lm": "masked-token perplexity",
-    "seq2seq_lm": "target perplexity (teacher-forced)",
-    "speech_recognition": "transcript perplexity (teacher-forced)",
-    "image_text_to_text": "answer perplexity (teacher-forced)",
+    WindowsKind: "perplexity",
+    MaskedLM: "masked-token perplexity",
+    Seq2SeqLM: "target perplexity (teacher-forced)",
+    SpeechRecognizer: "transcript perplexity (teacher-forced)",
+    ImageTextToText: "answer perplexity (teacher-forced)",
 }
+LABELLED = (TextClassifier, TokenClassifier)  # scored by their labels: accuracy at k = 1 only, no perplexity
 
 
-def _scored(cfg, subject, ctx: RunContext, result: Result) -> None:
+def _one_label(result: Result, raw: dict, kind) -> None:
+    """A text classifier: accuracy with its Wilson interval, loss, examples_scored."""
+    q = Quality.of_classifier(raw["loss"], raw["tokens_scored"], {1: raw["accuracy"]})
+    result.record("quality", q)
+    result.metrics["accuracy_se"] = raw["accuracy_se"]
+
+
+def _per_token(result: Result, raw: dict, kind) -> None:
+    """A token classifier's labelled tokens: no perplexity, texts as the units."""
+    for k in ("loss", "loss_se", "accuracy", "accuracy_se", "tokens_scored", "windows_scored"):
+        result.metrics[k] = raw[k]
+
+
+def _perplexity(result: Result, raw: dict, kind) -> None:
+    """Loss, perplexity and accuracy, with errors, named for what the perplexity is of."""
+    q = Quality.from_dict(raw)
+    name = choose(kind, PERPLEXITY_NAME, "analyzer.performance", "names the perplexity of its examples")
+    result.record("quality", dataclasses.replace(q, name=name))
+
+
+# how the scores at the scored positions become the quality, by kind class
+QUALITY = {WindowsKind: _perplexity, TextClassifier: _one_label, TokenClassifier: _per_token}
+
+
+def _scored(cfg, subject, kind, ctx: RunContext, result: Result) -> None:
     """Loss and accuracy at the scored positions; agreement with the unquantized model's."""
-    data, task = subject.data, subject.task
-    ks = [1] if task in ("sequence_classification", "token_classification") else sorted(set(cfg.top_k) | {1})
+    data = subject.data
+    ks = [1] if isinstance(kind, LABELLED) else sorted(set(cfg.top_k) | {1})
     comp = None
     if subject.stream is not None:  # block by block from disk: the float and quantized paths together
         from modelxray.analyzers.performance.streamed import stream_scores
@@ -68,16 +104,7 @@ def _scored(cfg, subject, ctx: RunContext, result: Result) -> None:
             subject.model, data.windows, cfg.batch_size, ks, ctx.progress, "performance: scoring"
         )
     raw = score.result()
-    if task == "sequence_classification":
-        q = Quality.of_classifier(raw["loss"], raw["tokens_scored"], {1: raw["accuracy"]})
-        result.record("quality", q)  # accuracy with its Wilson interval, loss, examples_scored
-        result.metrics["accuracy_se"] = raw["accuracy_se"]
-    elif task == "token_classification":  # labelled tokens: no perplexity, texts as the units
-        for k in ("loss", "loss_se", "accuracy", "accuracy_se", "tokens_scored", "windows_scored"):
-            result.metrics[k] = raw[k]
-    else:
-        q = Quality.from_dict(raw)  # loss, perplexity, accuracy, with errors
-        result.record("quality", dataclasses.replace(q, name=PERPLEXITY_NAME.get(task, "perplexity")))
+    choose(kind, QUALITY, "analyzer.performance", "scores windows kinds")(result, raw, kind)
     if subject.stream is None:  # a streamed model's pass times the disk, not the model
         result.metrics["eval_examples_per_s"] = len(data.windows) / seconds
     result.data["quality"].update({k: v for k, v in raw.items()})

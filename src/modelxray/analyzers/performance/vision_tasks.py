@@ -16,6 +16,11 @@ from __future__ import annotations
 import torch
 
 from modelxray.core.result import Result, RunContext
+from modelxray.kinds.base import choose
+from modelxray.kinds.image_features import ImageFeatures
+from modelxray.kinds.object_detection import ObjectDetector
+from modelxray.kinds.semantic_segmentation import SemanticSegmenter
+from modelxray.kinds.table import kind_of
 from modelxray.measure.classifier_reference import input_dtype
 from modelxray.measure.scoring import model_device
 from modelxray.measure.speed import time_forward
@@ -29,12 +34,23 @@ FALLBACK_TOP = 5  # an image with no confident unquantized detection: its top bo
 
 
 def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
-    data, task = subject.data, subject.task
+    data, kind = subject.data, kind_of(subject)
     result.data["quality"] = {"protocol_description": data.description, "examples": data.n_examples}
     result.metrics["examples"] = float(data.n_examples)
-    out = vision_outputs(subject, cfg.batch_size, cfg.max_detections, ctx.progress)
+    out = vision_outputs(subject, cfg.batch_size, cfg.max_detections, ctx.progress, outputs=kind.image_outputs())
     ref = subject.reference
-    if task == "object_detection":
+    scored = choose(kind, SCORED, "analyzer.performance", "scores detectors, semantic segmenters and vision backbones")
+    scored.score(cfg, data, out, ref, result)
+    against = None if ref is None else ref.get("label", "the unquantized model")
+    s = scored.sentence(result.metrics, data.description, against)
+    result.insights.append((s if s.startswith("mAP") else s[0].upper() + s[1:]) + ".")
+
+
+class _Detector:
+    """COCO mAP against the labelled boxes, and against the unquantized model's confident detections."""
+
+    @staticmethod
+    def score(cfg, data, out: dict, ref, result: Result) -> None:
         truth = [{"boxes": b, "labels": lab} for b, lab in zip(data.boxes, data.labels)]
         result.metrics.update(coco_map(out["detections"], truth, cfg.detection_bootstrap))
         if ref is not None:
@@ -42,7 +58,21 @@ def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
             vs = coco_map(out["detections"], pseudo, cfg.detection_bootstrap, seed=1)
             result.metrics.update({f"unquantized_{k}": vs[k] for k in ("map", "map_se", "map_50", "map_50_se")})
         result.data["detections"] = _shown(out["detections"], cfg.shown_outputs)
-    elif task == "semantic_segmentation":
+
+    @staticmethod
+    def sentence(m: dict, desc: str, against: str | None) -> str:
+        s = f"mAP@[.5:.95] {m['map']:.3f} ± {m['map_se']:.3f} and mAP@.5 {m['map_50']:.3f} ± {m['map_50_se']:.3f}"
+        s += f" over {int(m['objects'])} objects in {int(m['images_scored'])} images ({desc})"
+        if against:
+            s += f"; against the detections of {against} mAP@.5 {m['unquantized_map_50']:.3f}"
+        return s
+
+
+class _Segmenter:
+    """Mean IoU and pixel accuracy against the masks, and against the unquantized class maps."""
+
+    @staticmethod
+    def score(cfg, data, out: dict, ref, result: Result) -> None:
         n_classes = int(max(int(data.masks.max()), int(out["class_maps"].max()))) + 1
         result.metrics.update(segmentation_scores(out["class_maps"], data.masks, n_classes, cfg.bootstrap))
         if ref is not None:
@@ -52,13 +82,38 @@ def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
             result.metrics.update({"unquantized_miou": vs["miou"], "unquantized_miou_se": vs["miou_se"]})
             result.metrics["pixel_agree"] = vs["pixel_accuracy"]
             result.metrics["pixel_agree_se"] = vs["pixel_accuracy_se"]
-    else:
+
+    @staticmethod
+    def sentence(m: dict, desc: str, against: str | None) -> str:
+        s = f"mean IoU {m['miou']:.3f} ± {m['miou_se']:.3f}, pixel accuracy {m['pixel_accuracy']:.3f} ({desc})"
+        if against:
+            s += f"; against the masks of {against}: mean IoU {m['unquantized_miou']:.3f}, pixels agree {m['pixel_agree']:.4f}"
+        return s
+
+
+class _Backbone:
+    """Leave-one-out k-NN accuracy of the embeddings, and their cosine drift from the unquantized ones."""
+
+    @staticmethod
+    def score(cfg, data, out: dict, ref, result: Result) -> None:
         result.metrics.update(knn_accuracy(out["embeddings"], data.image_labels, cfg.knn_k))
         result.metrics["embedding_dim"] = float(out["embeddings"].shape[1])
         if ref is not None:
             result.metrics.update(cosine_drift(out["embeddings"], ref["embeddings"]))
-    against = None if ref is None else ref.get("label", "the unquantized model")
-    result.insights.append(_sentence(task, result.metrics, data.description, against))
+
+    @staticmethod
+    def sentence(m: dict, desc: str, against: str | None) -> str:
+        s = (
+            f"k-NN accuracy of the embeddings {m['knn_accuracy']:.3f} (95% CI {m['knn_accuracy_ci_low']:.3f}-"
+            f"{m['knn_accuracy_ci_high']:.3f}, k={int(m['knn_k'])}, leave-one-out on {desc})"
+        )
+        if against:
+            s += f"; cosine drift from the embeddings of {against} {m['embedding_drift']:.2e} ± {m['embedding_drift_se']:.1e}"
+        return s
+
+
+# how each labelled-images kind's outputs are scored and said, by kind class
+SCORED = {ObjectDetector: _Detector, SemanticSegmenter: _Segmenter, ImageFeatures: _Backbone}
 
 
 def _confident(dets: list[dict], score: float) -> list[dict]:
@@ -81,28 +136,6 @@ def _shown(dets: list[dict], n: int) -> list[dict]:
         }
         for d in dets[:n]
     ]
-
-
-def _sentence(task: str, m: dict, desc: str, against: str | None) -> str:
-    """The task's quality in words; ``against``: the model its outputs are compared with (the
-    unquantized model, or the run's reference), None when there is none."""
-    if task == "object_detection":
-        s = f"mAP@[.5:.95] {m['map']:.3f} ± {m['map_se']:.3f} and mAP@.5 {m['map_50']:.3f} ± {m['map_50_se']:.3f}"
-        s += f" over {int(m['objects'])} objects in {int(m['images_scored'])} images ({desc})"
-        if against:
-            s += f"; against the detections of {against} mAP@.5 {m['unquantized_map_50']:.3f}"
-    elif task == "semantic_segmentation":
-        s = f"mean IoU {m['miou']:.3f} ± {m['miou_se']:.3f}, pixel accuracy {m['pixel_accuracy']:.3f} ({desc})"
-        if against:
-            s += f"; against the masks of {against}: mean IoU {m['unquantized_miou']:.3f}, pixels agree {m['pixel_agree']:.4f}"
-    else:
-        s = (
-            f"k-NN accuracy of the embeddings {m['knn_accuracy']:.3f} (95% CI {m['knn_accuracy_ci_low']:.3f}-"
-            f"{m['knn_accuracy_ci_high']:.3f}, k={int(m['knn_k'])}, leave-one-out on {desc})"
-        )
-        if against:
-            s += f"; cosine drift from the embeddings of {against} {m['embedding_drift']:.2e} ± {m['embedding_drift_se']:.1e}"
-    return (s if s.startswith("mAP") else s[0].upper() + s[1:]) + "."
 
 
 def speed(cfg, subject, ctx: RunContext, result: Result) -> None:

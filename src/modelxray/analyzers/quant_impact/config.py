@@ -22,7 +22,12 @@ from typing import ClassVar
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError, MissingLibrary
 from modelxray.core.result import Result
-from modelxray.models.kinds import TEXT_AND_SPEECH_TASKS, VISION_TASKS, refuse_ctc
+from modelxray.kinds.causal_lm import CausalLM
+from modelxray.kinds.classifier import Classifier
+from modelxray.kinds.labelled_images import LabelledImagesKind
+from modelxray.kinds.speech_ctc import SpeechCTC
+from modelxray.kinds.table import kind_of
+from modelxray.kinds.windows import WindowsKind
 
 # the strategies table of summary_report.md: quality, agreement, speed, size and the score
 SUMMARY_COLUMNS = (
@@ -105,7 +110,7 @@ class QuantImpactAnalyzer(Analyzer):
     plots_module: ClassVar[str] = "modelxray.analyzers.quant_impact.plots"
     run_module: ClassVar[str] = "modelxray.analyzers.quant_impact.run"
     insights_module: ClassVar[str] = "modelxray.analyzers.quant_impact.insights"
-    model_tasks: ClassVar[tuple[str, ...]] = ("causal_lm", "classification", *TEXT_AND_SPEECH_TASKS, *VISION_TASKS)
+    model_kinds: ClassVar[tuple[type, ...]] = (CausalLM, Classifier, WindowsKind, LabelledImagesKind)
     strategies: list[str] = field(default_factory=lambda: ["none", "int8", "int4", "gptq_int4", "awq_int4"])
     priority: str = "balanced"  # accuracy | speed | memory | balanced: weights of the efficiency score
     max_memory_gb: float | None = (
@@ -187,9 +192,10 @@ class QuantImpactAnalyzer(Analyzer):
         return self.eval_windows, self.batch_size, self.kl_windows
 
     def preflight(self, subject) -> None:
-        if subject.task in VISION_TASKS:
+        kind = kind_of(subject)
+        if isinstance(kind, LabelledImagesKind):
             return  # its images come with the run (data.for_vision_kind)
-        if subject.task == "classification":
+        if isinstance(kind, Classifier):
             from modelxray.data.base import ClassificationData
 
             if not isinstance(subject.data, ClassificationData) or subject.data.n_samples == 0:
@@ -197,7 +203,8 @@ class QuantImpactAnalyzer(Analyzer):
                     "analyzer.quant_impact", "needs the test split of a classification dataset for a classifier"
                 )
             return
-        refuse_ctc(subject, "analyzer.quant_impact")
+        if isinstance(kind, SpeechCTC):
+            kind.refuse_position_scoring("analyzer.quant_impact", subject.info.name)
         if subject.data is None and subject.batches is None:
             raise ConfigError(
                 "analyzer.quant_impact",

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from modelxray.kinds.classifier import Classifier
 from modelxray.metrics.distinguish import error_bars
 from modelxray.plotting import new_figure
 
@@ -100,7 +101,8 @@ def _size_tradeoff(rows):
 
 
 def _is_classifier(result) -> bool:
-    return result.data.get("task") == "classification"
+    """Whether the saved result is a classifier's (its ``task`` as the run logged it)."""
+    return result.data.get("task") == Classifier.task
 
 
 CLASSIFIER_LABELS = {

@@ -13,6 +13,20 @@ from modelxray.analyzers.quant_impact.config import PRIORITIES, load_strategy, s
 from modelxray.core.errors import ConfigError, MissingLibrary
 from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
+from modelxray.kinds.base import choose, plurals
+from modelxray.kinds.causal_lm import CausalLM
+from modelxray.kinds.classifier import Classifier
+from modelxray.kinds.image_features import ImageFeatures
+from modelxray.kinds.image_text_to_text import ImageTextToText
+from modelxray.kinds.labelled_images import LabelledImagesKind
+from modelxray.kinds.masked_lm import MaskedLM
+from modelxray.kinds.object_detection import ObjectDetector
+from modelxray.kinds.semantic_segmentation import SemanticSegmenter
+from modelxray.kinds.seq2seq_lm import Seq2SeqLM
+from modelxray.kinds.sequence_classification import TextClassifier
+from modelxray.kinds.speech import SpeechRecognizer
+from modelxray.kinds.table import kind_of
+from modelxray.kinds.token_classification import TokenClassifier
 from modelxray.measure.hardware import hardware_profile, strategy_support
 from modelxray.measure.memory_timeline import MemoryTimeline
 from modelxray.measure.reference import Reference
@@ -22,7 +36,6 @@ from modelxray.metrics.agreement import outside_agreement_bounds
 from modelxray.metrics.measurements import Latency
 from modelxray.metrics.tensor_bytes import tensor_bytes_by_dtype
 from modelxray.metrics.windows import NamedTensors, lm_eval_windows, speed_inputs, stack_inputs
-from modelxray.models.kinds import VISION_TASKS
 
 
 def efficiency_scores(rows: list[dict], priority: str) -> list[float]:
@@ -34,22 +47,36 @@ def efficiency_scores(rows: list[dict], priority: str) -> list[float]:
     return [math.exp(sum(w * math.log(max(a[i] / best[i], 1e-9)) for i, w in enumerate((wq, ws, wm)))) for a in axes]
 
 
-# what a perplexity measures on each task (exp of the mean loss at its scored positions)
-TASK_QUALITY = {
-    "masked_lm": "masked-token perplexity",
-    "seq2seq_lm": "target perplexity (teacher-forced)",
-    "speech_recognition": "transcript perplexity (teacher-forced)",
-    "sequence_classification": "label perplexity",
-    "token_classification": "tag perplexity",
-    "image_text_to_text": "answer perplexity (teacher-forced)",
+# what a perplexity measures on each kind scored on token positions (exp of the mean loss at its
+# scored positions), by kind class; a causal LM's is plain perplexity
+TASK_QUALITY: dict[type, str] = {
+    MaskedLM: "masked-token perplexity",
+    Seq2SeqLM: "target perplexity (teacher-forced)",
+    SpeechRecognizer: "transcript perplexity (teacher-forced)",
+    TextClassifier: "label perplexity",
+    TokenClassifier: "tag perplexity",
+    ImageTextToText: "answer perplexity (teacher-forced)",
 }
 
-# detectors, segmenters and backbones: what their quality is called, and their own columns
-VISION_QUALITY = {
-    "object_detection": ("map", "map_50", "agree_map_50"),
-    "semantic_segmentation": ("miou", "pixel_accuracy", "pixel_agree"),
-    "image_features": ("knn_accuracy", "embedding_drift"),
+# detectors, segmenters and backbones: their own columns, by kind class
+VISION_QUALITY: dict[type, tuple[str, ...]] = {
+    ObjectDetector: ("map", "map_50", "agree_map_50"),
+    SemanticSegmenter: ("miou", "pixel_accuracy", "pixel_agree"),
+    ImageFeatures: ("knn_accuracy", "embedding_drift"),
 }
+
+
+def _perplexity_name(subject) -> str:
+    """What a perplexity measures on the subject's kind (``TASK_QUALITY``), plain perplexity by default."""
+    return next((TASK_QUALITY[c] for c in type(kind_of(subject)).__mro__ if c in TASK_QUALITY), "perplexity")
+
+
+def _vision_columns(subject) -> tuple[str, ...]:
+    """A detector's, segmenter's or backbone's own quality columns (``VISION_QUALITY``)."""
+    kind = kind_of(subject)
+    return choose(kind, VISION_QUALITY, "analyzer.quant_impact", f"scores {plurals(tuple(VISION_QUALITY))}")
+
+
 # what every strategy costs and saves, logged per strategy for every kind of model
 COST_KEYS = (
     "inference_time",
@@ -85,12 +112,13 @@ class _Mode:
         mode.timed = False
         mode.quality_keys = LM_QUALITY_KEYS
         mode.throughput, mode.unit = "tokens_per_s", "tokens/s"
-        mode.quality = TASK_QUALITY.get(subject.task, "perplexity")
+        mode.quality = _perplexity_name(subject)
         return mode
 
     def __init__(self, cfg, subject, ctx: RunContext):
-        self.vision = subject.task in VISION_TASKS
-        self.classifier = subject.task == "classification" or self.vision  # one score per example
+        kind = kind_of(subject)
+        self.vision = isinstance(kind, LabelledImagesKind)
+        self.classifier = isinstance(kind, Classifier) or self.vision  # one score per example
         device = model_device(subject.model)
         if self.vision:
             self._vision(cfg, subject)
@@ -125,21 +153,21 @@ class _Mode:
             self.throughput = "tokens_per_s"
             self.unit = "tokens/s"
             self.zero_shot = False
-            self.quality = TASK_QUALITY.get(subject.task, "perplexity")
+            self.quality = _perplexity_name(subject)
 
     def _vision(self, cfg, subject) -> None:
         """A detector, segmenter or backbone, scored like a classifier: ``accuracy`` is the task's
         quality (mAP@.5, mean IoU, k-NN accuracy) and ``top1_agree`` its agreement with the
         unquantized outputs (mAP@.5 against its top detections, pixel agreement, 1 - cosine drift)."""
-        from modelxray.perturb.vision_task_harness import QUALITY_NAME, VisionTaskHarness
+        from modelxray.perturb.vision_task_harness import VisionTaskHarness
 
         n = min(cfg.eval_examples, subject.data.n_examples)
         self.ref = VisionTaskHarness(subject, n, cfg.eval_batch_size, 0, cfg.knn_k, "mid")
         self.ref.n = n
         self.ref.metrics = self.ref.clean  # what the results record as the reference
-        self.quality_keys = ("accuracy", "top1_agree", *VISION_QUALITY[subject.task])
+        self.quality_keys = ("accuracy", "top1_agree", *_vision_columns(subject))
         self.throughput, self.unit, self.zero_shot = "examples_per_s", "images/s", False
-        self.quality = QUALITY_NAME[subject.task]
+        self.quality = self.ref.quality_name
 
     def scoring(self) -> dict:
         """How the strategies were scored, as insights.md says it (``insights.py``): one score per
@@ -205,7 +233,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
         rows, unsupported, failures, timelines, streaming = streamed_rows(cfg, subject, ctx, mode, profile)
         return _finish(cfg, subject, mode, profile, rows, timelines, unsupported, failures, None, [], streaming)
     mode = _Mode(cfg, subject, ctx)
-    if subject.task == "causal_lm":
+    if isinstance(kind_of(subject), CausalLM):
         mode.ranking = cfg.ranking()
     device = model_device(subject.model)
     rows, timelines, unsupported, in_place = [], [], [], []

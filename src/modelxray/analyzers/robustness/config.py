@@ -12,9 +12,9 @@ tokens; speech recognisers hear noise at set signal-to-noise ratios, shifted and
 are scored by word error rate. Detectors, segmenters and backbones are attacked in pixel space on
 their task's loss and get the image corruptions; generative vision-language models are attacked in
 pixel space on their answer's loss and fed prompts with substituted tokens. The perturbation
-families are task-agnostic; a harness per task (``perturb/lm_harness.py``, ``classifier_harness.py``,
-``text_task_harness.py``, ``speech_harness.py``, ``vision_task_harness.py``,
-``vision_language_harness.py``) evaluates them. One clean pass is computed first and every family is compared against it. Metrics are named
+families are task-agnostic; a harness per family of kinds (``run._HARNESSES``, keyed by kind class:
+``perturb/lm_harness.py``, ``classifier_harness.py``, ``text_task_harness.py``, ``speech_harness.py``,
+``vision_task_harness.py``, ``vision_language_harness.py``) evaluates them. One clean pass is computed first and every family is compared against it. Metrics are named
 ``<family>_<level>_<metric>`` (``fgsm_0.03_perplexity``, ``quant_noise_4bit_kl``...).
 """
 
@@ -27,7 +27,12 @@ from typing import ClassVar
 from modelxray.analyzers.base import Analyzer
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result
-from modelxray.models.kinds import VISION_TASKS
+from modelxray.kinds.causal_lm import CausalLM
+from modelxray.kinds.classifier import Classifier
+from modelxray.kinds.labelled_images import LabelledImagesKind
+from modelxray.kinds.speech import SpeechRecognizer
+from modelxray.kinds.table import kind_of
+from modelxray.kinds.windows import WindowsKind
 
 NOISE_TARGETS = ("linear", "matrices", "all")  # as in modelxray.perturb.weight_noise
 STEP_GRANULARITY = ("channel", "tensor")
@@ -103,17 +108,9 @@ class RobustnessAnalyzer(Analyzer):
     plots_module: ClassVar[str] = "modelxray.analyzers.robustness.plots"
     run_module: ClassVar[str] = "modelxray.analyzers.robustness.run"
     insights_module: ClassVar[str] = "modelxray.analyzers.robustness.insights"
-    model_tasks: ClassVar[tuple[str, ...]] = (
-        "causal_lm",
-        "classification",
-        "masked_lm",
-        "seq2seq_lm",
-        "sequence_classification",
-        "token_classification",
-        "speech_recognition",
-        "image_text_to_text",
-        *VISION_TASKS,
-    )
+    # every kind but a generic module and weights alone: encoders, seq2seq, speech and generative
+    # vision-language models are WindowsKind's; detectors, segmenters and backbones LabelledImagesKind's
+    model_kinds: ClassVar[tuple[type, ...]] = (CausalLM, Classifier, WindowsKind, LabelledImagesKind)
     eval_windows: int = 8  # language models: dataset windows (the clean pass is computed once)
     batch_size: int = 4  # windows per forward pass
     attack_batch_size: int = 1  # language models: windows per attack gradient (its backward holds their activations)
@@ -210,12 +207,13 @@ class RobustnessAnalyzer(Analyzer):
         )
 
     def preflight(self, subject) -> None:
-        if subject.task == "causal_lm" and subject.data is None and subject.batches is None:
+        kind = kind_of(subject)
+        if isinstance(kind, CausalLM) and subject.data is None and subject.batches is None:
             raise ConfigError(
                 "analyzer.robustness",
                 "needs token windows: a text dataset (dataset=...) or a DataLoader of token batches",
             )
-        if subject.task == "classification" and not hasattr(subject.data, "feature_range"):
+        if isinstance(kind, Classifier) and not hasattr(subject.data, "feature_range"):
             raise ConfigError("dataset", "a classifier needs a classification dataset, e.g. dataset=digits")
         self.image_levels(subject)  # levels set explicitly for a model without images: one line
 
@@ -228,9 +226,10 @@ class RobustnessAnalyzer(Analyzer):
             grid = IMAGE_GRIDS[self.image_grid]
             levels = {f: grid[k] if getattr(self, k) is None else getattr(self, k) for f, k in IMAGE_KEYS.items()}
             return {f: v for f, v in levels.items() if v}, None
-        if subject.task == "speech_recognition":
+        kind = kind_of(subject)
+        if isinstance(kind, SpeechRecognizer):
             why = "a speech model's inputs are audio, not images"
-        elif subject.task != "classification":
+        elif not isinstance(kind, Classifier):
             why = "a language model's inputs are tokens, not images"
         else:
             name = getattr(subject.data, "name", "the dataset")
@@ -269,10 +268,10 @@ class RobustnessAnalyzer(Analyzer):
 def image_shape_of(subject) -> tuple[int, int, int] | None:
     """(C, H, W) of a classifier's test inputs when its data are images (``meta["image_shape"]``
     holding each sample's features: (1, 8, 8) for the flat 64 digits pixels), else None."""
-    data = subject.data
-    if subject.task in VISION_TASKS and getattr(data, "images", None) is not None:
+    data, kind = subject.data, kind_of(subject)
+    if isinstance(kind, LabelledImagesKind) and getattr(data, "images", None) is not None:
         return tuple(int(s) for s in data.images.shape[1:])
-    shape = getattr(data, "meta", {}).get("image_shape") if subject.task == "classification" else None
+    shape = getattr(data, "meta", {}).get("image_shape") if isinstance(kind, Classifier) else None
     if shape is None or len(shape) != 3 or getattr(data, "x_test", None) is None or data.x_test.shape[0] == 0:
         return None
     shape = tuple(int(s) for s in shape)

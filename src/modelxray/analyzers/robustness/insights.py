@@ -12,7 +12,11 @@ from __future__ import annotations
 from modelxray.analyzers.robustness.config import IMAGE_KEYS
 from modelxray.analyzers.robustness.summary import agreement_of, base_of, kl_of, series, tolerance_text, verdict
 from modelxray.core.result import Result
-from modelxray.models.kinds import VISION_TASKS
+from modelxray.kinds.base import Kind
+from modelxray.kinds.classifier import Classifier
+from modelxray.kinds.labelled_images import LabelledImagesKind
+from modelxray.kinds.speech import SpeechRecognizer
+from modelxray.kinds.table import KINDS
 
 
 def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
@@ -20,12 +24,13 @@ def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
     if not result.ok:
         return []
     d, out = result.data, []
+    kind = saved_kind(d["task"])
     note = (d.get("input_attacks") or {}).get("skipped")
     if note:  # integer features keep the weight families; audio keeps its own corruptions
-        tail = "." if d["task"] == "speech_recognition" else "; weight and quantization noise still do."
+        tail = "." if isinstance(kind, SpeechRecognizer) else "; weight and quantization noise still do."
         out.append(note[0].upper() + note[1:] + tail)
     rows = result.tables.get("robustness") or []
-    out += level_insights(rows, d["clean"], d["quality"], count_key(d["task"]), cfg)
+    out += level_insights(rows, d["clean"], d["quality"], count_key(kind), cfg)
     if "original_weights" in d:
         out.append(f"Memory: {d['original_weights']}")
     if d.get("streaming"):
@@ -36,7 +41,7 @@ def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
             "noised as its block was read with the noise an in-memory run draws."
         )
     skipped = (d.get("image_corruptions") or {}).get("skipped")
-    if skipped and d["task"] == "classification" and any(getattr(cfg, k) is None for k in IMAGE_KEYS.values()):
+    if skipped and isinstance(kind, Classifier) and any(getattr(cfg, k) is None for k in IMAGE_KEYS.values()):
         out.append(skipped + ".")  # a classifier whose data are feature vectors
     return out
 
@@ -49,12 +54,21 @@ def level_name(family: str, level: float) -> str:
     return f"{int(level)}bit" if family == "quant_noise" else f"{level:g}"
 
 
-def count_key(task: str) -> str:
+def saved_kind(task: str | None) -> Kind | None:
+    """The kind a saved result's ``task`` (its kind's ``task``) stands for, or None for one no kind is
+    scored as: every kind of a task serves what the results read of it (its family)."""
+    return next((k for k in KINDS if k.task == task), None)
+
+
+# what each row was measured on, by kind class; every other kind: ``windows`` of its examples
+_COUNTS = {Classifier: "samples", SpeechRecognizer: "utterances", LabelledImagesKind: "images"}
+
+
+def count_key(kind: Kind | None) -> str:
     """The column saying what each row was measured on: ``windows`` of a text model's examples,
-    ``samples`` of a classifier's test set, ``utterances`` of a speech recogniser's audio."""
-    if task in VISION_TASKS:
-        return "images"
-    return {"classification": "samples", "speech_recognition": "utterances"}.get(task, "windows")
+    ``samples`` of a classifier's test set, ``utterances`` of a speech recogniser's audio,
+    ``images`` of a detector's, segmenter's or backbone's."""
+    return next((key for cls, key in _COUNTS.items() if isinstance(kind, cls)), "windows")
 
 
 # what the level of an image corruption means, said in the insights

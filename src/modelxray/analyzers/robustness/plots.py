@@ -15,6 +15,8 @@ import math
 import pandas as pd
 import seaborn as sns
 
+from modelxray.analyzers.robustness.insights import saved_kind
+from modelxray.kinds.causal_lm import CausalLM
 from modelxray.plotting import new_figure
 
 _FAMILIES = {
@@ -51,7 +53,7 @@ def figures(result) -> dict:
 def _quality(result) -> str:
     """Perplexity for the models scored on token windows (language models, encoders, seq2seq,
     vision-language answers), else accuracy."""
-    windows = result.data.get("task") == "causal_lm" or result.data.get("quality") == "perplexity"
+    windows = isinstance(saved_kind(result.data.get("task")), CausalLM) or result.data.get("quality") == "perplexity"
     return "perplexity" if windows else "accuracy"
 
 

@@ -14,6 +14,7 @@ import torch
 from modelxray.analyzers.robustness.config import IMAGE_KEYS, VISION_KEYS
 from modelxray.analyzers.robustness.insights import count_key, level_name
 from modelxray.core.result import Result, RunContext
+from modelxray.kinds.classifier import Classifier
 from modelxray.metrics.measurements import Quality
 
 # per family: the metrics logged for each level (the rest stay in the tables), and their standard
@@ -56,14 +57,14 @@ def draw_key(family: str, level, seed: int) -> int:
 
 
 # -- helpers ------------------------------------------------------------------------------------
-def level_row(harness, family: str, level: float, m: dict, clean: dict, n: int, **extra) -> dict:
-    """One family and level measured on ``n`` windows (classifiers: samples) against ``clean``, the
-    clean metrics of the same ``n``; standard errors where the harness measured them (``gap_se``:
-    of the paired per-window loss change)."""
+def level_row(kind, family: str, level: float, m: dict, clean: dict, n: int, **extra) -> dict:
+    """One family and level measured on ``n`` windows (classifiers: samples) of a ``kind`` model
+    against ``clean``, the clean metrics of the same ``n``; standard errors where the harness
+    measured them (``gap_se``: of the paired per-window loss change)."""
     row = {
         "family": family,
         "level": level,
-        count_key(harness.task): n,
+        count_key(kind): n,
         **{k: m.get(k) for k in ("loss", "perplexity", "accuracy", "top1_agree", "kl", "tokens_scored")},
         **{k: m.get(k) for k in ("wer", "cer", "transcript_change", *VISION_KEYS)},
         **{k: m.get(k) for k in _ERRORS if k != "gap_se"},
@@ -75,22 +76,23 @@ def level_row(harness, family: str, level: float, m: dict, clean: dict, n: int, 
         row["gap"] = m["loss"] - clean["loss"]
     if "accuracy" in m and "accuracy" in clean:
         row["accuracy_drop"] = clean["accuracy"] - m["accuracy"]
-    if harness.task == "classification" and "accuracy_se" not in row and n > 0 and "accuracy" in row:
+    if isinstance(kind, Classifier) and "accuracy_se" not in row and n > 0 and "accuracy" in row:
         # independent test samples: the binomial standard error of a share
         p = row["accuracy"]
         row["accuracy_se"] = math.sqrt(max(p * (1 - p), 0.0) / n)
     return row
 
 
-def mean_row(cfg, family, level, runs, clean, harness) -> dict:
-    """The mean over seeds of one family and level, with the spread (``*_std``) and each seed's value."""
+def mean_row(cfg, kind, family, level, runs, clean, harness) -> dict:
+    """The mean over seeds of one family and level of a ``kind`` model, with the spread (``*_std``)
+    and each seed's value."""
     keys = [k for k in runs[0] if all(isinstance(r.get(k), (int, float)) for r in runs)]
     mean = {k: statistics.fmean(r[k] for r in runs) for k in keys}
     q = harness.quality
     if q == "perplexity" and "loss" in mean:
         # perplexity of the mean loss over seeds, not the mean perplexity: the geometric mean
         mean["perplexity"] = Quality(loss=mean["loss"]).perplexity
-    row = level_row(harness, family, level, mean, clean, harness.size, seeds=len(runs))
+    row = level_row(kind, family, level, mean, clean, harness.size, seeds=len(runs))
     row[f"{q}_std"] = _std([r[q] for r in runs])
     if all("loss" in r for r in runs):
         row["loss_std"] = _std([r["loss"] for r in runs])

@@ -11,19 +11,21 @@ from types import SimpleNamespace
 
 from modelxray.analyzers.robustness.rows import CLEAN_KEYS, draw_key, draws, grid, mean_row, record_rows
 from modelxray.core.result import Result, RunContext
+from modelxray.kinds.causal_lm import CausalLM
+from modelxray.kinds.table import kind_of
 from modelxray.measure.streamed_comparison import score_variants
 from modelxray.metrics.windows import lm_eval_windows
 from modelxray.perturb.weight_noise import StreamedNoise, add_gaussian_noise_, add_quant_step_noise_, noise_targets
 
 
-def _windows(cfg, subject):
-    if subject.task == "causal_lm":
+def _windows(cfg, subject, kind):
+    if isinstance(kind, CausalLM):
         return lm_eval_windows(subject.data, subject.batches, cfg.eval_windows)
     return subject.data.windows[: cfg.eval_windows]  # a masked LM's masked windows
 
 
 def run_streamed(cfg, subject, ctx: RunContext) -> Result:
-    stream = subject.stream
+    stream, kind = subject.stream, kind_of(subject)
     targets = noise_targets(stream.model, cfg.noise_targets)
     gen = draws(ctx)
     paths: list[tuple[str, float, StreamedNoise]] = []
@@ -37,7 +39,7 @@ def run_streamed(cfg, subject, ctx: RunContext) -> Result:
             g = gen(draw_key("quant_noise", bits, seed))
             add = lambda ts, b=bits, g=g: add_quant_step_noise_(ts, b, g, cfg.quant_noise_granularity)  # noqa: E731
             paths.append(("quant_noise", bits, StreamedNoise(stream.model, targets, add)))
-    windows = _windows(cfg, subject)
+    windows = _windows(cfg, subject, kind)
     mark = stream.stats.mark()
     scores = score_variants(
         stream,
@@ -49,14 +51,14 @@ def run_streamed(cfg, subject, ctx: RunContext) -> Result:
         desc="robustness: streaming blocks",
     )
     clean = scores.reference.metrics
-    harness = SimpleNamespace(task=subject.task, quality="perplexity", size=len(windows), clean=clean)
+    harness = SimpleNamespace(quality="perplexity", size=len(windows), clean=clean)
     runs: dict[tuple[str, float], list[dict]] = {}
     for (family, level, _), comparison in zip(paths, scores.comparisons, strict=True):
         runs.setdefault((family, level), []).append(comparison.result())
-    rows = [mean_row(cfg, family, level, r, clean, harness) for (family, level), r in runs.items()]
+    rows = [mean_row(cfg, kind, family, level, r, clean, harness) for (family, level), r in runs.items()]
 
     result = cfg.new_result()
-    result.data.update({"task": subject.task, "quality": "perplexity", "clean": clean, "config": grid(cfg)})
+    result.data.update({"task": kind.task, "quality": "perplexity", "clean": clean, "config": grid(cfg)})
     result.data["attack_space"] = "token embeddings"
     result.data["eps_grid"] = []
     result.data["noise_targets"] = {

@@ -50,7 +50,7 @@ class Quality:
     (``accuracy_at[1]`` is ``accuracy``) and bits per byte. ``count_key`` names the count in metrics
     and JSON (``tokens_scored``; ``examples_scored`` for a classifier; robustness rows of a classifier: ``samples``).
 
-    ``task`` is ``causal_lm`` or ``classification`` (build the latter with ``Quality.of_classifier``).
+    ``per_example`` marks a classifier's (build it with ``Quality.of_classifier``).
     A language model's perplexity is ``exp(loss)``, always derived, so a pooled perplexity is that
     of the pooled mean loss, never a mean of perplexities. A classifier has no perplexity (none is
     logged or rendered); its accuracy carries a 95% Wilson score interval (``accuracy_ci95``,
@@ -62,7 +62,7 @@ class Quality:
     accuracy_at: dict[int, float] = field(default_factory=dict)
     bits_per_byte: float | None = None
     count_key: str = field(default="tokens_scored", repr=False)
-    task: str = field(default="causal_lm", repr=False)  # causal_lm | classification
+    per_example: bool = field(default=False, repr=False)  # a classifier's: one score per example, not per token
     # a language model's standard errors, windows as units (``metrics.lm.ratio_se``): tokens inside
     # a window are correlated, so the window is what is drawn independently
     loss_se: float | None = None
@@ -81,12 +81,12 @@ class Quality:
             n_scored=n_scored,
             accuracy_at=dict(sorted(accuracy_at.items())),
             count_key="examples_scored",
-            task="classification",
+            per_example=True,
         )
 
     @property
     def is_classifier(self) -> bool:
-        return self.task == "classification"
+        return self.per_example
 
     @property
     def perplexity(self) -> float:
@@ -127,7 +127,7 @@ class Quality:
         (a classifier's accuracy interval from the pooled accuracy and count)."""
         if not qualities:
             raise ValueError("no quality measurements to aggregate")
-        if len({q.task for q in qualities}) > 1:
+        if len({q.per_example for q in qualities}) > 1:
             raise ValueError("cannot pool the quality of a language model with that of a classifier")
         if weights is None:
             if any(q.n_scored is None for q in qualities):
@@ -152,7 +152,7 @@ class Quality:
             accuracy_at={k: mean([q.accuracy_at[k] for q in qualities]) for k in sorted(ks)},
             bits_per_byte=bpb,
             count_key=qualities[0].count_key,
-            task=qualities[0].task,
+            per_example=qualities[0].per_example,
             loss_se=_pooled_se([q.loss_se for q in qualities], weights, total),
             accuracy_se=_pooled_se([q.accuracy_se for q in qualities], weights, total),
             windows=None if any(q.windows is None for q in qualities) else sum(q.windows for q in qualities),
@@ -213,7 +213,7 @@ class Quality:
             accuracy_at=dict(sorted(acc.items())),
             bits_per_byte=None if bpb is None else float(bpb),
             count_key=count_key,
-            task="classification" if count_key == "examples_scored" else "causal_lm",
+            per_example=count_key == "examples_scored",
             loss_se=opt("loss_se"),
             accuracy_se=opt("accuracy_se"),
             windows=opt("windows_scored"),

@@ -1,0 +1,45 @@
+"""Semantic segmenters (SegFormer, UperNet, DPT, BEiT ..., Mask2Former, MaskFormer and EoMT by their
+semantic maps, the digits segmenter): a class per pixel, scored by mean IoU."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from modelxray.kinds.labelled_images import LabelledImagesKind
+
+
+class SemanticSegmenter(LabelledImagesKind):
+    name: ClassVar[str] = "semantic_segmentation"
+    task: ClassVar[str] = "semantic_segmentation"
+    noun: ClassVar[str] = "semantic segmenter"
+    models: ClassVar[str] = (
+        "`digits_segmenter`, `hf` with a `...ForSemanticSegmentation` config (SegFormer, UperNet, DPT, BEiT ...), "
+        "Mask2Former, MaskFormer, EoMT"
+    )
+    datasets: ClassVar[str] = (
+        "`digit_canvases` (the digits' pixels as masks; the default), `coco_folder`, `mask_folder` (your images and "
+        "class-id masks)"
+    )
+    quality: ClassVar[str] = "mean IoU and pixel accuracy, bootstrap errors over images"
+    hf_tables: ClassVar[tuple[str, ...]] = (
+        "MODEL_FOR_SEMANTIC_SEGMENTATION_MAPPING_NAMES",
+        "MODEL_FOR_UNIVERSAL_SEGMENTATION_MAPPING_NAMES",  # their semantic maps
+    )
+    # universal segmenters scored by their semantic maps: mask queries from pixels alone (OneFormer also
+    # reads a task prompt, DETR's panoptic head and VidEoMT other inputs)
+    universal_segmenters: ClassVar[tuple[str, ...]] = ("mask2former", "maskformer", "eomt", "eomt_dinov3")
+    auto_class: ClassVar[str] = "AutoModelForSemanticSegmentation"
+    headline: ClassVar[str] = "miou"
+    reads_coco: ClassVar[bool] = True
+    reads_masks: ClassVar[bool] = True
+    names_mask_classes: ClassVar[bool] = True
+
+    def loader_targets(self):
+        from modelxray.data.loader_data import MaskTargets
+
+        return MaskTargets()
+
+    def image_outputs(self):
+        from modelxray.measure.vision_outputs import class_map_outputs
+
+        return class_map_outputs
