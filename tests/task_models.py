@@ -204,10 +204,29 @@ def whisper(d) -> Path:
     return d
 
 
+def _wav2vec2_config(**extra):
+    """A tiny Wav2Vec2: its conv stack strides 5*8*8 = 320 samples (50 frames/s at 16 kHz, as wav2vec2-base)."""
+    from transformers import Wav2Vec2Config
+
+    return Wav2Vec2Config(
+        hidden_size=TINY["hidden"],
+        num_hidden_layers=TINY["layers"],
+        num_attention_heads=TINY["heads"],
+        intermediate_size=TINY["ffn"],
+        conv_dim=(32, 32, 32),
+        conv_stride=(5, 8, 8),
+        conv_kernel=(10, 8, 8),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=2,
+        feat_extract_norm="group",
+        **extra,
+    )
+
+
 def wav2vec2_ctc(d) -> Path:
     """Wav2Vec2ForCTC over characters: the conv stack strides 5*8*8 = 320 samples (50 frames/s at 16 kHz,
     49 frames for 1 s, as wav2vec2-base) and the CTC blank is <pad> (0)."""
-    from transformers import Wav2Vec2Config, Wav2Vec2CTCTokenizer, Wav2Vec2FeatureExtractor, Wav2Vec2ForCTC
+    from transformers import Wav2Vec2CTCTokenizer, Wav2Vec2FeatureExtractor, Wav2Vec2ForCTC
 
     d = _prepare(d)
     vocab = ctc_vocab(shipped_text())
@@ -226,18 +245,8 @@ def wav2vec2_ctc(d) -> Path:
         feature_size=1, sampling_rate=SAMPLING_RATE, padding_value=0.0, do_normalize=True, return_attention_mask=False
     )
     features.save_pretrained(d)
-    config = Wav2Vec2Config(
+    config = _wav2vec2_config(
         vocab_size=len(vocab),
-        hidden_size=TINY["hidden"],
-        num_hidden_layers=TINY["layers"],
-        num_attention_heads=TINY["heads"],
-        intermediate_size=TINY["ffn"],
-        conv_dim=(32, 32, 32),
-        conv_stride=(5, 8, 8),
-        conv_kernel=(10, 8, 8),
-        num_conv_pos_embeddings=16,
-        num_conv_pos_embedding_groups=2,
-        feat_extract_norm="group",
         pad_token_id=vocab["<pad>"],
         bos_token_id=vocab["<s>"],
         eos_token_id=vocab["</s>"],
@@ -245,6 +254,24 @@ def wav2vec2_ctc(d) -> Path:
         ctc_zero_infinity=True,  # a label longer than the frames gives loss 0, not inf, when training
     )
     Wav2Vec2ForCTC(config).save_pretrained(d)
+    return d
+
+
+def wav2vec2_audio_classifier(d, words: tuple[str, ...] = ("yes", "no", "up", "down")) -> Path:
+    """Wav2Vec2ForSequenceClassification whose labels are spoken words (a keyword spotter's head),
+    with its feature extractor and no tokenizer: audio in, a label out."""
+    from transformers import Wav2Vec2FeatureExtractor, Wav2Vec2ForSequenceClassification
+
+    d = _prepare(d)
+    Wav2Vec2FeatureExtractor(
+        feature_size=1, sampling_rate=SAMPLING_RATE, padding_value=0.0, do_normalize=True, return_attention_mask=False
+    ).save_pretrained(d)
+    config = _wav2vec2_config(
+        classifier_proj_size=16,
+        id2label=dict(enumerate(words)),
+        label2id={w: i for i, w in enumerate(words)},
+    )
+    Wav2Vec2ForSequenceClassification(config).save_pretrained(d)
     return d
 
 

@@ -68,7 +68,7 @@ def test_every_analyzer_covers_each_kind_or_refuses_it_in_one_line(name):
     covering = []
     for option, path in SCHEMA["analyzer"].items():
         analyzer = load_class(path)
-        if isinstance(kind, analyzer.model_kinds):
+        if isinstance(kind, analyzer.model_kinds) and option not in kind.cannot:
             covering.append(option)
             continue
         with pytest.raises(ConfigError) as err:
@@ -90,3 +90,85 @@ def test_choose_picks_the_most_specific_class_and_refuses_the_rest_in_one_line()
     with pytest.raises(ConfigError, match=r"^k: serves windows; causal language models \(causal_lm\) are not among"):
         choose(named("causal_lm"), table, "k", "serves windows")
     assert isinstance(named("generic"), Kind)
+
+
+# -- every kind runs quantized: a quality figure with its uncertainty and an agreement figure ---------------
+# the test that runs each kind with quant=int8 through analyzer=performance and checks them, so that
+# a new kind cannot be added without one (the kinds below without a fast test elsewhere run here)
+RUN_TESTS = {
+    "causal_lm": "test_kind_contract.py::test_the_kinds_without_a_test_of_their_own_run_quantized",
+    "classification": "test_kind_contract.py::test_the_kinds_without_a_test_of_their_own_run_quantized",
+    "image_classification": "test_kind_contract.py::test_the_kinds_without_a_test_of_their_own_run_quantized",
+    "vision_language": "test_kind_contract.py::test_the_kinds_without_a_test_of_their_own_run_quantized",
+    "masked_lm": "test_task_kinds.py::test_every_kind_runs_quantized_with_quality_uncertainty_and_agreement",
+    "seq2seq_lm": "test_task_kinds.py::test_every_kind_runs_quantized_with_quality_uncertainty_and_agreement",
+    "sequence_classification": "test_task_kinds.py::test_every_kind_runs_quantized_with_quality_uncertainty_and_agreement",
+    "token_classification": "test_task_kinds.py::test_every_kind_runs_quantized_with_quality_uncertainty_and_agreement",
+    "speech_seq2seq": "test_task_kinds.py::test_every_kind_runs_quantized_with_quality_uncertainty_and_agreement",
+    "speech_ctc": "test_task_kinds.py::test_every_kind_runs_quantized_with_quality_uncertainty_and_agreement",
+    "audio_classification": "test_audio_classification.py::test_a_run_scores_spoken_words_as_a_hand_computation_does_and_agrees_after_int8",
+    "object_detection": "test_vision_kinds.py::test_every_vision_kind_runs_quantized_with_quality_uncertainty_and_agreement",
+    "semantic_segmentation": "test_vision_kinds.py::test_every_vision_kind_runs_quantized_with_quality_uncertainty_and_agreement",
+    "image_features": "test_vision_kinds.py::test_every_vision_kind_runs_quantized_with_quality_uncertainty_and_agreement",
+    "image_text_to_text": "test_vision_kinds.py::test_every_vision_kind_runs_quantized_with_quality_uncertainty_and_agreement",
+    "generic": "test_generic_kind.py::test_cli_generic_run_is_logged_to_mlflow",
+}
+CANNOT_RUN = {"weights"}  # a weights-only file has no forward: quant= and performance refuse it in one line
+
+
+def test_every_kind_that_runs_is_run_quantized_by_a_test():
+    import ast
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    assert set(RUN_TESTS) | CANNOT_RUN == set(NAMES), "add the kind's quantized run to RUN_TESTS"
+    for kind in CANNOT_RUN:
+        assert not named(kind).runs
+    for name, where in RUN_TESTS.items():
+        file, function = where.split("::")
+        tree = ast.parse((here / file).read_text())
+        assert function in {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}, f"{name}: {where}"
+
+
+@pytest.mark.parametrize("name", ["causal_lm", "classification", "image_classification", "vision_language"])
+def test_the_kinds_without_a_test_of_their_own_run_quantized(name, tmp_path, tracking_uri, cache_dir):
+    import torch
+
+    import modelxray
+    from conftest import mlflow_runs
+
+    exp = f"contract_{name}"
+    common = [
+        "quant=int8",
+        "analyzer=performance",
+        "analyzer.performance.iters=1",
+        "analyzer.performance.layer_timing_iters=1",
+        "analyzer.performance.speed_batch_sizes=[1]",
+        "progress=false",
+        "report.dashboard=false",
+        f"tracker.uri={tracking_uri}",
+        f"tracker.experiment={exp}",
+    ]
+    given = {}
+    if name == "causal_lm":
+        args = ["model=tiny_gpt2", "dataset.max_tokens=1024", "dataset.seq_len=128", f"dataset.cache_dir={cache_dir}"]
+        quality, error = "perplexity", "loss_se"
+    elif name == "classification":  # any module mapping inputs to class logits, on a classification split
+        torch.manual_seed(0)
+        given = {"model": torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 10)), "image_shape": (1, 8, 8)}
+        args, quality, error = ["dataset=digits", "dataset.max_test=64"], "accuracy", "accuracy_ci_low"
+    else:
+        from test_vision_language import _clip
+        from test_vision_models import _vit
+
+        d = (_vit if name == "image_classification" else _clip)(tmp_path / name)
+        args = ["model=hf", f"model.name_or_path={d}", "dataset=digits", "dataset.max_test=64"]
+        quality, error = "accuracy", "accuracy_ci_low"
+    modelxray.analyze([*common, *args], output_dir=tmp_path, **given)
+    _, (run,) = mlflow_runs(tracking_uri, exp)
+    assert run.info.status == "FINISHED" and run.data.tags["modelxray.kind"] == name
+    m = run.data.metrics
+    for key in (quality, error, "top1_agree", "kl"):
+        assert f"performance/{key}" in m, sorted(m)
+    assert m[f"performance/{named(name).headline}"] == m[f"performance/{quality}"]
+    assert 0 <= m["performance/top1_agree"] <= 1 and m["performance/kl"] >= 0

@@ -61,6 +61,10 @@ def check_task(subject: Subject, analyzers: dict, quant=None) -> None:
         )
     _check_engine(subject, analyzers, quant)
     for name, analyzer in analyzers.items():
+        if name in kind.cannot:  # the kind says why, in its own words
+            raise ConfigError(
+                f"analyzer.{name}", f"{subject.info.name} is {kind.a_noun()} ({kind.name}); {kind.cannot[name]}"
+            )
         if not isinstance(kind, analyzer.model_kinds):
             fits = analyzers_for(kind)
             hint = f"analyzer={_one_of(fits)}" if fits else "another analyzer"
@@ -151,7 +155,11 @@ def analyzers_for(kind) -> list[str]:
     the one place that says it, so no list of analyzers is kept by hand."""
     from modelxray.core.schema import SCHEMA, load_class
 
-    return [name for name, path in SCHEMA["analyzer"].items() if isinstance(kind, load_class(path).model_kinds)]
+    return [
+        name
+        for name, path in SCHEMA["analyzer"].items()
+        if isinstance(kind, load_class(path).model_kinds) and name not in kind.cannot
+    ]
 
 
 def datasets_of(modality: str) -> list[str]:

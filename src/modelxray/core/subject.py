@@ -38,10 +38,10 @@ class LoadedModel:
     model: nn.Module
     tokenizer: Any
     info: ModelInfo
-    task: str = "causal_lm"  # causal_lm | classification | generic | weights | TASK_OF_KIND's: what applies
+    task: str = "causal_lm"  # what it is scored as: its kind's task (modelxray.kinds), logged as a tag
     image_shape: tuple[int, int, int] | None = None  # (C, H, W) an image model expects; images are fit to it
     example_inputs: Any = None  # a generic model's named example inputs (data.example_inputs.ExampleInputs)
-    kind: str | None = None  # the model kind (models.kinds): masked_lm, seq2seq_lm, speech_ctc ...
+    kind: Any = None  # its kind (modelxray.kinds), or a kind's name; None: the kind its task stands for
     processor: Any = None  # a speech model's feature extractor, a detector's or VLM's processor
     # what loading cost (models.process_cache): seconds, process memory before/peak/after, CUDA peak
     load_memory: dict[str, float] | None = None
@@ -58,13 +58,13 @@ class Subject:
     # windows or images, a generic model's ExampleInputs; None when the user's batches stand for it
     data: Any
     info: ModelInfo
-    task: str = "causal_lm"  # causal_lm | classification | generic | weights | a text or speech task (models.kinds)
+    task: str = "causal_lm"  # what it is scored as: its kind's task (modelxray.kinds), logged as a tag
     batches: Any = None  # a user's token batches (Python API, read once); used instead of windows over ``data``
     applied: list[dict[str, Any]] = field(default_factory=list)  # transformations (quantization...) so far
     # the model's outputs before the run transformed it (quantization), to score agreement against:
     # a classifier's test-split logits, a generic model's outputs on its example inputs
     reference: Any = None
-    kind: str | None = None  # the model kind (models.kinds), where it was loaded as one
+    kind: Any = None  # its kind (modelxray.kinds.table.kind_of reads it; None: the kind its task stands for)
     processor: Any = None  # a speech model's feature extractor, a detector's or VLM's processor
     # reference=file|hf: the reference's weights, read one tensor at a time (models.weights_file)
     reference_weights: Any = None

@@ -228,6 +228,41 @@ def spoken_sentences(
     )
 
 
+def spoken_words(
+    words: list[str],
+    n: int,
+    seed: int = 0,
+    voice: str = "en",
+    paces: tuple[int, ...] = (160,),
+    sample_rate: int = 16000,
+    cache_dir: str | Path = "~/.cache/modelxray",
+    name: str = "spoken words",
+    progress: bool = False,
+) -> Utterances:
+    """``n`` clips of single ``words`` (each word in turn, so every class is heard, at a seeded pace of
+    ``paces`` words per minute) spoken by espeak-ng; each clip's transcript is its word."""
+    import random
+
+    from modelxray.core.progress import bar
+
+    rng = random.Random(seed)
+    said = [(words[i % len(words)], rng.choice(paces)) for i in range(n)]
+    audio = [
+        synthesize(word, voice, pace, sample_rate, cache_dir)
+        for word, pace in bar(said, desc="speaking words", enabled=progress)
+    ]
+    version = espeak_version(_espeak())
+    paced = "/".join(map(str, paces))
+    return Utterances(
+        name=name,
+        audio=audio,
+        transcripts=[w for w, _ in said],
+        sample_rate=sample_rate,
+        source=f"{n} clips of {len(words)} words (seed {seed}) spoken by {version}, voice {voice}, {paced} wpm",
+        meta={"voice": voice, "paces": list(paces), "seed": seed, "synthesizer": version},
+    )
+
+
 # --- WAV files -------------------------------------------------------------------------------------
 
 

@@ -56,3 +56,27 @@ def _speech_data(utterances: Any, name: str, windows, prompt: list[int], kind: s
         "speech_kind": kind,
     }
     return TaskData(name, "speech_recognition", windows, desc, len(utterances.transcripts), meta)
+
+
+def labelled_clips(
+    utterances: Any, labels: list[int], processor: Any, names: list[str], name: str, task: str
+) -> TaskData:
+    """One window per clip: its features (padded to the longest clip) scored on its label."""
+    if not utterances.audio:
+        raise ConfigError("dataset", f"{name}: no clips to classify")
+    inputs = audio_inputs(processor, utterances.audio, utterances.sample_rate)
+    primary = "input_features" if "input_features" in inputs else "input_values"
+    windows = [
+        Window(_named(primary, **{primary: inputs[primary][i]}), torch.tensor([label]))
+        for i, label in enumerate(labels)
+    ]
+    seconds = sum(len(a) for a in utterances.audio) / utterances.sample_rate
+    desc = f"{len(windows)} clips ({seconds:.0f} s of audio) from {utterances.source}"
+    meta = {
+        "audio": utterances.audio,
+        "sample_rate": utterances.sample_rate,
+        "label_names": names,
+        "labels": list(labels),
+        "references": list(utterances.transcripts),
+    }
+    return TaskData(name, task, windows, desc, len(windows), meta)

@@ -20,37 +20,58 @@ T = TypeVar("T")
 class Kind:
     """A kind of model: how it is loaded, what data it is scored on, and what its quality is."""
 
-    family: ClassVar[str] = "models of every kind"  # a family's base class: how a sentence names its members
-    name: ClassVar[str] = "kind"
-    task: ClassVar[str] = "kind"  # what it is scored as (logged as the ``task`` param and tag)
+    # -- what it is: its names, and docs/model_kinds.md's row ------------------------------------
+    name: ClassVar[str] = "kind"  # model.kind's value and the modelxray.kind tag
+    task: ClassVar[str] = "kind"  # what it is scored as (the ``task`` param and tag)
     noun: ClassVar[str] = "model"  # how a sentence names a model of this kind
-    models: ClassVar[str] = ""  # docs: the model options that load one
-    datasets: ClassVar[str] = ""  # docs: the datasets it reads
-    quality: ClassVar[str] = ""  # docs: what its quality is
-    # transformers' ``MODEL_FOR_*_MAPPING_NAMES`` tables whose classes are of this kind (``table``
+    family: ClassVar[str] = "models of every kind"  # a family's base class: how a sentence names its members
+    models: ClassVar[str] = ""  # the model options that load one
+    datasets: ClassVar[str] = ""  # the datasets it reads
+    quality: ClassVar[str] = ""  # what its quality is
+
+    # -- how it is found and loaded ----------------------------------------------------------------
+    # transformers' ``MODEL_FOR_*_MAPPING_NAMES`` tables whose classes are of this kind (``table.KINDS``
     # orders the kinds for matching)
     hf_tables: ClassVar[tuple[str, ...]] = ()
-    hf_model_types: ClassVar[tuple[str, ...] | None] = None  # only these model types of the tables
     auto_class: ClassVar[str | None] = None  # the ``AutoModelFor...`` class that loads it
-    modalities: ClassVar[tuple[str, ...]] = ()  # the datasets' ``modality`` it reads (text, images, audio)
-    fitting: ClassVar[str] = "a text dataset"  # the datasets that fit, for the one-line error naming them
-    headline: ClassVar[str] = ""  # the metric a report leads with for it
-    seq_len_within_positions: ClassVar[bool] = False  # dataset.seq_len tokens enter the model at once
-    named_in_run: ClassVar[bool] = False  # a run's name says the kind (the UI lists such runs apart)
     needs_tokenizer: ClassVar[bool] = False  # its own examples are tokenized: a model without a tokenizer stops
-    needs_processor: ClassVar[str | None] = None  # a processor it cannot run without, named for the one-line error
-    builds_own_examples: ClassVar[bool] = False  # its data is built for it from the dataset (``examples_for``)
-    agreement_after_quant: ClassVar[bool] = True  # performance scores it against its unquantized outputs
-    compared_by_reference: ClassVar[bool] = True  # reference= can be a second model of this kind
+    takes_byte_tokenizer: ClassVar[bool] = False  # model.tokenizer=byte serves it (no special tokens needed)
+    needs_processor: ClassVar[str | None] = None  # the part loaded beside it (feature extractor, processor ...)
     # an in-memory transformers model of this kind needs nothing beside itself (its input size is in its config)
     needs_nothing_beside: ClassVar[bool] = False
-    runs: ClassVar[bool] = True  # it has a forward to run (a weights-only file has not)
-    caches_reference: ClassVar[bool] = False  # its unquantized outputs are kept in the reference cache (sweeps)
-    reads_dataset: ClassVar[bool] = True  # scored on the configured dataset (a generic model: its own inputs)
-    reads_token_batches: ClassVar[bool] = False  # a user's DataLoader yields token batches, read as they come
     places_on_devices: ClassVar[bool] = False  # model.device_map can spread it over devices
     streams_from_disk: ClassVar[bool] = False  # runtime.offload=blocks can read it a block at a time
-    takes_byte_tokenizer: ClassVar[bool] = False  # model.tokenizer=byte serves it (no special tokens needed)
+    # model=file: the key that declares a model of this kind ("inputs": a generic model), what the key
+    # is (for the line that says it belongs to another kind), and which kinds a file may be
+    file_key: ClassVar[str | None] = None
+    file_key_is: ClassVar[str] = ""
+    from_file: ClassVar[bool] = False  # model.kind may name it for model=file
+    from_target: ClassVar[bool] = False  # a module built from _target_ can be of this kind (its keys say how)
+
+    # -- its data ----------------------------------------------------------------------------------
+    modalities: ClassVar[tuple[str, ...]] = ()  # the datasets' ``modality`` it reads (text, images, audio)
+    fitting: ClassVar[str] = "a text dataset"  # the datasets that fit, for the one-line error naming them
+    reads_dataset: ClassVar[bool] = True  # scored on the configured dataset (a generic model: its own inputs)
+    reads_token_batches: ClassVar[bool] = False  # a user's DataLoader yields token batches, read as they come
+    seq_len_within_positions: ClassVar[bool] = False  # dataset.seq_len tokens enter the model at once
+
+    # -- how it is scored and reported -----------------------------------------------------------
+    headline: ClassVar[str] = ""  # the metric a report leads with for it
+    # how its scored positions make its quality: "perplexity" (exp of the mean loss), "label" (one
+    # label per example: accuracy with a Wilson interval) or "token_labels" (a label per token)
+    scored_by: ClassVar[str] = "perplexity"
+    perplexity_name: ClassVar[str] = "perplexity"  # what its perplexity is of, in a report's quality line
+    counted_in: ClassVar[str] = "windows"  # what one of its examples is, in a table's count column
+    named_in_run: ClassVar[bool] = False  # a run's name says the kind (the UI lists such runs apart)
+
+    # -- what can be done with it ----------------------------------------------------------------
+    runs: ClassVar[bool] = True  # it has a forward to run (a weights-only file has not)
+    agreement_after_quant: ClassVar[bool] = True  # performance scores it against its unquantized outputs
+    caches_reference: ClassVar[bool] = False  # its unquantized outputs are kept in the reference cache (sweeps)
+    compared_by_reference: ClassVar[bool] = True  # reference= can be a second model of this kind
+    # what it cannot be analyzed by, and why: analyzer option -> the line users see (checked before any work)
+    cannot: ClassVar[dict[str, str]] = {}
+    analyzer_hint: ClassVar[str] = ""  # said after the analyzers that fit, when one that does not was chosen
 
     @classmethod
     def plural(cls) -> str:
@@ -96,25 +117,13 @@ class Kind:
         return None
 
     def examples_for(self, dataset: Any, loaded: Any, progress: bool = False) -> Any:
-        """``dataset`` as the examples this kind is scored on (``builds_own_examples`` kinds)."""
+        """``dataset`` as the examples this kind is scored on (by default, as the dataset loads itself)."""
         return dataset.load(loaded.tokenizer)
 
     def data_from_batches(self, loaded: Any, batches: Any, key: str, image_shape: Any = None) -> Any:
         """A user's DataLoader as this kind's data, or None when the analyzers read its batches as
         they come (a language model's token batches, a generic module's inputs)."""
         return None
-
-    # model=file: the key that declares a model of this kind ("inputs": a generic model), what the key
-    # is (for the line that says it belongs to another kind), and which kinds a file may be
-    file_key: ClassVar[str | None] = None
-    file_key_is: ClassVar[str] = ""
-    from_file: ClassVar[bool] = False  # model.kind may name it for model=file
-    from_target: ClassVar[bool] = False  # a module built from _target_ can be of this kind (its keys say how)
-    analyzer_hint: ClassVar[str] = ""  # said after the analyzers that fit, when one that does not was chosen
-
-    def refuse(self, key: str, what: str) -> ConfigError:
-        """The one line that says a model of this kind cannot ``what``."""
-        return ConfigError(key, f"a {self.noun} ({self.name}) cannot {what}")
 
 
 def choose(kind: Kind, table: dict[type, T], key: str, what: str) -> T:
@@ -125,11 +134,6 @@ def choose(kind: Kind, table: dict[type, T], key: str, what: str) -> T:
         if cls in table:
             return table[cls]
     raise ConfigError(key, f"{what}; {kind.plural()} ({kind.name}) are not among them")
-
-
-def covers(kinds: tuple[type, ...], kind: Kind) -> bool:
-    """Whether ``kind`` is one of ``kinds`` (kind classes, a family's base class covering its members)."""
-    return isinstance(kind, kinds)
 
 
 def plurals(kinds: tuple[type, ...]) -> str:

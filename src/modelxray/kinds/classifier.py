@@ -20,6 +20,8 @@ class Classifier(Kind):
     quality: ClassVar[str] = "loss, accuracy with a 95% Wilson interval, top-5 accuracy"
     fitting: ClassVar[str] = "dataset=digits"
     headline: ClassVar[str] = "accuracy"
+    scored_by: ClassVar[str] = "label"
+    counted_in: ClassVar[str] = "samples"
     caches_reference: ClassVar[bool] = True
 
     def reference_work(self):

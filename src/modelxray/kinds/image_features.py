@@ -21,6 +21,7 @@ class ImageFeatures(LabelledImagesKind):
     hf_tables: ClassVar[tuple[str, ...]] = ("MODEL_FOR_IMAGE_MAPPING_NAMES",)  # bare backbones, last: a fallback
     auto_class: ClassVar[str] = "AutoModel"
     headline: ClassVar[str] = "knn_accuracy"
+    quality_columns: ClassVar[tuple[str, ...]] = ("knn_accuracy", "embedding_drift")
     reads_masks: ClassVar[bool] = True
     reads_class_folders: ClassVar[bool] = True
     one_label_per_image: ClassVar[bool] = True

@@ -27,6 +27,7 @@ class ImageTextToText(WindowsKind):
     modalities: ClassVar[tuple[str, ...]] = ("images",)
     fitting: ClassVar[str] = "dataset=digits (each digit asked what it is), dataset=image_questions, or the default"
     headline: ClassVar[str] = "perplexity"
+    perplexity_name: ClassVar[str] = "answer perplexity (teacher-forced)"
     needs_processor: ClassVar[str | None] = "processor"
     labels_predicted_next: ClassVar[bool] = True
 

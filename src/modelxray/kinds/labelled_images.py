@@ -17,8 +17,9 @@ from modelxray.kinds.base import Kind
 
 class LabelledImagesKind(Kind):
     family: ClassVar[str] = "detectors, segmenters and vision backbones"
-    builds_own_examples: ClassVar[bool] = True
     modalities: ClassVar[tuple[str, ...]] = ("images",)
+    counted_in: ClassVar[str] = "images"
+    quality_columns: ClassVar[tuple[str, ...]] = ()  # its own columns in a comparison table
     needs_nothing_beside: ClassVar[bool] = True
     fitting: ClassVar[str] = (
         "dataset=digit_canvases (digits on larger canvases, with boxes and masks) or your own: "

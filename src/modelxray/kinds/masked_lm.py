@@ -22,6 +22,7 @@ class MaskedLM(WindowsKind):
     auto_class: ClassVar[str] = "AutoModelForMaskedLM"
     fitting: ClassVar[str] = "a text dataset (pydoc_topics, text_files, hf, wikitext2)"
     headline: ClassVar[str] = "perplexity"
+    perplexity_name: ClassVar[str] = "masked-token perplexity"
     seq_len_within_positions: ClassVar[bool] = True
     reads_id_tuples: ClassVar[bool] = True
     streams_from_disk: ClassVar[bool] = True

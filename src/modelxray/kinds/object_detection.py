@@ -24,6 +24,7 @@ class ObjectDetector(LabelledImagesKind):
     hf_tables: ClassVar[tuple[str, ...]] = ("MODEL_FOR_OBJECT_DETECTION_MAPPING_NAMES",)
     auto_class: ClassVar[str] = "AutoModelForObjectDetection"
     headline: ClassVar[str] = "map"
+    quality_columns: ClassVar[tuple[str, ...]] = ("map", "map_50", "agree_map_50")
     needs_processor: ClassVar[str | None] = "image processor"
     reads_coco: ClassVar[bool] = True
 

@@ -30,6 +30,7 @@ class SemanticSegmenter(LabelledImagesKind):
     universal_segmenters: ClassVar[tuple[str, ...]] = ("mask2former", "maskformer", "eomt", "eomt_dinov3")
     auto_class: ClassVar[str] = "AutoModelForSemanticSegmentation"
     headline: ClassVar[str] = "miou"
+    quality_columns: ClassVar[tuple[str, ...]] = ("miou", "pixel_accuracy", "pixel_agree")
     reads_coco: ClassVar[bool] = True
     reads_masks: ClassVar[bool] = True
     names_mask_classes: ClassVar[bool] = True

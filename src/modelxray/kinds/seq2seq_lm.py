@@ -25,6 +25,7 @@ class Seq2SeqLM(WindowsKind):
     auto_class: ClassVar[str] = "AutoModelForSeq2SeqLM"
     fitting: ClassVar[str] = "a text dataset (pydoc_topics: denoising pairs) or dataset=text_pairs"
     headline: ClassVar[str] = "perplexity"
+    perplexity_name: ClassVar[str] = "target perplexity (teacher-forced)"
     reads_id_tuples: ClassVar[bool] = True
     decoder_from_labels: ClassVar[bool] = True
 

@@ -22,6 +22,8 @@ class TextClassifier(WindowsKind):
     auto_class: ClassVar[str] = "AutoModelForSequenceClassification"
     fitting: ClassVar[str] = "dataset=pydoc_topics (paragraphs labelled by topic) or dataset=labelled_text"
     headline: ClassVar[str] = "accuracy"
+    scored_by: ClassVar[str] = "label"
+    perplexity_name: ClassVar[str] = "label perplexity"
     reads_id_tuples: ClassVar[bool] = True
 
     def from_text(self, dataset: Any, loaded: Any, progress: bool) -> Any:

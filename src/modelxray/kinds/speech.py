@@ -25,6 +25,8 @@ class SpeechRecognizer(WindowsKind):
     modalities: ClassVar[tuple[str, ...]] = ("text", "audio")
     fitting: ClassVar[str] = "a text dataset (sentences spoken by espeak-ng) or dataset=audio_folder"
     headline: ClassVar[str] = "wer"
+    perplexity_name: ClassVar[str] = "transcript perplexity (teacher-forced)"
+    counted_in: ClassVar[str] = "utterances"
     needs_processor: ClassVar[str | None] = "feature extractor"
 
     def from_text(self, dataset: Any, loaded: Any, progress: bool) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from modelxray.core.errors import ConfigError
+from modelxray.kinds.audio_classification import AudioClassifier
 from modelxray.kinds.base import Kind
 from modelxray.kinds.causal_lm import CausalLM
 from modelxray.kinds.classifier import Classifier
@@ -35,6 +36,7 @@ KINDS: tuple[Kind, ...] = (
     Seq2SeqLM(),
     SpeechSeq2Seq(),
     SpeechCTC(),
+    AudioClassifier(),
     MaskedLM(),
     TextClassifier(),
     TokenClassifier(),

@@ -21,6 +21,8 @@ class TokenClassifier(WindowsKind):
     auto_class: ClassVar[str] = "AutoModelForTokenClassification"
     fitting: ClassVar[str] = "a text dataset (words tagged by shape) or dataset=labelled_text is not per-token"
     headline: ClassVar[str] = "accuracy"
+    scored_by: ClassVar[str] = "token_labels"
+    perplexity_name: ClassVar[str] = "tag perplexity"
     reads_id_tuples: ClassVar[bool] = True
 
     def from_text(self, dataset: Any, loaded: Any, progress: bool) -> Any:

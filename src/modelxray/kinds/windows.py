@@ -16,7 +16,6 @@ from modelxray.kinds.base import Kind
 
 class WindowsKind(Kind):
     family: ClassVar[str] = "encoders, seq2seq, speech and generative vision-language models"
-    builds_own_examples: ClassVar[bool] = True
     needs_tokenizer: ClassVar[bool] = True
     named_in_run: ClassVar[bool] = True
     modalities: ClassVar[tuple[str, ...]] = ("text",)

@@ -23,7 +23,7 @@ def load_task_model(source: Any, kind: Any, path: str, kwargs: dict) -> LoadedMo
     import transformers
 
     auto = getattr(transformers, kind.auto_class)
-    tokenizer = load_task_tokenizer(source, path, kwargs)
+    tokenizer = load_task_tokenizer(source, path, kwargs) if kind.needs_tokenizer else None
     processor = PROCESSOR_PARTS[kind.needs_processor](path, kwargs) if kind.needs_processor else None
     model = auto.from_pretrained(path, dtype=source.torch_dtype(), **model_kwargs(kwargs))
     return LoadedModel(model, tokenizer, ModelInfo(source.name_or_path, "hf", ""), kind=kind, processor=processor)

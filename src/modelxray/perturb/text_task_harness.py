@@ -20,13 +20,9 @@ from torch import nn
 
 from modelxray.kinds.base import Kind
 from modelxray.kinds.seq2seq_lm import Seq2SeqLM
-from modelxray.kinds.sequence_classification import TextClassifier
 from modelxray.kinds.table import named
-from modelxray.kinds.token_classification import TokenClassifier
 from modelxray.metrics.windows import IGNORE, NamedTensors, Window
 from modelxray.perturb.lm_harness import LMHarness
-
-CLASSIFIERS = (TextClassifier, TokenClassifier)  # scored by accuracy; the other windows kinds by perplexity
 
 
 def substitute_text(
@@ -48,7 +44,7 @@ def substitute_text(
     source = NamedTensors({**inputs, "input_ids": torch.where(replaced, random_ids, ids)})
     source.primary = inputs.primary
     targets = window.targets
-    if isinstance(kind, TokenClassifier):
+    if kind.scored_by == "token_labels":
         targets = targets.masked_fill(replaced, IGNORE)
     return Window(source, targets)
 
@@ -69,7 +65,7 @@ class TextTaskHarness(LMHarness):
     ):
         super().__init__(model, windows, batch_size, kl_windows, progress, attack_batch_size)
         self.kind = kind
-        self.quality = "accuracy" if isinstance(kind, CLASSIFIERS) else "perplexity"
+        self.quality = "perplexity" if kind.scored_by == "perplexity" else "accuracy"
         self.vocab_size = len(tokenizer)
         self.protected = torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long)
         encoder = model.get_encoder() if isinstance(kind, Seq2SeqLM) and hasattr(model, "get_encoder") else None

@@ -146,13 +146,19 @@ def find_targets(model: nn.Module) -> list[Target]:
     """Every quantizable module of ``model`` with its kind, component, block and tower, in module order.
 
     Modules inside a TorchScript model (``torch.jit.ScriptModule``) are never targets: they are
-    ``RecursiveScriptModule``s, whose compiled code may not read their weights as an eager layer does."""
+    ``RecursiveScriptModule``s, whose compiled code may not read their weights as an eager layer does.
+    Nor is a module whose weight is computed at each forward from other tensors (a weight-norm
+    parametrization, as wav2vec2's positional convolution): writing its weight would change nothing,
+    so it stays as loaded and the quantizer's report says so."""
     from torch import nn
+    from torch.nn.utils import parametrize
 
     head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     out = []
     for name, module in model.named_modules():
         tower = tower_of(name)
+        if parametrize.is_parametrized(module, "weight"):
+            continue
         if module is head and head is not None:
             out.append(Target(name, module, "lm_head", "lm_head", None, tower))
         elif isinstance(module, nn.Embedding):

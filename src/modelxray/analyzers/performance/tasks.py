@@ -20,16 +20,10 @@ import time
 import torch
 
 from modelxray.core.result import Result, RunContext
-from modelxray.kinds.base import choose
 from modelxray.kinds.image_text_to_text import ImageTextToText
-from modelxray.kinds.masked_lm import MaskedLM
-from modelxray.kinds.seq2seq_lm import Seq2SeqLM
-from modelxray.kinds.sequence_classification import TextClassifier
 from modelxray.kinds.speech import SpeechRecognizer
 from modelxray.kinds.speech_ctc import SpeechCTC
 from modelxray.kinds.table import kind_of
-from modelxray.kinds.token_classification import TokenClassifier
-from modelxray.kinds.windows import WindowsKind
 from modelxray.measure.scoring import model_device, score_windows
 from modelxray.measure.speed import time_forward
 from modelxray.measure.task_outputs import answers, ctc_outputs, example_batch, generations
@@ -55,17 +49,6 @@ def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
         _generated(cfg, subject, ctx, result, speech=isinstance(kind, SpeechRecognizer))
 
 
-# what a text or speech model's perplexity is of, in the report's quality line, by kind class
-PERPLEXITY_NAME = {
-    WindowsKind: "perplexity",
-    MaskedLM: "masked-token perplexity",
-    Seq2SeqLM: "target perplexity (teacher-forced)",
-    SpeechRecognizer: "transcript perplexity (teacher-forced)",
-    ImageTextToText: "answer perplexity (teacher-forced)",
-}
-LABELLED = (TextClassifier, TokenClassifier)  # scored by their labels: accuracy at k = 1 only, no perplexity
-
-
 def _one_label(result: Result, raw: dict, kind) -> None:
     """A text classifier: accuracy with its Wilson interval, loss, examples_scored."""
     q = Quality.of_classifier(raw["loss"], raw["tokens_scored"], {1: raw["accuracy"]})
@@ -82,18 +65,17 @@ def _per_token(result: Result, raw: dict, kind) -> None:
 def _perplexity(result: Result, raw: dict, kind) -> None:
     """Loss, perplexity and accuracy, with errors, named for what the perplexity is of."""
     q = Quality.from_dict(raw)
-    name = choose(kind, PERPLEXITY_NAME, "analyzer.performance", "names the perplexity of its examples")
-    result.record("quality", dataclasses.replace(q, name=name))
+    result.record("quality", dataclasses.replace(q, name=kind.perplexity_name))
 
 
-# how the scores at the scored positions become the quality, by kind class
-QUALITY = {WindowsKind: _perplexity, TextClassifier: _one_label, TokenClassifier: _per_token}
+# how the scores at the scored positions become the quality, by what the kind is scored by
+QUALITY = {"perplexity": _perplexity, "label": _one_label, "token_labels": _per_token}
 
 
 def _scored(cfg, subject, kind, ctx: RunContext, result: Result) -> None:
     """Loss and accuracy at the scored positions; agreement with the unquantized model's."""
     data = subject.data
-    ks = [1] if isinstance(kind, LABELLED) else sorted(set(cfg.top_k) | {1})
+    ks = sorted(set(cfg.top_k) | {1}) if kind.scored_by == "perplexity" else [1]  # labels: accuracy at k = 1
     comp = None
     if subject.stream is not None:  # block by block from disk: the float and quantized paths together
         from modelxray.analyzers.performance.streamed import stream_scores
@@ -104,7 +86,7 @@ def _scored(cfg, subject, kind, ctx: RunContext, result: Result) -> None:
             subject.model, data.windows, cfg.batch_size, ks, ctx.progress, "performance: scoring"
         )
     raw = score.result()
-    choose(kind, QUALITY, "analyzer.performance", "scores windows kinds")(result, raw, kind)
+    QUALITY[kind.scored_by](result, raw, kind)
     if subject.stream is None:  # a streamed model's pass times the disk, not the model
         result.metrics["eval_examples_per_s"] = len(data.windows) / seconds
     result.data["quality"].update({k: v for k, v in raw.items()})

@@ -13,20 +13,10 @@ from modelxray.analyzers.quant_impact.config import PRIORITIES, load_strategy, s
 from modelxray.core.errors import ConfigError, MissingLibrary
 from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
-from modelxray.kinds.base import choose, plurals
 from modelxray.kinds.causal_lm import CausalLM
 from modelxray.kinds.classifier import Classifier
-from modelxray.kinds.image_features import ImageFeatures
-from modelxray.kinds.image_text_to_text import ImageTextToText
 from modelxray.kinds.labelled_images import LabelledImagesKind
-from modelxray.kinds.masked_lm import MaskedLM
-from modelxray.kinds.object_detection import ObjectDetector
-from modelxray.kinds.semantic_segmentation import SemanticSegmenter
-from modelxray.kinds.seq2seq_lm import Seq2SeqLM
-from modelxray.kinds.sequence_classification import TextClassifier
-from modelxray.kinds.speech import SpeechRecognizer
 from modelxray.kinds.table import kind_of
-from modelxray.kinds.token_classification import TokenClassifier
 from modelxray.measure.hardware import hardware_profile, strategy_support
 from modelxray.measure.memory_timeline import MemoryTimeline
 from modelxray.measure.reference import Reference
@@ -47,34 +37,14 @@ def efficiency_scores(rows: list[dict], priority: str) -> list[float]:
     return [math.exp(sum(w * math.log(max(a[i] / best[i], 1e-9)) for i, w in enumerate((wq, ws, wm)))) for a in axes]
 
 
-# what a perplexity measures on each kind scored on token positions (exp of the mean loss at its
-# scored positions), by kind class; a causal LM's is plain perplexity
-TASK_QUALITY: dict[type, str] = {
-    MaskedLM: "masked-token perplexity",
-    Seq2SeqLM: "target perplexity (teacher-forced)",
-    SpeechRecognizer: "transcript perplexity (teacher-forced)",
-    TextClassifier: "label perplexity",
-    TokenClassifier: "tag perplexity",
-    ImageTextToText: "answer perplexity (teacher-forced)",
-}
-
-# detectors, segmenters and backbones: their own columns, by kind class
-VISION_QUALITY: dict[type, tuple[str, ...]] = {
-    ObjectDetector: ("map", "map_50", "agree_map_50"),
-    SemanticSegmenter: ("miou", "pixel_accuracy", "pixel_agree"),
-    ImageFeatures: ("knn_accuracy", "embedding_drift"),
-}
-
-
 def _perplexity_name(subject) -> str:
-    """What a perplexity measures on the subject's kind (``TASK_QUALITY``), plain perplexity by default."""
-    return next((TASK_QUALITY[c] for c in type(kind_of(subject)).__mro__ if c in TASK_QUALITY), "perplexity")
+    """What a perplexity measures on the subject's kind ("masked-token perplexity"), plain perplexity by default."""
+    return kind_of(subject).perplexity_name
 
 
 def _vision_columns(subject) -> tuple[str, ...]:
-    """A detector's, segmenter's or backbone's own quality columns (``VISION_QUALITY``)."""
-    kind = kind_of(subject)
-    return choose(kind, VISION_QUALITY, "analyzer.quant_impact", f"scores {plurals(tuple(VISION_QUALITY))}")
+    """A detector's, segmenter's or backbone's own quality columns."""
+    return kind_of(subject).quality_columns
 
 
 # what every strategy costs and saves, logged per strategy for every kind of model

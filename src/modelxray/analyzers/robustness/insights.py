@@ -14,7 +14,6 @@ from modelxray.analyzers.robustness.summary import agreement_of, base_of, kl_of,
 from modelxray.core.result import Result
 from modelxray.kinds.base import Kind
 from modelxray.kinds.classifier import Classifier
-from modelxray.kinds.labelled_images import LabelledImagesKind
 from modelxray.kinds.speech import SpeechRecognizer
 from modelxray.kinds.table import KINDS
 
@@ -60,15 +59,11 @@ def saved_kind(task: str | None) -> Kind | None:
     return next((k for k in KINDS if k.task == task), None)
 
 
-# what each row was measured on, by kind class; every other kind: ``windows`` of its examples
-_COUNTS = {Classifier: "samples", SpeechRecognizer: "utterances", LabelledImagesKind: "images"}
-
-
 def count_key(kind: Kind | None) -> str:
     """The column saying what each row was measured on: ``windows`` of a text model's examples,
     ``samples`` of a classifier's test set, ``utterances`` of a speech recogniser's audio,
-    ``images`` of a detector's, segmenter's or backbone's."""
-    return next((key for cls, key in _COUNTS.items() if isinstance(kind, cls)), "windows")
+    ``images`` of a detector's, segmenter's or backbone's (the kind's ``counted_in``)."""
+    return kind.counted_in if kind is not None else "windows"
 
 
 # what the level of an image corruption means, said in the insights
