@@ -119,7 +119,7 @@ def main() -> None:
                 ours.append(seconds)
             n = len(data.windows)
             o, b = n / statistics.median(ours), n / statistics.median(bare)
-            print(f"{loaded.kind + ' (' + d.name + ')':<26} {o:>10.1f} {b:>10.1f} {o / b:>6.3f}")
+            print(f"{f'{loaded.kind} ({d.name})':<26} {o:>10.1f} {b:>10.1f} {o / b:>6.3f}")
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ from pathlib import Path
 import torch
 
 from modelxray.data.digit_canvases import DigitCanvases
-from modelxray.measure.vision_outputs import class_maps, detections, embeddings
 from modelxray.models.hf import HFSource
 
 
@@ -67,13 +66,11 @@ def build(root: Path, size: int) -> dict[str, Path]:
 
 
 def ours(loaded, images: torch.Tensor, batch: int) -> None:
-    kind, model = loaded.kind, loaded.model
-    if kind == "object_detection":
-        detections(model, loaded.processor, images, batch, 100, False)
-    elif kind == "semantic_segmentation":
-        class_maps(model, images, batch, False)
-    else:
-        embeddings(model, images, batch, False)
+    """What the performance analyzer runs on the images: the outputs the model's kind is scored by."""
+    from types import SimpleNamespace
+
+    subject = SimpleNamespace(model=loaded.model, processor=loaded.processor, data=SimpleNamespace(images=images))
+    loaded.kind.image_outputs()(subject, batch, 100, False)
 
 
 def bare(net, normalised: torch.Tensor, batch: int) -> None:
@@ -109,7 +106,7 @@ def main() -> None:
                 bare(model.net, normalised, args.batch)
                 times["bare"].append(time.perf_counter() - start)
             o, b = (args.examples / statistics.median(times[k]) for k in ("ours", "bare"))
-            print(f"{loaded.kind:24} {o:11.1f} {b:11.1f} {o / b:7.2f}")
+            print(f"{loaded.kind!s:24} {o:11.1f} {b:11.1f} {o / b:7.2f}")
 
 
 if __name__ == "__main__":

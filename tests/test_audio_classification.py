@@ -11,6 +11,7 @@ import torch
 
 import task_models
 from conftest import mlflow_runs, run_cli
+from modelxray.analyzers.performance.plots import quality_intervals, quality_line
 from modelxray.core.errors import ConfigError
 from modelxray.kinds.audio_classification import class_words
 from modelxray.kinds.table import kind_of_architecture, named
@@ -66,7 +67,10 @@ def test_a_run_scores_spoken_words_as_a_hand_computation_does_and_agrees_after_i
         f"tracker.experiment={exp}",
         *SMALL,
     ]
-    modelxray.analyze([*common, "quant=int8"], output_dir=tmp_path)
+    out = modelxray.analyze([*common, "quant=int8"], output_dir=tmp_path)
+    perf = out.results["performance"]
+    assert "no better than always answering the commonest label" in perf.data["degenerate"][0]
+    assert quality_intervals(perf) and quality_line(perf).startswith("accuracy")
     _, (run,) = mlflow_runs(tracking_uri, exp)
     assert run.data.tags["modelxray.kind"] == "audio_classification" and run.info.run_name.endswith(
         "audio_classification"

@@ -4,6 +4,7 @@ line that names it (no kind is left to fail half-way through a run)."""
 
 import pytest
 
+from modelxray.analyzers.performance.plots import quality_intervals, quality_line
 from modelxray.core.errors import ConfigError
 from modelxray.core.schema import SCHEMA, load_class
 from modelxray.core.subject import ModelInfo, Subject
@@ -164,7 +165,9 @@ def test_the_kinds_without_a_test_of_their_own_run_quantized(name, tmp_path, tra
         d = (_vit if name == "image_classification" else _clip)(tmp_path / name)
         args = ["model=hf", f"model.name_or_path={d}", "dataset=digits", "dataset.max_test=64"]
         quality, error = "accuracy", "accuracy_ci_low"
-    modelxray.analyze([*common, *args], output_dir=tmp_path, **given)
+    out = modelxray.analyze([*common, *args], output_dir=tmp_path, **given)
+    assert out.results["performance"].data.get("degenerate"), "a random-weight model must be flagged"
+    assert quality_intervals(out.results["performance"]) and quality_line(out.results["performance"])  # plot, line
     _, (run,) = mlflow_runs(tracking_uri, exp)
     assert run.info.status == "FINISHED" and run.data.tags["modelxray.kind"] == name
     m = run.data.metrics
@@ -172,3 +175,50 @@ def test_the_kinds_without_a_test_of_their_own_run_quantized(name, tmp_path, tra
         assert f"performance/{key}" in m, sorted(m)
     assert m[f"performance/{named(name).headline}"] == m[f"performance/{quality}"]
     assert 0 <= m["performance/top1_agree"] <= 1 and m["performance/kl"] >= 0
+
+
+# -- the degenerate check: every kind that runs says when its model has learnt nothing ---------------------
+def _windows(targets: list[list[int]]):
+    import torch
+
+    from modelxray.metrics.windows import NamedTensors, Window
+
+    return [
+        Window(NamedTensors({"input_ids": torch.zeros(len(t), dtype=torch.long)}), torch.tensor(t)) for t in targets
+    ]
+
+
+def test_degenerate_signs_by_hand_for_each_kind():
+    from types import SimpleNamespace
+
+    import torch
+
+    lm = SimpleNamespace(model=SimpleNamespace(config=SimpleNamespace(vocab_size=100)))
+    assert named("causal_lm").degenerate_signs({"perplexity": 80.0}, lm, 0.5)  # 80% of a uniform guess
+    assert not named("causal_lm").degenerate_signs({"perplexity": 20.0}, lm, 0.5)
+    assert named("masked_lm").degenerate_signs({"perplexity": 60.0}, lm, 0.5)
+    # labels: 9 of 12 positions hold label 0, so always answering 0 scores 0.75
+    labelled = SimpleNamespace(data=SimpleNamespace(windows=_windows([[0, 0, 0, -100], [0, 1, 2, 0], [0, 0, 0, 1, 0]])))
+    flagged = named("token_classification").degenerate_signs({"accuracy": 9 / 12}, labelled, 0.5)
+    assert flagged and "commonest label (0.750)" in flagged[0]
+    assert not named("token_classification").degenerate_signs({"accuracy": 1.0}, SimpleNamespace(
+        data=SimpleNamespace(windows=_windows([[i % 4] for i in range(40)]))), 0.5)  # fmt: skip
+    assert named("audio_classification").degenerate_signs({"accuracy": 0.25}, SimpleNamespace(
+        data=SimpleNamespace(windows=_windows([[i % 4] for i in range(40)]))), 0.5)  # fmt: skip
+    assert named("speech_ctc").degenerate_signs({"wer": 1.0}, None, 0.5) and not named(
+        "speech_seq2seq"
+    ).degenerate_signs({"wer": 0.3}, None, 0.5)
+    assert named("object_detection").degenerate_signs({"map_50": 0.0}, None, 0.5)
+    assert not named("object_detection").degenerate_signs({"map_50": 0.2}, None, 0.5)
+    masks = torch.zeros(2, 4, 4, dtype=torch.long)
+    masks[:, :1] = 1  # a quarter of the pixels are class 1: labelling all 0 scores 0.75
+    seg = SimpleNamespace(data=SimpleNamespace(masks=masks))
+    assert named("semantic_segmentation").degenerate_signs(
+        {"pixel_accuracy": 0.75, "pixel_accuracy_se": 0.01}, seg, 0.5
+    )
+    assert not named("semantic_segmentation").degenerate_signs(
+        {"pixel_accuracy": 0.95, "pixel_accuracy_se": 0.01}, seg, 0.5
+    )
+    backbone = SimpleNamespace(data=SimpleNamespace(image_labels=torch.arange(40) % 10))
+    assert named("image_features").degenerate_signs({"knn_accuracy": 0.1}, backbone, 0.5)
+    assert not named("image_features").degenerate_signs({"knn_accuracy": 0.9}, backbone, 0.5)

@@ -10,6 +10,7 @@ import torch.nn.functional as F
 
 import task_models
 from conftest import mlflow_runs, run_cli
+from modelxray.analyzers.performance.plots import quality_intervals, quality_line
 from modelxray.core.errors import ConfigError
 from modelxray.kinds.table import kind_of_config
 from modelxray.models.hf import HFSource
@@ -96,7 +97,9 @@ def test_every_kind_runs_quantized_with_quality_uncertainty_and_agreement(
         *SMALL,
         *PERF,
     ]
-    modelxray.analyze(args, output_dir=tmp_path)
+    out = modelxray.analyze(args, output_dir=tmp_path)
+    assert out.results["performance"].data.get("degenerate"), "a random-weight model must be flagged"
+    assert quality_intervals(out.results["performance"]) and quality_line(out.results["performance"])  # plot, line
     _, (run,) = mlflow_runs(tracking_uri, exp)
     assert run.data.tags["modelxray.kind"] == kind and run.data.tags["modelxray.task"] == task
     assert run.info.run_name.endswith(kind)

@@ -7,6 +7,7 @@ import torch
 
 import task_models
 from conftest import mlflow_runs
+from modelxray.kinds.table import named
 from modelxray.metrics.windows import IGNORE, NamedTensors, Window
 from modelxray.models.hf import HFSource
 from modelxray.perturb.embedding_shift import EmbeddingShift
@@ -95,16 +96,20 @@ def test_substitution_replaces_only_ordinary_tokens_of_the_text():
     inputs = NamedTensors(input_ids=ids, attention_mask=mask)
     targets = torch.tensor([IGNORE, 1, 0, 2, 1, IGNORE, IGNORE, IGNORE])
     protected = torch.tensor([0, 1, 2, 3, 4])
-    out = substitute_text(Window(inputs, targets), 1.0, 50, protected, torch.Generator().manual_seed(0), "masked_lm")
+    out = substitute_text(
+        Window(inputs, targets), 1.0, 50, protected, torch.Generator().manual_seed(0), named("masked_lm")
+    )
     new = out.inputs["input_ids"]
     assert torch.equal(new[[0, 3, 5, 6, 7]], ids[[0, 3, 5, 6, 7]])  # specials, the mask and padding stay
     assert (new[[1, 2, 4]] >= 5).all()  # ordinary tokens only
     assert torch.equal(out.targets, targets)  # a masked LM is still scored on what the masks hid
     tagged = substitute_text(
-        Window(inputs, targets), 1.0, 50, protected, torch.Generator().manual_seed(0), "token_classification"
+        Window(inputs, targets), 1.0, 50, protected, torch.Generator().manual_seed(0), named("token_classification")
     )
     assert (tagged.targets[[1, 2, 4]] == IGNORE).all()  # a replaced word's tag is not scored
-    same = substitute_text(Window(inputs, targets), 0.0, 50, protected, torch.Generator().manual_seed(0), "masked_lm")
+    same = substitute_text(
+        Window(inputs, targets), 0.0, 50, protected, torch.Generator().manual_seed(0), named("masked_lm")
+    )
     assert torch.equal(same.inputs["input_ids"], ids)
 
 

@@ -10,6 +10,7 @@ import torch
 
 import vision_task_models
 from conftest import mlflow_runs
+from modelxray.analyzers.performance.plots import quality_intervals, quality_line
 from modelxray.core.errors import ConfigError
 from modelxray.data.digit_canvases import DigitCanvases
 from modelxray.kinds.table import kind_of_config
@@ -80,9 +81,11 @@ def test_every_vision_kind_runs_quantized_with_quality_uncertainty_and_agreement
     exp = f"vision_{name}"
     args = ["model=hf", f"model.name_or_path={dirs[name]}", "quant=int8", f"tracker.uri={tracking_uri}"]
     small = [a for a in SMALL if a != "dataset=digit_canvases"] if kind == "image_text_to_text" else SMALL
-    modelxray.analyze(
+    out = modelxray.analyze(
         [*args, f"tracker.experiment={exp}", *small, "analyzer.performance.max_new_tokens=3"], output_dir=tmp_path
     )
+    assert out.results["performance"].data.get("degenerate"), "a random-weight model must be flagged"
+    assert quality_intervals(out.results["performance"]) and quality_line(out.results["performance"])  # plot, line
     _, (run,) = mlflow_runs(tracking_uri, exp)
     assert run.info.status == "FINISHED"
     assert run.data.tags["modelxray.kind"] == kind and run.data.tags["modelxray.task"] == kind
@@ -709,7 +712,7 @@ def test_a_vision_model_compares_with_a_reference_model(name, same, moved, dirs,
         model.save_pretrained(other)
         out = modelxray.analyze([*args, "reference=hf", f"reference.name_or_path={other}"], output_dir=tmp_path / "b")
         assert out.metrics["performance/embedding_drift"] > 1e-3
-        assert "cosine drift from the embeddings of the reference" in " ".join(out.results["performance"].insights)
+        assert "cosine drift from the embeddings of the reference" in " ".join(out.results["performance"].sentences())
     else:
         assert m["performance/pixel_agree"] == pytest.approx(moved)
     assert list((tmp_path / "cache").glob("*.pt"))  # kept for the next run of the sweep

@@ -35,15 +35,15 @@ def whisper_windows(
         labels[: len(seq) - 1] = torch.tensor(seq[1:])
         labels[: len(prompt) - 1] = IGNORE
         windows.append(Window(_named("decoder_input_ids", input_features=feats, decoder_input_ids=dec), labels))
-    return _speech_data(utterances, name, windows, prompt, "speech_seq2seq")
+    return _speech_data(utterances, name, windows, prompt)
 
 
 def ctc_examples(utterances: Any, name: str) -> TaskData:
     """A CTC model's examples: no windows (its transcripts score it), the audio kept in ``meta``."""
-    return _speech_data(utterances, name, None, [], "speech_ctc")
+    return _speech_data(utterances, name, None, [])
 
 
-def _speech_data(utterances: Any, name: str, windows, prompt: list[int], kind: str) -> TaskData:
+def _speech_data(utterances: Any, name: str, windows, prompt: list[int]) -> TaskData:
     if not utterances.transcripts:
         raise ConfigError("dataset", f"{name}: no utterances to transcribe")
     seconds = sum(len(a) for a in utterances.audio) / utterances.sample_rate
@@ -53,7 +53,6 @@ def _speech_data(utterances: Any, name: str, windows, prompt: list[int], kind: s
         "sample_rate": utterances.sample_rate,
         "references": list(utterances.transcripts),
         "prompt": prompt,
-        "speech_kind": kind,
     }
     return TaskData(name, "speech_recognition", windows, desc, len(utterances.transcripts), meta)
 

@@ -66,6 +66,7 @@ class Kind:
 
     # -- what can be done with it ----------------------------------------------------------------
     runs: ClassVar[bool] = True  # it has a forward to run (a weights-only file has not)
+    trains_as: ClassVar[str | None] = None  # what train= optimizes on it (train.task=auto): causal_lm | classification
     agreement_after_quant: ClassVar[bool] = True  # performance scores it against its unquantized outputs
     caches_reference: ClassVar[bool] = False  # its unquantized outputs are kept in the reference cache (sweeps)
     compared_by_reference: ClassVar[bool] = True  # reference= can be a second model of this kind
@@ -85,6 +86,9 @@ class Kind:
 
     def __str__(self) -> str:
         return self.name
+
+    def __format__(self, spec: str) -> str:
+        return format(self.name, spec)
 
     def __repr__(self) -> str:
         return f"<kind {self.name}>"
@@ -111,6 +115,13 @@ class Kind:
         """What ``measure.reference_outputs.capture`` keeps of a model of this kind before a quantizer
         changes it, ``work(subject, performance, windows, progress)``; None: nothing (weights alone)."""
         return None
+
+    def degenerate_signs(self, metrics: dict, subject: Any, uniform_share: float) -> list[str]:
+        """What says a model of this kind has learnt nothing, from its performance ``metrics`` and the
+        subject's data (``metrics.degenerate``): a perplexity near the vocabulary's size, an accuracy no
+        better than the commonest label. ``uniform_share``: the share of the vocabulary a perplexity
+        must reach to count as a uniform guess. Empty for a model that learnt something."""
+        return []
 
     def data_type(self) -> type | None:
         """The class of data its analyzers read (checked after loading), or None: any."""

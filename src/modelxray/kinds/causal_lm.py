@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from modelxray.kinds.base import Kind
 
@@ -29,8 +29,14 @@ class CausalLM(Kind):
     takes_byte_tokenizer: ClassVar[bool] = True
     reads_token_batches: ClassVar[bool] = True
     caches_reference: ClassVar[bool] = True
+    trains_as: ClassVar[str | None] = "causal_lm"
     from_file: ClassVar[bool] = True
     from_target: ClassVar[bool] = True
+
+    def degenerate_signs(self, metrics: dict, subject: Any, uniform_share: float) -> list[str]:
+        from modelxray.metrics.degenerate import language_model_signs
+
+        return language_model_signs(metrics.get("perplexity", 0.0), output_vocab(subject.model), uniform_share)
 
     def reference_work(self):
         from modelxray.measure.reference_outputs import lm_reference
@@ -41,3 +47,14 @@ class CausalLM(Kind):
         from modelxray.data.base import TokenData
 
         return TokenData
+
+
+def output_vocab(model: Any) -> int | None:
+    """The tokens a language model scores: its config's (text config's) ``vocab_size``, else its output
+    layer's rows."""
+    config = getattr(model, "config", None)
+    size = getattr(config, "vocab_size", None) or getattr(getattr(config, "text_config", None), "vocab_size", None)
+    if size:
+        return int(size)
+    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
+    return int(head.weight.shape[0]) if head is not None and hasattr(head, "weight") else None

@@ -23,6 +23,7 @@ class Classifier(Kind):
     scored_by: ClassVar[str] = "label"
     counted_in: ClassVar[str] = "samples"
     caches_reference: ClassVar[bool] = True
+    trains_as: ClassVar[str | None] = "classification"
 
     def reference_work(self):
         from modelxray.measure.reference_outputs import classifier_reference

@@ -3,7 +3,7 @@ per image, scored by leave-one-out k-NN accuracy and the embeddings' drift."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from modelxray.kinds.labelled_images import LabelledImagesKind
 
@@ -35,3 +35,13 @@ class ImageFeatures(LabelledImagesKind):
         from modelxray.measure.vision_outputs import embedding_outputs
 
         return embedding_outputs
+
+    def degenerate_signs(self, metrics: dict, subject: Any, uniform_share: float) -> list[str]:
+        """Embeddings whose nearest neighbours are no better than always answering the commonest label."""
+        from modelxray.metrics.degenerate import chance_signs, commonest_share
+
+        labels = getattr(subject.data, "image_labels", None)
+        if "knn_accuracy" not in metrics or labels is None:
+            return []
+        n = int(labels.numel())
+        return chance_signs("k-NN accuracy", round(metrics["knn_accuracy"] * n), n, commonest_share(labels))

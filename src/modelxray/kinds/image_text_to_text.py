@@ -57,7 +57,12 @@ class ImageTextToText(WindowsKind):
         return None
 
     def _calibration(self, data: Any, dataset: Any, loaded: Any, progress: bool):
-        return questions_calibration(loaded, dataset.calibration_windows, dataset.task_seed + 1)
+        from modelxray.core.errors import ConfigError
+
+        try:
+            return questions_calibration(loaded, dataset.calibration_windows, dataset.task_seed + 1)
+        except ConfigError:  # none to be made: GPTQ and AWQ say so
+            return None
 
 
 def questions_calibration(loaded: Any, n: int, seed: int, test_fraction: float = 0.25, split_seed: int = 0):

@@ -3,7 +3,7 @@ and labels, scored by COCO mAP."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from modelxray.kinds.labelled_images import LabelledImagesKind
 
@@ -37,3 +37,9 @@ class ObjectDetector(LabelledImagesKind):
         from modelxray.measure.vision_outputs import detection_outputs
 
         return detection_outputs
+
+    def degenerate_signs(self, metrics: dict, subject: Any, uniform_share: float) -> list[str]:
+        """A detector that finds none of the labelled objects: mAP@.5 at 0."""
+        from modelxray.metrics.degenerate import floor_signs
+
+        return floor_signs("mAP@.5", metrics["map_50"], 0.0) if "map_50" in metrics else []

@@ -3,7 +3,7 @@ semantic maps, the digits segmenter): a class per pixel, scored by mean IoU."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from modelxray.kinds.labelled_images import LabelledImagesKind
 
@@ -44,3 +44,18 @@ class SemanticSegmenter(LabelledImagesKind):
         from modelxray.measure.vision_outputs import class_map_outputs
 
         return class_map_outputs
+
+    def degenerate_signs(self, metrics: dict, subject: Any, uniform_share: float) -> list[str]:
+        """Pixel accuracy no better than labelling every pixel as the commonest class of the masks."""
+        from modelxray.metrics.degenerate import commonest_share
+
+        masks = getattr(subject.data, "masks", None)
+        if "pixel_accuracy" not in metrics or masks is None:
+            return []
+        share = commonest_share(masks)
+        if metrics["pixel_accuracy"] > share + 2 * metrics.get("pixel_accuracy_se", 0.0):
+            return []
+        return [
+            f"its pixel accuracy {metrics['pixel_accuracy']:.3f} is no better than labelling every pixel as the "
+            f"commonest class ({share:.3f})"
+        ]

@@ -29,6 +29,12 @@ class SpeechRecognizer(WindowsKind):
     counted_in: ClassVar[str] = "utterances"
     needs_processor: ClassVar[str | None] = "feature extractor"
 
+    def degenerate_signs(self, metrics: dict, subject: Any, uniform_share: float) -> list[str]:
+        """Transcripts that share (next to) no word with the references: a word error rate of 1 or more."""
+        from modelxray.metrics.degenerate import transcript_signs
+
+        return transcript_signs(metrics["wer"]) if "wer" in metrics else []
+
     def from_text(self, dataset: Any, loaded: Any, progress: bool) -> Any:
         from modelxray.data.speech import spoken_sentences
 

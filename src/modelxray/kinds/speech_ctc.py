@@ -13,7 +13,6 @@ class SpeechCTC(SpeechRecognizer):
     name: ClassVar[str] = "speech_ctc"
     hf_tables: ClassVar[tuple[str, ...]] = ("MODEL_FOR_CTC_MAPPING_NAMES",)
     auto_class: ClassVar[str] = "AutoModelForCTC"
-    scores_positions: ClassVar[bool] = False  # no per-position targets: scored by its transcripts
 
     def from_utterances(self, utterances: Any, loaded: Any, name: str) -> Any:
         from modelxray.data.speech_tasks import ctc_examples

@@ -54,8 +54,6 @@ BY_NAME = {k.name: k for k in KINDS}
 HF_KINDS = ("auto", *(k.name for k in KINDS if k.hf_tables))
 # what model=file can build (model.kind), with auto: found from the file
 FILE_KINDS = ("auto", *(k.name for k in KINDS if k.from_file))
-# the kind a subject without one is, by the task it was loaded for
-_OF_TASK = {"causal_lm": "causal_lm", "classification": "classification", "generic": "generic", "weights": "weights"}
 
 
 def named(name: str) -> Kind:
@@ -71,8 +69,10 @@ def kind_of(subject: Any) -> Kind:
         return kind
     if kind:
         return BY_NAME[kind]
-    task = getattr(subject, "task", "causal_lm")
-    return BY_NAME[_OF_TASK.get(task, task)]
+    task = getattr(subject, "task", "causal_lm")  # causal_lm, classification, generic, weights: the kind's name
+    if task not in BY_NAME:
+        raise ConfigError("model", f"a model loaded for task {task!r} names no kind; give its kind (kind=...)")
+    return BY_NAME[task]
 
 
 AUTO = "auto"  # model.kind's value for "the kind the config describes"
@@ -140,7 +140,7 @@ def kind_of_config(config: Any, name: str) -> Kind:
             if model_type in table:
                 return kind
     arch = ", ".join(archs) or model_type or "unknown"
-    nouns = ", ".join(f"{k.noun}s" for k in KINDS if k.hf_tables)
+    nouns = ", ".join(dict.fromkeys(f"{k.noun}s" for k in KINDS if k.hf_tables))
     raise ConfigError(
         "model",
         f"{name} ({arch}) fits no model kind modelxray analyzes ({nouns}); set model.kind if the config is "

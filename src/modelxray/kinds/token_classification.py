@@ -19,7 +19,9 @@ class TokenClassifier(WindowsKind):
     quality: ClassVar[str] = "per-token accuracy and loss, standard errors with texts as units"
     hf_tables: ClassVar[tuple[str, ...]] = ("MODEL_FOR_TOKEN_CLASSIFICATION_MAPPING_NAMES",)
     auto_class: ClassVar[str] = "AutoModelForTokenClassification"
-    fitting: ClassVar[str] = "a text dataset (words tagged by shape) or dataset=labelled_text is not per-token"
+    fitting: ClassVar[str] = (
+        "a text dataset (its words tagged by their shape); dataset=labelled_text labels whole texts, not tokens"
+    )
     headline: ClassVar[str] = "accuracy"
     scored_by: ClassVar[str] = "token_labels"
     perplexity_name: ClassVar[str] = "tag perplexity"

@@ -15,7 +15,9 @@ from modelxray.kinds.base import Kind
 
 
 class WindowsKind(Kind):
-    family: ClassVar[str] = "encoders, seq2seq, speech and generative vision-language models"
+    family: ClassVar[str] = (
+        "encoders, seq2seq models, speech recognisers, audio classifiers and generative vision-language models"
+    )
     needs_tokenizer: ClassVar[bool] = True
     named_in_run: ClassVar[bool] = True
     modalities: ClassVar[tuple[str, ...]] = ("text",)
@@ -30,6 +32,24 @@ class WindowsKind(Kind):
         from modelxray.measure.reference_outputs import task_reference
 
         return partial(task_reference, outputs=self.generated_outputs())
+
+    def degenerate_signs(self, metrics: dict, subject: Any, uniform_share: float) -> list[str]:
+        """Perplexity-scored kinds: a perplexity near the vocabulary's size; labelled ones: an accuracy no
+        better than always answering the commonest label of the scored positions."""
+        from modelxray.metrics.degenerate import chance_signs, commonest_share, language_model_signs
+
+        if self.scored_by == "perplexity":
+            from modelxray.kinds.causal_lm import output_vocab
+
+            return language_model_signs(metrics.get("perplexity", 0.0), output_vocab(subject.model), uniform_share)
+        windows = getattr(subject.data, "windows", None) or []
+        if "accuracy" not in metrics or not windows:
+            return []
+        import torch
+
+        targets = torch.cat([w.targets.reshape(-1) for w in windows])
+        n = int((targets >= 0).sum())
+        return chance_signs("accuracy", round(metrics["accuracy"] * n), n, commonest_share(targets))
 
     def generated_outputs(self) -> Any:
         """What it generates beyond its scored windows (``measure.task_outputs``): greedy outputs where

@@ -56,6 +56,42 @@ def language_model_signs(perplexity: float, vocab_size: int | None, share: float
     return []
 
 
+def chance_signs(what: str, correct: int, n: int, commonest_share: float) -> list[str]:
+    """Accuracy (``correct`` of ``n``) whose 95% Wilson interval holds ``commonest_share``, what always
+    answering the commonest label scores: ``what`` names the accuracy ("accuracy", "k-NN accuracy")."""
+    from modelxray.metrics.measurements import wilson_interval
+
+    if n == 0:
+        return []
+    low, high = wilson_interval(correct, n)
+    if low > commonest_share:
+        return []
+    return [
+        f"its {what} {correct / n:.3f} (95% interval {low:.3f}-{high:.3f}) is no better than always answering "
+        f"the commonest label ({commonest_share:.3f})"
+    ]
+
+
+def commonest_share(labels: torch.Tensor) -> float:
+    """The share of the commonest of ``labels`` (integers; negative ones are not labels)."""
+    import torch
+
+    kept = labels[labels >= 0].reshape(-1)
+    return float(torch.bincount(kept).max()) / int(kept.numel()) if kept.numel() else 0.0
+
+
+def transcript_signs(wer: float) -> list[str]:
+    """A recogniser whose word error rate is 1 or more gets (next to) no word of its transcripts right."""
+    return (
+        [f"its word error rate {wer:.3f} is 1 or more: next to no word of its transcripts is right"] if wer >= 1 else []
+    )
+
+
+def floor_signs(what: str, value: float, floor: float) -> list[str]:
+    """A score that stays at its floor (``value`` at most ``floor``): a detector's mAP of 0."""
+    return [f"its {what} {value:.3f} is at its floor ({floor:g})"] if value <= floor else []
+
+
 def sentence(signs: list[str], name: str) -> str:
     """The one warning that leads the insights."""
     return (

@@ -151,7 +151,9 @@ class DigitsCLIPSource(ModelSource):
         if self.save_pretrained:
             self._save_pretrained(net)
         info = ModelInfo(name="digits-clip", source_format="config", source_dtype="float32", notes=[note])
-        return LoadedModel(self.place(model), tokenizer, info, task="classification", image_shape=(1, 8, 8))
+        return LoadedModel(
+            self.place(model), tokenizer, info, task="classification", image_shape=(1, 8, 8), kind=self.kind_of_source
+        )
 
     def _save_pretrained(self, net: nn.Module) -> None:
         import json

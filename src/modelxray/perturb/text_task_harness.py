@@ -20,19 +20,17 @@ from torch import nn
 
 from modelxray.kinds.base import Kind
 from modelxray.kinds.seq2seq_lm import Seq2SeqLM
-from modelxray.kinds.table import named
 from modelxray.metrics.windows import IGNORE, NamedTensors, Window
 from modelxray.perturb.lm_harness import LMHarness
 
 
 def substitute_text(
-    window: Window, rate: float, vocab_size: int, protected: torch.Tensor, generator: torch.Generator, kind: Kind | str
+    window: Window, rate: float, vocab_size: int, protected: torch.Tensor, generator: torch.Generator, kind: Kind
 ) -> Window:
     """``window`` with a ``rate`` share of its source tokens (``input_ids`` under the attention mask,
     not in ``protected``: special and mask tokens) replaced by random ordinary tokens (a draw that
-    lands on a protected token leaves the token as it was). ``kind``: the model's kind (or its name);
+    lands on a protected token leaves the token as it was). ``kind``: the model's kind;
     a token classifier's label of a replaced token is not scored."""
-    kind = named(kind) if isinstance(kind, str) else kind
     inputs = window.inputs
     ids = inputs["input_ids"]
     mask = inputs.get("attention_mask", torch.ones_like(ids)).bool()

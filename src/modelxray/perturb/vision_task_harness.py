@@ -109,9 +109,6 @@ SCORING = {
     SemanticSegmenter: VisionScoring("miou", "mean IoU", _segmentation_scores, _segmentation_loss),
     ImageFeatures: VisionScoring("knn_accuracy", "k-NN accuracy", _embedding_scores, _embedding_loss, nudged=True),
 }
-# each quality's name by the ``task`` a subject of the kind carries (callers that index by it; a
-# harness says its own as ``quality_name``)
-QUALITY_NAME = {cls.task: scoring.quality_name for cls, scoring in SCORING.items()}
 
 
 class VisionTaskHarness:

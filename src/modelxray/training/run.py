@@ -15,7 +15,7 @@ from typing import Any
 from modelxray.core.callbacks import Callback
 from modelxray.core.result import Result
 from modelxray.core.subject import Subject
-from modelxray.kinds.table import AUTO
+from modelxray.kinds.table import AUTO, kind_of
 from modelxray.training.config import TrainConfig
 from modelxray.training.dynamics_callback import TrainingDynamicsCallback
 from modelxray.training.loop import train
@@ -101,7 +101,7 @@ def train_subject(
     progress: bool = True,
 ) -> tuple[Subject, Result]:
     start = time.perf_counter()
-    objective = subject.task if cfg.task == AUTO else cfg.task
+    objective = kind_of(subject).trains_as if cfg.task == AUTO else cfg.task
     task = make_task(objective, subject.data, cfg)
     callbacks = callbacks_for(cfg, task) + list(extra_callbacks)
     logger = StepLogger(tracker_run)

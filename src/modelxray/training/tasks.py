@@ -52,7 +52,6 @@ class LMTask:
     batch_size: int
     eval_batches: int
     seed: int = 0
-    kind: str = "causal_lm"
 
     def __post_init__(self) -> None:
         ids = self.data.train_ids
@@ -130,7 +129,6 @@ class ClassificationTask:
     follows_examples: ClassVar[bool] = True
     batch_size: int | None  # None = full batch
     seed: int = 0
-    kind: str = "classification"
     _evaluated: dict = field(default_factory=dict, repr=False, compare=False)  # split -> (model ref, key, EvalResult)
 
     @property
@@ -208,8 +206,9 @@ def _classification_task(data: Any, cfg) -> ClassificationTask:
 OBJECTIVES = {"causal_lm": _lm_task, "classification": _classification_task}
 
 
-def make_task(objective: str, data: Any, cfg) -> LMTask | ClassificationTask:
-    """The training task of ``objective`` (a key of ``OBJECTIVES``) on ``data``."""
+def make_task(objective: str | None, data: Any, cfg) -> LMTask | ClassificationTask:
+    """The training task of ``objective`` (a key of ``OBJECTIVES``; None: the model's kind trains as
+    none of them) on ``data``."""
     if objective not in OBJECTIVES:
-        raise ConfigError("train.task", f"trains {' and '.join(OBJECTIVES)} models, not {objective} models")
+        raise ConfigError("train", "trains causal language models and classifiers (train.task); this model is neither")
     return OBJECTIVES[objective](data, cfg)

@@ -159,7 +159,7 @@ class BitwidthAnalyzer(Analyzer):
         if isinstance(kind, SpeechCTC):
             kind.refuse_position_scoring("analyzer.bitwidth", subject.info.name)
         if isinstance(kind, LabelledImagesKind):
-            return  # its images come with the run (data.for_vision_kind)
+            return  # its images come with the run (its kind builds them)
         if isinstance(kind, Classifier):
             self._preflight_classifier(subject)
         elif subject.data is None and subject.batches is None:

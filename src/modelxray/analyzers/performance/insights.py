@@ -28,6 +28,14 @@ def performance_insights(result, t) -> list[str]:
         vs = result.data.get("quality", {}).get("vs_reference")
         if vs and "top1_agree" in vs:
             out.append(lm_against_reference(vs, int(result.data["quality"].get("windows", 0))))
+    elif result.data.get("quality", {}).get("sentence"):  # a detector's, segmenter's or backbone's own words
+        out.append(result.data["quality"]["sentence"])
+    elif not result.tables.get("output_agreement"):  # a quality logged as plain figures (a token classifier)
+        from modelxray.analyzers.performance.plots import quality_line
+
+        line, desc = quality_line(result), result.data.get("quality", {}).get("protocol_description")
+        if line:
+            out.append(line[0].upper() + line[1:] + (f" on {desc}" if desc else "") + ".")
     agreement = result.tables.get("output_agreement") or []
     if agreement:
         out.append(_output_agreement(agreement))

@@ -38,7 +38,7 @@ def quality_line(result, short: bool = False) -> str | None:
     0.909-0.955) on ...``; ``short``: ``ppl 18.63`` / ``acc 0.936``. None without a quality."""
     q = result.measurements.get("quality")
     if not isinstance(q, Quality):
-        return _vision_quality(result.metrics)
+        return _plain_quality(result.metrics)
     desc = result.data.get("quality", {}).get("protocol_description", "")
     if q.is_classifier:
         if q.accuracy is None:
@@ -57,12 +57,20 @@ def quality_line(result, short: bool = False) -> str | None:
     return f"{q.name} {q.perplexity:.3f} ({desc}{interval})"
 
 
-_VISION_QUALITY = (("map_50", "mAP@.5"), ("miou", "mean IoU"), ("knn_accuracy", "k-NN accuracy"))
+# a quality logged as plain metrics (no Quality measurement), in the order a line names one
+_PLAIN_QUALITY = (
+    ("map_50", "mAP@.5"),
+    ("miou", "mean IoU"),
+    ("knn_accuracy", "k-NN accuracy"),
+    ("wer", "word error rate"),
+    ("accuracy", "accuracy"),
+)
 
 
-def _vision_quality(m: dict) -> str | None:
-    """A detector's, segmenter's or backbone's headline quality with its uncertainty, or None."""
-    for key, name in _VISION_QUALITY:
+def _plain_quality(m: dict) -> str | None:
+    """A detector's, segmenter's, backbone's, CTC recogniser's or token classifier's headline quality
+    with its uncertainty, or None."""
+    for key, name in _PLAIN_QUALITY:
         if key in m:
             se = m.get(f"{key}_se")
             err = f" ± {se:.2g}" if se is not None and math.isfinite(se) else ""
@@ -73,6 +81,25 @@ def _vision_quality(m: dict) -> str | None:
 
 
 # -- quality with its uncertainty ---------------------------------------------------------------
+# figures logged in nats (drawn apart from scores in [0, 1]), and the names the plot gives figures
+_NOT_QUALITY = ("latency", "per_s", "bytes", "_ms", "seconds")  # speed and memory figures
+_NATS = {"loss": "nats", "delta_loss": "nats vs unquantized", "kl": "nats vs unquantized"}
+_FIGURES = {
+    "map": "mAP@[.5:.95]",
+    "map_50": "mAP@.5",
+    "miou": "mean IoU",
+    "knn_accuracy": "k-NN accuracy",
+    "top1_agree": "same top-1 as unquantized",
+    "delta_loss": "loss change",
+    "kl": "KL(unquantized || quantized)",
+    "unquantized_map_50": "mAP@.5 against the unquantized detections",
+    "unquantized_miou": "mean IoU against the unquantized maps",
+    "pixel_agree": "pixels agreeing with the unquantized maps",
+    "embedding_drift": "cosine drift from the unquantized embeddings",
+    "unquantized_wer": "WER against the unquantized transcripts",
+}
+
+
 def quality_intervals(result) -> list[dict]:
     """Every quality figure of ``result`` that has a 95% interval, as rows ``{panel, figure, value,
     low, high}``: a language model's perplexity (exp of the loss's interval) and top-1 accuracy
@@ -119,6 +146,12 @@ def quality_intervals(result) -> list[dict]:
         add("nats vs unquantized", "loss change", vs, "delta_loss")
         kl = interval_of(vs, "kl")  # a KL is never below 0
         add("nats vs unquantized", "KL(unquantized || quantized)", vs, "kl", kl and (max(kl[0], 0.0), kl[1]))
+    elif not result.tables.get("output_agreement"):  # a token classifier, a detector, a segmenter, a backbone
+        for key in sorted(result.metrics):
+            if key.endswith(("_se", "_ci_low", "_ci_high")) or any(u in key for u in _NOT_QUALITY):
+                continue
+            if interval_of(result.metrics, key) is not None:
+                add(_NATS.get(key, "score"), _FIGURES.get(key, key.replace("_", " ")), result.metrics, key)
     for row in result.tables.get("output_agreement") or []:
         bounds = interval_of(row, "cosine")
         if bounds is not None:  # a cosine similarity is at most 1

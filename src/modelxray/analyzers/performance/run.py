@@ -27,27 +27,23 @@ from modelxray.measure.reference import Reference
 from modelxray.measure.reference_outputs import is_dual_encoder
 from modelxray.measure.scoring import model_device, score_windows
 from modelxray.measure.speed import time_forward
-from modelxray.metrics.degenerate import language_model_signs
 from modelxray.metrics.measurements import Latency, Memory, Quality, Speed
 from modelxray.metrics.tensor_bytes import count_parameters, tensor_bytes_by_dtype
 from modelxray.metrics.windows import speed_inputs, windows_from_batches
 
 
 # -- the three measurements -------------------------------------------------------------
-def vocab_size(model) -> int | None:
-    """The tokens a language model scores: its config's ``vocab_size``, else its output layer's rows."""
-    size = getattr(getattr(model, "config", None), "vocab_size", None)
-    if size:
-        return int(size)
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
-    return int(head.weight.shape[0]) if head is not None else None
-
-
 def run(cfg, subject, ctx: RunContext) -> Result:
     result = cfg.new_result()
     reset_cuda_peaks(model_device(subject.model))
-    measure = choose(kind_of(subject), _MEASURES, "analyzer.performance", f"analyzes {plurals(cfg.model_kinds)}")
+    kind = kind_of(subject)
+    measure = choose(kind, _MEASURES, "analyzer.performance", f"analyzes {plurals(cfg.model_kinds)}")
     layer_input = measure(cfg, subject, ctx, result)
+    signs = result.data.get("degenerate") or kind.degenerate_signs(
+        result.metrics, subject, cfg.uniform_perplexity_share
+    )
+    if signs:  # leads the insights: every other figure is about a model that does not work
+        result.data["degenerate"] = signs
     _memory(cfg, subject, result)
     if subject.stream is not None:  # streamed from disk: its forward's time is the disk's
         from modelxray.analyzers.performance.streamed import NOT_TIMED, streaming_data
@@ -68,11 +64,6 @@ def run(cfg, subject, ctx: RunContext) -> Result:
 # -- each family's quality and speed; each returns how to build its per-module timing input ----
 def _language_model(cfg, subject, ctx, result: Result):
     _quality(cfg, subject, ctx, result)
-    signs = language_model_signs(
-        result.metrics.get("perplexity", 0.0), vocab_size(subject.model), cfg.uniform_perplexity_share
-    )
-    if signs:
-        result.data["degenerate"] = signs
     if subject.stream is None:
         _speed(cfg, subject, ctx, result)
     return lambda s: _lm_layer_input(cfg, s)

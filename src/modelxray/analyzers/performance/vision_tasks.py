@@ -43,7 +43,7 @@ def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
     scored.score(cfg, data, out, ref, result)
     against = None if ref is None else ref.get("label", "the unquantized model")
     s = scored.sentence(result.metrics, data.description, against)
-    result.insights.append((s if s.startswith("mAP") else s[0].upper() + s[1:]) + ".")
+    result.data["quality"]["sentence"] = (s if s.startswith("mAP") else s[0].upper() + s[1:]) + "."
 
 
 class _Detector:

@@ -194,7 +194,7 @@ class QuantImpactAnalyzer(Analyzer):
     def preflight(self, subject) -> None:
         kind = kind_of(subject)
         if isinstance(kind, LabelledImagesKind):
-            return  # its images come with the run (data.for_vision_kind)
+            return  # its images come with the run (its kind builds them)
         if isinstance(kind, Classifier):
             from modelxray.data.base import ClassificationData
 

@@ -15,7 +15,7 @@ from modelxray.core.result import Result
 from modelxray.kinds.base import Kind
 from modelxray.kinds.classifier import Classifier
 from modelxray.kinds.speech import SpeechRecognizer
-from modelxray.kinds.table import KINDS
+from modelxray.kinds.table import BY_NAME, KINDS
 
 
 def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
@@ -23,7 +23,7 @@ def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
     if not result.ok:
         return []
     d, out = result.data, []
-    kind = saved_kind(d["task"])
+    kind = saved_kind(d)
     note = (d.get("input_attacks") or {}).get("skipped")
     if note:  # integer features keep the weight families; audio keeps its own corruptions
         tail = "." if isinstance(kind, SpeechRecognizer) else "; weight and quantization noise still do."
@@ -53,10 +53,12 @@ def level_name(family: str, level: float) -> str:
     return f"{int(level)}bit" if family == "quant_noise" else f"{level:g}"
 
 
-def saved_kind(task: str | None) -> Kind | None:
-    """The kind a saved result's ``task`` (its kind's ``task``) stands for, or None for one no kind is
-    scored as: every kind of a task serves what the results read of it (its family)."""
-    return next((k for k in KINDS if k.task == task), None)
+def saved_kind(data: dict) -> Kind | None:
+    """The kind of the model a saved result measured (its ``kind``; a result saved before kinds were
+    recorded: the first kind scored as its ``task``, of the same family)."""
+    if data.get("kind") in BY_NAME:
+        return BY_NAME[data["kind"]]
+    return next((k for k in KINDS if k.task == data.get("task")), None)
 
 
 def count_key(kind: Kind | None) -> str:

@@ -53,7 +53,7 @@ def figures(result) -> dict:
 def _quality(result) -> str:
     """Perplexity for the models scored on token windows (language models, encoders, seq2seq,
     vision-language answers), else accuracy."""
-    windows = isinstance(saved_kind(result.data.get("task")), CausalLM) or result.data.get("quality") == "perplexity"
+    windows = isinstance(saved_kind(result.data), CausalLM) or result.data.get("quality") == "perplexity"
     return "perplexity" if windows else "accuracy"
 
 

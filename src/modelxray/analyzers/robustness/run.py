@@ -35,7 +35,9 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     harness = _harness(cfg, subject, kind, ctx)
     clean = harness.clean
     result = cfg.new_result()
-    result.data.update({"task": kind.task, "quality": harness.quality, "clean": clean, "config": grid(cfg)})
+    result.data.update(
+        {"task": kind.task, "kind": kind.name, "quality": harness.quality, "clean": clean, "config": grid(cfg)}
+    )
     result.data["attack_space"] = getattr(harness, "attack_space", "inputs")
     result.metrics.update({f"clean_{k}": clean[k] for k in CLEAN_KEYS if k in clean})
     if isinstance(kind, Classifier):  # a model at chance is "robust" to everything: say so first

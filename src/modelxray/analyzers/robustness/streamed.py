@@ -58,7 +58,9 @@ def run_streamed(cfg, subject, ctx: RunContext) -> Result:
     rows = [mean_row(cfg, kind, family, level, r, clean, harness) for (family, level), r in runs.items()]
 
     result = cfg.new_result()
-    result.data.update({"task": kind.task, "quality": "perplexity", "clean": clean, "config": grid(cfg)})
+    result.data.update(
+        {"task": kind.task, "kind": kind.name, "quality": "perplexity", "clean": clean, "config": grid(cfg)}
+    )
     result.data["attack_space"] = "token embeddings"
     result.data["eps_grid"] = []
     result.data["noise_targets"] = {
