@@ -43,3 +43,8 @@ def save_torchscript_lm(model, path, example_ids) -> None:
             return self.m(input_ids=input_ids, use_cache=False).logits
 
     torch.jit.trace(LogitsOnly(model), (example_ids,), strict=False).save(str(path))
+
+
+def first_finding(report) -> str:
+    """A quant report's first sentence after the warning that leads it when much stayed float."""
+    return next(s for s in report.insights if not s.startswith("Warning: "))

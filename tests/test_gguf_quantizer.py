@@ -13,6 +13,7 @@ import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
 import modelxray
+from helpers import first_finding
 from modelxray.core.errors import ConfigError
 
 SKIP = pytest.mark.skipif(importlib.util.find_spec("llama_cpp") is None, reason="llama-cpp-python is not installed")
@@ -107,7 +108,7 @@ def test_q4_k_m_is_llama_cpps_mix_by_tensor_role():
     for r in report.tables["layers"]:
         assert r["bits"] == bits[r["format"]] and r["packed_bytes"] * 8 == r["elements"] * bits[r["format"]]
     assert quantized.lm_head.weight is quantized.model.embed_tokens.weight  # still tied
-    assert "by its role in a 'llama' model" in report.insights[0]
+    assert "by its role in a 'llama' model" in first_finding(report)
     ids = torch.randint(0, 512, (2, 16))
     with torch.no_grad():
         p, q = model(ids).logits.softmax(-1), quantized(ids).logits.log_softmax(-1)
@@ -126,7 +127,7 @@ def test_a_model_llama_cpp_does_not_know_gets_the_base_type_on_every_linear():
     formats = {r["module"]: r["format"] for r in report.tables["layers"]}
     assert formats == {"0": "Q4_K", "2": "Q4_K"}  # "3" skipped; rows of 256 and 512 weights fill K super-blocks
     assert torch.equal(quantized[3].weight, model[3].weight)
-    assert "does not know this architecture" in report.insights[0]
+    assert "does not know this architecture" in first_finding(report)
 
 
 @NEEDS

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from conftest import cli_results
+from helpers import first_finding
 from modelxray.core.errors import ConfigError
 from modelxray.core.subject import ModelInfo, Subject
 from modelxray.data.images import fit_images
@@ -66,7 +67,7 @@ def test_gptq_quantizes_every_linear_layer_and_reports_the_patch_convolution(vit
     assert report.metrics["modules_quantized"] == len(_linears(vit_subject.model)) == 13  # 2 x 6 + the head
     (conv,) = report.tables["not_quantized"]
     assert conv["kind"] == "conv" and "Linear layers only" in conv["reason"]
-    assert report.insights[0].startswith("GPTQ calibrated on 1,020 tokens (60 images drawn from the sample_images")
+    assert first_finding(report).startswith("GPTQ calibrated on 1,020 tokens (60 images drawn from the sample_images")
     assert any("net.classifier" in line for line in report.insights)  # the head, from a whole-model forward
     patch = "net.vit.embeddings.patch_embeddings.projection"
     assert torch.equal(qsubject.model.get_submodule(patch).weight, vit_subject.model.get_submodule(patch).weight)
@@ -113,7 +114,7 @@ def test_awq_quantizes_the_same_layers_in_its_asymmetric_format(vit_subject):
     _, report = _awq().apply(vit_subject)
     assert report.metrics["modules_quantized"] == 13 and report.metrics["modules_not_quantized"] == 1
     assert all("asym" in r["format"] for r in report.tables["layers"])
-    assert report.insights[0].startswith("AWQ calibrated on 1,020 tokens (60 images")
+    assert first_finding(report).startswith("AWQ calibrated on 1,020 tokens (60 images")
 
 
 def test_a_clip_calibrates_both_towers(crops):
@@ -133,7 +134,7 @@ def test_a_clip_calibrates_both_towers(crops):
         towers = {r["module"]: r.get("tower") for r in report.tables["layers"]}
         assert sorted(towers) == sorted(_linears(model))  # every Linear of both towers and both projections
         assert {"text", "vision"} == set(towers.values())
-        first = report.insights[0]
+        first = first_finding(report)
         assert "net.text_model.encoder.layers on 38 tokens (the same in every forward, kept once)" in first
         assert "net.vision_model.encoder.layers on 1,020 tokens" in first
         assert {r["module"] for r in report.tables["not_quantized"]} >= {"net.vision_model.embeddings.patch_embedding"}
@@ -154,7 +155,7 @@ def test_the_python_api_takes_images_as_calibration(vit_subject):
     images = vit_subject.data.x_train[:8]
     q_model, report = modelxray.quantize(vit_subject.model, "gptq_int4", calibration=images)
     assert report.metrics["modules_quantized"] == 13
-    assert report.insights[0].startswith("GPTQ calibrated on 136 tokens (8 calibration inputs)")
+    assert first_finding(report).startswith("GPTQ calibrated on 136 tokens (8 calibration inputs)")
 
 
 @pytest.mark.slow  # a run.py process end to end (the in-process tests cover the numbers)

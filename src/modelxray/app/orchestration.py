@@ -341,6 +341,8 @@ def _quantize(state: RunState) -> None:
     progress = components.settings.progress
     state.subject, quant_report = components.quant.apply(state.subject, progress=progress, in_place=in_place)
     if quant_report is not None:
+        if quant_report.insights and quant_report.insights[0].startswith("Warning: "):  # much was left float
+            log.warning("%s", quant_report.insights[0].removeprefix("Warning: "))
         quant_report.insights.append(_in_place_note(in_place, cfg, job, components, given_model))
         quant_report.seconds = quant_report.metrics.get("seconds", 0.0)
         state.results["quant"] = quant_report

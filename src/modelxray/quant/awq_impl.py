@@ -109,7 +109,7 @@ def quantize_block(
             clip = None
             if cfg.clip_search and not _is_qk(t.name):
                 clip = search_clip(x[: cfg.clip_tokens] / s, ws_scaled, spec, cfg.clip_grid, cfg.clip_min)
-            q = (fake_quantize(ws_scaled, spec, clip) / s).to(t.module.weight.dtype)
+            q = (fake_quantize(ws_scaled, spec, clip) / s).to(t.tensor().dtype)
             rows.append(layer_row(t, spec, w, q))
             t.set_weight_matrix(q)
     return rows, ratios

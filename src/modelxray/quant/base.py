@@ -38,6 +38,8 @@ class Quantizer(QuantPresentation, Configurable):
     # its quantize() takes ``progress=`` (the run's progress key): work long enough to show a bar
     reports_progress: ClassVar[bool] = False
 
+    float_share_warn: float = 0.1  # warn (console and report) when more than this share of the parameters stays float
+
     def check(self, model: nn.Module, name: str | None = None) -> None:
         """Checks against the model that must fail before any work (a bit plan matching nothing, a
         TorchScript model): one ``ConfigError`` line naming the model (``name``: its file or config

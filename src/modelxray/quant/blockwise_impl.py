@@ -35,7 +35,9 @@ def quantize_blockwise(
     if not in_place:
         model = copy.deepcopy(model)
     targets, plan = quantizer.plan_for(model)
-    planned = {t.module: t for t in targets if plan.get(t.name) is not None}
+    # a fused-experts tensor's experts are rounded to nearest (RTN) below: each expert's calibration
+    # inputs are the tokens routed to it, which a block's hooks do not see apart
+    planned = {t.module: t for t in targets if plan.get(t.name) is not None and t.expert is None}
     quantizer.begin()
     rows, seen, chained, parallel = [], [], [], []
     for stack_name, blocks in block_stacks(model):
@@ -58,9 +60,11 @@ def quantize_blockwise(
         rows += quantizer.quantize_block(model, outside, plan, ModelInputs(model, calibration, quantizer.batch_size))
     done = {r["module"] for r in rows}
     rest = {t.name: plan[t.name] for t in planned.values() if t.kind != "linear" and t.name not in done}
+    rest.update({t.name: plan[t.name] for t in targets if t.expert is not None and plan.get(t.name) is not None})
     rtn_rows, notes = quantize_model([t for t in targets if t.name in rest], rest)
+    experts = {t.name for t in targets if t.expert is not None}
     for r in rtn_rows:
-        r["format"] += " (RTN: outside the blocks)"
+        r["format"] += " (RTN: fused experts)" if r["module"] in experts else " (RTN: outside the blocks)"
     rows += rtn_rows
     if not rows:
         raise ConfigError(
@@ -116,10 +120,10 @@ def not_quantized(quantizer, targets: list[Target], plan: dict, done: set[str]) 
     """Every quantizable module left as loaded, with the reason: its kind is not among the targets (a
     convolution: GPTQ and AWQ calibrate Linear layers only), ``skip`` or a rule left it out, or it
     received no calibration input. A module whose weight is tied to a quantized one is not listed."""
-    tied = {t.module.weight.data_ptr() for t in targets if t.name in done}  # a tied LM head is quantized too
+    tied = {t.storage_key() for t in targets if t.name in done}  # a tied LM head is quantized too
     out = []
     for t in targets:
-        if t.name in done or t.module.weight.data_ptr() in tied:
+        if t.name in done or t.storage_key() in tied:
             continue
         if plan.get(t.name) is not None:
             why = NO_INPUT

@@ -62,7 +62,7 @@ class BlockQuantization:
 
     def apply(self, prefix: str, done: dict) -> None:
         start = time.perf_counter()
-        read = [t for t in self.targets if inside(t.name, prefix) and t.module.weight.device.type != "meta"]
+        read = [t for t in self.targets if inside(t.name, prefix) and t.tensor().device.type != "meta"]
         rows, notes = quantize_model(read, self.plan, done)
         self.rows.update({r["module"]: r for r in rows})
         self.notes.extend(n for n in notes if n not in self.notes)
@@ -127,7 +127,7 @@ class CalibratedBlockQuantization(BlockQuantization):
             read = [
                 t
                 for t in self.targets
-                if inside(t.name, prefix) and t.kind != "linear" and t.module.weight.device.type != "meta"
+                if inside(t.name, prefix) and t.kind != "linear" and t.tensor().device.type != "meta"
             ]
             rows, notes = quantize_model(read, self.plan, done)
             for r in rows:

@@ -69,9 +69,13 @@ def quant_result(
         bits_hist[str(r["bits"])] = bits_hist.get(str(r["bits"]), 0) + r["elements"]
     for b, n in bits_hist.items():
         metrics[f"params_at_{b}bit_share"] = n / q_elems
+    metrics["params_float_share"] = 1.0 - metrics["params_quantized_share"]
     left = _left_as_loaded(model, {r["module"] for r in rows}, total_elems)
     if left:
         notes = [*notes, f"Left as loaded (no target of this quantizer covers them): {left}."]
+    warn = float_share_warning(metrics["params_float_share"], getattr(source, "float_share_warn", None), method)
+    if warn:
+        notes = [warn, *notes]
     return Result(
         "quant",
         metrics=metrics,
@@ -80,6 +84,18 @@ def quant_result(
         insights=notes,
         source=source,
     )
+
+
+def float_share_warning(share: float, limit: float | None, method: str) -> str | None:
+    """The sentence that leads the quant report when more than ``limit`` of the parameters stayed float
+    (every figure of the run then describes a model that is only partly ``method``), or None."""
+    if limit is None or share <= limit:
+        return None
+    return (
+        f"Warning: {share:.0%} of the parameters were left float (more than quant.float_share_warn={limit:g}): "
+        f"every figure of this run describes a model only {1 - share:.0%} {method}; the quant report lists the "
+        "layers left as loaded"
+    ) + "."
 
 
 def _left_as_loaded(model: nn.Module, covered: set[str], total: int, floor: float = 0.01) -> str:

@@ -88,6 +88,20 @@ class Target:
     component: str
     block: int | None
     tower: str | None = None
+    # one expert of a fused-experts tensor (transformers 5 stores a MoE layer's experts as 3-D
+    # parameters, e.g. MixtralExperts.gate_up_proj (experts, out, in)): the parameter, the expert's
+    # index, and whether its matrices are stored (in, out)
+    param: str = "weight"
+    expert: int | None = None
+    transposed: bool = False
+
+    def tensor(self) -> torch.Tensor:
+        """The parameter the weight lives in (a fused-experts tensor holds every expert's)."""
+        return getattr(self.module, self.param)
+
+    def storage_key(self) -> tuple[int, int | None]:
+        """What identifies the weight's storage: two targets with one key share it (tied weights)."""
+        return self.tensor().data_ptr(), self.expert
 
     @property
     def groups(self) -> tuple[str, ...]:
@@ -97,7 +111,9 @@ class Target:
     def weight_matrix(self) -> torch.Tensor:
         """The weight as (out_features, in_features): groups run along the input dimension. A
         convolution's is (out_channels, in_channels / groups * prod(kernel)), a view when it can be."""
-        w = self.module.weight
+        w = self.tensor()
+        if self.expert is not None:
+            return w[self.expert].t() if self.transposed else w[self.expert]
         if _is_conv1d(self.module):
             return w.t()
         if self.kind == "conv":
@@ -107,8 +123,11 @@ class Target:
     def set_weight_matrix(self, value: torch.Tensor) -> None:
         import torch
 
-        w = self.module.weight
-        if _is_conv1d(self.module):
+        w = self.tensor()
+        if self.expert is not None:
+            w = w[self.expert]
+            value = value.t() if self.transposed else value
+        elif _is_conv1d(self.module):
             value = value.t()
         elif self.kind == "conv":
             value = value.reshape(w.shape)
@@ -167,6 +186,27 @@ def find_targets(model: nn.Module) -> list[Target]:
             out.append(Target(name, module, "linear", component_of(name), block_of(name), tower))
         elif _is_conv(module):
             out.append(Target(name, module, "conv", component_of(name), block_of(name), tower))
+        else:
+            out.extend(expert_targets(name, module, tower))
+    return out
+
+
+def expert_targets(name: str, module: nn.Module, tower: str | None = None) -> list[Target]:
+    """One Linear target per expert of each fused-experts tensor of ``module`` (a 3-D parameter whose
+    first dimension is its ``num_experts``, as transformers 5's MoE layers store them); none for any
+    other module."""
+    n = getattr(module, "num_experts", None)
+    if not isinstance(n, int) or n < 1:
+        return []
+    transposed = bool(getattr(module, "is_transposed", False))
+    out = []
+    for pname, p in module.named_parameters(recurse=False):
+        if p.dim() == 3 and p.shape[0] == n:
+            block = block_of(name)
+            out += [
+                Target(f"{name}.{pname}.{e}", module, "linear", "mlp", block, tower, pname, e, transposed)
+                for e in range(n)
+            ]
     return out
 
 

@@ -64,7 +64,10 @@ def quantize_subject(
     )
     if result is None:
         return subject, None
-    return subject.with_model(model, quantizer.step(result)), result
+    step = quantizer.step(result)
+    if "params_float_share" in result.metrics:  # the report header says how much stayed float
+        step["params_left_float"] = f"{result.metrics['params_float_share']:.1%}"
+    return subject.with_model(model, step), result
 
 
 def _quantize(

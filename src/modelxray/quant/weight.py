@@ -129,7 +129,7 @@ def quantize_model(targets: list[Target], plan: dict, done: dict | None = None) 
         spec = plan.get(t.name)
         if spec is None:
             continue
-        ptr = t.module.weight.data_ptr()
+        ptr = t.storage_key()
         if ptr in done:
             notes.append(f"{t.name} shares its weight with {done[ptr]} (tied): quantized once, as {done[ptr]}.")
             continue

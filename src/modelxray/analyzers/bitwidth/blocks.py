@@ -36,7 +36,7 @@ class Block:
 
     @property
     def params(self) -> int:
-        return sum(t.module.weight.numel() for t in self.modules)
+        return sum(t.weight_matrix().numel() for t in self.modules)
 
 
 def _holds(prefix: str, targets: list[Target]) -> bool:
