@@ -183,3 +183,24 @@ def test_a_training_scripts_wrapped_checkpoint_reads_as_its_state_dict(tmp_path)
     torch.save({"model_state_dict": net.state_dict(), "epoch": 3, "optimizer": {"lr": 0.1}}, tmp_path / "a.pth")
     state = read_state_dict(tmp_path / "a.pth", "state_dict", False)
     assert sorted(state) == ["bias", "weight"] and torch.equal(state["weight"], net.weight)
+
+
+def test_a_gpt2_with_tied_embeddings_saved_by_safetensors_save_model_loads_through_model_file(tmp_path):
+    """safetensors' save_model stores a shared tensor once (here as lm_head.weight): the tied
+    embedding it stands for is loaded from it, and the model gives the saved model's logits."""
+    import transformers as T
+    from safetensors.torch import save_model
+
+    from modelxray.models.file import FileSource
+
+    torch.manual_seed(0)
+    cfg = T.GPT2Config(vocab_size=300, n_positions=64, n_embd=32, n_layer=2, n_head=2)
+    model = T.GPT2LMHeadModel(cfg).eval()
+    save_model(model, str(tmp_path / "tied.safetensors"))
+    cfg.save_pretrained(tmp_path / "config")
+    source = FileSource(path=str(tmp_path / "tied.safetensors"), architecture=str(tmp_path / "config"))
+    source.validate()
+    loaded = source.load()
+    x = torch.randint(0, 257, (1, 16))
+    with torch.no_grad():
+        assert torch.allclose(loaded.model(x).logits, model(x).logits, atol=1e-5)

@@ -267,7 +267,17 @@ def _load_into(model: torch.nn.Module, state: dict[str, torch.Tensor], path: Pat
     _check_shapes(model, state, path)
     result = model.load_state_dict(state, strict=False)
     tied = set(getattr(model, "_tied_weights_keys", None) or [])
-    missing = [k for k in result.missing_keys if k not in tied and not k.endswith("lm_head.weight")]
+    # a tensor the model shares under several names (tied embeddings) is saved once by safetensors'
+    # save_model, under any one of them: a name is missing only when none of its aliases was saved
+    aliases: dict[int, list[str]] = {}
+    for name, p in model.named_parameters(remove_duplicate=False):
+        aliases.setdefault(id(p), []).append(name)
+    saved_as = {n: any(a in state for a in names) for names in aliases.values() for n in names}
+    missing = [
+        k
+        for k in result.missing_keys
+        if k not in tied and not k.endswith("lm_head.weight") and not saved_as.get(k, False)
+    ]
     if missing or result.unexpected_keys:
         bad = (missing or result.unexpected_keys)[:3]
         raise ConfigError(
