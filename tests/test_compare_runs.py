@@ -81,8 +81,8 @@ def test_values_carry_their_errors_and_the_runs_within_them_are_named(store, com
 def test_a_baseline_is_chosen_by_a_param_value(store, compare):
     text = compare.table(store, "cmp", ["quant"], ["performance/perplexity"], baseline="quant=int4")
     assert (
-        "- `performance/perplexity`: every run differs from int4 (the baseline) by more than two standard "
-        "errors on 8,160 tokens." in text
+        "- `performance/perplexity`: each of the other 2 runs differs from int4 (the baseline) by more than two "
+        "standard errors on 8,160 tokens." in text
     )
     text = compare.table(store, "cmp", ["quant"], ["performance/perplexity"], baseline="quant=int8")
     assert "none and int8 (the baseline) are indistinguishable on 8,160 tokens (difference within two" in text
@@ -237,3 +237,11 @@ def test_the_best_run_of_an_lm_eval_accuracy_is_the_highest(metric, best):
 
     runs = [{"run": "a", metric: 0.2}, {"run": "b", metric: 0.6}]
     assert _best(runs, metric, ())["run"] == best
+
+
+def test_one_other_run_is_named_as_one():
+    from modelxray.report.comparison import judge
+
+    runs = [{"run_id": "a", "q": "none", "m": 1.0, "m_se": 0.01}, {"run_id": "b", "q": "int4", "m": 2.0, "m_se": 0.01}]
+    line = judge(runs, "m", {"a": "none", "b": "int4"}, (), None, ["m", "m_se"])
+    assert line == "- `m`: the other run differs from none (the best) by more than two standard errors."

@@ -281,3 +281,25 @@ def test_site_overrides_in_conf_local_reach_the_slurm_launcher(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "partition: gpu" in proc.stdout and "account: proj42" in proc.stdout and "module load cuda" in proc.stdout
     assert "cpus_per_task: 2" in proc.stdout  # the rest keeps the defaults
+
+
+def test_a_job_with_bad_input_does_not_stop_a_basic_sweep_and_the_comparison_lists_it(cache_dir, tmp_path, monkeypatch):
+    """Hydra's basic launcher runs the jobs in this process: a job stopped by bad input (one line) is
+    recorded, the next job runs, and the parent's comparison.md lists the failed job by its overrides."""
+    from mlflow.tracking import MlflowClient
+
+    from modelxray.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    argv = ["-m", *TINY, f"dataset.cache_dir={cache_dir}", "dataset.seq_len=4096,64", f"tracker.uri={uri}",
+            "tracker.experiment=basic_failing", f"hydra.sweep.dir={tmp_path}/multirun"]  # fmt: skip
+    assert main(argv) == 1
+    _, runs = mlflow_runs(uri, "basic_failing")
+    assert [(r.info.status, r.data.params["dataset.seq_len"]) for r in runs] == [("FINISHED", "64")]
+    _, every = mlflow_runs(uri, "basic_failing", parents=True)
+    (parent,) = [r for r in every if r.data.tags.get("modelxray.sweep_parent") == "true"]
+    assert parent.info.status == "FAILED"
+    text = open(MlflowClient(uri).download_artifacts(parent.info.run_id, "comparison.md", str(tmp_path))).read()
+    assert "## Failed jobs (1)" in text
+    assert "- job #0 (" in text and "dataset.seq_len=4096" in text and "learned positions" in text

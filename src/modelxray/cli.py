@@ -22,7 +22,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from modelxray.config.overrides import FORCE_PREFIX, check_overrides, forced_overrides, group_options
 from modelxray.core.errors import ConfigError, JobKilled, OutputError
-from modelxray.core.failures import collecting, report_failure
+from modelxray.core.failures import collecting, collecting_here, report_failure
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 HELP_FLAGS = ("--help", "-h")
@@ -134,10 +134,19 @@ def task(cfg: DictConfig) -> dict[str, float]:
     except (ConfigError, OmegaConfBaseException) as exc:  # an interpolation that does not resolve, too
         say_error(exc)
         _drop_unused_output_dir()
-        raise SystemExit(2) from None
+        if not _sweep_job_here():
+            raise SystemExit(2) from None
+        _sweep_goes_on(exc)  # the sweep's other jobs run; the comparison lists this one
+        return {}
     except OutputError as exc:  # the run ended FAILED; the files written before it are kept
         say_error(exc)
         report_failure(str(exc.filename))
+        return {}
+    except Exception as exc:
+        if not _sweep_job_here():
+            raise
+        say_error(exc)  # its traceback is in the run's errors/run_traceback.txt and in the store
+        _sweep_goes_on(exc)
         return {}
     if outcome.skipped:
         print(f"modelxray: {outcome.tracking}")
@@ -153,6 +162,30 @@ def task(cfg: DictConfig) -> dict[str, float]:
         )
         report_failure(f"{outcome.output_dir}:{name}")
     return outcome.metrics
+
+
+def _sweep_job_here() -> bool:
+    """A job of a sweep whose jobs run one after another in this process: its failure is recorded and
+    the next job runs (a launcher that starts jobs elsewhere sees a failed job by its exit)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    try:
+        return HydraConfig.get().mode == RunMode.MULTIRUN and collecting_here()
+    except ValueError:  # not under Hydra
+        return False
+
+
+def _sweep_goes_on(exc: BaseException) -> None:
+    """Record a sweep job's failure as ``job #2 (quant=int4 model=...): <the error's first line>`` (the
+    list the sweep's comparison shows) and say that the sweep goes on."""
+    from hydra.core.hydra_config import HydraConfig
+
+    hc = HydraConfig.get()
+    overrides = " ".join(o.removeprefix(FORCE_PREFIX) for o in hc.overrides.task)
+    first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    report_failure(f"job #{hc.job.num} ({overrides}): {first[:300]}")
+    print(f"modelxray: job #{hc.job.num} ({overrides}) FAILED; the sweep goes on with its other jobs", file=sys.stderr)
 
 
 def normalize_argv(argv: list[str]) -> list[str]:

@@ -138,7 +138,7 @@ class ModelAnalyzer:
         (``metrics``, ``tables``, ``insights``, ``data``...), also saved and logged."""
         import dataclasses
 
-        from modelxray.app import check_task, keep_stage, preflight, run_stage
+        from modelxray.app import check_task, check_trial_forward, keep_stage, preflight, run_stage
         from modelxray.core.errors import ConfigError
         from modelxray.core.result import RunContext
 
@@ -158,6 +158,7 @@ class ModelAnalyzer:
         subject = self._subject(data_loader)
         check_task(subject, {name: analyzer})
         preflight(subject, {name: analyzer})
+        check_trial_forward(subject)
         run = self._tracker_run()
         from omegaconf import OmegaConf
 

@@ -120,7 +120,7 @@ def summarize(parent, tracker, sweep_id: str, config: DictConfig, metrics: list[
     from modelxray.tracking.runs import load_runs
 
     failed = failures_so_far()  # what the launcher and the jobs reported: also jobs that logged no run
-    notes = f"\n{len(failed)} job(s) failed: {', '.join(failed)}; see the sweep's log.\n" if failed else ""
+    notes = _failed_section(failed)
     runs = load_runs(tracker.store_uri, tracker.experiment, sweep_id=sweep_id)
     if len(runs) == 0:  # every job failed, or skipped as FINISHED before (runtime.skip_finished)
         parent.log_text(f"No job of this sweep logged a new run.\n{notes}", "comparison.md")
@@ -139,6 +139,15 @@ def summarize(parent, tracker, sweep_id: str, config: DictConfig, metrics: list[
             path = plot(runs, *front, "run_name", (), Path(tmp) / "pareto.png")
             parent.log_files(Path(tmp), [path])
     return "FINISHED" if (frame["status"] == "FINISHED").all() and not failed else "FAILED"
+
+
+def _failed_section(failed: list[str]) -> str:
+    """comparison.md's list of the jobs that failed, one line each (a job stopped by bad input logged
+    no run, so only this list names it)."""
+    if not failed:
+        return ""
+    lines = "\n".join(f"- {line}" for line in failed)
+    return f"\n## Failed jobs ({len(failed)})\n\n{lines}\n\nEach job's log is in its folder of the sweep.\n"
 
 
 def with_model_size(frame):

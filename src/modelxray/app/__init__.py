@@ -14,7 +14,7 @@ are re-exported here.
 
 from __future__ import annotations
 
-from modelxray.app.checks import check_task, preflight
+from modelxray.app.checks import check_task, check_trial_forward, preflight
 from modelxray.app.job import JobInfo, RunOutcome, choices_of, config_fingerprint, flatten
 from modelxray.app.loading import _bind_class_prompts as _bind_class_prompts
 from modelxray.app.loading import _fit_images as _fit_images
@@ -28,6 +28,7 @@ __all__ = [
     "JobInfo",
     "RunOutcome",
     "check_task",
+    "check_trial_forward",
     "choices_of",
     "config_fingerprint",
     "flatten",

@@ -177,3 +177,39 @@ def _a(noun: str) -> str:
 def _one_of(names: list[str]) -> str:
     """``a, b or c``."""
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
+
+
+def check_trial_forward(subject: Subject) -> None:
+    """One example of the model's own inputs through its forward, before any analyzer: a model that
+    cannot run them (a processor that inserts more image tokens than the model makes, a width that
+    differs from its inputs') is one line naming the model's own error, not a traceback inside the
+    first analyzer after the model was quantized. A streamed or disk-offloaded model is not run here
+    (one forward reads every weight from disk), nor one another engine runs."""
+    import torch
+
+    from modelxray.measure.scoring import forward_logits
+    from modelxray.models.device_map import offloaded
+
+    model = subject.model
+    if model is None or subject.stream is not None or getattr(model, "engine", None) or offloaded(model):
+        return
+    inputs = kind_of(subject).trial_inputs(subject)
+    if inputs is None:
+        return
+    try:
+        with torch.inference_mode():
+            forward_logits(model, inputs)
+    except Exception as exc:  # noqa: BLE001 - whatever the model raises is reported as its own error
+        said = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+        raise ConfigError(
+            "model",
+            f"{subject.info.name} cannot run one example of its own inputs ({_shapes(inputs)}): "
+            f"{type(exc).__name__}: {said[:300]}; check the model's config against its processor and inputs",
+        ) from exc
+
+
+def _shapes(inputs) -> str:
+    """``input_ids [1, 16]`` or ``pixel_values [1, 3, 32, 32], input_ids [1, 20]``."""
+    if isinstance(inputs, dict):
+        return ", ".join(f"{n} {list(t.shape)}" if hasattr(t, "shape") else n for n, t in inputs.items())
+    return f"inputs {list(inputs.shape)}"

@@ -23,6 +23,7 @@ from modelxray.app.checks import (
     check_disk_placement,
     check_finite_weights,
     check_task,
+    check_trial_forward,
     preflight,
 )
 from modelxray.app.given import Given
@@ -215,7 +216,7 @@ def _reference_model(state: RunState) -> None:
 
 def _load(state: RunState) -> None:
     """Check the model, data and analyzers fit each other from their declarations, load them, and
-    check them again loaded (task, finite weights, each analyzer's preflight)."""
+    check them again loaded (task, finite weights, each analyzer's preflight, one trial forward)."""
     components, given = state.components, state.given
     chosen = any(o.lstrip("+").partition("=")[0] == "dataset" for o in state.job.overrides)
     if given.model is None:
@@ -237,6 +238,7 @@ def _load(state: RunState) -> None:
     check_disk_placement(offloaded(state.subject.model), components.analyzers, components.quant)
     check_finite_weights(state.subject.model, components.analyzers)
     preflight(state.subject, components.analyzers)
+    check_trial_forward(state.subject)
     if state.reference is not None:
         specs = baseline_specs(components)
         check_against(state.reference, state.subject, components.analyzers.get("performance"), specs)

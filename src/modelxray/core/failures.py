@@ -23,6 +23,12 @@ def report_failure(what: str) -> None:
         failures.append(what)
 
 
+def collecting_here() -> bool:
+    """Whether this process collects its invocation's failures: the jobs of a sweep run in this
+    process (Hydra's basic launcher), not in one a launcher started."""
+    return _FAILURES.get() is not None
+
+
 def failures_so_far() -> list[str]:
     """The failures reported in this invocation until now."""
     return list(_FAILURES.get() or [])

@@ -127,6 +127,12 @@ class Kind:
         """The class of data its analyzers read (checked after loading), or None: any."""
         return None
 
+    def trial_inputs(self, subject: Any) -> Any:
+        """One example of the subject's own inputs (batch 1, on the model's device), as
+        ``measure.scoring.forward_logits`` takes them, for the trial forward that runs before any
+        analyzer; None where there is nothing to run (weights alone, no data)."""
+        return None
+
     def examples_for(self, dataset: Any, loaded: Any, progress: bool = False) -> Any:
         """``dataset`` as the examples this kind is scored on (by default, as the dataset loads itself)."""
         return dataset.load(loaded.tokenizer)

@@ -48,6 +48,23 @@ class CausalLM(Kind):
 
         return TokenData
 
+    def trial_inputs(self, subject: Any) -> Any:
+        """The first ``TRIAL_TOKENS`` tokens of the text, or of the user's first row: a short window
+        (whether a full one fits the model's positions is checked from its config)."""
+        from modelxray.measure.scoring import model_device
+        from modelxray.metrics.windows import windows_from_batches
+
+        if subject.data is not None:
+            ids = subject.data.ids[: min(TRIAL_TOKENS, subject.data.seq_len)]
+        elif subject.batches is not None:
+            ids = windows_from_batches(subject.batches)[0].inputs[:TRIAL_TOKENS]
+        else:
+            return None
+        return ids.reshape(1, -1).to(model_device(subject.model))
+
+
+TRIAL_TOKENS = 16  # the trial forward's window: enough for every layer to run, cheap on a 70B model
+
 
 def output_vocab(model: Any) -> int | None:
     """The tokens a language model scores: its config's (text config's) ``vocab_size``, else its output

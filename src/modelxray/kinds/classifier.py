@@ -54,6 +54,15 @@ class Classifier(Kind):
                 f"{dataset.name} is text and {loaded.info.name} is a classification model; use dataset=digits",
             )
 
+    def trial_inputs(self, subject: Any) -> Any:
+        """The first test input, as the model takes it (an image, a feature row, a token sequence)."""
+        from modelxray.measure.classifier_reference import example_inputs
+        from modelxray.measure.scoring import input_dtype, model_device
+
+        if subject.data is None:
+            return None
+        return example_inputs(subject.data, 1, model_device(subject.model), input_dtype(subject.model))
+
     def data_from_batches(self, loaded: Any, batches: Any, key: str, image_shape: Any = None) -> Any:
         from modelxray.data.loader_data import classification_from_loader
 

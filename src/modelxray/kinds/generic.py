@@ -36,6 +36,14 @@ class Generic(Kind):
                 "a generic model runs on named example inputs: set e.g. model.inputs='{x: [1, 16]}' or a tensors file",
             )
 
+    def trial_inputs(self, subject: Any) -> Any:
+        """One example of its declared inputs, by name."""
+        from modelxray.measure.scoring import input_dtype, model_device
+
+        if subject.data is None:
+            return None
+        return subject.data.batch(1, model_device(subject.model), input_dtype(subject.model))
+
     def reference_work(self):
         from modelxray.measure.reference_outputs import generic_reference
 

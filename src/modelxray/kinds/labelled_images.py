@@ -39,6 +39,14 @@ class LabelledImagesKind(Kind):
 
         return partial(vision_reference, outputs=self.image_outputs())
 
+    def trial_inputs(self, subject: Any) -> Any:
+        """The first image, in the model's dtype."""
+        from modelxray.measure.scoring import input_dtype, model_device
+
+        if subject.data is None:
+            return None
+        return subject.data.images[:1].to(device=model_device(subject.model), dtype=input_dtype(subject.model))
+
     def image_outputs(self) -> Any:
         """What it is scored by on its images (``measure.vision_outputs``)."""
         raise NotImplementedError

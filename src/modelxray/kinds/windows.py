@@ -51,6 +51,15 @@ class WindowsKind(Kind):
         n = int((targets >= 0).sum())
         return chance_signs("accuracy", round(metrics["accuracy"] * n), n, commonest_share(targets))
 
+    def trial_inputs(self, subject: Any) -> Any:
+        """The first example as its scored window holds it (text, audio features, image and prompt)."""
+        from modelxray.measure.scoring import model_device
+        from modelxray.measure.task_outputs import example_batch
+
+        if subject.data is None:
+            return None
+        return example_batch(subject, 1).to(model_device(subject.model))
+
     def generated_outputs(self) -> Any:
         """What it generates beyond its scored windows (``measure.task_outputs``): greedy outputs where
         its data has a prompt."""

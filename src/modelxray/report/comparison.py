@@ -166,7 +166,8 @@ def judge(runs: list[dict], metric: str, labels: dict, maximize, baseline: dict 
             (same if d.indistinguishable else apart).append((labels[r["run_id"]], d))
     sample = _sample(scored, metric, columns)
     if not same:
-        return f"- `{metric}`: every run differs from {what} by more than two standard errors{sample}."
+        others = "the other run differs" if len(apart) == 1 else f"each of the other {len(apart)} runs differs"
+        return f"- `{metric}`: {others} from {what} by more than two standard errors{sample}."
     diffs = ", ".join(f"{n} {d.value:+.3g} ± {d.se:.2g}" for n, d in same)
     line = (
         f"- `{metric}`: {_join([n for n, _ in same] + [what])} are indistinguishable{sample} "

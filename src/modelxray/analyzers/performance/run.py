@@ -214,9 +214,14 @@ def _memory(cfg, subject, result: Result) -> None:
 
 
 def _lm_layer_input(cfg, subject) -> tuple[torch.Tensor, dict]:
-    """One window of tokens (batch 1) for per-module timing, and its length."""
-    seq_len = cfg.speed_seq_len or (subject.data.seq_len if subject.data is not None else 128)
-    source = subject.data.ids if subject.data is not None else windows_from_batches(subject.batches)[0].inputs
+    """One window of tokens (batch 1) for per-module timing, and its length: the dataset's window, or
+    the first row of the user's DataLoader as it is (its length fits the model, its tokens the
+    vocabulary)."""
+    if subject.data is not None:
+        seq_len, source = cfg.speed_seq_len or subject.data.seq_len, subject.data.ids
+    else:
+        source = windows_from_batches(subject.batches)[0].inputs
+        seq_len = cfg.speed_seq_len or source.numel()
     return speed_inputs(source, 1, seq_len).to(model_device(subject.model)), {"seq_len": seq_len}
 
 
