@@ -14,6 +14,7 @@ from modelxray.analyzers.performance.plots import quality_intervals, quality_lin
 from modelxray.core.errors import ConfigError
 from modelxray.kinds.table import kind_of_config
 from modelxray.models.hf import HFSource
+from report_checks import contradictions
 
 SMALL = ["dataset.examples=8", "dataset.seq_len=48", "progress=false", "report.dashboard=false"]
 PERF = [
@@ -98,7 +99,9 @@ def test_every_kind_runs_quantized_with_quality_uncertainty_and_agreement(
         *PERF,
     ]
     out = modelxray.analyze(args, output_dir=tmp_path)
-    assert out.results["performance"].data.get("degenerate"), "a random-weight model must be flagged"
+    perf = out.results["performance"]
+    assert perf.data.get("degenerate"), "a random-weight model must be flagged"
+    assert not contradictions(perf.metrics, (tmp_path / "insights.md").read_text(), perf.data["degenerate"])
     assert quality_intervals(out.results["performance"]) and quality_line(out.results["performance"])  # plot, line
     _, (run,) = mlflow_runs(tracking_uri, exp)
     assert run.data.tags["modelxray.kind"] == kind and run.data.tags["modelxray.task"] == task
@@ -452,3 +455,32 @@ def test_a_text_classifier_loader_of_tuples_or_tokenizer_batches_scores_as_its_m
         kind_of(loaded).data_from_batches(
             loaded, DataLoader(TensorDataset(enc["input_ids"]), batch_size=2), "dataloader"
         )
+
+
+def test_empty_greedy_outputs_are_flagged_and_never_scored_as_differing(dirs, tmp_path, cache_dir):
+    """A seq2seq model that answers every source with end-of-sequence: its outputs are all empty, so
+    it is degenerate; quantized, its outputs still equal the unquantized model's (both empty), and no
+    chrF of 0 says they differ."""
+    from transformers import BartForConditionalGeneration
+
+    import modelxray
+
+    model = BartForConditionalGeneration.from_pretrained(dirs["bart"])
+    with torch.no_grad():
+        model.final_logits_bias[0, model.config.eos_token_id] = 30.0  # end-of-sequence first, always
+    d = tmp_path / "mute"
+    model.save_pretrained(d)
+    for f in dirs["bart"].iterdir():
+        if "token" in f.name or f.name.endswith((".txt", ".model")) or f.name == "vocab.json":
+            (d / f.name).write_bytes(f.read_bytes())
+    args = ["model=hf", f"model.name_or_path={d}", "quant=int8", f"dataset.cache_dir={cache_dir}", "tracker=none",
+            "analyzer=performance", *SMALL, *PERF]  # fmt: skip
+    out = modelxray.analyze(args, output_dir=tmp_path / "out")
+    perf = out.results["performance"]
+    m = perf.metrics
+    assert m["empty_output_share"] == 1 and m["unquantized_exact_match"] == 1 and m["unquantized_both_empty"] == 3
+    assert "unquantized_chrf" not in m  # nothing to compare between two empty outputs
+    assert any("greedy outputs are empty for all 3" in sign for sign in perf.data["degenerate"])
+    insights = (tmp_path / "out" / "insights.md").read_text()
+    assert "both models' outputs are empty for all 3 examples" in insights
+    assert not contradictions(m, insights, perf.data["degenerate"])

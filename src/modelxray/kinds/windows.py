@@ -34,14 +34,23 @@ class WindowsKind(Kind):
         return partial(task_reference, outputs=self.generated_outputs())
 
     def degenerate_signs(self, metrics: dict, subject: Any, uniform_share: float) -> list[str]:
-        """Perplexity-scored kinds: a perplexity near the vocabulary's size; labelled ones: an accuracy no
-        better than always answering the commonest label of the scored positions."""
-        from modelxray.metrics.degenerate import chance_signs, commonest_share, language_model_signs
+        """Perplexity-scored kinds: a perplexity near the vocabulary's size, or greedy outputs that are all
+        empty; labelled ones: an accuracy no better than always answering the commonest label of the
+        scored positions."""
+        from modelxray.metrics.degenerate import (
+            chance_signs,
+            commonest_share,
+            empty_output_signs,
+            language_model_signs,
+        )
 
         if self.scored_by == "perplexity":
             from modelxray.kinds.causal_lm import output_vocab
 
-            return language_model_signs(metrics.get("perplexity", 0.0), output_vocab(subject.model), uniform_share)
+            vocab = output_vocab(subject.model)
+            signs = language_model_signs(metrics.get("perplexity", 0.0), vocab, uniform_share)
+            empty = metrics.get("empty_output_share", 0.0)  # a seq2seq model's greedy outputs
+            return signs + empty_output_signs(empty, int(metrics.get("generated_examples", 0)))
         windows = getattr(subject.data, "windows", None) or []
         if "accuracy" not in metrics or not windows:
             return []

@@ -48,6 +48,10 @@ def classifier_signs(logits: torch.Tensor, labels: torch.Tensor, collapse_share:
 def language_model_signs(perplexity: float, vocab_size: int | None, share: float) -> list[str]:
     """A language model whose perplexity is at least ``share`` of its vocabulary's size predicts no
     better than a uniform guess over the tokens."""
+    if vocab_size and perplexity == float("inf"):
+        return [
+            f"its perplexity is infinite: it gives the right tokens next to no probability ({vocab_size:,}-token vocabulary)"
+        ]
     if vocab_size and perplexity >= share * vocab_size:
         return [
             f"its perplexity {perplexity:,.0f} is {perplexity / vocab_size:.0%} of its {vocab_size:,}-token "
@@ -85,6 +89,11 @@ def transcript_signs(wer: float) -> list[str]:
     return (
         [f"its word error rate {wer:.3f} is 1 or more: next to no word of its transcripts is right"] if wer >= 1 else []
     )
+
+
+def empty_output_signs(empty_share: float, n: int) -> list[str]:
+    """A generative model whose greedy outputs are all empty says nothing at all, whatever its loss."""
+    return [f"its greedy outputs are empty for all {n:,} generated examples"] if n and empty_share >= 1 else []
 
 
 def floor_signs(what: str, value: float, floor: float) -> list[str]:

@@ -36,6 +36,10 @@ def performance_insights(result, t) -> list[str]:
         line, desc = quality_line(result), result.data.get("quality", {}).get("protocol_description")
         if line:
             out.append(line[0].upper() + line[1:] + (f" on {desc}" if desc else "") + ".")
+    if result.data.get("agreement"):  # a text or speech task's scored positions against the unquantized model's
+        out.append(task_against_unquantized(result.data["agreement"], int(result.metrics.get("examples", 0))))
+    if "generated_examples" in result.metrics:
+        out += generated_outputs(result.metrics)
     agreement = result.tables.get("output_agreement") or []
     if agreement:
         out.append(_output_agreement(agreement))
@@ -132,6 +136,49 @@ def lm_against_reference(vs: dict, windows: int) -> str:
     return f"Against {label} on the same {windows} windows: " + "; ".join(parts) + "."
 
 
+def task_against_unquantized(vs: dict, n: int) -> str:
+    """A masked LM's, seq2seq model's or text classifier's scored positions against the unquantized
+    model's on the same examples: the paired loss change, top-1 agreement and KL, each with its error."""
+    parts = []
+    if _finite(vs.get("delta_loss")):
+        parts.append(f"loss change {_change(vs['delta_loss'], vs.get('delta_loss_se', math.nan), 4, ' nats')}")
+    if _finite(vs.get("top1_agree")):
+        err = f" ± {vs['top1_agree_se']:.1%}" if _finite(vs.get("top1_agree_se")) else ""
+        parts.append(f"the same top-1 prediction at {vs['top1_agree']:.1%}{err} of scored positions")
+    if _finite(vs.get("kl")):
+        err = f" ± {vs['kl_se']:.2g}" if _finite(vs.get("kl_se")) else ""
+        parts.append(f"KL {vs['kl']:.3g}{err} nats")
+    return f"Against the unquantized model on the same {n:,} examples (paired): " + "; ".join(parts) + "."
+
+
+def generated_outputs(m: dict) -> list[str]:
+    """The greedy outputs: chrF and BLEU against the references, the share that is empty, and against
+    the unquantized model's outputs (identical share with its Wilson interval; chrF over the pairs
+    where either output has text)."""
+    n = int(m["generated_examples"])
+    out = []
+    if "chrf" in m:
+        out.append(
+            f"Greedy outputs of {n:,} examples against the references: chrF {m['chrf']:.1f} ± {m['chrf_se']:.1f}, "
+            f"BLEU {m['bleu']:.1f} ± {m['bleu_se']:.1f}"
+            + (f"; {m['empty_output_share']:.0%} of them are empty." if m.get("empty_output_share") else ".")
+        )
+    elif m.get("empty_output_share") == 1:
+        out.append(f"Every one of the {n:,} greedy outputs is empty.")
+    if "unquantized_exact_match" in m:
+        same = m["unquantized_exact_match"]
+        ci = f" (95% Wilson interval {m['unquantized_exact_match_ci_low']:.3f}-{m['unquantized_exact_match_ci_high']:.3f})"
+        both = int(m.get("unquantized_both_empty", 0))
+        line = f"Against the unquantized model's greedy outputs: {same:.0%} identical{ci}"
+        if both == n:
+            line += f"; both models' outputs are empty for all {n:,} examples, so they agree on saying nothing"
+        elif "unquantized_chrf" in m:
+            left = f", leaving out {both:,} pair(s) where both are empty" if both else ""
+            line += f"; chrF {m['unquantized_chrf']:.1f} ± {m['unquantized_chrf_se']:.1f}{left}"
+        out.append(line + ".")
+    return out
+
+
 def against_unquantized(vs: dict, n: int) -> str:
     """The paired change of a quantized classifier against its unquantized outputs on the same test
     examples, and whether it is within its uncertainty (then it cannot be told from no change)."""
@@ -206,7 +253,7 @@ def unpaired_lm_note(perf, results: dict) -> list[str]:
     q, quant = perf.measurements.get("quality"), results.get("quant")
     if not (isinstance(q, Quality) and not q.is_classifier and quant is not None and quant.ok):
         return []
-    if perf.data.get("quality", {}).get("vs_reference"):
+    if perf.data.get("quality", {}).get("vs_reference") or perf.data.get("agreement"):
         return []  # paired with the unquantized outputs above
     return [
         f"The perplexity above is the quantized model's ({quant.data.get('method', 'quantized')}) alone: this run "

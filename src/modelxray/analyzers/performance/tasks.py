@@ -30,7 +30,7 @@ from modelxray.measure.task_outputs import answers, ctc_outputs, example_batch, 
 from modelxray.metrics.lm import divergence_summary, ratio_se
 from modelxray.metrics.measurements import Latency, Quality, Speed
 from modelxray.metrics.measurements.quality import wilson_interval
-from modelxray.metrics.text_quality import error_rate, exact_match, generation_scores
+from modelxray.metrics.text_quality import error_rate, exact_match, generation_scores, normalize
 
 AGREEMENT_KEYS = ("top1_agree", "top1_agree_se", "kl", "kl_se", "kl_p99", "delta_loss", "delta_loss_se")
 
@@ -154,14 +154,22 @@ def _exact(refs: list[str], texts: list[str], prefix: str) -> dict[str, float]:
 
 
 def _text_scores(refs: list[str], texts: list[str], speech: bool, bootstrap: int, prefix: str) -> dict:
-    """Error rates (speech) or chrF/BLEU (text) of ``texts`` against ``refs``, keys ``prefix``ed; the
-    share of identical outputs when comparing with the unquantized model."""
+    """Error rates (speech) or chrF/BLEU (text) of ``texts`` against ``refs``, keys ``prefix``ed, and
+    the share of empty outputs; against the unquantized model, the share of identical outputs with its
+    Wilson interval. chrF and BLEU leave out the pairs where both texts are empty: two empty outputs
+    agree (they count in the exact match), and a character n-gram score has nothing to compare there.
+    When every pair is such, chrF and BLEU are not logged (``both_empty`` says how many)."""
+    both_empty = sum(not normalize(r) and not normalize(t) for r, t in zip(refs, texts))
     if speech:
         out = {**error_rate(refs, texts, "word"), **error_rate(refs, texts, "char")}
     else:
-        out = generation_scores(refs, texts, bootstrap)
-    if prefix:
-        out["exact_match"] = exact_match(refs, texts)
+        kept = [(r, t) for r, t in zip(refs, texts) if normalize(r) or normalize(t)]
+        out = generation_scores([r for r, _ in kept], [t for _, t in kept], bootstrap) if kept else {}
+    if prefix:  # against the unquantized model's outputs
+        out.update({k.removeprefix(prefix): v for k, v in _exact(refs, texts, prefix).items()})
+        out["both_empty"] = float(both_empty)
+    else:
+        out["empty_output_share"] = sum(not normalize(t) for t in texts) / max(len(texts), 1)
     return {f"{prefix}{k}": v for k, v in out.items()}
 
 
