@@ -107,3 +107,11 @@ def test_token_divergence_and_its_summary_by_hand():
     assert s["kl_max"] == pytest.approx(float(kl.max()))
     assert s["kl_max"] >= s["kl_p999"] >= s["kl_p99"] >= s["kl_p90"]
     assert s["rms_dp"] == pytest.approx(float(dp.pow(2).mean().sqrt()))
+
+
+def test_a_wilson_interval_holds_its_proportion_at_the_ends_exactly():
+    from modelxray.metrics.measurements.quality import wilson_interval
+
+    assert wilson_interval(0, 6)[0] == 0.0 and wilson_interval(6, 6)[1] == 1.0  # not 1e-17 beside them
+    low, high = wilson_interval(0, 6)
+    assert high == pytest.approx(0.39033, abs=1e-5)  # 1.96^2 / (6 + 1.96^2)

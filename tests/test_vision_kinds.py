@@ -18,6 +18,7 @@ from modelxray.metrics.detection import coco_map
 from modelxray.metrics.embeddings import cosine_drift, knn_accuracy
 from modelxray.metrics.segmentation import segmentation_scores
 from modelxray.models.hf import HFSource
+from report_checks import contradictions
 
 SMALL = [
     "dataset=digit_canvases",
@@ -84,8 +85,10 @@ def test_every_vision_kind_runs_quantized_with_quality_uncertainty_and_agreement
     out = modelxray.analyze(
         [*args, f"tracker.experiment={exp}", *small, "analyzer.performance.max_new_tokens=3"], output_dir=tmp_path
     )
-    assert out.results["performance"].data.get("degenerate"), "a random-weight model must be flagged"
-    assert quality_intervals(out.results["performance"]) and quality_line(out.results["performance"])  # plot, line
+    perf = out.results["performance"]
+    assert perf.data.get("degenerate"), "a random-weight model must be flagged"
+    assert quality_intervals(perf) and quality_line(perf)  # plot, line
+    assert not contradictions(perf.metrics, (tmp_path / "insights.md").read_text(), perf.data["degenerate"])
     _, (run,) = mlflow_runs(tracking_uri, exp)
     assert run.info.status == "FINISHED"
     assert run.data.tags["modelxray.kind"] == kind and run.data.tags["modelxray.task"] == kind

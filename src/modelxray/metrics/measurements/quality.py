@@ -34,7 +34,9 @@ def wilson_interval(successes: float, n: float, z: float = Z_95) -> tuple[float,
     denom = 1.0 + z2 / n
     centre = (p + z2 / (2 * n)) / denom
     half = z * math.sqrt(max(p * (1 - p), 0.0) / n + z2 / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    low = 0.0 if p <= 0 else max(0.0, centre - half)  # exact at the ends: rounding left 1e-17 below 0 hits
+    high = 1.0 if p >= 1 else min(1.0, centre + half)
+    return low, high
 
 
 def _pooled_se(ses: list[float | None], weights: Sequence[float], total: float) -> float | None:
