@@ -99,11 +99,49 @@ def test_a_mixtral_directory_with_quant_int8_quantizes_nine_tenths_and_gptq_roun
     out = modelxray.analyze([*common, "quant=int8"], output_dir=tmp_path / "int8")
     quant = out.results["quant"].metrics
     assert quant["params_quantized_share"] >= 0.9 and "performance/top1_agree" in out.metrics
-    out = modelxray.analyze([*common, "quant=gptq_int4", "dataset.calibration_windows=2"], output_dir=tmp_path / "gptq")
-    rows = out.results["quant"].tables["layers"]
-    assert any(r["format"].endswith("(RTN: fused experts)") for r in rows)  # routed tokens are not seen apart
-    assert any("gptq" in r["format"].lower() or "(RTN" not in r["format"] for r in rows)
-    assert out.results["quant"].metrics["params_quantized_share"] >= 0.9
+    for method in ("gptq_int4", "awq_int4"):
+        out = modelxray.analyze(
+            [*common, f"quant={method}", "dataset.calibration_windows=2"], output_dir=tmp_path / method
+        )
+        quant = out.results["quant"]
+        experts = [r for r in quant.tables["layers"] if "experts." in r["module"]]
+        calibrated = [r for r in experts if "(RTN" not in r["format"]]
+        assert len(experts) == 2 * 2 * 4 and len(calibrated) >= 8, [r["format"] for r in experts]
+        assert any("calibrated on the tokens their router sent them" in note for note in quant.insights)
+        assert quant.metrics["params_quantized_share"] >= 0.9
+
+
+def test_each_expert_is_calibrated_on_exactly_the_tokens_routed_to_it():
+    """The inputs GPTQ and AWQ see for expert e of a fused tensor are the rows of the MoE layer's input
+    whose router chose e (gate/up), and as many rows for its down projection."""
+    from modelxray.quant.calibration import _observing
+
+    torch.manual_seed(0)
+    model = MOE["mixtral"](64).eval()
+    experts_module = model.model.layers[0].mlp.experts
+    targets = [t for t in find_targets(model) if t.expert is not None and t.module is experts_module]
+    seen, routed = {}, {}
+
+    def keep(name, x, _raw):
+        seen.setdefault(name, []).append(x)
+
+    def routing(_m, args, kwargs):
+        hidden, top_k = (
+            args[0] if args else kwargs["hidden_states"],
+            args[1] if len(args) > 1 else kwargs["top_k_index"],
+        )
+        for e in range(experts_module.num_experts):
+            routed[e] = hidden[(top_k == e).any(-1)].float()
+
+    handle = experts_module.register_forward_pre_hook(routing, with_kwargs=True)
+    with torch.inference_mode(), _observing(targets, keep):
+        model(torch.randint(0, 64, (2, 12)))
+    handle.remove()
+    for t in targets:
+        rows = torch.cat(seen.get(t.name, [torch.zeros(0, 1)]))
+        assert rows.shape[0] == routed[t.expert].shape[0], t.name
+        if t.param == "gate_up_proj":  # the tokens themselves, in the order the layer took them
+            assert torch.equal(rows.sort(0).values, routed[t.expert].sort(0).values), t.name
 
 
 def test_a_quantizer_that_leaves_much_float_says_so_first_and_the_run_warns(tiny, tmp_path, caplog):

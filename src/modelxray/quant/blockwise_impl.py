@@ -35,9 +35,7 @@ def quantize_blockwise(
     if not in_place:
         model = copy.deepcopy(model)
     targets, plan = quantizer.plan_for(model)
-    # a fused-experts tensor's experts are rounded to nearest (RTN) below: each expert's calibration
-    # inputs are the tokens routed to it, which a block's hooks do not see apart
-    planned = {t.module: t for t in targets if plan.get(t.name) is not None and t.expert is None}
+    planned = [t for t in targets if plan.get(t.name) is not None]  # each expert of a fused tensor is one
     quantizer.begin()
     rows, seen, chained, parallel = [], [], [], []
     for stack_name, blocks in block_stacks(model):
@@ -55,17 +53,25 @@ def quantize_blockwise(
         if len(done_blocks) < len(blocks):
             parallel.append(stack_name)
     in_stacks = {m for block in chained for m in block.modules()}
-    outside = [t for m, t in planned.items() if m not in in_stacks and t.kind == "linear"]
+    outside = [t for t in planned if t.module not in in_stacks and t.kind == "linear"]
     if outside:
         rows += quantizer.quantize_block(model, outside, plan, ModelInputs(model, calibration, quantizer.batch_size))
     done = {r["module"] for r in rows}
-    rest = {t.name: plan[t.name] for t in planned.values() if t.kind != "linear" and t.name not in done}
-    rest.update({t.name: plan[t.name] for t in targets if t.expert is not None and plan.get(t.name) is not None})
+    # an expert no calibration token was routed to has no inputs to calibrate on: rounded to nearest
+    idle = {t.name for t in planned if t.expert is not None and t.name not in done}
+    rest = {t.name: plan[t.name] for t in planned if (t.kind != "linear" or t.name in idle) and t.name not in done}
     rtn_rows, notes = quantize_model([t for t in targets if t.name in rest], rest)
-    experts = {t.name for t in targets if t.expert is not None}
     for r in rtn_rows:
-        r["format"] += " (RTN: fused experts)" if r["module"] in experts else " (RTN: outside the blocks)"
+        r["format"] += (
+            " (RTN: no calibration token routed to it)" if r["module"] in idle else " (RTN: outside the blocks)"
+        )
     rows += rtn_rows
+    routed = sum(1 for t in planned if t.expert is not None and t.name in done)
+    if routed or idle:
+        notes.append(
+            f"Experts of fused mixture-of-experts tensors: {routed} calibrated on the tokens their router sent them"
+            + (f", {len(idle)} rounded to nearest (no calibration token was routed to them)." if idle else ".")
+        )
     if not rows:
         raise ConfigError(
             "quant",
@@ -89,7 +95,7 @@ def quantize_blockwise(
 
 
 def _quantize_stack(
-    quantizer, stack_name: str, blocks, planned: dict, plan: dict, inputs: BlockInputs, progress: bool = True
+    quantizer, stack_name: str, blocks, planned: list, plan: dict, inputs: BlockInputs, progress: bool = True
 ) -> tuple[list[dict], list]:
     """Each block's planned layers from the inputs that block sees; its outputs then feed the next.
     Returns the rows and the blocks done so. A block that cannot read the one before's output
@@ -100,7 +106,8 @@ def _quantize_stack(
     if not inputs.n_batches:
         return rows, done
     for i, block in enumerate(bar(blocks, desc=f"{quantizer.name}: {stack_name}", enabled=progress)):
-        layer_targets = [planned[m] for m in block.modules() if m in planned]
+        inside = set(block.modules())
+        layer_targets = [t for t in planned if t.module in inside]
         try:
             if layer_targets:
                 rows += quantizer.quantize_block(block, layer_targets, plan, inputs)

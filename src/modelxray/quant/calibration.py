@@ -24,12 +24,13 @@ caller of ``modelxray.quantize`` (``as_calibration``: token ids or float inputs)
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from modelxray.core.errors import ConfigError
 from modelxray.kinds.base import Kind, choose
@@ -234,22 +235,67 @@ class ModelInputs:
                 self.calibration.forward(self.model, batch)
 
 
+class _RoutedExpertInputs(TorchFunctionMode):
+    """Each expert of a fused-experts tensor sees only the tokens its router sends it: a MoE layer's
+    forward multiplies those tokens by the expert's slice of the tensor (``F.linear(x, w[e])``, or
+    ``x @ w[e]`` where experts are stored transposed). This mode sees those calls and hands ``x`` to
+    ``fn`` under the expert's target name, so GPTQ and AWQ calibrate each expert on its own tokens."""
+
+    MATMULS = (torch.nn.functional.linear, torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__)
+
+    def __init__(self, by_weight: dict[tuple, str], fn) -> None:
+        super().__init__()
+        self.by_weight, self.fn = by_weight, fn
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in self.MATMULS and len(args) >= 2 and isinstance(args[1], torch.Tensor):
+            name = self.by_weight.get((args[1].data_ptr(), tuple(args[1].shape)))
+            if name is not None and args[0].numel():
+                raw = args[0].detach()
+                self.fn(name, raw.reshape(-1, raw.shape[-1]).float(), raw)
+        return func(*args, **(kwargs or {}))
+
+
 @contextmanager
 def _observing(layer_targets, fn) -> Iterator[None]:
-    """Forward hooks calling ``fn(name, x, raw)`` with each target layer's input, for the ``with`` body."""
+    """Forward hooks calling ``fn(name, x, raw)`` with each target layer's input, for the ``with``
+    body; each expert of a fused-experts tensor through ``_RoutedExpertInputs``."""
     handles = []
+    experts = {}
     for t in layer_targets:
+        if t.expert is not None:
+            w = t.tensor()[t.expert]  # the slice the MoE layer's forward multiplies by
+            experts[(w.data_ptr(), tuple(w.shape))] = t.name
+            continue
 
         def hook(_m, args, _out, name=t.name):
             raw = args[0].detach()
             fn(name, raw.reshape(-1, raw.shape[-1]).float(), raw)
 
         handles.append(t.module.register_forward_hook(hook))
+    modules = {t.module for t in layer_targets if t.expert is not None}
     try:
-        yield
+        with _eager_experts(modules), _RoutedExpertInputs(experts, fn) if experts else nullcontext():
+            yield
     finally:
         for h in handles:
             h.remove()
+
+
+@contextmanager
+def _eager_experts(modules) -> Iterator[None]:
+    """transformers runs a MoE layer's experts through a grouped kernel by default (one matmul over
+    every expert's tokens at once); its eager forward, the same computation expert by expert, is the
+    one whose per-expert calls ``_RoutedExpertInputs`` sees. Restored after."""
+    configs = [m.config for m in modules if hasattr(getattr(m, "config", None), "_experts_implementation")]
+    before = [c._experts_implementation for c in configs]
+    for c in configs:
+        c._experts_implementation = "eager"
+    try:
+        yield
+    finally:
+        for c, value in zip(configs, before):
+            c._experts_implementation = value
 
 
 def calibration_windows(subject) -> torch.Tensor:
