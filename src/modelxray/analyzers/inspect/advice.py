@@ -3,7 +3,8 @@
 Pruning and precision advice concern weight matrices only (``is_weight_matrix``): at least two
 dimensions larger than 1 and at least ``min_numel`` elements, so that a ViT ``cls_token`` of shape
 [1, 1, 64] or a few-element position table is never named, while a 1x1 convolution kernel
-[out, in, 1, 1] is.
+[out, in, 1, 1] is. The analyzer hands them only the weights its forward read, and no layer that
+writes the model's outputs for pruning (``executed.py``).
 
 - prune: weight matrices with the highest ``prune_potential`` (share of weights that can be zeroed by
   magnitude for at most 1% of the tensor's energy), above ``prune_min``.
@@ -14,6 +15,9 @@ dimensions larger than 1 and at least ``min_numel`` elements, so that a ViT ``cl
   the intermediate tensor), by bytes saved.
 - memory-bound: ops whose arithmetic intensity is below the machine's ridge point, by time share; an
   op that moved bytes faster than the measured copy bandwidth is said to have had its data in cache.
+- latency-bound: ops that reach under ``roof_share_min`` of both the memory and the compute roof
+  (``mark_latency_bound``): neither bytes nor FLOPs limit them, the fixed cost of each call does, so
+  fewer bytes would not speed them up; batching or fusing would.
 """
 
 from __future__ import annotations
@@ -113,6 +117,56 @@ def memory_bound_advice(roofline_rows: list[dict], top: int) -> list[dict]:
         }
         for r in mem
     ]
+
+
+def mark_latency_bound(roofline_rows: list[dict], share_min: float) -> list[dict]:
+    """The roofline rows, with ``bound`` "latency" for an op that reached under ``share_min`` of both
+    roofs: ``share_of_attainable`` is the larger of its shares of the memory and the compute roof, so
+    a small one says the op spent its time neither moving bytes nor doing FLOPs (launch and dispatch
+    of calls on small tensors). Calling it memory-bound would advise fewer bytes, which cannot help."""
+    return [{**r, "bound": "latency"} if _below_both_roofs(r, share_min) else r for r in roofline_rows]
+
+
+def _below_both_roofs(row: dict, share_min: float) -> bool:
+    share = row.get("share_of_attainable")
+    return share is not None and share < share_min
+
+
+def latency_bound_advice(roofline_rows: list[dict], top: int, peak) -> list[dict]:
+    """Advice for the ``mark_latency_bound`` ops, slowest first, with both shares of the roofs."""
+    total = sum(r.get("time_s", 0.0) for r in roofline_rows) or 1.0
+    slow = sorted((r for r in roofline_rows if r.get("bound") == "latency"), key=lambda r: -r.get("time_s", 0.0))
+    return [
+        {
+            "action": "latency-bound",
+            "target": r["op"],
+            "why": f"{r['time_s'] / total:.1%} of op time in {_calls(r.get('calls', 0))}, reaching "
+            f"{r['bytes'] / peak.memory_bytes_per_s / r['time_s']:.1%} of the memory roof and "
+            f"{r['flops'] / peak.matmul_flops_per_s / r['time_s']:.1%} of the compute roof: bound by neither but "
+            "by the fixed cost of launching and dispatching each call on small tensors; more work per call "
+            "(a larger batch) or fusing it with its neighbours speeds it up, fewer bytes do not",
+            "value": r["time_s"],
+        }
+        for r in slow[:top]
+    ]
+
+
+def _calls(n: int) -> str:
+    return f"{n} call" if n == 1 else f"{n} calls"
+
+
+def not_run_note(metrics: dict, data: dict) -> str | None:
+    """The line saying how many weight matrices (``data["weights_not_run"]``) the prune and precision
+    advice left out because the forward never read them (a branch these inputs do not take); None
+    when none was."""
+    n = int(metrics.get("weight_matrices_not_run", 0))
+    if not n:
+        return None
+    layers = dict.fromkeys(name.rpartition(".")[0] or "(the model itself)" for name in data.get("weights_not_run", []))
+    return (
+        f"{n} weight matri{'x was' if n == 1 else 'ces were'} left out of the prune and precision advice: "
+        f"{'it' if n == 1 else 'they'} did not run on these inputs (in {listed(layers, 3)})."
+    )
 
 
 def cache_note(roof: list[dict], copy_gb_per_s: float | None) -> str | None:

@@ -59,6 +59,7 @@ class InspectAnalyzer(Analyzer):
     prune_min: float = 0.3  # prune_potential from which a layer is recommended for pruning
     precision_ratio: float = 1.25  # quant_sensitivity / model median from which a layer should keep more bits
     advice_min_numel: int = 1024  # prune/precision advice: weight matrices (2+ dims > 1) of at least this many elements
+    roof_share_min: float = 0.05  # an op under this share of both the memory and compute roofs is latency-bound
     structured_prune_share: float = (
         0.1  # structured pruning: share of each layer's output units (neurons, channels) removed, weakest by L2 norm
     )
@@ -87,6 +88,8 @@ class InspectAnalyzer(Analyzer):
             raise ConfigError(
                 "structured_prune_share", f"must lie strictly between 0 and 1, got {self.structured_prune_share}"
             )
+        if not 0.0 <= self.roof_share_min < 1.0:
+            raise ConfigError("roof_share_min", f"must lie in [0, 1), got {self.roof_share_min}")
         self.require_choice("spectral", SPECTRAL)
         check_cpu_tdp_w(self.cpu_tdp_w)
         check_country(self.country_iso_code)

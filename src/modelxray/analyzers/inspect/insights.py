@@ -1,8 +1,8 @@
 """The inspect analyzer's observations (insights.md): the architecture and its size, a weights-only
 file's limits, a compute step that failed, what one forward costs against the measured peak, ops
-whose data sat in cache, energy, and the first recommendations. Pure functions of the Result (its
-metrics, tables, data and energy measurement, as saved in ``results/inspect.json``), so a reloaded
-Result says the same."""
+whose data sat in cache, energy, the weights left out of the advice because they did not run, and
+the first recommendations. Pure functions of the Result (its metrics, tables, data and energy
+measurement, as saved in ``results/inspect.json``), so a reloaded Result says the same."""
 
 from __future__ import annotations
 
@@ -51,6 +51,9 @@ def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
     energy = result.measurements.get("energy")
     if energy is not None:
         out.append(energy.insight())
+    skipped = advice.not_run_note(m, result.data)
+    if skipped:
+        out.append(skipped)
     for rec in result.tables.get("recommendations", [])[:6]:
         out.append(f"{rec['action']}: {rec['target']}: {rec['why']}.")
     return out

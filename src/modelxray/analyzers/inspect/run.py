@@ -9,6 +9,7 @@ import traceback
 import torch
 
 from modelxray.analyzers.inspect import advice
+from modelxray.analyzers.inspect.executed import Watch, layer_weights, observe, output_layers, unread_weights
 from modelxray.analyzers.inspect.inputs import given_inputs, input_spec
 from modelxray.analyzers.inspect.weights import analyze_weights
 from modelxray.core.errors import ConfigError
@@ -56,10 +57,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     result.data["tensors"] = rows
     result.tables["parameters_by_layer_type"] = by_type
     result.metrics.update(_parameter_metrics(rows))
-    recs = advice.prune_candidates(rows, cfg.top, cfg.prune_min, cfg.advice_min_numel) + advice.precision_candidates(
-        rows, cfg.top, cfg.sensitivity_bits, cfg.precision_ratio, cfg.advice_min_numel
-    )
-
+    watch, compute_recs = Watch(), []
     if isinstance(model, WeightsFile):
         kind, reason = classify_names([r["name"] for r in rows], {r["name"]: tuple(r["shape"]) for r in rows})
         result.data["architecture"] = {"kind": kind, "reason": reason, "runnable": False}
@@ -72,7 +70,8 @@ def run(cfg, subject, ctx: RunContext) -> Result:
             _compute_failed(result, "input", exc, traceback.format_exc())
         result.data["architecture"] = {**arch.__dict__, "runnable": True}
         if cfg.compute and arch.input.get("shape") is not None:
-            recs += _compute(cfg, model, arch.input, result, ctx, given_inputs(cfg, subject))
+            compute_recs = _compute(cfg, model, arch.input, result, ctx, watch, given_inputs(cfg, subject))
+    recs = _weight_advice(cfg, model, rows, watch, result) + compute_recs
     result.tables["top_tensors"] = _top_tensors(rows, cfg.top)
     result.tables["recommendations"] = recs
     if subject.reference_weights is not None:
@@ -85,7 +84,37 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     return result
 
 
-def _structured(cfg, model, x, result: Result) -> list[dict]:
+def _weight_advice(cfg, model, rows: list[dict], watch: Watch, result: Result) -> list[dict]:
+    """Prune and precision advice on the weights the forward read (all of them when it did not run):
+    a branch the inputs never take was not measured at work. The layers that write the model's
+    outputs are never pruning candidates: their units are the outputs."""
+    if isinstance(model, WeightsFile):
+        unread, heads = set(), set()
+    else:
+        unread, heads = unread_weights(model, watch), output_layers(model, watch)
+        result.data["output_layers"] = sorted(heads)
+    if watch.read is not None:
+        skipped = [
+            r["name"] for r in rows if r["name"] in unread and advice.is_weight_matrix(r["shape"], cfg.advice_min_numel)
+        ]
+        result.data["weights_not_run"] = skipped
+        result.metrics["weight_matrices_not_run"] = float(len(skipped))
+    ran = [r for r in rows if r["name"] not in unread]
+    outputs = layer_weights(model, heads) if heads else set()
+    prunable = [r for r in ran if r["name"] not in outputs]
+    return advice.prune_candidates(prunable, cfg.top, cfg.prune_min, cfg.advice_min_numel) + (
+        advice.precision_candidates(ran, cfg.top, cfg.sensitivity_bits, cfg.precision_ratio, cfg.advice_min_numel)
+    )
+
+
+def _not_prunable(model, watch: Watch) -> set[str]:
+    """Layers structured pruning must not name: those writing the model's outputs, and those whose
+    weight the forward never read (removing their units changes nothing on these inputs)."""
+    unread = unread_weights(model, watch)
+    return output_layers(model, watch) | {n for n, _ in model.named_modules() if f"{n}.weight" in unread}
+
+
+def _structured(cfg, model, x, result: Result, watch: Watch) -> list[dict]:
     """Whole units removed from the largest layers, each layer's cost measured (``structured_pruning``),
     and advice for the layers whose weakest units cost least."""
     from modelxray.measure.flops import run_model
@@ -94,6 +123,8 @@ def _structured(cfg, model, x, result: Result) -> list[dict]:
     rows, together = structured_pruning(
         model, lambda: run_model(model, x), cfg.structured_prune_share, cfg.structured_layers
     )
+    skip = _not_prunable(model, watch)
+    rows = [r for r in rows if r["layer"] not in skip]
     result.tables["structured_pruning"] = rows
     if together is not None:
         result.metrics["structured_prune_output_change"] = together
@@ -181,10 +212,11 @@ def _compute_failed(result: Result, step: str, exc: BaseException, tb: str) -> N
         result.error = f"the model's forward raised during inspect's {step} step: {message}\n\n{tb}"
 
 
-def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, given=None) -> list[dict]:
+def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, watch: Watch, given=None) -> list[dict]:
     """FLOPs, bytes per op, profile, peak and roofline, energy: each step's results are kept as soon
     as it ends, so a failing step (a forward that raises, a profiler or energy error) loses only the
-    steps from it on; the failure is recorded by ``_compute_failed``."""
+    steps from it on; the failure is recorded by ``_compute_failed``. ``watch`` is filled after the
+    traced forward: which weights ran, which layers write the outputs (``executed.py``)."""
     from modelxray.core.progress import bar
     from modelxray.measure.energy import Energy, measure_energy
     from modelxray.measure.flops import count_flops, fusion_candidates, op_traffic, run_model, trace_ops
@@ -227,6 +259,7 @@ def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, given=None
 
             step = "bytes per op"
             records = trace_ops(model, x)  # one traced forward feeds bytes per op and fusion candidates
+            observe(model, x, records, watch)  # which weights ran, which layers write the outputs
             traffic = op_traffic(model, x, records)
             fusion = fusion_candidates(model, x, records)
             result.data["op_traffic"] = [{**o.__dict__, "intensity": o.intensity} for o in traffic]
@@ -254,9 +287,10 @@ def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, given=None
             )
             result.data["peak"] = peak.__dict__
             step = "roofline"
-            roof = roofline(traffic, times, peak)
+            roof = advice.mark_latency_bound(roofline(traffic, times, peak), cfg.roof_share_min)
             result.tables["roofline"] = roof
-            recs += advice.memory_bound_advice(roof, min(cfg.top, 5))
+            n = min(cfg.top, 5)
+            recs += advice.memory_bound_advice(roof, n) + advice.latency_bound_advice(roof, n, peak)
             pbar.update(1)
 
             if cfg.energy:
@@ -278,7 +312,7 @@ def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, given=None
 
             if cfg.structured_layers:
                 step = "structured pruning"
-                recs += _structured(cfg, model, x, result)
+                recs += _structured(cfg, model, x, result, watch)
             pbar.update(1)
         except Exception as exc:  # noqa: BLE001 - the parameter results and the steps before it are kept
             _compute_failed(result, step, exc, traceback.format_exc())

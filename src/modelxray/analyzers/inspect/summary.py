@@ -1,6 +1,7 @@
 """The inspection in a few lines, for the top of its reports: what the model is, what a forward
-costs, and the three findings that matter most (the advice ranked first in each kind, then the
-rest). A pure function of the Result, so a saved result reads the same."""
+costs, and the three findings that matter most (the advice ranked first in each kind, latency-bound
+ops last of the kinds, then the rest). A pure function of the Result, so a saved result reads the
+same."""
 
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ def executive_summary(result) -> list[str]:
     firsts, rest = [], []
     for r in recs:  # the first of each kind of advice, then the others in order
         (rest if any(f["action"] == r["action"] for f in firsts) else firsts).append(r)
+    firsts.sort(key=lambda r: r["action"] == "latency-bound")  # a call's fixed cost: the least to gain, last
     for i, r in enumerate((firsts + rest)[:FINDINGS], 1):
         out.append(f"Finding {i}: {r['action']} {r['target']}: {r['why']}.")
     if not recs:

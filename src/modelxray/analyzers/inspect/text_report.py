@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from datetime import datetime, timezone
 
-from modelxray.analyzers.inspect.advice import cache_note
+from modelxray.analyzers.inspect.advice import cache_note, not_run_note
 from modelxray.analyzers.inspect.summary import executive_summary
 from modelxray.core.formatting import human_bytes
 from modelxray.models.input_tensors import describe_input
@@ -200,4 +200,7 @@ def render(subject, result, cfg) -> str:
     out += _section("recommendations")
     recs = result.tables.get("recommendations", [])
     out += [f"  [{r['action']}] {r['target']}\n      {r['why']}" for r in recs] or ["  (none)"]
+    skipped = not_run_note(m, data)
+    if skipped:
+        out += ["", f"  {skipped}"]
     return "\n".join(out) + "\n"
