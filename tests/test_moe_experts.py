@@ -164,3 +164,34 @@ def test_a_quantizer_that_leaves_much_float_says_so_first_and_the_run_warns(tiny
         out = modelxray.analyze([*tiny, "quant=int8"], output_dir=tmp_path)
     assert "of the parameters were left float (more than quant.float_share_warn=0.1)" in caplog.text
     assert out.results["quant"].metrics["params_float_share"] > 0.1
+
+
+@pytest.mark.parametrize("method, quantized", [("hqq_int4", True), ("quanto_int8", False)])
+def test_library_quantizers_quantize_experts_where_the_library_can_and_say_so_where_not(method, quantized):
+    """HQQ quantizes a bare tensor: each expert through HQQ's own quantizer, with its own groups; quanto
+    swaps Linear modules only, so the experts stay float and the report says so (never a crash)."""
+    from modelxray.api import compose
+    from modelxray.core.instantiate import build_component
+
+    torch.manual_seed(0)
+    model = MOE["mixtral"](64).eval()
+    experts = [t for t in find_targets(model) if t.expert is not None]
+    quantizer = build_component(compose([f"quant={method}"]).quant, "quant")
+    out, result = quantizer.quantize(model)
+    rows = {r["module"]: r for r in result.tables["layers"]}
+    note = next(n for n in result.insights if "experts of fused mixture-of-experts tensors" in n)
+    if quantized:
+        from hqq.core.quantize import BaseQuantizeConfig, Quantizer
+
+        params = BaseQuantizeConfig(nbits=4, group_size=quantizer.group_size)["weight_quant_params"]
+        for t in find_targets(out):
+            if t.expert is None:
+                continue
+            original = next(e for e in experts if e.name == t.name).weight_matrix()
+            w_q, meta = Quantizer.quantize(original, device="cpu", compute_dtype=original.dtype, **params)
+            assert torch.equal(t.weight_matrix(), Quantizer.dequantize(w_q, meta).reshape(original.shape)), t.name
+            assert rows[t.name]["format"].endswith("(fused experts)")
+        assert result.metrics["params_quantized_share"] >= 0.9
+    else:
+        assert "left float" in note and not any(e.name in rows for e in experts)
+        assert result.metrics["params_float_share"] > 0.5

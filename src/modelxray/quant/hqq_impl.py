@@ -44,12 +44,29 @@ def hqq_parts(quantizer: HQQQuantizer, keep_originals: bool = False) -> SwapPart
         f"HQQ {quantizer.bits}-bit weights in groups of {quantizer.group_size}, run through HQQ's own modules: "
         "quality is the library's; sizes are the tensors it stores (packed integers, scales and zero points)."
     )
+
+    def tensor(w: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """One matrix through HQQ's quantizer (as HQQLinear quantizes its weight), dequantized."""
+        from hqq.core.quantize import Quantizer
+
+        w_q, meta = Quantizer.quantize(w, device=str(w.device), compute_dtype=w.dtype, **config["weight_quant_params"])
+        stored = sum(t.numel() * t.element_size() for t in (w_q, meta["scale"], meta["zero"]))
+        return Quantizer.dequantize(w_q, meta), stored
+
     fmt = f"hqq {quantizer.bits}-bit g{quantizer.group_size}"
-    return SwapParts(swap, dequantized, stored_bytes, fmt, quantizer.bits, [note])
+    return SwapParts(swap, dequantized, stored_bytes, fmt, quantizer.bits, [note], tensor)
 
 
 def quantize_hqq(quantizer: HQQQuantizer, model: nn.Module) -> tuple[nn.Module, Result]:
     parts = hqq_parts(quantizer)
     return quantize_linears(
-        quantizer, model, parts.swap, parts.dequantized, parts.stored_bytes, parts.fmt, parts.bits, parts.notes
+        quantizer,
+        model,
+        parts.swap,
+        parts.dequantized,
+        parts.stored_bytes,
+        parts.fmt,
+        parts.bits,
+        parts.notes,
+        parts.tensor,
     )

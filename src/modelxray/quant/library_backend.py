@@ -65,5 +65,16 @@ class LibraryQuantizer(Quantizer):
 
 
 def chosen_linears(targets: list, skip: list[str]) -> set[str]:
-    """Names of the ``linear`` targets a library quantizes: every one not matched by a ``skip`` glob."""
-    return {t.name for t in targets if t.kind == "linear" and not any(fnmatch.fnmatchcase(t.name, p) for p in skip)}
+    """Names of the Linear modules a library quantizes: every ``linear`` target not matched by a
+    ``skip`` glob. An expert of a fused mixture-of-experts tensor is a slice, not a module
+    (``chosen_experts``)."""
+    return {t.name for t in targets if t.kind == "linear" and t.expert is None and not _skipped(t.name, skip)}
+
+
+def chosen_experts(targets: list, skip: list[str]) -> list:
+    """The experts of fused mixture-of-experts tensors (``Target.expert``) not matched by a ``skip`` glob."""
+    return [t for t in targets if t.expert is not None and not _skipped(t.name, skip)]
+
+
+def _skipped(name: str, skip: list[str]) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in skip)
