@@ -124,8 +124,11 @@ def test_a_flat_key_contradicting_a_nested_key_fails_in_one_line_naming_both(kwa
 
 
 def test_bad_flat_values_are_reported_under_the_flat_name():
-    with pytest.raises(ConfigError, match=r"^snapshot_device: snapshots are kept on the CPU"):
-        AnalysisConfig(snapshot_device="cuda")
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match=r"^snapshot_device: cuda: torch sees no GPU on this machine; use cpu$"):
+            AnalysisConfig(snapshot_device="cuda")
+    with pytest.raises(ConfigError, match=r"^snapshot_device: must be cpu, cuda or cuda:N, got 'tpu'$"):
+        AnalysisConfig(snapshot_device="tpu")
     with pytest.raises(ConfigError, match=r"^param_change_enabled: expected bool"):
         AnalysisConfig(param_change_enabled="yes")
     with pytest.raises(ConfigError, match=r"^sparse_quality_thresholds: must be >= 0"):
@@ -246,3 +249,46 @@ def test_sparse_quality_waits_for_a_batch_with_one_warning_instead_of_failing():
 def test_every_seed001_example_is_collected():
     names = {p.stem for p in EXAMPLES}
     assert {"analysis_manager_quick_start", "analysis_config_presets", "analysis_manager_custom_metric"} <= names
+
+
+def test_snapshots_and_deltas_are_immutable_and_a_delta_carries_its_own_statistics():
+    import dataclasses
+
+    from modelxray.training_dynamics.base import SPARSE_BELOW, ParameterDelta
+    from modelxray.training_dynamics.snapshot import Snapshot
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2))
+    snap = Snapshot(model, step=0)
+    assert dataclasses.is_dataclass(snap) and dataclasses.is_dataclass(ParameterDelta)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        snap.step = 5
+    with pytest.raises(TypeError):
+        snap.tensors["0.weight"] = torch.zeros(8, 8)  # a read-only mapping
+    with pytest.raises(RuntimeError, match="[Ii]nference tensor"):
+        snap.tensors["0.weight"].add_(1.0)  # its tensors refuse in-place changes
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    with torch.no_grad():
+        model[0].weight.add_(0.5)  # one tensor moves; the others stay
+    delta = ParameterDelta(model, snap, steps=1)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        delta.steps = 2
+    moved = torch.cat([(p.detach() - before[n]).reshape(-1) for n, p in model.named_parameters()])
+    w0 = torch.cat([t.reshape(-1) for t in before.values()])
+    assert delta.norm_l2 == pytest.approx(float(moved.norm()), rel=1e-6)
+    assert delta.norm_l1 == pytest.approx(float(moved.abs().sum()), rel=1e-6)
+    assert delta.norm_max == pytest.approx(0.5, rel=1e-6)
+    assert delta.relative_change == pytest.approx(float(moved.norm() / w0.norm()), rel=1e-6)
+    assert delta.sparsity == pytest.approx(float((moved.abs() <= SPARSE_BELOW).double().mean()))
+    assert delta.sparsity == pytest.approx(1 - 64 / moved.numel())  # all but the 64 moved weights
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.gpu
+def test_a_snapshot_on_the_gpu():
+    from modelxray.training_dynamics.snapshot import Snapshot
+
+    model = torch.nn.Linear(4, 4).cuda()
+    snap = Snapshot(model, step=0, device="cuda")
+    assert all(t.is_cuda for t in snap.tensors.values())
+    assert AnalysisConfig(snapshot_device="cuda").snapshot_device == "cuda"

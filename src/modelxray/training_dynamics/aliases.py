@@ -19,7 +19,7 @@ the same as ``DynamicsMonitor``'s and ``train=finetune_lm``'s.
 
 Flat key -> nested key (default of the flat key):
 
-    snapshot_device                 -> none: snapshots are kept on the CPU ("cpu", the only value)
+    snapshot_device                 -> snapshot_device             ("cpu"; "cuda" where a GPU is present)
     param_change_enabled            -> param_change.enabled        (True)
     param_change_thresholds         -> param_change.thresholds     ([1e-8, 1e-6, 1e-4])
     param_change_per_layer          -> param_change.per_layer      (False)
@@ -61,7 +61,6 @@ FLAT_KEYS: dict[str, FlatKey] = {
     "gradient_enabled": FlatKey("grad", "enabled", False),
     "momentum_enabled": FlatKey("optim", "enabled", False),
 }
-SNAPSHOT_DEVICES = ("cpu",)
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -152,30 +151,19 @@ class AnalysisConfig(DynamicsConfig):
         sharpness: Any = None,
     ):
         flat = {k: v for k, v in locals().items() if k in FLAT_KEYS and v is not None}
-        self.snapshot_device = snapshot_device
         nested = {"param_change": param_change, "sparse": sparse, "grad": grad, "optim": optim}
         sections = {name: merge_section(name, value, flat) for name, value in nested.items()}
         try:
             super().__init__(
                 interval=interval,
                 snapshot_dtype=snapshot_dtype,
+                snapshot_device=snapshot_device,
                 activations=activations,
                 sharpness=sharpness,
                 **sections,
             )
         except ConfigError as exc:
             raise _under_flat_name(exc, flat) from None
-
-    @property
-    def snapshot_device(self) -> str:
-        """Where snapshots are kept: always the CPU, the only value accepted."""
-        return self._snapshot_device
-
-    @snapshot_device.setter
-    def snapshot_device(self, value: str) -> None:
-        if str(value) not in SNAPSHOT_DEVICES:
-            raise ConfigError("snapshot_device", f"snapshots are kept on the CPU; must be 'cpu', got {value!r}")
-        self._snapshot_device = str(value)
 
 
 for _key in FLAT_KEYS:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -16,14 +17,57 @@ from torch import nn
 from modelxray.training_dynamics import snapshot as snap_mod
 from modelxray.training_dynamics.snapshot import Snapshot
 
+SPARSE_BELOW = 1e-8  # |dW| at most this counts as unchanged in ``ParameterDelta.sparsity``
 
-@dataclass
+
+@dataclass(frozen=True, eq=False)
 class ParameterDelta:
-    """The change of every trainable parameter since a snapshot, formed tensor by tensor on demand."""
+    """The change of every trainable parameter since a snapshot, formed tensor by tensor on demand.
+
+    Immutable (a frozen dataclass over an immutable ``Snapshot``). Its own statistics over every
+    trainable tensor (``norm_l2``, ``norm_l1``, ``norm_max``, ``relative_change`` = ||dW|| / ||W0||,
+    ``sparsity`` = the share of weights with |dW| <= ``SPARSE_BELOW``) are computed in one pass the
+    first time one is read, with the same functions as ``ParameterChangeMetrics``; read them before
+    the model trains on, as they describe the model as it is then."""
 
     model: nn.Module
     snapshot: Snapshot
     steps: int  # optimizer steps since the snapshot
+
+    @cached_property
+    def _stats(self) -> dict[str, float]:
+        from modelxray.training_dynamics.change_stats import FIXED, N, combine, part_stats, summarize
+
+        with torch.no_grad():
+            rows = [part_stats(cur, snap, [SPARSE_BELOW]) for _, cur, snap in self.pairs()]
+        if not rows:
+            return {"norm_l2": 0.0, "norm_l1": 0.0, "norm_max": 0.0, "relative_l2": 0.0, "sparsity": 1.0}
+        total = combine(rows)
+        out = summarize(total, sum(self.snapshot.norm_sq.values()))
+        out["sparsity"] = float(total[FIXED]) / float(total[N])
+        return out
+
+    @property
+    def norm_l2(self) -> float:
+        return self._stats["norm_l2"]
+
+    @property
+    def norm_l1(self) -> float:
+        return self._stats["norm_l1"]
+
+    @property
+    def norm_max(self) -> float:
+        return self._stats["norm_max"]
+
+    @property
+    def relative_change(self) -> float:
+        """||dW||_2 / ||W0||_2 over every trainable tensor."""
+        return self._stats["relative_l2"]
+
+    @property
+    def sparsity(self) -> float:
+        """The share of trainable weights that moved by at most ``SPARSE_BELOW``."""
+        return self._stats["sparsity"]
 
     def pairs(self) -> Iterator[tuple[str, torch.Tensor, torch.Tensor]]:
         """(name, current, snapshot) per trainable tensor, float32, one tensor at a time."""

@@ -123,7 +123,7 @@ _SECTIONS = {
 
 def train_dynamics_defaults() -> dict[str, Any]:
     """``train.dynamics``: every section with its defaults (the interval is ``train.interval``)."""
-    return {"snapshot_dtype": "float32", **{key: cls() for key, cls in _SECTIONS.items()}}
+    return {"snapshot_dtype": "float32", "snapshot_device": "cpu", **{key: cls() for key, cls in _SECTIONS.items()}}
 
 
 def section(cls: type, value: Any, key: str) -> Any:
@@ -144,12 +144,32 @@ def section(cls: type, value: Any, key: str) -> Any:
         raise exc.under(key) from None
 
 
+def check_snapshot_device(device: str) -> None:
+    """``cpu``, or ``cuda``/``cuda:N`` where torch sees that GPU: a snapshot on the GPU costs no copy
+    to the host at each interval, but holds one model's worth of GPU memory."""
+    import torch
+
+    value = str(device)
+    if value == "cpu":
+        return
+    if value != "cuda" and not (value.startswith("cuda:") and value[5:].isdigit()):
+        raise ConfigError("snapshot_device", f"must be cpu, cuda or cuda:N, got {value!r}")
+    if not torch.cuda.is_available():
+        raise ConfigError("snapshot_device", f"{value}: torch sees no GPU on this machine; use cpu")
+    index = int(value[5:]) if ":" in value else 0
+    if index >= torch.cuda.device_count():
+        raise ConfigError(
+            "snapshot_device", f"{value}: this machine has {torch.cuda.device_count()} GPU(s); use cuda:0"
+        )
+
+
 @dataclass
 class DynamicsConfig(Configurable):
     """Settings of :class:`~modelxray.training_dynamics.monitor.DynamicsMonitor`."""
 
     interval: int = 100  # measure every N optimizer steps against the snapshot of N steps before
-    snapshot_dtype: str = "float32"  # float32 | bfloat16 | fp16: snapshots live on the CPU in this dtype
+    snapshot_dtype: str = "float32"  # float32 | bfloat16 | fp16: snapshots are kept in this dtype
+    snapshot_device: str = "cpu"  # cpu, or cuda (cuda:N) with a GPU: where the snapshot's copy is kept
     param_change: Any = None
     sparse: Any = None
     grad: Any = None
@@ -160,6 +180,7 @@ class DynamicsConfig(Configurable):
     def validate(self) -> None:
         self.require_positive("interval")
         self.require_choice("snapshot_dtype", SNAPSHOT_DTYPES)
+        check_snapshot_device(self.snapshot_device)
         for key, cls in _SECTIONS.items():
             setattr(self, key, section(cls, getattr(self, key), key))
 

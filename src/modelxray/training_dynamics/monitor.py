@@ -142,6 +142,7 @@ class DynamicsMonitor:
             self.config.snapshot_dtype,
             quantile_sample=pc.quantile_sample if pc.quantiles else 0,
             seed=self.step,
+            device=self.config.snapshot_device,
         )
         self.snapshot_seconds += time.perf_counter() - t0
 

@@ -1,14 +1,21 @@
-"""Parameter snapshots on the CPU, and the change since one, computed tensor by tensor.
+"""Parameter snapshots, and the change since one, computed tensor by tensor.
 
-The monitor keeps exactly one copy of the trainable parameters (in ``snapshot_dtype``); a delta is
-never materialised for the whole model at once: computers walk the parameters and form each
-tensor's change on demand, so memory stays at one model plus one snapshot plus one tensor.
+The monitor keeps exactly one copy of the trainable parameters (in ``snapshot_dtype``, on
+``snapshot_device``: the CPU, or the GPU); a delta is never materialised for the whole model at
+once: computers walk the parameters and form each tensor's change on demand, so memory stays at one
+model plus one snapshot plus one tensor.
+
+A snapshot is immutable: a frozen dataclass whose mappings are read-only and whose tensors are
+inference tensors, which torch refuses to change in place outside ``torch.inference_mode`` (a
+computer that wrote into one would corrupt every later measurement).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
 
 import torch
 from torch import nn
@@ -28,36 +35,55 @@ def trainable(model: nn.Module) -> Iterator[tuple[str, nn.Parameter]]:
             yield name, p
 
 
+@dataclass(frozen=True, init=False, eq=False)
 class Snapshot:
-    """CPU copies of the trainable parameters at ``step``, their squared norms per part, and a fixed
-    random sample of element positions per tensor (quantiles of |dW| are read on that sample)."""
+    """Copies of the trainable parameters at ``step`` (on ``device``), their squared norms per part,
+    and a fixed random sample of element positions per tensor (quantiles of |dW| are read on that
+    sample). Immutable: see the module docstring."""
 
-    def __init__(self, model: nn.Module, step: int, dtype: str = "float32", quantile_sample: int = 0, seed: int = 0):
-        self.step = step
-        self.dtype = DTYPES[dtype]
-        self.tensors: dict[str, torch.Tensor] = {}
-        self.parts: dict[str, list[Part]] = {}
-        self.norm_sq: dict[tuple[str, int], float] = {}
-        with torch.no_grad():
+    step: int
+    dtype: torch.dtype
+    device: str
+    tensors: Mapping[str, torch.Tensor]
+    parts: Mapping[str, list[Part]]
+    norm_sq: Mapping[tuple[str, int], float]
+    numel: int
+    sample: Mapping[str, torch.Tensor]
+
+    def __init__(
+        self,
+        model: nn.Module,
+        step: int,
+        dtype: str = "float32",
+        quantile_sample: int = 0,
+        seed: int = 0,
+        device: str = "cpu",
+    ):
+        tensors, part_of, norm_sq = {}, {}, {}
+        with torch.inference_mode():
             for name, p in trainable(model):
-                t = p.detach().to(device="cpu", dtype=self.dtype, copy=True)
-                self.tensors[name] = t
-                self.parts[name] = parts(name, tuple(t.shape))
-                for i, part in enumerate(self.parts[name]):
+                t = p.detach().to(device=device, dtype=DTYPES[dtype], copy=True)
+                tensors[name] = t
+                part_of[name] = parts(name, tuple(t.shape))
+                for i, part in enumerate(part_of[name]):
                     v = part.take(t).float()
-                    self.norm_sq[(name, i)] = float(torch.linalg.vector_norm(v, dtype=torch.float64) ** 2)
-        self.numel = sum(t.numel() for t in self.tensors.values())
-        self.sample: dict[str, torch.Tensor] = {}
-        if quantile_sample and self.numel:
+                    norm_sq[(name, i)] = float(torch.linalg.vector_norm(v, dtype=torch.float64) ** 2)
+        numel = sum(t.numel() for t in tensors.values())
+        sample = {}
+        if quantile_sample and numel:
             gen = torch.Generator().manual_seed(seed)
-            for name, t in self.tensors.items():
-                k = max(1, math.ceil(quantile_sample * t.numel() / self.numel))
+            for name, t in tensors.items():
+                k = max(1, math.ceil(quantile_sample * t.numel() / numel))
                 # a model smaller than the sample is read whole, so its quantiles are exact
-                self.sample[name] = (
+                sample[name] = (
                     torch.arange(t.numel())
-                    if quantile_sample >= self.numel
+                    if quantile_sample >= numel
                     else torch.randint(0, t.numel(), (k,), generator=gen)
                 )
+        fields = dict(step=step, dtype=DTYPES[dtype], device=str(device), numel=numel)
+        fields.update(tensors=tensors, parts=part_of, norm_sq=norm_sq, sample=sample)
+        for key, value in fields.items():
+            object.__setattr__(self, key, MappingProxyType(value) if isinstance(value, dict) else value)
 
     @property
     def nbytes(self) -> int:
