@@ -214,7 +214,7 @@ def check(store: Path, out: Path, chromium: str, port: int) -> list[str]:
         # a section's name and its chart count: "headline (7)", on one line or two
         sections = re.findall(r"^([a-z_]+)\s*\(\d+\)", body, flags=re.MULTILINE)
         expect(
-            sections[:1] == ["headline"] and {"performance", "quant"} <= set(sections),
+            sections[:1] == ["_headline"] and {"performance", "quant"} <= set(sections),
             f"charts are grouped by analyzer, the jobs' headline first: {', '.join(sections)}",
         )
 

@@ -15,9 +15,9 @@ def test_each_kind_heads_with_its_own_quality_never_one_column_for_two():
     assert [f[0] for f in headline(classifier, list(HEADLINE))] == ["accuracy", "size_bytes"]
     assert headline({"performance/kl": float("nan")}, ["performance/kl|performance/ppl_ratio"]) == []
     assert headline_metrics(figures) == {
-        "headline/perplexity": 19.97, "headline/perplexity_se": 0.41, "headline/top1_agree": 0.912,
-        "headline/top1_agree_se": 0.004, "headline/kl": 0.0513, "headline/kl_se": 0.002,
-        "headline/size_bytes": 98 * 2**20,
+        "_headline/perplexity": 19.97, "_headline/perplexity_se": 0.41, "_headline/top1_agree": 0.912,
+        "_headline/top1_agree_se": 0.004, "_headline/kl": 0.0513, "_headline/kl_se": 0.002,
+        "_headline/size_bytes": 98 * 2**20,
     }  # fmt: skip
 
 

@@ -219,9 +219,9 @@ def test_a_sweep_has_a_parent_run_holding_the_comparison_of_its_named_jobs(cache
         note = job.data.tags["mlflow.note.content"]
         assert note.startswith(f"**{job.info.run_name}**") and "perplexity " in note and "weights " in note
         assert f"/runs/{parent.info.run_id}?workflowType=machine_learning" in note and "comparison" in note
-        assert job.data.metrics["headline/perplexity"] == job.data.metrics["performance/perplexity"]
+        assert job.data.metrics["_headline/perplexity"] == job.data.metrics["performance/perplexity"]
     (int4,) = [j for j in jobs if j.info.run_name.startswith("int4")]
-    assert "top-1 agreement" in int4.data.tags["mlflow.note.content"] and "headline/kl" in int4.data.metrics
+    assert "top-1 agreement" in int4.data.tags["mlflow.note.content"] and "_headline/kl" in int4.data.metrics
     assert parent.data.metrics["sweep/runs_finished"] == 2
     assert "modelxray: view     mlflow ui --backend-store-uri" in proc.stdout
     assert proc.stdout.count("workflowType=machine_learning") == 1  # once, for the whole sweep

@@ -233,7 +233,11 @@ def test_a_budget_limits_the_recommendation_to_the_strategies_within_it(tmp_path
     assert {v["strategy"] for v in result.data["recommendations"].values()} == {"int4"}
     assert [r["within_budget"] for r in result.tables["strategies"]] == [False, False, True]
     said = result.sentences(out.results)
-    assert any(s.startswith("Budget: weights within") and "none, int8 exceed it" in s for s in said)
+    assert any(
+        s.startswith("Budget: weights within")
+        and "the strategies none (the model unquantized) and int8 exceed it and are not recommended." in s
+        for s in said
+    )
     # the memory of the model's life: its load (measured once, before any strategy) and each strategy's
     load = result.data["load_memory"]
     assert load["seconds"] > 0 and load["peak_rss"] >= max(load["rss_before"], load["rss_after"]) > 0

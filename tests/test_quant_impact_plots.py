@@ -67,3 +67,22 @@ def test_a_simulated_strategy_has_no_speed_spoke_on_the_radar():
     int4 = lines[f"int4: {NOT_MEASURED}"]
     assert not np.isclose(int4.get_xdata(), speed_angle).any() and len(int4.get_xdata()) == len(AXES)  # 4 + closing
     assert np.isclose(lines["int8"].get_xdata(), speed_angle).any()
+
+
+def test_the_radar_legend_sits_below_the_plot_clear_of_its_title(tmp_path):
+    """A legend beside the radar ran over the end of its title: it goes under the plot, in the figure."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from modelxray.analyzers.quant_impact.plots import _radar
+    from modelxray.plotting import save
+
+    rows = _strategies() + [dict(_strategies()[1], strategy=s) for s in ("gptq_int4", "awq_int4", "bnb_nf4")]
+    with style():
+        fig = _radar(rows)
+        save(fig, tmp_path / "quant_impact_radar.png")
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    ax = fig.axes[0]
+    title, legend = ax.title.get_window_extent(renderer), ax.get_legend().get_window_extent(renderer)
+    assert not legend.overlaps(title) and legend.y1 <= ax.get_window_extent(renderer).y0  # below the plot
+    for box in (title, legend):
+        assert fig.bbox.x0 <= box.x0 and box.x1 <= fig.bbox.x1 and fig.bbox.y0 <= box.y0 and box.y1 <= fig.bbox.y1

@@ -74,22 +74,36 @@ def analyze(
     also gives its feature extractor as ``processor``.
     """
     from modelxray.app import JobInfo, choices_of, run
+    from modelxray.core.progress import run_log
 
     cfg = compose(overrides)
-    hydra_cfg = cfg.hydra
-    out = Path(output_dir) if output_dir else Path("outputs") / "api" / time.strftime("%Y-%m-%d/%H-%M-%S")
-    job = JobInfo(output_dir=out, choices=choices_of(hydra_cfg), overrides=list(overrides or []))
+    choices = choices_used(choices_of(cfg.hydra), dataset=dataloader is None and example_inputs is None)
+    out = Path(output_dir) if output_dir else default_output_dir()
+    job = JobInfo(output_dir=out, choices=choices, overrides=list(overrides or []))
     from omegaconf import open_dict
 
     with open_dict(cfg):
         del cfg["hydra"]
-    return run(
-        cfg,
-        job,
-        model=model,
-        tokenizer=tokenizer,
-        batches=dataloader,
-        image_shape=image_shape,
-        example_inputs=example_inputs,
-        processor=processor,
-    )
+    with run_log(out / "run.log"):
+        return run(
+            cfg,
+            job,
+            model=model,
+            tokenizer=tokenizer,
+            batches=dataloader,
+            image_shape=image_shape,
+            example_inputs=example_inputs,
+            processor=processor,
+        )
+
+
+def default_output_dir() -> Path:
+    """Where a Python API run writes without ``output_dir``: ``outputs/api/<date>/<time>``, beside the
+    command line's ``outputs/<date>/<time>`` and never mixed into its date folders."""
+    return Path("outputs") / "api" / time.strftime("%Y-%m-%d/%H-%M-%S")
+
+
+def choices_used(choices: dict[str, str], *, dataset: bool) -> dict[str, str]:
+    """The config group choices a run's header names: without ``dataset`` when the caller's own data
+    (a DataLoader, example inputs) replaced the configured dataset, which the run never read."""
+    return {k: v for k, v in choices.items() if dataset or k != "dataset"}

@@ -110,6 +110,9 @@ class ModelAnalyzer:
         """``analysis_results.json``, ``summary_report.md``, ``insights.md`` and ``plots/`` (with the
         summary dashboard) of every analysis run so far, written to ``output_dir`` (default: this
         object's) and logged to its MLflow run. Returns the written files by name."""
+        import dataclasses
+
+        from modelxray.api import choices_used
         from modelxray.app import run_summary
         from modelxray.report.writer import write_reports
 
@@ -118,7 +121,10 @@ class ModelAnalyzer:
         out = Path(output_dir) if output_dir else Path(self.job.output_dir)
         subject = self._base or self._with_dataset
         run = self._tracker_run()
-        info = run_summary(dict(self._config()), self.job, subject, run.describe())
+        job = dataclasses.replace(
+            self.job, choices=choices_used(self.job.choices, dataset=self._with_dataset is not None)
+        )
+        info = run_summary(dict(self._config()), job, subject, run.describe())
         same_dir = out.resolve() == Path(self.job.output_dir).resolve()
         paths = write_reports(
             out,

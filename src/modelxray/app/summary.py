@@ -11,6 +11,7 @@ from modelxray.core.cpus import cpu_budget
 from modelxray.core.provenance import host, versions
 from modelxray.core.subject import Subject
 from modelxray.kinds.table import kind_of
+from modelxray.report.markdown import quant_text
 
 
 def kind_tags(subject: Subject, run_name: str, resumed: bool = False) -> dict[str, str]:
@@ -53,7 +54,7 @@ def run_summary(config: dict, job: JobInfo, subject: Subject, tracking: str) -> 
             f"{data.name}: {data.n_samples:,} test samples of shape {tuple(data.input_shape)}, "
             f"{data.n_classes} classes (trained on {len(data.y_train):,})"
         )
-    quant = "; ".join(str(s) for s in subject.applied if s.get("kind") != "train") or "none (weights as loaded)"
+    quant = quant_text([s for s in subject.applied if s.get("kind") != "train"])
     trained = [s for s in subject.applied if s.get("kind") == "train"]
     training = (
         (

@@ -69,7 +69,7 @@ class ReportSettings(Configurable):
     dashboard: bool = True  # plots/analysis_summary_dashboard.png: every analyzer's headline figures on one page
     headline: list[str] = field(
         default_factory=lambda: list(HEADLINE)
-    )  # the run's MLflow description and headline/* metrics: per entry, the first of its alternatives (a|b) the run logged
+    )  # the run's MLflow description and _headline/* metrics: per entry, the first of its alternatives (a|b) the run logged
 
     def validate(self) -> None:
         if not self.headline:

@@ -195,12 +195,19 @@ def distinguishable(runs: list[dict], params, metrics, maximize, baseline: str |
 
 
 def plot(runs, x: str, y: str, label: str, maximize: tuple[str, ...], path: Path) -> Path:
-    import matplotlib
+    """The runs at (``x``, ``y``), the Pareto front joined, each run labelled by ``label``; drawn in
+    the reports' style, its title wrapped and its size ticks slanted so nothing is cut or overlaps."""
+    from modelxray.plotting import save, style
 
-    matplotlib.use("Agg")
+    with style():
+        save(_pareto_figure(runs, x, y, label, maximize), path)
+    return path
+
+
+def _pareto_figure(runs, x: str, y: str, label: str, maximize: tuple[str, ...]):
     import seaborn as sns
 
-    from modelxray.plotting import new_figure, save
+    from modelxray.plotting import new_figure
 
     df = runs.frame.dropna(subset=[x, y]).copy()
     front = set(runs.pareto(x, y, maximize=maximize))
@@ -215,20 +222,46 @@ def plot(runs, x: str, y: str, label: str, maximize: tuple[str, ...], path: Path
     if any(math.isfinite(e) for e in errors):  # two standard errors either side, where the run logged one
         yerr = [2 * e if math.isfinite(e) else 0.0 for e in errors]
         ax.errorbar(df[x], df[y], yerr=yerr, fmt="none", ecolor="#7f8c8d", capsize=3, lw=1, zorder=0)
+        ax.text(0.01, 0.01, "bars: ± 2 standard errors", transform=ax.transAxes, fontsize=8, color="#7f8c8d")
     for _, r in df.iterrows():
         ax.annotate(r["label"], (r[x], r[y]), fontsize=8, xytext=(4, 4), textcoords="offset points")
     for axis, key in ((ax.xaxis, x), (ax.yaxis, y)):
         if key.endswith("bytes") or key.endswith("bytes_after"):
-            from matplotlib.ticker import FuncFormatter
+            _in_bytes(axis)
+    _slant(ax)
+    ax.set_title(_pareto_title(runs.experiment, len(df), x, y), fontsize=11)
+    return fig
 
-            from modelxray.core.formatting import human_bytes
 
-            axis.set_major_formatter(FuncFormatter(lambda v, _pos: human_bytes(v)))
-    ax.set_title(f"{runs.experiment}: {len(df)} runs, Pareto front of {x} vs {y}")
-    if any(math.isfinite(e) for e in errors):
-        ax.text(0.01, 0.01, "bars: ± 2 standard errors", transform=ax.transAxes, fontsize=8, color="#7f8c8d")
-    save(fig, path)
-    return path
+def _pareto_title(experiment: str, n_runs: int, x: str, y: str, width: int = 64) -> str:
+    """The plot's title, wrapped to lines that fit its width (a long experiment name too)."""
+    import textwrap
+
+    lines = [f"{experiment}: {n_runs} runs", f"Pareto front of {y} against {x}"]
+    return "\n".join(part for line in lines for part in textwrap.wrap(line, width))
+
+
+def _in_bytes(axis) -> None:
+    """Ticks at round KiB/MiB/GiB values, few enough that their labels fit side by side."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    from modelxray.core.formatting import human_bytes
+
+    class BinaryLocator(MaxNLocator):
+        def tick_values(self, vmin, vmax):
+            unit = 1024 ** min(4, max(0, int(math.log(max(abs(vmin), abs(vmax), 1.0), 1024))))
+            return super().tick_values(vmin / unit, vmax / unit) * unit
+
+    axis.set_major_locator(BinaryLocator(nbins=5))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: human_bytes(v)))
+
+
+def _slant(ax) -> None:
+    """The x tick labels slanted, anchored at their tick: long labels do not run into each other."""
+    ax.tick_params(axis="x", labelrotation=30)
+    for text in ax.get_xticklabels():
+        text.set_horizontalalignment("right")
+        text.set_rotation_mode("anchor")
 
 
 def plot_curves(runs, metrics: list[str], label: str, path: Path) -> Path:

@@ -1,5 +1,5 @@
 """A run's headline: the few figures that say what happened (quality, its change against the
-reference, size), each with its uncertainty. They are logged again as ``headline/<name>`` metrics, so
+reference, size), each with its uncertainty. They are logged again as ``_headline/<name>`` metrics, so
 MLflow's runs table shows the same columns for every kind of model, and written as the run's
 description, so the run page answers "what happened" at a glance. Pure functions of the metrics."""
 
@@ -8,6 +8,11 @@ from __future__ import annotations
 import math
 
 from modelxray.core.formatting import human_bytes
+
+# The headline metrics' prefix. MLflow's charts view makes a section of each prefix and opens on the
+# first in sorted order (JavaScript's sort, then localeCompare): "_" sorts before every letter in both,
+# so the headline comes first whatever other runs share the experiment (bitwidth/, classify/ ...).
+SECTION = "_headline"
 
 # what each headline figure is called in words
 LABELS = {
@@ -52,12 +57,12 @@ def headline(metrics: dict[str, float], entries: list[str]) -> list[tuple[str, f
 
 
 def headline_metrics(figures: list[tuple[str, float, float | None]]) -> dict[str, float]:
-    """``headline/<name>`` (and ``headline/<name>_se``) for MLflow."""
+    """``_headline/<name>`` (and ``_headline/<name>_se``) for MLflow."""
     out = {}
     for name, value, se in figures:
-        out[f"headline/{name}"] = value
+        out[f"{SECTION}/{name}"] = value
         if se is not None:
-            out[f"headline/{name}_se"] = se
+            out[f"{SECTION}/{name}_se"] = se
     return out
 
 

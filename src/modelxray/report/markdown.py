@@ -87,6 +87,60 @@ def measurement_lines(result) -> list[str]:
     return [f"- **{name}**: {m.markdown()}" for name, m in measured.items()] + [""]
 
 
+METHODS = {  # a quantization step's ``method`` in words
+    "rtn": "round-to-nearest",
+    "gptq": "GPTQ",
+    "awq": "AWQ",
+    "bnb": "bitsandbytes",
+    "compressed_tensors": "compressed-tensors",
+    "gguf": "llama.cpp",
+    "hqq": "HQQ",
+}
+SPEC_WORDS = {"sym": "symmetric", "asym": "asymmetric"}  # a weight spec's words (``int4 asym g64``)
+
+
+def quant_text(steps: list[dict]) -> str:
+    """The header's quantization in words: the quantization steps the run applied (dicts with
+    ``method`` and its settings), or ``none (weights as loaded)``."""
+    return "; ".join(step_text(s) for s in steps) or "none (weights as loaded)"
+
+
+def step_text(step: dict) -> str:
+    """One step: ``int8 (symmetric, per-channel), round-to-nearest: 8.38 effective bits per weight,
+    46.7% of the parameters left float``; ``bitsandbytes nf4``; ``cast to float16``."""
+    rest = dict(step)
+    method = str(rest.pop("method", "quantization"))
+    spec = rest.pop("default", None)
+    name = METHODS.get(method, method)
+    if spec:
+        head = f"{_spec_text(str(spec))}, {name}"
+    elif method == "cast":
+        head = f"cast to {rest.pop('dtype', '?')}"
+    else:
+        head = " ".join([name, *(str(rest.pop(k)) for k in ("config", "type", "scheme") if k in rest)])
+    details = [_detail(k, v) for k, v in rest.items()]
+    return head + (": " + ", ".join(details) if details else "")
+
+
+def _spec_text(spec: str) -> str:
+    """``int4 asym g64`` -> ``int4 (asymmetric, groups of 64)``."""
+    first, *words = spec.split()
+    shown = [f"groups of {w[1:]}" if w.startswith("g") and w[1:].isdigit() else SPEC_WORDS.get(w, w) for w in words]
+    return f"{first} ({', '.join(shown)})" if shown else first
+
+
+def _detail(key: str, value) -> str:
+    if key == "effective_bits":
+        return f"{value:.2f} effective bits per weight"
+    if key == "params_left_float":
+        return f"{value} of the parameters left float"
+    if key == "bits":
+        return f"{value}-bit"
+    if key == "group_size":
+        return f"groups of {value}"
+    return f"{key.replace('_', ' ')} {value}"
+
+
 def summary_report(run: dict, results: dict, plots: list[str]) -> str:
     info = run["model"]
     out = [f"# modelxray report: {display_name(info['name'])}", ""]

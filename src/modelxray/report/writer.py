@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,6 +14,8 @@ from modelxray.core.files import write_file
 from modelxray.report.insights import collect_insights
 from modelxray.report.markdown import display_name, insights_report, summary_report
 from modelxray.report.result_file import check_entry, save_result
+
+log = logging.getLogger(__name__)  # the run's log (run.log): a line per stage written, one for the report
 
 
 def _jsonable(obj: Any) -> Any:
@@ -42,8 +45,6 @@ def write_result(out_dir: Path, name: str, result: Any) -> Written:
     reloads), its traceback if it failed, its text and binary files (a failed stage's partial ones
     too) and the figures its source draws of whatever it measured. A broken figure is recorded,
     never allowed to lose the numbers."""
-    from modelxray.plotting import save, style
-
     written = Written([save_result(out_dir, name, result)])
     if not result.ok:
         p = out_dir / "errors" / f"{name}_traceback.txt"
@@ -55,9 +56,16 @@ def write_result(out_dir: Path, name: str, result: Any) -> Written:
         p.parent.mkdir(parents=True, exist_ok=True)
         write_file(p, content)
         written.paths.append(p)
-    if result.source is None or (not result.ok and not result.metrics):  # a failure with partial results draws them
-        return written
-    plots_dir = out_dir / "plots"
+    if result.source is not None and (result.ok or result.metrics):  # a failure with partial results draws them
+        _draw(out_dir / "plots", result, written)
+    _log_stage(name, result, written)
+    return written
+
+
+def _draw(plots_dir: Path, result: Any, written: Written) -> None:
+    """The figures the result's source draws, into ``plots_dir``; a broken one is recorded in ``written``."""
+    from modelxray.plotting import save, style
+
     plots_dir.mkdir(parents=True, exist_ok=True)
     with style():
         try:
@@ -68,7 +76,13 @@ def write_result(out_dir: Path, name: str, result: Any) -> Written:
             raise  # a file that cannot be written ends the run FAILED; results/<name>.json is saved
         except Exception as exc:  # noqa: BLE001 - a broken plot must not lose the run's numbers
             written.plot_error = f"{type(exc).__name__}: {exc}"
-    return written
+
+
+def _log_stage(name: str, result: Any, written: Written) -> None:
+    """The stage's line in the run's log: how it ended, in how long, and what it left on disk."""
+    state = "finished" if result.ok else "FAILED"
+    plots = f"; its figures failed: {written.plot_error}" if written.plot_error else ""
+    log.info("%s %s in %.1f s: %d files written%s", name, state, result.seconds, len(written.paths), plots)
 
 
 def write_reports(
@@ -113,4 +127,5 @@ def write_reports(
     p = out_dir / "insights.md"
     write_file(p, insights_report(run["model"]["name"], sections, run["model"].get("notes", [])))
     files.append(p)
+    log.info("report written: %s", out_dir / "summary_report.md")
     return files + plot_files

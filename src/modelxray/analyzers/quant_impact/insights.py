@@ -33,6 +33,21 @@ def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
     return out
 
 
+def strategy_name(strategy: str) -> str:
+    """A strategy as a sentence names it: ``none`` is the model unquantized, never the word "none"."""
+    return "none (the model unquantized)" if strategy == "none" else strategy
+
+
+def over_budget(left_out: list[str]) -> str:
+    """What the budget leaves out, as the end of the budget sentence."""
+    if not left_out:
+        return "every strategy fits it."
+    if len(left_out) == 1:
+        return f"the strategy {strategy_name(left_out[0])} exceeds it and is not recommended."
+    names = ", ".join(strategy_name(s) for s in left_out[:-1]) + f" and {strategy_name(left_out[-1])}"
+    return f"the strategies {names} exceed it and are not recommended."
+
+
 def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
     """The sentences about the strategies ``rows`` for ``priority``. ``data``: the Result's, with
     ``scoring`` (``run._Mode.scoring``: ``classifier``, one score per example, else a perplexity;
@@ -65,18 +80,18 @@ def strategy_insights(priority: str, rows: list[dict], data: dict) -> list[str]:
             for k, v in budget.items()
         )
         left_out = [r["strategy"] for r in rows if not r.get("within_budget", True)]
-        out.append(
-            f"Budget: {limits}; "
-            + (f"{', '.join(left_out)} exceed it and are not recommended." if left_out else "every strategy fits it.")
-        )
+        out.append(f"Budget: {limits}; {over_budget(left_out)}")
     if not allowed:
         smallest = min(rows, key=lambda r: r["weight_bytes"])
         timed = [r for r in rows if not math.isnan(r["latency_p50_ms"])]
         fastest = min(timed, key=lambda r: r["latency_p50_ms"]) if timed else None
-        out.append(
-            f"No strategy meets the budget and the agreement bounds: the smallest is {smallest['strategy']} ({human_bytes(smallest['weight_bytes'])})"
-            + (f", the fastest {fastest['strategy']} ({fastest['latency_p50_ms']:.1f} ms)." if fastest else ".")
+        small = f"{strategy_name(smallest['strategy'])} ({human_bytes(smallest['weight_bytes'])})"
+        fast = (
+            f", the fastest {strategy_name(fastest['strategy'])} ({fastest['latency_p50_ms']:.1f} ms)"
+            if fastest
+            else ""
         )
+        out.append(f"No strategy meets the budget and the agreement bounds: the smallest is {small}{fast}.")
         return out
     best = max(allowed, key=lambda r: r[f"score_{priority}"])
     by_score = max((r for r in rows if r.get("within_budget", True)), key=lambda r: r[f"score_{priority}"])

@@ -149,9 +149,14 @@ def _radar(rows, classifier: bool = False):
     ax.set_xticks(angles)
     ax.set_xticklabels(labels, fontsize=8)
     ax.set_ylim(0, 1.05)
-    ax.set_title("Strategies on normalised axes (1 = best of the strategies)")
-    ax.legend(loc="upper right", bbox_to_anchor=(1.3, 1.1), fontsize=8)
+    ax.set_title("Strategies on normalised axes (1 = best of the strategies)", pad=24)
+    _legend_below(ax, len(values))
     return fig
+
+
+def _legend_below(ax, entries: int) -> None:
+    """The legend under the plot, in columns: beside or above it, it covers the title or a spoke."""
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=min(entries, 3), fontsize=8, frameon=False)
 
 
 def _tradeoff(rows, classifier: bool = False):
