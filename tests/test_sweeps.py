@@ -303,3 +303,35 @@ def test_a_job_with_bad_input_does_not_stop_a_basic_sweep_and_the_comparison_lis
     text = open(MlflowClient(uri).download_artifacts(parent.info.run_id, "comparison.md", str(tmp_path))).read()
     assert "## Failed jobs (1)" in text
     assert "- job #0 (" in text and "dataset.seq_len=4096" in text and "learned positions" in text
+
+
+def test_a_resumed_sweep_ends_dead_runs_killed_and_lists_the_jobs_it_skipped(cache_dir, tmp_path, monkeypatch):
+    """A sweep killed outright leaves its parent and its running job RUNNING; the next sweep on the
+    store ends them KILLED. The jobs it skips as FINISHED before are in its comparison, said so."""
+    import subprocess
+    import sys
+
+    from mlflow.tracking import MlflowClient
+
+    import modelxray
+    from modelxray.cli import main
+    from modelxray.core.provenance import host
+
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    common = [*TINY, f"dataset.cache_dir={cache_dir}", "runtime.skip_finished=true", f"tracker.uri={uri}",
+              "tracker.experiment=resumed"]  # fmt: skip
+    first = modelxray.analyze([*common, "seed=0"], output_dir=tmp_path / "first")  # FINISHED before
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name("resumed")
+    orphan = client.create_run(exp.experiment_id, tags={"host": host(), "modelxray.pid": dead.stdout.strip()})
+    alive = client.create_run(exp.experiment_id, tags={"host": "another-host", "modelxray.pid": "1"})
+    assert main(["-m", *common, "seed=0,1", f"hydra.sweep.dir={tmp_path}/again"]) == 0
+    assert client.get_run(orphan.info.run_id).info.status == "KILLED"
+    assert client.get_run(alive.info.run_id).info.status == "RUNNING"  # another host's: cannot be told
+    _, every = mlflow_runs(uri, "resumed", parents=True)
+    (parent,) = [r for r in every if r.data.tags.get("modelxray.sweep_parent") == "true"]
+    text = open(client.download_artifacts(parent.info.run_id, "comparison.md", str(tmp_path))).read()
+    assert "2 runs" in text and f"`{first.run_id[:8]}`" in text
+    assert "(FINISHED, finished by an earlier sweep)" in text

@@ -63,7 +63,14 @@ class SweepSetup(Callback):
             except ConfigError as exc:
                 print(f"modelxray: error: {exc}", file=sys.stderr)
                 raise SystemExit(2) from None
-        if tracker.prepare() is not None and self.parent_run and "tracker" not in swept:
+        if tracker.prepare() is None:
+            return
+        from modelxray.tracking.sweep_runs import end_dead_runs
+
+        ended = end_dead_runs(tracker.store_uri, tracker.experiment)
+        if ended:  # a sweep killed outright left them RUNNING
+            print(f"modelxray: ended {len(ended)} run(s) left RUNNING by a process that is gone (now KILLED)")
+        if self.parent_run and "tracker" not in swept:
             self._open_parent(tracker, config)
 
     def _open_parent(self, tracker, config: DictConfig) -> None:
@@ -131,7 +138,7 @@ def summarize(parent, tracker, sweep_id: str, config: DictConfig, metrics: list[
     chosen = [m for m in expand(metrics, logged) if m in logged]
     front = list(pareto) if len(pareto) == 2 and all(k in logged for k in pareto) else None
     text = _tables_by_kind(runs, params, chosen, front)
-    names = "\n".join(_run_line(parent, r) for r in runs)
+    names = "\n".join(_run_line(parent, r, sweep_id) for r in runs)
     parent.log_text(f"# Sweep {sweep_id}: {len(runs)} runs\n\n{names}\n{notes}\n{text}\n", "comparison.md")
     parent.log_metrics({"sweep/runs": len(runs), "sweep/runs_finished": int((frame["status"] == "FINISHED").sum())})
     if front is not None and frame.dropna(subset=front).shape[0] >= 2:
@@ -181,11 +188,13 @@ def _tables_by_kind(runs, params: list[str], metrics: list[str], front) -> str:
     return "\n".join(parts)
 
 
-def _run_line(parent, run: dict) -> str:
-    """A job's line in comparison.md: its name linked to its page in MLflow's model-training view."""
+def _run_line(parent, run: dict, sweep_id: str = "") -> str:
+    """A job's line in comparison.md: its name linked to its page in MLflow's model-training view; a
+    run an earlier sweep finished (this one skipped its config) says so."""
     link = parent.run_link(run["run_id"])
     name = f"[{run['run_name']}]({link})" if link else run["run_name"]
-    return f"- `{run['run_id'][:8]}` {name} ({run['status']})"
+    earlier = ", finished by an earlier sweep" if run.get("sweep_id") not in (None, sweep_id) else ""
+    return f"- `{run['run_id'][:8]}` {name} ({run['status']}{earlier})"
 
 
 def sweep_name(overrides: list[str], sweep_id: str, swept: set[str] = frozenset()) -> str:

@@ -63,7 +63,7 @@ from modelxray.models.device_map import offloaded, on_disk, placements
 from modelxray.report.headline import description, headline, headline_metrics
 from modelxray.report.writer import Written, write_reports
 from modelxray.tracking.run_names import run_name as readable_run_name
-from modelxray.tracking.run_tags import PARENT_RUN_ENV, SWEPT_KEYS_ENV, run_tags, store_key
+from modelxray.tracking.run_tags import PARENT_RUN_ENV, SWEEP_ID_ENV, SWEPT_KEYS_ENV, run_tags, store_key
 
 log = logging.getLogger(__package__)  # log lines keep the name modelxray.app
 
@@ -189,6 +189,11 @@ def _resume(state: RunState) -> None:
     state.resume_id, state.done = _resume_point(state.components.settings.runtime, tracker, state.config_hash)
     if state.resume_id == "finished":
         run_id, metrics = state.done
+        sweep_id = os.environ.get(SWEEP_ID_ENV) if state.job.sweep_dir is not None else None
+        if sweep_id and hasattr(tracker, "store_uri"):  # the new sweep's comparison lists the run it reused
+            from modelxray.tracking.sweep_runs import mark_reused
+
+            mark_reused(tracker.store_uri, run_id, sweep_id)
         state.skipped = RunOutcome(
             metrics, {}, state.out_dir, run_id, f"skipped: FINISHED before as run {run_id}", skipped=True
         )

@@ -139,6 +139,12 @@ def load_runs(
     if sweep_id:
         filters.append(f"tags.`modelxray.sweep_id` = '{sweep_id}'")
     runs = client.search_runs([exp.experiment_id], filter_string=" and ".join(filters), max_results=50000)
+    if sweep_id:  # and the FINISHED runs of earlier sweeps whose configs this one skipped
+        from modelxray.tracking.sweep_runs import reused_filter
+
+        seen = {r.info.run_id for r in runs}
+        reused = client.search_runs([exp.experiment_id], filter_string=reused_filter(sweep_id), max_results=50000)
+        runs = [*runs, *(r for r in reused if r.info.run_id not in seen)]
     statuses = [status] if isinstance(status, str) else status
     rows = []
     for r in sorted(runs, key=lambda r: r.info.start_time):
@@ -156,6 +162,7 @@ def load_runs(
                 "start_time": pd.Timestamp(r.info.start_time, unit="ms"),
                 # what the run's metrics mean (a language model's accuracy is per token, a classifier's per image)
                 "kind": r.data.tags.get("modelxray.kind") or r.data.tags.get("modelxray.task"),
+                "sweep_id": r.data.tags.get("modelxray.sweep_id"),
                 **{k: parse_param(v) for k, v in r.data.params.items()},
                 **r.data.metrics,
             }
