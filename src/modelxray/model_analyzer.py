@@ -29,7 +29,7 @@ from typing import Any
 SEED_ANALYZERS = "analyzer=[performance,bitwidth,robustness]"
 
 
-def _model_overrides(model: str | Path) -> list[str]:
+def model_overrides(model: str | Path) -> list[str]:
     """A path or hub id as the model group's overrides: a local file or directory -> ``model=file``
     (an HF directory, a state dict with its config.json beside it, safetensors, TorchScript, GGUF),
     anything else -> a hub id (``model=hf``)."""
@@ -69,7 +69,7 @@ class ModelAnalyzer:
         chosen = [] if any(o.split("=")[0].lstrip("+~") == "analyzer" for o in user) else [SEED_ANALYZERS]
         in_memory = isinstance(model, torch.nn.Module)
         self.name = type(model).__name__ if in_memory else Path(str(model)).name
-        self.overrides = [*chosen, *([] if in_memory else _model_overrides(model)), *user]
+        self.overrides = [*chosen, *([] if in_memory else model_overrides(model)), *user]
         cfg = compose(self.overrides)
         out = Path(output_dir) if output_dir else Path("outputs") / "api" / time.strftime("%Y-%m-%d/%H-%M-%S")
         self.job = JobInfo(output_dir=out, choices=choices_of(cfg.hydra), overrides=self.overrides)
