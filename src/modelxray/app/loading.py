@@ -17,6 +17,7 @@ from modelxray.kinds.labelled_images import LabelledImagesKind
 from modelxray.kinds.table import kind_of, kind_of_architecture
 from modelxray.kinds.windows import WindowsKind
 from modelxray.models import process_cache
+from modelxray.models.optional_imports import without_hqq_in_transformers
 
 
 def _in_memory(
@@ -108,6 +109,7 @@ def load_subject(
     dataset fitted to the model (images resized, a dual encoder bound to the class prompts), else a
     generic model's example inputs. ``offload``: the run's ``app.offload.OffloadChoice``; with
     ``blocks`` the model is built on the meta device and streamed from disk by the analyzers."""
+    without_hqq_in_transformers()  # seconds of start-up a run that does not quantize with HQQ never uses
     cache = None
     if model is None and offload is not None and offload.mode == "blocks":
         loaded = process_cache.load_streamed(components.model, offload.hidden_budget(), offload.reason)
