@@ -247,6 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     import hydra
     from hydra.errors import HydraException
 
+    from modelxray.config.code_guard import guarded
     from modelxray.core.paths import conf_dir
     from modelxray.core.schema import register_schema
 
@@ -268,9 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     full_error = os.environ.get("HYDRA_FULL_ERROR")
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra's own errors reach the handler below, not its printer
     try:
-        with collecting() as failures:
+        with collecting() as failures, guarded():  # code a config names is checked before Hydra builds it
             hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)()
-    except (HydraException, OmegaConfBaseException) as exc:  # composing failed: config search path and all
+    except (HydraException, OmegaConfBaseException, ConfigError) as exc:  # composing failed, or the guard refused
         say_error(exc)
         return 2
     except (JobKilled, KeyboardInterrupt) as exc:

@@ -36,10 +36,15 @@ class _WaitForAll:
 
     def __call__(self, *args, **kwargs) -> JobReturn:
         """One job, in its own process: submitit ignores SIGTERM there (it waits for a requeue), so a
-        job told to stop (scancel, a time limit, a stopped sweep) would run on; it ends KILLED instead."""
+        job told to stop (scancel, a time limit, a stopped sweep) would run on; it ends KILLED instead.
+        The job composes its config again there: the code it names is checked as in the submitting
+        process (``config.code_guard``)."""
+        from modelxray.config.code_guard import guarded
+
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, _raise_killed)
-        return super().__call__(*args, **kwargs)
+        with guarded():
+            return super().__call__(*args, **kwargs)
 
     def _executor(self):
         """The executor exactly as the stock launcher configures it."""

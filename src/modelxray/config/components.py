@@ -8,6 +8,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from modelxray.analyzers.base import Analyzer
+from modelxray.config.names import check_names
 from modelxray.config.settings import GROUPS, RunSettings, run_settings, top_level_keys
 from modelxray.core.errors import ConfigError
 from modelxray.core.instantiate import build_component
@@ -41,6 +42,7 @@ def build_components(cfg: DictConfig, *, skip_model: bool = False, skip_dataset:
     unknown = sorted(set(cfg.keys()) - valid)
     if unknown:
         raise ConfigError(unknown[0], f"unknown top-level key; valid keys: {', '.join(sorted(valid - {'hydra'}))}")
+    check_names(cfg)  # names that become paths or MLflow names: before the model loads, not when the run starts
     settings = run_settings({k: _plain(cfg, k) for k in cfg if k not in ("hydra", *GROUPS)})
     model = None if skip_model else build_component(cfg.model, "model")
     dataset = None if skip_dataset else build_component(cfg.dataset, "dataset")

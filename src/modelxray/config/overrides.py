@@ -59,6 +59,7 @@ def check_overrides(args: list[str], conf: list[Path], multirun: bool) -> None:
         try:
             (override,) = parser.parse_overrides([arg])
         except HydraException:
+            _check_key_reads(parser, arg)
             raise ConfigError(
                 key,
                 f"the value {value!r} cannot be read as written (non-ASCII characters, parentheses, brackets "
@@ -88,6 +89,23 @@ def check_overrides(args: list[str], conf: list[Path], multirun: bool) -> None:
                 for empty in (f / name / f"{choice}.yaml" for f in conf):
                     if empty.is_file() and not empty.read_text(encoding="utf-8", errors="replace").strip():
                         raise ConfigError(name, f"option {choice!r} is an empty file ({empty}); fill it or remove it")
+
+
+def _check_key_reads(parser, arg: str) -> None:
+    """An override Hydra cannot parse because of its key (``+tracker.tags.../x=1``), not its value:
+    say so, rather than advise quoting the value."""
+    from hydra.errors import HydraException
+
+    key = arg.partition("=")[0]
+    try:
+        parser.parse_overrides([f"{key}=0"])
+    except HydraException:
+        name = key.lstrip("+~")
+        raise ConfigError(
+            name,
+            "this key cannot be read: a key is names of letters, digits, _ and - joined by dots; a name with "
+            'other characters goes inside a mapping value, e.g. "tracker.tags={my-tag: 1}"',
+        ) from None
 
 
 def group_options(conf: Path) -> dict[str, list[str]]:
