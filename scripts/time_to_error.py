@@ -51,6 +51,14 @@ CASES = [
         "config",
         ["model=file", "model.path={d}/x.pt", "model.architecture={_target_: os.system}"],
     ),
+    (
+        "a Hydra callback that runs code",
+        "config",
+        ["+hydra.callbacks.evil={_target_: torch.load, f: {d}/evil.pt, weights_only: false}"],
+    ),
+    ("a logging class from a config file", "config", ["--config-dir", "{d}/conf", "experiment=log_handler"]),
+    ("job name holding ../", "config", ["hydra.job.name=../../x"]),
+    ("tag name MLflow refuses", "config", ["model=tiny_gpt2", "tracker=mlflow", "tracker.tags={../x: 1}"]),
     ("empty checkpoint file", "header", ["model=file", "model.path={d}/empty.pt"]),
     ("config.json without model_type", "header", ["model=hf", "model.name_or_path={d}/no_model_type"]),
     (
@@ -62,6 +70,57 @@ CASES = [
     ("dataset of another kind", "header", ["model=hf", "model.name_or_path={d}/gpt2", "dataset=digits"]),
     ("model shipping its own code", "header", ["model=hf", "model.name_or_path={d}/remote"]),
     ("pickle .bin checkpoint", "load", ["model=hf", "model.name_or_path={d}/pickle_bin", "analyzer=[performance]"]),
+    # data files read before the model loads (dataset.check_source); each model is its config.json alone
+    (
+        "COCO instances.json that is a list",
+        "header",
+        ["model=hf", "model.name_or_path={d}/detr", "dataset=coco_folder", "dataset.root={d}/coco_list"],
+    ),
+    (
+        "COCO category_id no category has",
+        "header",
+        ["model=hf", "model.name_or_path={d}/detr", "dataset=coco_folder", "dataset.root={d}/coco_cat"],
+    ),
+    (
+        "COCO box outside its image",
+        "header",
+        ["model=hf", "model.name_or_path={d}/detr", "dataset=coco_folder", "dataset.root={d}/coco_box"],
+    ),
+    (
+        "mask of another size than its image",
+        "header",
+        ["model=hf", "model.name_or_path={d}/segformer", "dataset=mask_folder", "dataset.root={d}/segments"],
+    ),
+    (
+        "labelled text: a JSONL line not JSON",
+        "header",
+        ["model=hf", "model.name_or_path={d}/bert_cls", "dataset=labelled_text", "dataset.path={d}/bad.jsonl"],
+    ),
+    (
+        "labelled text: a CSV without a label column",
+        "header",
+        ["model=hf", "model.name_or_path={d}/bert_cls", "dataset=labelled_text", "dataset.path={d}/no_label.csv"],
+    ),
+    (
+        "text pairs: a row without a target",
+        "header",
+        ["model=hf", "model.name_or_path={d}/bart", "dataset=text_pairs", "dataset.path={d}/pairs.jsonl"],
+    ),
+    (
+        "questions naming a missing image",
+        "header",
+        ["model=hf", "model.name_or_path={d}/llava", "dataset=image_questions", "dataset.path={d}/questions.jsonl"],
+    ),
+    (
+        "audio folder: an MP3 named .wav",
+        "header",
+        ["model=hf", "model.name_or_path={d}/whisper", "dataset=audio_folder", "dataset.path={d}/clips"],
+    ),
+    (
+        "labelled text for a causal LM",
+        "load",
+        ["model=hf", "model.name_or_path={d}/gpt2", "dataset=labelled_text", "dataset.path={d}/labels.csv"],
+    ),
 ]
 
 
@@ -73,6 +132,12 @@ def build(d: Path) -> None:
 
     (d / "conf").mkdir()
     (d / "conf" / "empty.yaml").touch()
+    (d / "conf" / "experiment").mkdir()
+    (d / "conf" / "experiment" / "log_handler.yaml").write_text(
+        '# @package _global_\nhydra:\n  job_logging:\n    handlers:\n      x: {"()": os.system, command: "echo ran"}\n'
+    )
+    with open(d / "evil.pt", "wb") as f:  # what torch.load(weights_only=False) would run: never loaded
+        pickle.dump(Runs(), f)
     (d / "empty.pt").touch()
     torch.save({"w": torch.zeros(2)}, d / "x.pt")
     gpt2 = GPT2LMHeadModel(GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=257, n_positions=256))
@@ -91,6 +156,49 @@ def build(d: Path) -> None:
         (d / "images" / cls).mkdir(parents=True)
         Image.new("RGB", (32, 32), "red").save(d / "images" / cls / "0.png")
     (d / "images" / "b" / "1.png").write_text("a text file named .png")
+    build_data(d)
+
+
+# what each data case's model declares in its config.json: enough to know its kind before loading
+DECLARED = {
+    "detr": ("detr", "DetrForObjectDetection"),
+    "segformer": ("segformer", "SegformerForSemanticSegmentation"),
+    "bert_cls": ("bert", "BertForSequenceClassification"),
+    "bart": ("bart", "BartForConditionalGeneration"),
+    "llava": ("llava", "LlavaForConditionalGeneration"),
+    "whisper": ("whisper", "WhisperForConditionalGeneration"),
+}
+
+
+def build_data(d: Path) -> None:
+    """The broken data files of the data cases, and the config.json of each model they name."""
+    from PIL import Image
+
+    for name, (model_type, architecture) in DECLARED.items():
+        (d / name).mkdir()
+        (d / name / "config.json").write_text(json.dumps({"model_type": model_type, "architectures": [architecture]}))
+    image = {"id": 1, "file_name": "0.png", "width": 40, "height": 20}
+    box = {"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 10, 10]}
+    specs = {
+        "coco_list": [image],
+        "coco_cat": {"images": [image], "categories": [{"id": 1}], "annotations": [{**box, "category_id": 9}]},
+        "coco_box": {"images": [image], "categories": [{"id": 1}], "annotations": [{**box, "bbox": [30, 0, 20, 10]}]},
+    }
+    for name, spec in specs.items():
+        (d / name).mkdir()
+        Image.new("RGB", (40, 20)).save(d / name / "0.png")
+        (d / name / "instances.json").write_text(json.dumps(spec))
+    for sub, size in (("images", (20, 20)), ("masks", (20, 10))):
+        (d / "segments" / sub).mkdir(parents=True)
+        Image.new("L", size).save(d / "segments" / sub / "0.png")
+    (d / "bad.jsonl").write_text('{"text": "fine", "label": "pos"}\n{"text": "cut", "label": \n')
+    (d / "no_label.csv").write_text("text,lbl\nhello,pos\n")
+    (d / "labels.csv").write_text("text,label\nhello,pos\n")
+    (d / "pairs.jsonl").write_text('{"source": "a", "target": "b"}\n{"source": "c"}\n')
+    (d / "questions.jsonl").write_text('{"image": "nope.png", "prompt": "What is it?", "answer": "a"}\n')
+    (d / "clips").mkdir()
+    (d / "clips" / "a.wav").write_bytes(b"ID3\x03\x00\x00\x00" + bytes(200))
+    (d / "clips" / "transcripts.tsv").write_text("a.wav\thello\n")
 
 
 class Runs:

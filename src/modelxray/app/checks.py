@@ -141,6 +141,9 @@ def check_before_load(source, dataset, dataset_chosen: bool = True) -> None:
             f"{seq_len} tokens do not fit the model's {declared.max_positions} learned positions"
             f"{_said_by(declared)}; use dataset.seq_len={declared.max_positions} or less",
         )
+    check_kind = getattr(dataset, "check_kind", None)  # a dataset one kind of model reads: said from its config
+    if check_kind is not None and declared.kind is not None and dataset_chosen:
+        check_kind(declared.kind)
     check_source = getattr(dataset, "check_source", None)  # data read now, so a bad file is found before the weights
     if check_source is not None:
         check_source()

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, ClassVar
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
 from modelxray.core.schema import REQUIRED
+from modelxray.data.source_checks import KindsThatRead
 
 if TYPE_CHECKING:
     import numpy as np
@@ -311,13 +312,32 @@ def read_wav(path: str | Path, sample_rate: int | None = None, key: str = "datas
     try:
         audio, rate = _decode_wav(str(path), path.name)
     except (wave.Error, EOFError) as exc:
-        with open(path, "rb") as f:
-            head = f.read(4)
-        kind = "MP3" if head[:3] == b"ID3" or head[:2] in (b"\xff\xfb", b"\xff\xf3", b"\xff\xf2") else None
-        kind = kind or {b"fLaC": "FLAC", b"OggS": "Ogg"}.get(head) or "not PCM WAV"
-        what = f"is {kind}, not PCM WAV" if kind != "not PCM WAV" else f"is not a PCM WAV file ({exc})"
-        raise ConfigError(key, f"{path} {what}: {CONVERT}") from None
+        raise ConfigError(key, _not_wav(path, exc)) from None
     return resample(audio, rate, sample_rate) if sample_rate else audio
+
+
+def check_wav(path: Path, key: str = "dataset.path") -> None:
+    """A PCM WAV of samples ``_decode_wav`` reads, holding at least one frame: its header and first
+    frame read, no more (the whole clip is decoded once the model's sampling rate is known)."""
+    try:
+        with wave.open(str(path), "rb") as w:
+            width, first = w.getsampwidth(), w.readframes(1)
+    except (wave.Error, EOFError) as exc:
+        raise ConfigError(key, _not_wav(path, exc)) from None
+    if width not in (1, 2, 3, 4):
+        raise ConfigError(key, _not_wav(path, wave.Error(f"{8 * width}-bit samples")))
+    if not first:
+        raise ConfigError(key, f"{path} holds no audio (a WAV of 0 samples): record it again or leave it out")
+
+
+def _not_wav(path: Path, exc: Exception) -> str:
+    """What ``path`` is instead of a PCM WAV (MP3, FLAC, Ogg by their first bytes), and how to convert it."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+    kind = "MP3" if head[:3] == b"ID3" or head[:2] in (b"\xff\xfb", b"\xff\xf3", b"\xff\xf2") else None
+    kind = kind or {b"fLaC": "FLAC", b"OggS": "Ogg"}.get(head) or "not PCM WAV"
+    what = f"is {kind}, not PCM WAV" if kind != "not PCM WAV" else f"is not a PCM WAV file ({exc})"
+    return f"{path} {what}: {CONVERT}"
 
 
 def _find_transcripts(folder: Path, transcripts: str | None, key: str) -> Path:
@@ -396,6 +416,30 @@ def read_audio_folder(
 ) -> Utterances:
     """Your recordings: the ``.wav`` files of ``path`` named in its transcripts file (``transcripts.tsv``,
     ``.csv`` or ``.jsonl`` in the folder unless ``transcripts`` names one), in that file's order."""
+    folder, table, rows = listed_clips(path, transcripts, max_examples)
+    audio = [read_wav(_resolve(folder, name), sample_rate) for name, _, _ in rows]
+    return Utterances(
+        name=f"audio_folder:{folder.name}",
+        audio=audio,
+        transcripts=[text for _, text, _ in rows],
+        sample_rate=sample_rate,
+        source=f"{len(rows)} WAV file(s) in {folder} with transcripts from {table.name}",
+        meta={"files": [name for name, _, _ in rows], "transcripts_file": str(table)},
+    )
+
+
+def check_audio_folder(path: str, transcripts: str | None = None, max_examples: int | None = None) -> None:
+    """Every row of the transcripts file and the header and first frame of each clip it names: what
+    ``read_audio_folder`` would refuse, found without decoding the audio."""
+    folder, _, rows = listed_clips(path, transcripts, max_examples)
+    for name, _, _ in rows:
+        check_wav(_resolve(folder, name))
+
+
+def listed_clips(
+    path: str, transcripts: str | None, max_examples: int | None
+) -> tuple[Path, Path, list[tuple[str, str, int]]]:
+    """(folder, transcripts file, its first ``max_examples`` rows), each row's file there."""
     folder = Path(os.path.expanduser(path))
     if not folder.is_dir():
         raise ConfigError("dataset.path", f"folder {path!r} does not exist: give a folder of .wav files")
@@ -411,21 +455,14 @@ def read_audio_folder(
                 "dataset.transcripts",
                 f"line {number} of {table} names {name!r}, which is not in {folder}: fix the name or add the file",
             )
-    rows = rows[:max_examples] if max_examples is not None else rows
-    audio = [read_wav(_resolve(folder, name), sample_rate) for name, _, _ in rows]
-    return Utterances(
-        name=f"audio_folder:{folder.name}",
-        audio=audio,
-        transcripts=[text for _, text, _ in rows],
-        sample_rate=sample_rate,
-        source=f"{len(rows)} WAV file(s) in {folder} with transcripts from {table.name}",
-        meta={"files": [name for name, _, _ in rows], "transcripts_file": str(table)},
-    )
+    return folder, table, rows[:max_examples] if max_examples is not None else rows
 
 
 @dataclass
-class AudioFolder(Configurable):
+class AudioFolder(KindsThatRead, Configurable):
     modality: ClassVar[str] = "audio"  # what its examples are: a model of another kind cannot use them
+    kinds: ClassVar[tuple[str, ...]] = ("speech_ctc", "speech_seq2seq", "audio_classification")
+    holds: ClassVar[str] = "recordings with their transcripts"
     path: str = field(default="", metadata=REQUIRED)  # a folder of .wav files with a transcripts.tsv/.csv/.jsonl
     transcripts: str | None = None  # the transcripts file (null = transcripts.tsv, .csv or .jsonl in path)
     sample_rate: int = 16000  # clips are resampled to this rate (the model's feature extractor rate wins)
@@ -444,6 +481,11 @@ class AudioFolder(Configurable):
     @property
     def name(self) -> str:
         return f"audio_folder:{Path(self.path).name}"
+
+    def check_source(self) -> None:
+        """The transcripts file and each clip's header, before the model loads: a bad row or a file
+        that is no PCM WAV is one line, not an error once the weights are in memory."""
+        check_audio_folder(self.path, self.transcripts, self.max_examples)
 
     def load_utterances(self, sample_rate: int | None = None) -> Utterances:
         """The clips at ``sample_rate`` (the model's feature extractor rate) or else the configured one."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import glob
 import os
 from dataclasses import dataclass, field
@@ -36,6 +37,10 @@ class TextFiles(TextDataset):
                     f"{pattern!r} matches only directories ({', '.join(sorted(found)[:3])}); "
                     "match the text files in them, e.g. 'notes/**/*.md'",
                 )
+        try:
+            codecs.lookup(self.encoding)
+        except LookupError:
+            raise ConfigError("encoding", f"{self.encoding!r} is no text encoding Python knows, e.g. utf-8") from None
         if all(os.path.getsize(p) == 0 for p in self.files()):
             raise ConfigError("paths", f"the text of {self._shown()} is empty (0 bytes); {MIN_TEXT}")
 
@@ -59,6 +64,10 @@ class TextFiles(TextDataset):
         found = {p for pat in self.paths for p in glob.glob(os.path.expanduser(pat), recursive=True)}
         return sorted(p for p in found if os.path.isfile(p))
 
+    def check_source(self) -> None:
+        """Every file decoded before the model loads: one that is not ``encoding`` text is one line."""
+        self.read_text()
+
     def read_text(self) -> str:
         parts = []
         for path in self.files():
@@ -66,5 +75,8 @@ class TextFiles(TextDataset):
                 with open(path, encoding=self.encoding) as f:
                     parts.append(f.read())
             except UnicodeDecodeError as exc:
-                raise ConfigError(path, f"is not {self.encoding} text ({exc.reason}); set dataset.encoding") from None
+                raise ConfigError(
+                    "dataset.paths",
+                    f"{path} is not {self.encoding} text ({exc.reason}): save it as {self.encoding} or set dataset.encoding",
+                ) from None
         return self.separator.join(parts)

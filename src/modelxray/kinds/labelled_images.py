@@ -62,7 +62,9 @@ class LabelledImagesKind(Kind):
         channels, size, _ = loaded.image_shape
         config = getattr(loaded.model, "config", None)
         if isinstance(dataset, CocoFolder) and self.reads_coco:
-            return dataset.load(canvas_size=size, channels=channels, label2id=getattr(config, "label2id", None))
+            classes = getattr(config, "num_labels", None)  # a category no class of the model is refused
+            label2id = getattr(config, "label2id", None)
+            return dataset.load(canvas_size=size, channels=channels, label2id=label2id, n_classes=classes)
         if isinstance(dataset, MaskFolder) and self.reads_masks:
             id2label = getattr(config, "id2label", None) or {}
             names = [str(id2label[i]) for i in sorted(id2label)] if self.names_mask_classes else None
