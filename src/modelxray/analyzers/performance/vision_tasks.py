@@ -37,6 +37,8 @@ def quality(cfg, subject, ctx: RunContext, result: Result) -> None:
     data, kind = subject.data, kind_of(subject)
     result.data["quality"] = {"protocol_description": data.description, "examples": data.n_examples}
     result.metrics["examples"] = float(data.n_examples)
+    for what, n in (data.meta.get("dropped") or {}).items():  # labels the dataset refused to score (zero-size boxes)
+        result.metrics["dropped_" + "_".join(what.replace("-", " ").split())] = float(n)
     out = vision_outputs(subject, cfg.batch_size, cfg.max_detections, ctx.progress, outputs=kind.image_outputs())
     ref = subject.reference
     scored = choose(kind, SCORED, "analyzer.performance", "scores detectors, semantic segmenters and vision backbones")
