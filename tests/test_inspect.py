@@ -194,8 +194,12 @@ def test_cli_inspect_tiny_gpt2(tiny, tracking_uri, tmp_path):
     assert m["inspect/parameters"] == sum(p.numel() for p in TinyGPT2Source().load().model.parameters())
     assert m["inspect/energy_j_per_forward"] > 0 and m["inspect/co2_g_per_forward"] > 0
     assert 0 < m["inspect/utilization_of_peak"]
+    # the energy split, the memory layout and the compressibility score reach MLflow too
+    assert m["inspect/dynamic_energy_j_per_forward"] > 0 and "inspect/idle_power_w" in m
+    assert m["inspect/tensors_non_contiguous"] == 0 and 0 < m["inspect/compressibility"] < 1
     out = next((tmp_path / "outputs").rglob("comprehensive_model_analysis.txt"))
     text = out.read_text()
+    assert "rapl_energy_j" in text and "MEMORY LAYOUT AND CACHES" in text and "COMPRESSIBILITY" in text
     for section in (
         "ARCHITECTURE",
         "PARAMETERS BY LAYER TYPE",
@@ -228,6 +232,8 @@ def test_cli_inspect_tiny_gpt2(tiny, tracking_uri, tmp_path):
     assert len(root.find("tables/table[@name='top_tensors']")) > 0 and len(root.findall("summary/line")) == 5
     results = json.loads((out.parent / "analysis_results.json").read_text())["results"]["inspect"]
     assert len(results["data"]["tensors"]) == len([p for p in TinyGPT2Source().load().model.parameters()])
+    layers = results["tables"]["compressibility_by_layer"]
+    assert sum(r["bytes_saved"] for r in layers) == pytest.approx(m["inspect/compressible_bytes"])
 
 
 @pytest.mark.slow  # a run.py process end to end (the CI runs the slow suite too)

@@ -63,6 +63,7 @@ def choose_offload(runtime, components) -> OffloadChoice:
                 "blocks streams the model itself, and model.device_map places it with accelerate: use one of them",
             )
         return OffloadChoice(IN_MEMORY, "model.device_map places the model's modules (accelerate)")
+    refuse_oversized_torchscript(runtime, components.model)
     if asked == IN_MEMORY or components.model is None:
         why = "runtime.offload=none" if asked == IN_MEMORY else "the model was given in memory"
         return OffloadChoice(IN_MEMORY, why)
@@ -103,6 +104,23 @@ def choose_offload(runtime, components) -> OffloadChoice:
         _, what, _ = refusals[0]
         return OffloadChoice(IN_MEMORY, f"{reason}, but it cannot stream ({what}), so it is held in memory", **sizes)
     return choice
+
+
+def refuse_oversized_torchscript(runtime, model) -> None:
+    """A TorchScript file loads whole: one larger than the memory the run may use is refused here,
+    before loading, in one line naming the alternative (a state dict, which is memory-mapped)."""
+    import os
+    from pathlib import Path
+
+    from modelxray.metrics.memory_layout import torchscript_too_large
+
+    resolved = getattr(model, "resolved_format", None)
+    if model is None or resolved is None or resolved() != "torchscript":
+        return
+    limit, where = memory_limit(runtime)
+    line = torchscript_too_large(Path(os.path.expanduser(model.path)).stat().st_size, limit, where)
+    if line is not None:
+        raise ConfigError("model.path", line)
 
 
 def largest_block(weights, element_size: int) -> tuple[str | None, int | None, int | None]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import platform
+from pathlib import Path
 
 import psutil
 import torch
@@ -83,3 +84,36 @@ def strategy_support(quantizer, profile: dict) -> tuple[bool, str]:
         what = quantizer.describe() if hasattr(quantizer, "describe") else quantizer.name
         return True, f"{what} stores and runs its quantized weights: memory and latency are measured"
     return True, "simulated low-bit weights: quality is exact, memory and latency are the float model's"
+
+
+CPU_CACHE_ROOT = Path("/sys/devices/system/cpu/cpu0/cache")  # Linux's cache sizes; a test points it at a fake tree
+_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def _size_bytes(text: str) -> int | None:
+    """sysfs's "48K", "2048K", "300M" (or plain bytes) as bytes; None when unreadable."""
+    text = text.strip().upper().removesuffix("B")
+    try:
+        return int(text[:-1]) * _UNITS[text[-1]] if text and text[-1] in _UNITS else int(text)
+    except (ValueError, IndexError):
+        return None
+
+
+def cache_sizes(root: Path | None = None) -> tuple[dict[str, int], str]:
+    """The data caches of the first CPU core (``L1d``, ``L2``, ``L3``: bytes each; L1 and L2 are a
+    core's own, L3 is shared) and where they come from; empty and a line saying so where the OS does
+    not report them (sysfs ``cache/index*/{level,type,size}``)."""
+    root = CPU_CACHE_ROOT if root is None else root
+    sizes: dict[str, int] = {}
+    for index in sorted(root.glob("index*")):
+        try:
+            level, kind = (index / "level").read_text().strip(), (index / "type").read_text().strip()
+            size = _size_bytes((index / "size").read_text())
+        except OSError:
+            continue
+        if kind == "Instruction" or size is None:
+            continue
+        sizes["L1d" if level == "1" else f"L{level}"] = size
+    if not sizes:
+        return {}, f"the CPU's cache sizes are not reported here (no {root}/index*/size)"
+    return sizes, f"sysfs {root}"

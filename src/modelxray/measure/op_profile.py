@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from torch.profiler import ProfilerActivity, profile
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from modelxray.measure.flops import eval_mode, layer_pattern, run_model
 from modelxray.measure.scoring import model_device
@@ -128,3 +129,45 @@ def node_table(records: list, timed: list[dict]) -> list[dict]:
         out.append(row)
     out.sort(key=lambda r: (-(r["time_s"] or 0.0), -r["flops"], r["op"]))
     return out
+
+
+class _Counted(TorchDispatchMode):
+    """Reads an energy counter (``read``: joules so far) and the clock around every aten op."""
+
+    def __init__(self, read) -> None:
+        super().__init__()
+        self.read = read
+        self.rows: dict[str, list[float]] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        t0, e0 = time.perf_counter(), self.read()
+        out = func(*args, **(kwargs or {}))
+        e1, t1 = self.read(), time.perf_counter()
+        row = self.rows.setdefault(str(func._overloadpacket), [0, 0.0, 0.0])
+        row[0] += 1
+        row[1] += e1 - e0
+        row[2] += t1 - t0
+        return out
+
+
+def energy_by_op(model: nn.Module, inputs, read, *, seconds: float = 1.0) -> tuple[list[dict], dict]:
+    """Energy per aten op group, from a counter read just before and just after each op (RAPL: the
+    whole package, updated about every millisecond, so short ops get it as a sample and forwards are
+    repeated for ``seconds``). Per forward: each op's calls, energy and time (counters and clock read
+    inside the op window), most energy first; and the forward's total energy and time, whose rest is
+    spent between ops (Python, the reads themselves)."""
+    with eval_mode(model), torch.no_grad():
+        run_model(model, inputs)  # warm-up
+        mode, n = _Counted(read), 0
+        e0, t0 = read(), time.perf_counter()
+        while n == 0 or time.perf_counter() - t0 < seconds:
+            with mode:
+                run_model(model, inputs)
+            n += 1
+        total_j, total_s = read() - e0, time.perf_counter() - t0
+    rows = [
+        {"op": op, "calls": round(calls / n), "energy_j": e / n, "time_s": s / n}
+        for op, (calls, e, s) in mode.rows.items()
+    ]
+    rows.sort(key=lambda r: (-r["energy_j"], -r["time_s"], r["op"]))
+    return rows, {"forwards": n, "energy_j": total_j / n, "time_s": total_s / n}

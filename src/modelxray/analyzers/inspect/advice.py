@@ -15,6 +15,9 @@ writes the model's outputs for pruning (``executed.py``).
   the intermediate tensor), by bytes saved.
 - memory-bound: ops whose arithmetic intensity is below the machine's ridge point, by time share; an
   op that moved bytes faster than the measured copy bandwidth is said to have had its data in cache.
+- cache locality: ops (by input shapes) whose working set per call exceeds the L2 cache the CPU
+  reports and whose intensity is below the ridge point (``memory_layout.locality_candidates``): each
+  call streams its data from a larger, slower level and does too little work per byte to hide it.
 - latency-bound: ops that reach under ``roof_share_min`` of both the memory and the compute roof
   (``mark_latency_bound``): neither bytes nor FLOPs limit them, the fixed cost of each call does, so
   fewer bytes would not speed them up; batching or fusing would.
@@ -25,7 +28,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from modelxray.core.formatting import listed
+from modelxray.core.formatting import human_bytes, listed
 
 
 def is_weight_matrix(shape, min_numel: int) -> bool:
@@ -117,6 +120,38 @@ def memory_bound_advice(roofline_rows: list[dict], top: int) -> list[dict]:
         }
         for r in mem
     ]
+
+
+_REUSING = ("aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm", "aten.linear", "aten.matmul", "aten.convolution")
+
+
+def locality_advice(nodes: list[dict], top: int, caches: dict[str, int], ridge: float) -> list[dict]:
+    """Advice for the ``locality_candidates`` nodes, slowest first, with the numbers behind it: a
+    matmul gains reuse from more rows per call; any other op from being fused with its neighbours,
+    which keeps the data it passes on in cache."""
+    l2 = caches["L2"] if nodes else 0
+    out = []
+    for n in nodes[:top]:
+        level = "L3" if n.get("cache_level") == "L3" else "memory"
+        remedy = (
+            "more rows per call (a larger batch) would reuse each weight byte more"
+            if n["op"] in _REUSING
+            else "fusing it with the op that makes or reads its data would keep that data in cache"
+        )
+        time_s = n.get("time_s")
+        out.append(
+            {
+                "action": "cache locality",
+                "target": f"{n['op']} on {n['input_shapes']}" + (f" in {n['module']}" if n.get("module") else ""),
+                "why": f"{human_bytes(n['working_set_bytes'])} read and written per call exceeds the "
+                f"{human_bytes(l2)} L2 cache, at {n['intensity']:.2f} FLOP/byte (ridge {ridge:.1f}): each call "
+                f"streams its data from {level}"
+                + (f" ({time_s * 1e3:.3g} ms per forward)" if time_s else "")
+                + f"; {remedy}",
+                "value": n["working_set_bytes"],
+            }
+        )
+    return out
 
 
 def mark_latency_bound(roofline_rows: list[dict], share_min: float) -> list[dict]:

@@ -6,7 +6,10 @@ Parts, each optional by config: per-tensor parameter statistics aggregated by la
 (``models/architecture.py``); FLOPs per module and op with attention counted for any
 implementation, bytes per op, time per op and a roofline against the measured peak
 (``measure/flops.py``, ``op_profile.py``, ``peak.py``); energy and CO2 with codecarbon
-(``measure/energy.py``); CPU/GPU utilisation (``measure/utilization.py``); recommendations with the
+(``measure/energy.py``), split per op by time share, by a FLOPs-and-bytes energy model and by RAPL
+counters where readable (``energy_split.py``); memory layout of every tensor and the cache level of
+every op (``metrics/memory_layout.py``); a compressibility score (``metrics/compressibility.py``);
+CPU/GPU utilisation (``measure/utilization.py``); recommendations with the
 numbers behind them (``advice.py``). The full text report is
 ``comprehensive_model_analysis.txt`` (``text_report.py``).
 """
@@ -21,6 +24,7 @@ from modelxray.core.errors import ConfigError
 from modelxray.data.example_inputs import normalize_inputs
 from modelxray.kinds.base import Kind
 from modelxray.measure.energy import check_country, check_cpu_tdp_w
+from modelxray.metrics.energy_model import PJ_PER_BYTE, PJ_PER_FLOP
 
 SPECTRAL = ("power", "exact", "none")
 
@@ -54,6 +58,15 @@ class InspectAnalyzer(Analyzer):
     country_iso_code: str = "USA"  # grid carbon intensity of this country (ISO 3166 alpha-3)
     power_sample_seconds: float = 1.0
     cpu_tdp_w: float | None = None  # CPU TDP (W) for estimated power (no RAPL); null = codecarbon's guess
+    # the static energy model splits the dynamic energy per op by e_flop x FLOPs + e_byte x bytes
+    energy_pj_per_flop: float = (
+        PJ_PER_FLOP  # e_flop in pJ (Horowitz, ISSCC 2014: FP32 multiply-add); fitted on RAPL where readable
+    )
+    energy_pj_per_byte: float = (
+        PJ_PER_BYTE  # e_byte in pJ (Horowitz, ISSCC 2014: a DRAM access); fitted on RAPL where readable
+    )
+    idle_seconds: float = 0.5  # idle power from the RAPL counters over this long asleep (only where RAPL is readable)
+    rapl_seconds: float = 1.0  # RAPL read around each op of forwards repeated this long (only where RAPL is readable)
     utilization_interval_s: float = 0.2
     top: int = 10  # rows in the top-N tables and recommendations
     prune_min: float = 0.3  # prune_potential from which a layer is recommended for pruning
@@ -78,6 +91,10 @@ class InspectAnalyzer(Analyzer):
             "peak_matmul_size",
             "energy_seconds",
             "power_sample_seconds",
+            "energy_pj_per_flop",
+            "energy_pj_per_byte",
+            "idle_seconds",
+            "rapl_seconds",
             "utilization_interval_s",
             "top",
             "precision_ratio",

@@ -7,6 +7,7 @@ measurement, as saved in ``results/inspect.json``), so a reloaded Result says th
 from __future__ import annotations
 
 from modelxray.analyzers.inspect import advice
+from modelxray.core.formatting import human_bytes, listed
 from modelxray.core.result import Result
 from modelxray.models.input_tensors import describe_input
 
@@ -51,12 +52,63 @@ def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
     energy = result.measurements.get("energy")
     if energy is not None:
         out.append(energy.insight())
+    split = _energy_split(m, result.data.get("energy_split"))
+    if split:
+        out.append(split)
+    layout = _layout(m, result.tables.get("memory_layout") or [])
+    if layout:
+        out.append(layout)
+    if "compressibility" in m:
+        out.append(_compressibility(m, result.tables.get("compressibility_by_layer") or [], cfg))
     skipped = advice.not_run_note(m, result.data)
     if skipped:
         out.append(skipped)
     for rec in result.tables.get("recommendations", [])[:6]:
         out.append(f"{rec['action']}: {rec['target']}: {rec['why']}.")
     return out
+
+
+def _energy_split(m: dict, split: dict | None) -> str | None:
+    """The dynamic energy, how the idle power was found, and whether RAPL split it per op."""
+    if not split:
+        return None
+    line = f"Idle power: {split['idle_power']}"
+    if "idle_power_w" in m:
+        line = f"Idle power {m['idle_power_w']:.3g} W ({split['idle_power']})"
+    if "dynamic_energy_j_per_forward" in m:
+        line += (
+            f"; the dynamic energy of a forward, {m['dynamic_energy_j_per_forward']:.3g} J, is split per op by FLOPs and bytes "
+            f"({split['energy_model']})"
+        )
+    rapl = split["rapl"]
+    return line + (f". Per op energy {rapl}." if rapl.startswith("MEASURED") else f". No per-op RAPL energy: {rapl}.")
+
+
+def _layout(m: dict, rows: list[dict]) -> str | None:
+    """The tensors that do not lie contiguously or start off a cache line, when there are any."""
+    odd, off = int(m.get("tensors_non_contiguous", 0)), int(m.get("tensors_misaligned", 0))
+    if not (odd or off):
+        return None
+    named = [f"{r['name']} ({r['stride_pattern']})" for r in rows if not r["contiguous"]]
+    parts = [
+        f"{odd} tensor{'s are' if odd != 1 else ' is'} not contiguous" + (f": {listed(named, 3)}" if named else "")
+    ]
+    if off:
+        parts.append(f"{off} start{'s' if off == 1 else ''} off a 64-byte cache line")
+    return "Memory layout: " + "; ".join(parts) + "."
+
+
+def _compressibility(m: dict, layers: list[dict], cfg) -> str:
+    """The model's compressibility score and the layer that would give the most bytes."""
+    line = (
+        f"Compressibility {m['compressibility']:.2f}: pruning, then {cfg.sensitivity_bits}-bit quantization, each "
+        f"discounted by its cost, could remove {human_bytes(m['compressible_bytes'])} of "
+        f"{human_bytes(m['weight_bytes'])}"
+    )
+    if layers and layers[0]["bytes_saved"] > 0:
+        top = layers[0]
+        line += f"; most from {top['layer']} ({top['compressibility']:.2f} of its {human_bytes(top['bytes'])})"
+    return line + "."
 
 
 def _against_reference(m: dict, diffs: dict) -> str:

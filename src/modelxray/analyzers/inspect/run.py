@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import statistics
+import time
 import traceback
 
 import torch
@@ -57,6 +58,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     result.data["tensors"] = rows
     result.tables["parameters_by_layer_type"] = by_type
     result.metrics.update(_parameter_metrics(rows))
+    _layout(rows, result, cfg.top)
     watch, compute_recs = Watch(), []
     if isinstance(model, WeightsFile):
         kind, reason = classify_names([r["name"] for r in rows], {r["name"]: tuple(r["shape"]) for r in rows})
@@ -101,10 +103,42 @@ def _weight_advice(cfg, model, rows: list[dict], watch: Watch, result: Result) -
         result.metrics["weight_matrices_not_run"] = float(len(skipped))
     ran = [r for r in rows if r["name"] not in unread]
     outputs = layer_weights(model, heads) if heads else set()
+    _compressibility(cfg, rows, outputs, result)
     prunable = [r for r in ran if r["name"] not in outputs]
     return advice.prune_candidates(prunable, cfg.top, cfg.prune_min, cfg.advice_min_numel) + (
         advice.precision_candidates(ran, cfg.top, cfg.sensitivity_bits, cfg.precision_ratio, cfg.advice_min_numel)
     )
+
+
+def _compressibility(cfg, rows: list[dict], outputs: set[str], result: Result) -> None:
+    """One score in [0, 1] for the model and each layer: the share of its bytes pruning and
+    ``sensitivity_bits``-bit quantization could remove, each discounted by its cost
+    (``metrics/compressibility.py``); a layer whose units are the outputs is not pruned."""
+    from modelxray.metrics import compressibility as comp
+
+    matrices = {r["name"] for r in rows if advice.is_weight_matrix(r.get("shape"), cfg.advice_min_numel)}
+    scored = comp.scored_rows(rows, cfg.sensitivity_bits, matrices, outputs)
+    result.metrics["compressibility"] = comp.model_score(scored)
+    result.metrics["compressible_bytes"] = float(sum(t["bytes_saved"] for t in scored))
+    result.tables["compressibility_by_layer"] = comp.by_layer(scored)
+
+
+def _layout(rows: list[dict], result: Result, top: int) -> None:
+    """How many tensors start off a 64-byte cache line or are not contiguous, and a table of them."""
+    from modelxray.metrics.memory_layout import CACHE_LINE
+
+    laid = [r for r in rows if "stride_pattern" in r]
+    if not laid:
+        return
+    odd = [r for r in laid if r.get("align_offset") or not r["contiguous"]]
+    result.metrics["tensors_misaligned"] = float(sum(bool(r.get("align_offset")) for r in laid))
+    result.metrics["tensors_non_contiguous"] = float(sum(not r["contiguous"] for r in laid))
+    result.data["cache_line_bytes"] = CACHE_LINE
+    result.tables["memory_layout"] = [
+        {k: r.get(k) for k in ("name", "shape", "strides", "stride_pattern", "contiguous", "align_offset", "bytes")}
+        | {"shape": str(list(r["shape"]))}
+        for r in sorted(odd, key=lambda r: -r["bytes"])[: top * 3]
+    ]
 
 
 def _not_prunable(model, watch: Watch) -> set[str]:
@@ -217,12 +251,15 @@ def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, watch: Wat
     as it ends, so a failing step (a forward that raises, a profiler or energy error) loses only the
     steps from it on; the failure is recorded by ``_compute_failed``. ``watch`` is filled after the
     traced forward: which weights ran, which layers write the outputs (``executed.py``)."""
+    from modelxray.analyzers.inspect import energy_split
     from modelxray.core.progress import bar
-    from modelxray.measure.energy import Energy, measure_energy
+    from modelxray.measure.energy import Energy, RaplMeter, measure_energy, rapl_zones
     from modelxray.measure.flops import count_flops, fusion_candidates, op_traffic, run_model, trace_ops
-    from modelxray.measure.op_profile import node_table, profile_nodes, profile_ops
+    from modelxray.measure.hardware import cache_sizes
+    from modelxray.measure.op_profile import energy_by_op, node_table, profile_nodes, profile_ops
     from modelxray.measure.peak import measure_peak, roofline
     from modelxray.measure.utilization import UtilizationSampler
+    from modelxray.metrics.memory_layout import locality_candidates
 
     first = next(iter(model.parameters()), None)
     device = first.device if first is not None else torch.device("cpu")
@@ -275,7 +312,10 @@ def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, watch: Wat
             # each op by its input shapes: the nodes of a TorchScript file as of an eager model, with the
             # traced forward's exact FLOPs and bytes and the profiler's time of the same op on the same shapes
             timed = profile_nodes(model, x, iters=2)
-            result.tables["nodes"] = node_table(records, timed)[: cfg.top * 2]
+            caches, cache_source = cache_sizes()
+            result.data["caches"] = {"sizes": caches, "source": cache_source}
+            nodes = _with_cache_levels(node_table(records, timed), caches)
+            result.tables["nodes"] = nodes[: cfg.top * 2]
             pbar.update(1)
 
             step = "peak"
@@ -291,10 +331,17 @@ def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, watch: Wat
             result.tables["roofline"] = roof
             n = min(cfg.top, 5)
             recs += advice.memory_bound_advice(roof, n) + advice.latency_bound_advice(roof, n, peak)
+            far = locality_candidates(nodes, caches, peak.ridge_intensity)
+            if caches.get("L2"):
+                m["ops_beyond_l2_low_intensity"] = float(len(far))
+            recs += advice.locality_advice(far, n, caches, peak.ridge_intensity)
             pbar.update(1)
 
             if cfg.energy:
                 step = "energy"
+                zones, rapl_note = rapl_zones()
+                meter = RaplMeter(zones) if zones else None
+                start = (meter.read(), time.perf_counter()) if meter else None
                 energy = measure_energy(
                     forward,
                     min_seconds=cfg.energy_seconds,
@@ -303,11 +350,28 @@ def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, watch: Wat
                     cpu_tdp_w=cfg.cpu_tdp_w,
                     tdp_key="analyzer.inspect.cpu_tdp_w",
                 )
+                window = (meter.read() - start[0], time.perf_counter() - start[1]) if meter else None
                 # energy_j_per_forward, mean_power_w, co2_g_per_forward, flops_per_joule, energy_measured,
                 # cpu_tdp_w (an estimate's TDP); the summary shows them in one line saying MEASURED or ESTIMATED
                 result.record("energy", Energy(energy, "forward", energy.iterations, float(flops.total)))
                 result.data["energy"] = energy.as_dict()
-                _energy_by_op(result.tables.get("roofline") or [], energy)
+                roof = result.tables.get("roofline") or []
+                _energy_by_op(roof, energy)
+                rapl_rows = []
+                if meter is not None and device.type != "cpu":  # its kernels run apart from the CPU's counters
+                    rapl_note = f"the model runs on {device.type}, whose ops the CPU's RAPL counters cannot time"
+                elif meter is not None:
+                    rapl_rows, whole = energy_by_op(model, x, meter.read, seconds=cfg.rapl_seconds)
+                    result.tables["energy_by_op_rapl"] = rapl_rows
+                    result.data["rapl_forward"] = whole
+                    rapl_note = (
+                        f"MEASURED: RAPL counters ({meter.describe()}) read around each op of {whole['forwards']} "
+                        f"forwards; {whole['energy_j']:.4g} J per forward, of which the ops' windows hold "
+                        f"{sum(r['energy_j'] for r in rapl_rows):.4g} J"
+                    )
+                more, split_data = energy_split.split(roof, energy, cfg, meter, window, rapl_rows, rapl_note)
+                m.update(more)
+                result.data["energy_split"] = split_data
             pbar.update(1)
 
             if cfg.structured_layers:
@@ -323,6 +387,17 @@ def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, watch: Wat
             m[key] = float(system[key])
     result.data.update({"system": system, "utilization_samples": sampler.samples})
     return recs
+
+
+def _with_cache_levels(nodes: list[dict], caches: dict[str, int]) -> list[dict]:
+    """Each node with its working set (bytes read and written per call) and the smallest cache that
+    holds it (``metrics/memory_layout.cache_level``)."""
+    from modelxray.metrics.memory_layout import cache_level
+
+    for n in nodes:
+        n["working_set_bytes"] = n["bytes"] / n["calls"] if n["calls"] else 0.0
+        n["cache_level"] = cache_level(n["working_set_bytes"], caches)
+    return nodes
 
 
 def _parameter_metrics(rows: list[dict]) -> dict[str, float]:

@@ -181,16 +181,20 @@ def render(subject, result, cfg) -> str:
             f"(grid of {e['country_iso_code']}), {status}",
             f"  efficiency         {m['flops_per_joule'] / 1e9:.2f} GFLOP per J, {status}",
         ]
+        out += _energy_split(m, data, result.tables)
     nodes = result.tables.get("nodes")
     if nodes:
         out += _section("nodes: each op by its input shapes, slowest first")
-        out += _table(nodes, ["op", "module", "input_shapes", "calls", "time_s", "flops", "bytes", "intensity"])
+        cols = ["op", "module", "input_shapes", "calls", "time_s", "flops", "bytes", "intensity"]
+        out += _table(nodes, cols + ["working_set_bytes", "cache_level"])
         out += [
             "",
             "  flops and bytes (read and written) are the traced forward's, exact for every op; time_s is the",
             "  profiler's time per forward of the same op on the same shapes, with the ops it calls (- where the",
-            "  profiler saw none).",
+            "  profiler saw none); working_set_bytes is bytes per call, cache_level the smallest cache holding it.",
         ]
+    out += _layout_section(m, data, result.tables)
+    out += _compressibility_section(m, result.tables, cfg)
     if "system" in data:
         s = data["system"]
         out += _section("system during the compute analysis")
@@ -204,3 +208,82 @@ def render(subject, result, cfg) -> str:
     if skipped:
         out += ["", f"  {skipped}"]
     return "\n".join(out) + "\n"
+
+
+def _energy_split(m: dict, data: dict, tables: dict) -> list[str]:
+    """The energy per op, three ways, each line saying where its figures come from (``energy_split.py``)."""
+    split = data.get("energy_split")
+    if not split:
+        return []
+    out = [""]
+    if "idle_power_w" in m:
+        out.append(f"  idle power         {m['idle_power_w']:.3g} W, {split['idle_power']}")
+    else:
+        out.append(f"  idle power         {split['idle_power']}")
+    if "dynamic_energy_j_per_forward" in m:
+        out.append(
+            f"  dynamic energy     {m['dynamic_energy_j_per_forward']:.4g} J of a forward (its energy less the idle "
+            f"power over its time), {split['dynamic_energy']}"
+        )
+    out += ["  energy per op, in the roofline table:", f"    energy_j           {split['time_share']}"]
+    if "energy_model" in split:
+        scale = f"; measured / modelled = {m['energy_model_scale']:.3g}" if "energy_model_scale" in m else ""
+        out.append(
+            f"    dynamic_energy_j   the dynamic energy by e_flop x FLOPs + e_byte x bytes, {split['energy_model']}{scale}"
+        )
+    if tables.get("energy_by_op_rapl"):
+        out.append(f"    rapl_energy_j      {split['rapl']}")
+        out += ["", "  RAPL energy per op group (per forward, counters read around each op)"]
+        out += _table(tables["energy_by_op_rapl"], ["op", "calls", "energy_j", "time_s"])
+    else:
+        out.append(f"    rapl_energy_j      not measured: {split['rapl']}")
+    return out
+
+
+def _layout_section(m: dict, data: dict, tables: dict) -> list[str]:
+    """Each tensor's alignment and strides, the CPU's caches and where each op's data fits."""
+    if "tensors_non_contiguous" not in m and "caches" not in data:
+        return []
+    out = _section("memory layout and caches")
+    if "tensors_non_contiguous" in m:
+        line = data.get("cache_line_bytes", 64)
+        out.append(
+            f"  tensors          {int(m['tensors_misaligned'])} of {int(m['tensors'])} start off a {line}-byte cache "
+            f"line; {int(m['tensors_non_contiguous'])} are not contiguous"
+        )
+        if tables.get("memory_layout"):
+            out += _table(
+                tables["memory_layout"], ["name", "shape", "strides", "stride_pattern", "align_offset", "bytes"]
+            )
+    caches = data.get("caches")
+    if caches:
+        sizes = ", ".join(f"{k} {human_bytes(v)}" for k, v in caches["sizes"].items())
+        out.append(
+            f"  caches           {sizes} ({caches['source']})" if sizes else f"  caches           {caches['source']}"
+        )
+    if "ops_beyond_l2_low_intensity" in m:
+        n = int(m["ops_beyond_l2_low_intensity"])
+        out.append(
+            f"  locality         {n} op{'s' if n != 1 else ''} (by input shapes) with a working set beyond L2 and an "
+            "intensity under the ridge point" + (": see the cache-locality advice" if n else "")
+        )
+    return out
+
+
+def _compressibility_section(m: dict, tables: dict, cfg) -> list[str]:
+    """The model's compressibility score, its formula and the score of each layer."""
+    if "compressibility" not in m:
+        return []
+    out = _section("compressibility")
+    out += [
+        f"  model            {m['compressibility']:.3f}: {human_bytes(m['compressible_bytes'])} of "
+        f"{human_bytes(m['weight_bytes'])} could go",
+        f"  per weight matrix c = 1 - (1 - p) x (1 - q x (1 - s)), q = max(0, 1 - {cfg.sensitivity_bits} / bits held now):",
+        "  p = prune_potential (0 for a layer whose units are the outputs), s = quant_sensitivity; other",
+        "  tensors c = 0; a layer's and the model's score = bytes saved / bytes held.",
+        "",
+    ]
+    return out + _table(tables.get("compressibility_by_layer", [])[: cfg.top * 2], list(_COMPRESS_COLS))
+
+
+_COMPRESS_COLS = ("layer", "bytes", "bytes_saved", "compressibility", "prune_potential", "quant_sensitivity")

@@ -10,6 +10,7 @@ from torch import nn
 
 from modelxray.core.formatting import type_name
 from modelxray.core.progress import bar
+from modelxray.metrics.memory_layout import layout
 from modelxray.metrics.tensor_stats import StatsConfig, tensor_stats
 from modelxray.models.weights_file import WeightsFile, named_tensors
 from modelxray.quant.targets import block_of
@@ -47,7 +48,7 @@ def type_from_name(name: str, ndim: int) -> str:
 
 
 def analyze_weights(model: nn.Module, cfg: StatsConfig, progress: bool = True) -> list[dict]:
-    """One row per tensor: name, type, block, and every statistic of ``tensor_stats``."""
+    """One row per tensor: name, type, block, every statistic of ``tensor_stats`` and its memory layout."""
     types = {} if isinstance(model, WeightsFile) else owner_types(model)
     total = len(model.tensor_names()) if isinstance(model, WeightsFile) else len(types)
     rows = []
@@ -55,5 +56,15 @@ def analyze_weights(model: nn.Module, cfg: StatsConfig, progress: bool = True) -
         named_tensors(model), total=total, desc="inspect: parameter statistics", unit="tensor", enabled=progress
     ):
         kind = types.get(name) or type_from_name(name, t.dim())
-        rows.append({"name": name, "type": kind, "block": block_of(name), **tensor_stats(t, cfg)})
+        rows.append({"name": name, "type": kind, "block": block_of(name), **tensor_stats(t, cfg), **tensor_layout(t)})
     return rows
+
+
+def tensor_layout(t) -> dict:
+    """Where the tensor lies: its alignment to a cache line, contiguity and stride pattern
+    (``metrics/memory_layout.py``); empty for a tensor without strides or an address (sparse, meta)."""
+    try:
+        ptr = None if t.device.type == "meta" else t.data_ptr()
+        return layout(tuple(t.shape), t.stride(), ptr)
+    except (RuntimeError, NotImplementedError, AttributeError, TypeError):
+        return {}
