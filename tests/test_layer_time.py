@@ -55,3 +55,10 @@ def test_blocks_in_a_module_list_are_not_counted_as_their_callers_own_time():
     assert total_self == pytest.approx(decoder["time_ms"] + rows["head"]["time_ms"], rel=0.02)  # parts add up
     by_type = time_by_type(list(rows.values()))
     assert by_type["Sleep"] > 6 * by_type["Decoder"]
+
+
+def test_modules_rank_by_self_time_so_the_table_lists_where_the_time_goes():
+    """By inclusive time the decoder (65 ms, 5 of its own) would head the table, above its blocks."""
+    rows = time_modules(Model(), torch.zeros(1, 4, dtype=torch.long), iters=1)
+    assert {r["module"] for r in rows[:3]} == {"model.layers.0", "model.layers.1", "model.layers.2"}
+    assert [r["module"] for r in rows[3:]] == ["head", "model"]

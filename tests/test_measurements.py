@@ -315,9 +315,9 @@ def test_performance_analyzer_logs_the_same_names_and_draws_from_measurements(tm
     expected = [*quality, "bits_per_byte", *errors, "eval_tokens_per_s", *(f"bs{b}_{k}" for b in (1, 2) for k in lat)]
     if subject.info.file_bytes:
         memory.append("file_bytes")
-    assert list(r.metrics) == expected + memory
+    assert list(r.metrics) == [*expected, *memory, "consistency_flags"]  # figures against their neighbours last
     # random weights: a perplexity near the vocabulary's size is flagged (the report leads with it)
-    assert list(r.data) == ["quality", "speed", "degenerate", "memory"]
+    assert list(r.data) == ["quality", "speed", "degenerate", "memory", "consistency"]
     assert "no better than guessing uniformly" in r.data["degenerate"][0]
     assert list(r.data["quality"]) == [
         *quality,

@@ -203,7 +203,7 @@ def test_digits_mlp_run_matches_a_hand_computation_and_writes_its_reports(tmp_pa
         assert (run / "plots" / f).is_file(), f
     assert (run / "plots" / "analysis_summary_dashboard.png").is_file()
     saved = json.loads((run / "analysis_results.json").read_text())["results"]["performance"]
-    assert list(saved["data"]) == ["quality", "speed", "memory", "layer_time"]  # the layout of a language model's
+    assert list(saved["data"]) == ["quality", "speed", "memory", "consistency", "layer_time"]  # as a language model's
     assert saved["data"]["quality"]["examples_scored"] == n and saved["data"]["quality"]["correct"] == correct
     speed = Speed.from_dict(saved["data"]["speed"][1])
     assert speed.input_shape == tuple(data.x_test.shape[1:]) and speed.batch_size == 4

@@ -4,7 +4,9 @@ torch.profiler reports per-op times; users ask per *module* ("which block is slo
 pre/post hooks time every named module. Times are inclusive (a block includes its children);
 ``self_ms`` subtracts the time of the nearest descendants that ran: containers such as
 ``nn.ModuleList`` never run a forward of their own, so a decoder's blocks count against the
-decoder that calls them, and the self times add up to the timed modules' total.
+decoder that calls them, and the self times add up to the timed modules' total. Modules rank by
+self time: by inclusive time every container outranks its children, and the slowest modules
+would be the model, its decoder and its blocks, whatever they spend their time on.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from modelxray.measure.scoring import device_of, forward_logits
 
 
 def time_modules(model: nn.Module, input_ids: torch.Tensor | dict, iters: int = 1) -> list[dict]:
-    """Mean inclusive and self time per module over ``iters`` forward passes, slowest first."""
+    """Mean inclusive and self time per module over ``iters`` forward passes, largest self time first."""
     named = [(name, m) for name, m in model.named_modules() if name]
     leaf = {name: not any(True for _ in m.children()) for name, m in named}
     totals: dict[str, float] = defaultdict(float)
@@ -78,7 +80,7 @@ def time_modules(model: nn.Module, input_ids: torch.Tensor | dict, iters: int = 
                 "leaf": leaf[name],
             }
         )
-    rows.sort(key=lambda r: r["time_ms"], reverse=True)
+    rows.sort(key=lambda r: (r["self_ms"], r["time_ms"]), reverse=True)
     return rows
 
 

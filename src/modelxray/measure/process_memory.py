@@ -19,6 +19,14 @@ def rss_bytes() -> int:
     return int(psutil.Process().memory_info().rss)
 
 
+def rss_and_peak() -> tuple[int, int]:
+    """The current resident set size and the peak that covers it. A process at its high point keeps
+    growing between two readings (reading the current size allocates), so a peak read first came out
+    below the current size (by a few hundred KiB); read second, and never below the current value."""
+    now = rss_bytes()
+    return now, max(peak_rss_bytes(), now)
+
+
 def cuda_peaks(device: torch.device) -> dict[str, int]:
     if device.type != "cuda":
         return {}

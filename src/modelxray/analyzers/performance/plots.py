@@ -1,5 +1,5 @@
 """Performance plots: quality with its 95% intervals, latency/throughput per batch size, memory by
-dtype, the self time of the slowest modules (exclusive of their children).
+dtype, the modules and module types that take the most self time (exclusive of their children).
 
 Throughput is in the unit the speed measurements carry (tokens/s for a language model, examples/s
 for a classifier) and titles name the quality that fits the model (perplexity or accuracy). Every
@@ -258,32 +258,66 @@ def _memory(mem: Memory):
     return fig
 
 
-def layer_bars(rows: list[dict]) -> pd.DataFrame:
-    """The layer-time bars: each module's self time (its forward less its timed children's, so the
-    whole model's bar is only what it does itself and no longer squashes the rest), largest first;
-    a table from before self times were kept falls back to the inclusive time."""
+_TOP_TYPES = 10  # module types drawn beside the modules
+
+
+def layer_bars(rows: list[dict], total_ms: float | None = None) -> pd.DataFrame:
+    """The layer-time bars: each module's self time (its forward less its timed children's), the
+    quantity the table picks them by, largest first, with its share of the forward (``total_ms``,
+    what the self times of every module add up to); a table from before self times were kept
+    falls back to the inclusive time."""
     df = pd.DataFrame(rows)
     df["ms"] = df["self_ms"] if "self_ms" in df else df["time_ms"]
-    return df.sort_values("ms", ascending=False, kind="stable").reset_index(drop=True)
+    df = df.sort_values("ms", ascending=False, kind="stable").reset_index(drop=True)
+    df["share"] = df["ms"] / total_ms if total_ms else math.nan
+    return df
+
+
+def type_bars(result) -> pd.DataFrame:
+    """Self time per module type as a share of the forward, largest first (the ``time_by_module_type``
+    table): a layer type spread over many modules, each small, is where the time goes."""
+    df = pd.DataFrame(result.tables.get("time_by_module_type") or [], columns=["type", "self_ms", "share"])
+    df["share (%)"] = df["share"] * 100
+    return df.sort_values("share", ascending=False, kind="stable").head(_TOP_TYPES).reset_index(drop=True)
+
+
+def _forward_ms(result, rows: list[dict]) -> float:
+    """The whole forward: the self times of every module, else the longest inclusive time."""
+    total = (result.data.get("layer_time") or {}).get("total_self_ms")
+    return float(total) if total else max(r["time_ms"] for r in rows)
 
 
 def _layers(result):
+    """Left: the modules that take the most self time, each with its share of the forward; right:
+    the self time of each module type (many small modules of one type add up). Both panels draw the
+    quantity the modules were picked by: self time."""
     rows = result.tables["layer_time"]
-    df = layer_bars(rows)
-    self_times = "self_ms" in df
-    fig, axes = new_figure(width=9, height=max(3.0, 0.35 * len(df) + 1))
+    self_times = "self_ms" in rows[0]
+    total = _forward_ms(result, rows)
+    df = layer_bars(rows, total if self_times else None)
+    types = type_bars(result) if self_times else pd.DataFrame()
+    height = max(3.0, 0.35 * max(len(df), len(types)) + 1.2)
+    fig, axes = new_figure(ncols=2 if len(types) else 1, width=7.5, height=height)
     ax = axes[0][0]
     sns.barplot(data=df, y="module", x="ms", hue="type", dodge=False, ax=ax)
-    ax.set_xlabel(
-        "forward time, self: exclusive of child modules (ms)" if self_times else "forward time, inclusive (ms)"
-    )
-    ax.set_ylabel("")
-    whole = max(r["time_ms"] for r in rows)
-    outer = max(rows, key=lambda r: r["time_ms"])["module"]
-    title = "Slowest modules (batch 1)"
     if self_times:
-        title += f"\nwhole forward ({outer}, children included): {whole:.3g} ms"
-    ax.set_title(title)
+        for i, share in enumerate(df["share"]):
+            ax.annotate(f" {share:.0%}", (df["ms"][i], i), va="center", fontsize=8)
+        ax.set_xlim(0, df["ms"].max() * 1.2)
+    ax.set_xlabel("self time: exclusive of child modules (ms)" if self_times else "forward time, inclusive (ms)")
+    ax.set_ylabel("")
+    what = "self time" if self_times else "inclusive time"
+    whole = f"{total:,.0f}" if total >= 100 else f"{total:.3g}"
+    ax.set_title(f"Modules with the most {what} (batch 1)\nthe whole forward: {whole} ms", fontsize=10)
+    if len(types):
+        ax = axes[0][1]
+        sns.barplot(data=types, y="type", x="share (%)", ax=ax, color="#7a8fb8")
+        for i, share in enumerate(types["share (%)"]):
+            ax.annotate(f" {share:.0f}%", (share, i), va="center", fontsize=8)
+        ax.set_xlim(0, types["share (%)"].max() * 1.2)
+        ax.set_xlabel("self time: share of the whole forward (%)")
+        ax.set_ylabel("")
+        ax.set_title("Self time by module type (batch 1)", fontsize=10)
     return fig
 
 

@@ -22,11 +22,11 @@ from modelxray.kinds.labelled_images import LabelledImagesKind
 from modelxray.kinds.table import kind_of
 from modelxray.kinds.windows import WindowsKind
 from modelxray.measure.layer_time import time_by_type, time_modules
-from modelxray.measure.process_memory import cuda_peaks, peak_rss_bytes, reset_cuda_peaks, rss_bytes
+from modelxray.measure.process_memory import cuda_peaks, reset_cuda_peaks, rss_and_peak
 from modelxray.measure.reference import Reference
 from modelxray.measure.reference_outputs import is_dual_encoder
 from modelxray.measure.scoring import model_device, score_windows
-from modelxray.measure.speed import time_forward
+from modelxray.measure.speed import CpuUse, CpuWatch, time_forward
 from modelxray.metrics.measurements import Latency, Memory, Quality, Speed
 from modelxray.metrics.tensor_bytes import count_parameters, tensor_bytes_by_dtype
 from modelxray.metrics.windows import speed_inputs, windows_from_batches
@@ -38,13 +38,15 @@ def run(cfg, subject, ctx: RunContext) -> Result:
     reset_cuda_peaks(model_device(subject.model))
     kind = kind_of(subject)
     measure = choose(kind, _MEASURES, "analyzer.performance", f"analyzes {plurals(cfg.model_kinds)}")
-    layer_input = measure(cfg, subject, ctx, result)
+    with CpuWatch() as watch:  # what the machine gave the quality and speed passes
+        layer_input = measure(cfg, subject, ctx, result)
     signs = result.data.get("degenerate") or kind.degenerate_signs(
         result.metrics, subject, cfg.uniform_perplexity_share
     )
     if signs:  # leads the insights: every other figure is about a model that does not work
         result.data["degenerate"] = signs
     _memory(cfg, subject, result)
+    _consistency(cfg, subject, result, watch.use)
     if subject.stream is not None:  # streamed from disk: its forward's time is the disk's
         from modelxray.analyzers.performance.streamed import NOT_TIMED, streaming_data
 
@@ -196,12 +198,13 @@ def _speed(cfg, subject, ctx, result: Result) -> None:
 def _memory(cfg, subject, result: Result) -> None:
     model = subject.model
     by_dtype = tensor_bytes_by_dtype(model)
+    rss, peak = rss_and_peak()  # in this order: a peak read first can come out below the current size
     mem = Memory(
         param_bytes=sum(by_dtype["params"].values()),
         buffer_bytes=sum(by_dtype["buffers"].values()),
         num_parameters=count_parameters(model),
-        peak_rss_bytes=peak_rss_bytes(),
-        rss_bytes=rss_bytes(),
+        peak_rss_bytes=peak,
+        rss_bytes=rss,
         **cuda_peaks(model_device(model)),  # cuda_max_allocated_bytes, cuda_max_reserved_bytes on a GPU
         file_bytes=subject.info.file_bytes or None,
         by_dtype=by_dtype,
@@ -211,6 +214,36 @@ def _memory(cfg, subject, result: Result) -> None:
     result.tables["memory_by_dtype"] = [
         {"kind": kind, "dtype": dt, "bytes": b} for kind, d in by_dtype.items() for dt, b in d.items()
     ]
+
+
+def _consistency(cfg, subject, result: Result, use: CpuUse | None) -> None:
+    """Every figure against its neighbours (``metrics/consistency.py``): the machine, each speed
+    against the quality pass, each latency against its samples, the memory peak against the current
+    size. Each flag is a sentence of the report; ``consistency_flags`` counts them."""
+    from modelxray.metrics import consistency as check
+
+    speeds = list(result.measurements_of(Speed).values())
+    busy, evidence = check.busy_machine(use.wait_share, use.load, use.threads, use.cpus) if use else (None, None)
+    machine = check.machine_flag(busy, evidence, use.threads) if speeds and use else None
+    flags = [machine] if machine else []
+    kind = kind_of(subject)
+    unit, pass_name = ("tokens", "perplexity pass") if isinstance(kind, CausalLM) else ("examples", "accuracy pass")
+    eval_per_s = result.metrics.get(f"eval_{unit}_per_s")
+    rows = []
+    if isinstance(kind, (CausalLM, Classifier)) and eval_per_s and speeds:  # one forward per batch, as timed
+        flat = model_device(subject.model).type == "cpu"
+        rows = check.speed_ratios([s for s in speeds if s.unit == unit], eval_per_s, cfg.batch_size, flat)
+        flags += check.throughput_flags(rows, eval_per_s, cfg.batch_size, pass_name, busy)
+    for s in speeds:
+        flags += check.latency_flags(f"speed/bs{s.batch_size}", f"Batch {s.batch_size}", s.latency)
+    flags += check.memory_flags(result.measurements["memory"])
+    result.data["consistency"] = {
+        "flags": [f.to_dict() for f in flags],
+        "speed_vs_quality": rows,
+        "cpu": use.to_dict() if use is not None else None,
+    }
+    result.metrics["consistency_flags"] = float(len(flags))
+    result.insights += [f.text for f in flags]
 
 
 def _lm_layer_input(cfg, subject) -> tuple[torch.Tensor, dict]:

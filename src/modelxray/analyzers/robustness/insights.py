@@ -1,11 +1,11 @@
 """The robustness analyzer's observations (insights.md): input attacks that do not apply, each
 family's verdict (the first level out of bounds, and the bound that decided: quality more than
 `degradation_tolerance` (10%) from clean, agreement with the clean outputs below `agreement_floor`,
-KL above `kl_ceiling`), PGD that finds much more than FGSM, where
-the noised weights were restored from, and image corruptions skipped on feature vectors. Pure
-functions of the Result (its table and data, as saved in ``results/robustness.json``) and the
-analyzer's config, so a reloaded Result says the same. Also how rows are named (``level_name``,
-``count_key``), which the work shares."""
+KL above `kl_ceiling`), PGD that finds much more than FGSM, why PGD stops before FGSM's strongest
+radius, where the noised weights were restored from, and image corruptions skipped on feature
+vectors. Pure functions of the Result (its table and data, as saved in ``results/robustness.json``)
+and the analyzer's config, so a reloaded Result says the same. Also how rows are named
+(``level_name``, ``count_key``), which the work shares."""
 
 from __future__ import annotations
 
@@ -30,6 +30,9 @@ def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
         out.append(note[0].upper() + note[1:] + tail)
     rows = result.tables.get("robustness") or []
     out += level_insights(rows, d["clean"], d["quality"], count_key(kind), cfg)
+    pgd = pgd_short_note(rows, d.get("config") or {}, count_key(kind))
+    if pgd:
+        out.append(pgd)
     if "original_weights" in d:
         out.append(f"Memory: {d['original_weights']}")
     if d.get("streaming"):
@@ -43,6 +46,29 @@ def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
     if skipped and isinstance(kind, Classifier) and any(getattr(cfg, k) is None for k in IMAGE_KEYS.values()):
         out.append(skipped + ".")  # a classifier whose data are feature vectors
     return out
+
+
+def pgd_short_note(rows: list[dict], config: dict, unit: str) -> str | None:
+    """Why the PGD series stops before FGSM's strongest radius, or None when it does not: PGD runs at
+    ``pgd_eps`` only (its own, shorter grid: each level takes ``pgd_steps`` gradient steps per window
+    or sample where FGSM takes one), so a plot that ends its PGD line early says so instead of
+    leaving it to be read as a failure."""
+    pgd = sorted({r["level"] for r in rows if r["family"] == "pgd"})
+    beyond = sorted({r["level"] for r in rows if r["family"] == "fgsm" and pgd and r["level"] > pgd[-1]})
+    if not beyond:
+        return None
+    steps = config.get("pgd_steps")
+    name, levels = (f"PGD-{steps}" if steps else "PGD"), _and([f"{e:g}" for e in beyond])
+    ran = f"{name} ran at eps {_and([f'{e:g}' for e in pgd])} only, FGSM also at {levels}"
+    asked = config.get("pgd_eps")
+    if asked is None or any(e in asked for e in beyond):  # asked for and not there: say no more than that
+        return f"{ran}: PGD has no result at {levels}."
+    cost = f"each PGD level takes {steps} gradient steps per {unit[:-1]} where FGSM takes one" if steps else ""
+    return (
+        f"{ran}: analyzer.robustness.pgd_eps stops at {pgd[-1]:g}"
+        + (f" ({cost})" if cost else "")
+        + f"; add {levels} to it to run PGD there too."
+    )
 
 
 def _and(parts: list[str]) -> str:

@@ -4,18 +4,20 @@ quantization-step noise, vs input perturbation rate, and vs the level of each im
 
 Every series drawn on one axes was measured on the same windows (classifiers: samples): PGD runs
 on the first ``pgd_windows`` windows only, so it is drawn beside FGSM and the clean value of those
-windows, and FGSM on all windows gets axes of its own (``attack_groups``). Error bars are the
+windows, and FGSM on all windows gets axes of its own (``attack_groups``); where PGD stops before
+FGSM's strongest radius (its own, shorter ``pgd_eps`` grid), the title says why. Error bars are the
 spread over seeds for random perturbations drawn several times, else the standard error the row
 carries (windows as units; a perplexity's bar spans exp(loss -+ its standard error))."""
 
 from __future__ import annotations
 
 import math
+import textwrap
 
 import pandas as pd
 import seaborn as sns
 
-from modelxray.analyzers.robustness.insights import saved_kind
+from modelxray.analyzers.robustness.insights import pgd_short_note, saved_kind
 from modelxray.kinds.causal_lm import CausalLM
 from modelxray.plotting import new_figure
 
@@ -183,10 +185,15 @@ def _attack_figure(result, xlabel: str):
         _attack_axes(row_axes[1], group, agree, xlabel, f"{agree_title} {group['label']}")
     n, unit = _clean_count(result), _unit(result)
     on = f" on all {n:g} {_plural(unit, int(n))}" if n else ""
-    fig.suptitle(
+    title = (
         f"Robustness to attacks (clean {quality} {result.data['clean'][quality]:.3g}{on}); "
         f"the series on one axes share their {unit}"
     )
+    note = pgd_short_note(result.tables.get("robustness") or [], result.data.get("config") or {}, unit)
+    if note:  # PGD stops before FGSM's strongest radius: why, under the title
+        fig.suptitle(title + "\n" + textwrap.fill(note, 150), fontsize=10)
+    else:
+        fig.suptitle(title)
     return fig
 
 
