@@ -204,3 +204,83 @@ def test_a_gpt2_with_tied_embeddings_saved_by_safetensors_save_model_loads_throu
     x = torch.randint(0, 257, (1, 16))
     with torch.no_grad():
         assert torch.allclose(loaded.model(x).logits, model(x).logits, atol=1e-5)
+
+
+# -- processors saved the transformers 5 way: one processor_config.json --------------------------
+@pytest.fixture(scope="module")
+def speech_dirs(tmp_path_factory):
+    """Wav2Vec2 and HuBERT CTC directories whose Wav2Vec2Processor was saved with ``save_pretrained``."""
+    import architectures
+
+    root = tmp_path_factory.mktemp("speech")
+    return {
+        "wav2vec2": architectures.wav2vec2_ctc(root / "wav2vec2"),
+        "hubert": architectures.hubert_ctc(root / "hubert"),
+    }
+
+
+@pytest.mark.parametrize("name", ["wav2vec2", "hubert"])
+def test_a_speech_processor_saved_in_one_processor_config_json_loads(name, speech_dirs):
+    import numpy as np
+
+    from modelxray.models.hf import HFSource
+
+    d = speech_dirs[name]
+    assert (d / "processor_config.json").is_file() and not (d / "preprocessor_config.json").exists()
+    loaded = HFSource(name_or_path=str(d), device="cpu").load()
+    assert type(loaded.processor).__name__ == "Wav2Vec2FeatureExtractor" and loaded.processor.sampling_rate == 16000
+    assert type(loaded.tokenizer).__name__ == "Wav2Vec2CTCTokenizer" and loaded.tokenizer.pad_token_id == 0
+    values = loaded.processor(np.zeros(16000, dtype=np.float32), sampling_rate=16000, return_tensors="pt").input_values
+    assert loaded.model(values).logits.shape == (1, 49, len(loaded.tokenizer))  # 16,000 samples / 320
+
+
+def test_a_speech_directory_without_a_processor_or_with_a_broken_one_is_one_line(speech_dirs, tmp_path):
+    import shutil
+
+    from modelxray.models.hf import HFSource
+
+    bare = tmp_path / "bare"
+    shutil.copytree(speech_dirs["wav2vec2"], bare)
+    (bare / "processor_config.json").unlink()
+    with pytest.raises(
+        ConfigError, match=r"^model.name_or_path: .*bare has no preprocessor_config.json: a speech"
+    ) as e:
+        HFSource(name_or_path=str(bare), device="cpu").load()
+    assert "processor.save_pretrained(DIR)" in str(e.value) and "\n" not in str(e.value)
+    (bare / "processor_config.json").write_text("{")
+    with pytest.raises(
+        ConfigError, match=r"^model.name_or_path: cannot load the feature extractor of .*not a valid JSON"
+    ):
+        HFSource(name_or_path=str(bare), device="cpu").load()
+
+
+def test_a_dual_encoders_image_processor_in_processor_config_json_sets_its_normalisation(tmp_path):
+    """CLIPProcessor.save_pretrained keeps the image processor inside processor_config.json: its mean
+    and std still normalise the pixels, and its tokenizer encodes the prompts."""
+    from transformers import CLIPImageProcessor, CLIPProcessor
+
+    import architectures
+    from modelxray.models.hf import HFSource
+
+    d = architectures.clip(tmp_path / "clip")
+    (d / "preprocessor_config.json").unlink()
+    images = CLIPImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    images.image_mean, images.image_std = [0.5] * 3, [0.25] * 3
+    CLIPProcessor(image_processor=images, tokenizer=architectures.tokenizer("bart")).save_pretrained(d)
+    assert not (d / "preprocessor_config.json").exists()
+    loaded = HFSource(name_or_path=str(d), device="cpu").load()
+    assert loaded.model.mean.flatten().tolist() == [0.5] * 3 and loaded.model.std.flatten().tolist() == [0.25] * 3
+    assert len(loaded.tokenizer) == architectures.TEXT_VOCAB and not loaded.info.notes  # the directory's own
+
+
+def test_an_empty_tokenizer_built_from_the_config_alone_is_no_tokenizer(tmp_path):
+    """transformers 5's AutoTokenizer builds a tokenizer of special tokens alone from a config.json:
+    that is a directory without a tokenizer, in one line."""
+    import architectures
+    from modelxray.models.hf import HFSource
+
+    d = architectures.encoder("BertForMaskedLM", tmp_path / "bert")
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        (d / f).unlink()
+    with pytest.raises(ConfigError, match=r"^model.tokenizer: .*bert holds no tokenizer: add tokenizer.json"):
+        HFSource(name_or_path=str(d), device="cpu").load()

@@ -25,21 +25,8 @@ from modelxray.kinds.windows import WindowsKind
 from modelxray.models.base import Declared, ModelSource
 from modelxray.models.cache_only import model_kwargs
 from modelxray.models.hf_dir import check_config_json, declared_from_dir, dir_bytes
-from modelxray.models.hf_tasks import load_task_model
+from modelxray.models.hf_tasks import has_vocabulary, load_task_model
 from modelxray.models.tokenizers import load_tokenizer
-
-# any of these in a model directory means it ships a tokenizer (transformers 5 otherwise builds an empty one)
-TOKENIZER_FILES = (
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "vocab.json",
-    "vocab.txt",
-    "merges.txt",
-    "spiece.model",
-    "tokenizer.model",
-    "sentencepiece.bpe.model",
-)
-
 
 # seconds the hub endpoint gets to answer before a model that is not cached is called unreachable
 # (transformers would retry for about half a minute before failing)
@@ -311,7 +298,7 @@ class HFSource(ModelSource):
         from modelxray.models.hf_vision import wrap_image_classifier
 
         net = AutoModelForImageClassification.from_pretrained(path, dtype=self.torch_dtype(), **model_kwargs(kwargs))
-        model, notes = wrap_image_classifier(net, path, self.image_size, self.name_or_path)
+        model, notes = wrap_image_classifier(net, path, self.image_size, self.name_or_path, kwargs)
         info = ModelInfo(self.name_or_path, "hf", "", notes=notes)
         return LoadedModel(model, None, info, task="classification", image_shape=model.image_shape)
 
@@ -324,7 +311,7 @@ class HFSource(ModelSource):
         family = family_of(config, self.name_or_path)
         net = AutoModel.from_pretrained(path, dtype=self.torch_dtype(), **model_kwargs(kwargs))
         tokenizer, notes = self._dual_encoder_tokenizer(path, kwargs, config)
-        processor = processor_settings(path)
+        processor = processor_settings(path, kwargs)
         shape = image_shape_of(config.vision_config, processor, self.image_size, self.name_or_path)
         mean, std, more = normalisation(processor, shape[0])
         notes.extend(more)
@@ -344,18 +331,14 @@ class HFSource(ModelSource):
             return load_tokenizer(os.path.expanduser(self.tokenizer), "model.tokenizer", self.trust_remote_code), []
         from transformers import AutoTokenizer
 
-        local = Path(path)
-        if local.is_dir() and not any((local / f).is_file() for f in TOKENIZER_FILES):
-            why = "no tokenizer files in the directory"
+        try:  # AutoTokenizer decides what loads, whatever files hold it
+            tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - no tokenizer files: OSError, ValueError, TypeError...
+            why = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:120]}"
         else:
-            try:
-                tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
-            except Exception as exc:  # noqa: BLE001 - no tokenizer files: OSError, ValueError, TypeError...
-                why = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:120]}"
-            else:
-                if len(tokenizer) >= 16:
-                    return tokenizer, []
-                why = f"its tokenizer has {len(tokenizer)} tokens"  # built from the config alone: no vocabulary
+            if has_vocabulary(tokenizer) and len(tokenizer) >= 16:
+                return tokenizer, []
+            why = f"its tokenizer has {len(tokenizer)} tokens"  # built from the config alone: no vocabulary
         vocab = int(getattr(config.text_config, "vocab_size", 0) or 0)
         if not BYTE_VOCAB <= vocab < TEST_VOCAB:  # a trained vocabulary: byte ids would be other tokens
             raise ConfigError(

@@ -7,8 +7,6 @@ inside the wrapper, so attacks stay in pixel space, inside the valid pixel range
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -52,10 +50,18 @@ class ToImage(nn.Module):
         return f"image_shape={self.image_shape}"
 
 
-def processor_settings(path: str) -> dict[str, Any]:
-    """A local ``preprocessor_config.json`` (``image_mean``, ``image_std``, ``do_normalize``, ``size``), or {}."""
-    f = Path(path) / "preprocessor_config.json"
-    return json.loads(f.read_text()) if f.is_file() else {}
+def processor_settings(path: str, kwargs: dict | None = None) -> dict[str, Any]:
+    """The image processor's saved settings (``image_mean``, ``image_std``, ``do_normalize``, ``size``)
+    wherever AutoImageProcessor finds them: ``preprocessor_config.json``, or the ``image_processor`` of
+    a transformers 5 ``processor_config.json``; {} when there are none. The saved values only, not a
+    processor class's defaults, so a size the model never named is not guessed."""
+    from transformers import ImageProcessingMixin
+
+    try:
+        settings, _ = ImageProcessingMixin.get_image_processor_dict(path, **(kwargs or {}))
+    except (OSError, ValueError):  # none saved (or unreadable): the pixels are fed as they are, and the notes say so
+        return {}
+    return dict(settings) if isinstance(settings, dict) else {}
 
 
 def _size_of(size: Any) -> int | None:
@@ -75,7 +81,7 @@ def image_shape_of(config: Any, processor: dict[str, Any], override: int | None,
     if not size:
         raise ConfigError(
             "model.image_size",
-            f"{name} names no image size (no image_size in its config, no preprocessor_config.json); "
+            f"{name} names no image size (no image_size in its config, no image processor's size); "
             "set model.image_size=224 (or the size it was trained at)",
         )
     return channels, int(size), int(size)
@@ -95,9 +101,11 @@ def normalisation(processor: dict[str, Any], channels: int) -> tuple[list[float]
     return mean, std, []
 
 
-def wrap_image_classifier(net: nn.Module, path: str, image_size: int | None, name: str) -> tuple[PixelClassifier, list]:
+def wrap_image_classifier(
+    net: nn.Module, path: str, image_size: int | None, name: str, kwargs: dict | None = None
+) -> tuple[PixelClassifier, list]:
     """The wrapped model and the notes a report shows about its inputs."""
-    processor = processor_settings(path)
+    processor = processor_settings(path, kwargs)
     shape = image_shape_of(net.config, processor, image_size, name)
     mean, std, notes = normalisation(processor, shape[0])
     return PixelClassifier(net, mean, std, shape), notes

@@ -65,7 +65,9 @@ def load_vision_task(source: Any, kind: Any, path: str, kwargs: dict) -> LoadedM
 
     net = _model_class(kind, path, kwargs).from_pretrained(path, dtype=source.torch_dtype(), **model_kwargs(kwargs))
     processor = _image_processor(path, kwargs) if kind.needs_processor else None
-    return wrap_vision_task(net, kind, processor_settings(path), processor, source.image_size, source.name_or_path)
+    return wrap_vision_task(
+        net, kind, processor_settings(path, kwargs), processor, source.image_size, source.name_or_path
+    )
 
 
 def _model_class(kind: Any, path: str, kwargs: dict) -> Any:
@@ -109,10 +111,10 @@ def settings_of(processor: Any) -> dict[str, Any]:
 def _image_processor(path: str, kwargs: dict) -> Any:
     from transformers import AutoImageProcessor
 
-    from modelxray.models.hf_tasks import PROCESSOR_FILE, load_part
+    from modelxray.models.hf_tasks import PROCESSOR_FILE, PROCESSOR_FILES, load_part
 
     missing = (
         f"has no {PROCESSOR_FILE}: a detector needs its image processor "
-        "(image_processor.save_pretrained(DIR)), which decodes its boxes"
+        "(image_processor.save_pretrained(DIR) or processor.save_pretrained(DIR)), which decodes its boxes"
     )
-    return load_part(AutoImageProcessor, path, kwargs, (PROCESSOR_FILE,), missing, "image processor")
+    return load_part(AutoImageProcessor, path, kwargs, PROCESSOR_FILES, missing, "image processor")
