@@ -339,3 +339,18 @@ def test_labelled_text_for_a_causal_lm_is_one_line_before_the_model_loads(tmp_pa
     with pytest.raises(ConfigError, match=r"^dataset: .*the model is of kind causal_lm: use a text dataset"):
         modelxray.analyze(["model=hf", f"model.name_or_path={tmp_path / 'gpt2'}", "dataset=labelled_text",
                            f"dataset.path={tmp_path / 'labels.csv'}", "tracker=none"], output_dir=tmp_path / "o")  # fmt: skip
+
+
+@pytest.mark.parametrize("option", ["hf", "file"])
+def test_a_tokenizer_json_that_is_not_json_is_one_line_before_the_model_loads(option, tmp_path):
+    from transformers import GPT2Config
+
+    import modelxray
+
+    GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=100).save_pretrained(tmp_path / "m")
+    (tmp_path / "m" / "tokenizer.json").write_text("{not json")
+    key = "name_or_path" if option == "hf" else "path"
+    with pytest.raises(ConfigError, match=rf"^model.{key}: '.*tokenizer.json' cannot be read as JSON"):
+        modelxray.analyze(
+            [f"model={option}", f"model.{key}={tmp_path / 'm'}", "tracker=none"], output_dir=tmp_path / "o"
+        )

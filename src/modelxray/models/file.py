@@ -33,7 +33,7 @@ from modelxray.core.subject import LoadedModel
 from modelxray.data.example_inputs import check_inputs_value
 from modelxray.kinds.table import FILE_KINDS, KINDS, chosen
 from modelxray.models.base import Declared, ModelSource
-from modelxray.models.hf_dir import check_config_json, declared_from_dir
+from modelxray.models.hf_dir import check_config_json, check_side_files, declared_from_dir
 from modelxray.models.tokenizers import validate_tokenizer_spec
 
 FORMATS = ("auto", "safetensors", "state_dict", "torchscript", "hf_dir", "gguf")
@@ -78,6 +78,7 @@ def _check_hf_dir(path: Path) -> None:
             "at a folder saved with save_pretrained (config.json and weights) or at a weights file (.safetensors, .pt)",
         )
     check_config_json(path / "config.json", "path")
+    check_side_files(path, "path")
 
 
 @dataclass

@@ -24,7 +24,7 @@ from modelxray.kinds.vision_language import DualEncoder
 from modelxray.kinds.windows import WindowsKind
 from modelxray.models.base import Declared, ModelSource
 from modelxray.models.cache_only import model_kwargs
-from modelxray.models.hf_dir import check_config_json, declared_from_dir, dir_bytes
+from modelxray.models.hf_dir import check_config_json, check_side_files, declared_from_dir, dir_bytes
 from modelxray.models.hf_tasks import has_vocabulary, load_task_model
 from modelxray.models.tokenizers import load_tokenizer
 
@@ -44,6 +44,7 @@ def _check_model_dir(path: Path) -> None:
             "model.name_or_path at a folder saved with save_pretrained (config.json and weights) or at a hub id",
         )
     check_config_json(config, "name_or_path")
+    check_side_files(path, "name_or_path")
 
 
 def load_error(name_or_path: str, exc: Exception) -> ConfigError | None:

@@ -31,6 +31,32 @@ def check_config_json(config: Path, key: str) -> None:
         )
 
 
+# the JSON files a model directory may hold beside config.json (tokenizer, processor, generation)
+SIDE_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+    "generation_config.json",
+)
+
+
+def check_side_files(path: Path, key: str) -> None:
+    """Each JSON file beside the weights that is present parses (milliseconds): a tokenizer.json cut
+    short is one line naming it now, not a traceback once the weights are loaded."""
+    for name in SIDE_FILES:
+        file = path / name
+        if not file.is_file():
+            continue
+        try:
+            json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ConfigError(
+                key, f"{str(file)!r} cannot be read as JSON ({exc}); save the tokenizer or processor again"
+            ) from None
+
+
 def declared_from_dir(path: Path, kind: str, name: str) -> Declared:
     """The kind (``kind``, or from the config's architectures as a load would find it) and the
     learned positions of the model saved in ``path``, from its ``config.json`` alone. Rotary or
