@@ -210,6 +210,7 @@ def test_quality_from_lm_score_logs_the_same_metrics():
     new = q.to_metrics()
     assert {k: new[k] for k in old} == old  # the same names and values ...
     derived = {"perplexity_se", "perplexity_ci_low", "perplexity_ci_high", "perplexity_se_per_token"}
+    derived |= {"accuracy_ci_low", "accuracy_ci_high"}  # a Wilson interval at the windows' effective count
     assert set(new) - set(old) == derived  # ... and derived
     assert list(old) == [
         "loss",
@@ -250,6 +251,8 @@ def test_quality_aggregate_weights_by_tokens_and_takes_perplexity_of_the_pooled_
 
 
 def test_quality_edge_cases_and_rendering():
+    from modelxray.metrics.measurements.quality import wilson_interval
+
     assert Quality(loss=800.0).perplexity == math.inf
     assert math.isnan(Quality(loss=float("nan")).perplexity)
     clf = Quality.from_dict({"loss": 0.3, "accuracy": 0.9, "samples": 50.0, "kl": 0.01})
@@ -258,6 +261,8 @@ def test_quality_edge_cases_and_rendering():
         "perplexity": pytest.approx(math.exp(0.3)),
         "samples": 50.0,
         "accuracy": 0.9,
+        "accuracy_ci_low": pytest.approx(wilson_interval(45, 50)[0]),
+        "accuracy_ci_high": pytest.approx(wilson_interval(45, 50)[1]),
     }
     q = Quality(loss=math.log(12.5), n_scored=10240, accuracy_at={1: 0.412})
     assert str(q) == "perplexity 12.5 (loss 2.5257 nats, top-1 accuracy 0.412), 10,240 tokens scored"
@@ -308,7 +313,8 @@ def test_performance_analyzer_logs_the_same_names_and_draws_from_measurements(tm
     a = PerformanceAnalyzer(speed_batch_sizes=[1, 2], iters=2, warmup=0, layer_timing=False, tail_ratio=1.0)
     r = a.run(subject, RunContext(output_dir=Path(tmp_path), progress=False))
     lat = [*LATENCY_NAMES, "tokens_per_s", "batches_per_s"]
-    quality = ["loss", "perplexity", "tokens_scored", "accuracy", "top5_accuracy", "top10_accuracy"]
+    quality = ["loss", "perplexity", "tokens_scored", "accuracy", "accuracy_ci_low", "accuracy_ci_high"]
+    quality += ["top5_accuracy", "top10_accuracy"]
     memory = ["param_bytes", "buffer_bytes", "num_parameters", "peak_rss_bytes", "rss_bytes"]
     errors = ["loss_se", "perplexity_se", "perplexity_ci_low", "perplexity_ci_high", "accuracy_se"]
     errors += ["loss_se_per_token", "perplexity_se_per_token", "windows_scored"]

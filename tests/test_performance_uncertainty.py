@@ -102,7 +102,10 @@ def test_a_language_model_reports_its_perplexity_interval_and_points_to_the_pair
     text = perf_insights.performance_insights(result, PerformanceAnalyzer())[0]
     low, high = math.exp(2.5 - Z_95 * 0.02), math.exp(2.5 + Z_95 * 0.02)
     assert text.startswith(f"Perplexity {math.exp(2.5):.3f} (95% CI {low:.4g}-{high:.4g}; loss 2.5000 ± 0.0200 nats")
-    assert "4,000 scored tokens in 16 windows" in text and "accuracy 0.400 ± 0.010" in text
+    # the accuracy's Wilson interval at the effective count its windowed standard error implies:
+    # p(1-p)/se^2 = 0.24/0.0001 = 2,400 tokens' worth
+    lo, hi = wilson_interval(0.4 * 2400, 2400)
+    assert "4,000 scored tokens in 16 windows" in text and f"accuracy 0.400 (95% interval {lo:.3f}-{hi:.3f})" in text
     assert perf_insights.unpaired_lm_note(result, {}) == []
     quant = Result("quant", data={"method": "rtn"})
     (note,) = perf_insights.unpaired_lm_note(result, {"quant": quant})
@@ -121,7 +124,9 @@ def test_quality_intervals_are_the_measurements_own():
     lm = _intervals(perf_plots.quality_intervals(_lm_result()))
     ppl = math.exp(2.5)
     assert lm["perplexity"] == pytest.approx((ppl, math.exp(2.5 - Z_95 * 0.02), math.exp(2.5 + Z_95 * 0.02)))
-    assert lm["top-1 accuracy"] == pytest.approx((0.4, 0.4 - Z_95 * 0.01, 0.4 + Z_95 * 0.01))
+    # Wilson at the effective count of the windowed error (p(1-p)/se^2 = 2,400), close to 0.4 -+ 1.96 se here
+    assert lm["top-1 accuracy"] == pytest.approx((0.4, *wilson_interval(960, 2400)))
+    assert lm["top-1 accuracy"][1:] == pytest.approx((0.4 - Z_95 * 0.01, 0.4 + Z_95 * 0.01), abs=5e-4)
     assert "top-5 accuracy" not in lm  # no error for it: not drawn, so no bar reads as certainty
 
     clf = _classifier_result()
@@ -208,3 +213,21 @@ def test_a_quantized_classifier_run_reports_its_paired_change(tmp_path):
         "indistinguishable" if abs(m["delta_accuracy"]) <= 2 * m["delta_accuracy_se"] else "beyond its uncertainty"
     )
     assert verdict in text and f"{m['delta_accuracy']:+.4f} ± {m['delta_accuracy_se']:.4f}" in text
+
+
+def test_a_language_models_accuracy_near_zero_keeps_its_interval_inside_0_1():
+    """Top-1 accuracy 0.001 with a windowed standard error larger than it: share -+ 1.96 se would go
+    below 0; the Wilson interval at the effective count does not (and is what the plot draws)."""
+    from modelxray.analyzers.performance.plots import quality_intervals
+    from modelxray.metrics.measurements.quality import clustered_wilson
+
+    q = Quality(loss=6.0, n_scored=4000, accuracy_at={1: 0.001}, loss_se=0.02, accuracy_se=0.002, windows=16)
+    low, high = q.accuracy_ci95
+    assert 0.0 <= low < 0.001 < high < 0.02
+    n_eff = 0.001 * 0.999 / 0.002**2
+    assert (low, high) == wilson_interval(0.001 * n_eff, n_eff) == clustered_wilson(0.001, 0.002, 4000)
+    assert clustered_wilson(0.0, 0.0, 4000) == wilson_interval(0, 4000)  # no error measured: every token counts
+    result = PerformanceAnalyzer().new_result()
+    result.record("quality", q)
+    (row,) = [r for r in quality_intervals(result) if r["figure"] == "top-1 accuracy"]
+    assert row["low"] == low and row["low"] >= 0

@@ -92,7 +92,8 @@ def _lm_quality(result, q: Quality) -> str:
     loss_err = f" ± {q.loss_se:.4f}" if ci else ""
     bpb = f", {q.bits_per_byte:.3f} bits/byte" if _finite(q.bits_per_byte) else ""
     windows = f" in {int(q.windows):,} windows" if q.windows else ""
-    acc_err = f" ± {q.accuracy_se:.3f}" if _finite(q.accuracy_se) else ""
+    acc_ci = q.accuracy_ci95 if _finite(q.accuracy_se) else None  # Wilson, at the windows' effective count
+    acc_err = f" (95% interval {acc_ci[0]:.3f}-{acc_ci[1]:.3f})" if acc_ci else ""
     predicted = "next-token" if q.name == "perplexity" else "predicted-token"
     on = f", {desc}" if desc else ""
     return (

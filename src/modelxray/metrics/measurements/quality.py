@@ -39,6 +39,16 @@ def wilson_interval(successes: float, n: float, z: float = Z_95) -> tuple[float,
     return low, high
 
 
+def clustered_wilson(share: float, se: float | None, n: float, z: float = Z_95) -> tuple[float, float]:
+    """A Wilson interval for a share measured on ``n`` units that come in clusters (tokens in
+    windows), whose standard error ``se`` was taken with the clusters as units: the Wilson interval
+    at the effective count n_eff = p(1-p) / se^2 (Kish's design effect), at most ``n``. Unlike share -+
+    z se it stays inside [0, 1] and keeps a width at 0 and 1 (where se is 0, n_eff is ``n``)."""
+    var = share * (1 - share)
+    n_eff = min(n, var / se**2) if se and se > 0 and var > 0 else n
+    return wilson_interval(share * n_eff, n_eff, z)
+
+
 def _pooled_se(ses: list[float | None], weights: Sequence[float], total: float) -> float | None:
     """Standard error of a weighted mean of independent estimates: sqrt(sum((w_i / W)^2 se_i^2))."""
     if any(se is None for se in ses):
@@ -115,12 +125,15 @@ class Quality:
 
     @property
     def accuracy_ci95(self) -> tuple[float, float] | None:
-        """95% Wilson score interval of a classifier's top-1 accuracy over its ``n_scored``
-        examples; None for a language model or when the accuracy or count is missing."""
+        """95% Wilson score interval of the top-1 accuracy: over a classifier's ``n_scored``
+        examples; over a language model's tokens at the effective count its window-clustered
+        standard error implies (``clustered_wilson``). None when the accuracy or count is missing."""
         acc, n = self.accuracy, self.n_scored
-        if not self.is_classifier or acc is None or not n or not math.isfinite(acc):
+        if acc is None or not n or not math.isfinite(acc):
             return None
-        return wilson_interval(acc * n, n)
+        if self.is_classifier:
+            return wilson_interval(acc * n, n)
+        return clustered_wilson(acc, self.accuracy_se, n)
 
     @classmethod
     def aggregate(cls, qualities: Sequence[Quality], weights: Sequence[float] | None = None) -> Quality:
