@@ -231,3 +231,12 @@ def test_a_language_models_accuracy_near_zero_keeps_its_interval_inside_0_1():
     result.record("quality", q)
     (row,) = [r for r in quality_intervals(result) if r["figure"] == "top-1 accuracy"]
     assert row["low"] == low and row["low"] >= 0
+
+
+def test_top1_agreement_near_1_is_drawn_inside_0_1():
+    from modelxray.metrics.measurements.quality import clustered_wilson
+
+    result = _lm_result()
+    result.data["quality"]["vs_reference"] = {"top1_agree": 0.999, "top1_agree_se": 0.002, "reference": "x"}
+    row = _intervals(perf_plots.quality_intervals(result))["same top-1 token"]
+    assert row == pytest.approx((0.999, *clustered_wilson(0.999, 0.002, 4000))) and row[2] <= 1.0

@@ -100,6 +100,17 @@ _FIGURES = {
 }
 
 
+def _share_interval(record: dict, key: str, n) -> tuple[float, float] | None:
+    """The Wilson interval of the share ``record[key]`` over ``n`` units clustered in windows, at the
+    effective count its standard error ``<key>_se`` implies; None without both."""
+    from modelxray.metrics.measurements.quality import clustered_wilson
+
+    share, se = record.get(key), record.get(f"{key}_se")
+    if share is None or se is None or not n or not (math.isfinite(share) and math.isfinite(se)):
+        return None
+    return clustered_wilson(share, se, n)
+
+
 def quality_intervals(result) -> list[dict]:
     """Every quality figure of ``result`` that has a 95% interval, as rows ``{panel, figure, value,
     low, high}``: a language model's perplexity (exp of the loss's interval) and top-1 accuracy
@@ -128,7 +139,8 @@ def quality_intervals(result) -> list[dict]:
         if vs:  # against the reference: the model before quant=, or reference=
             who = "reference" if str(vs.get("reference", "")).startswith("the reference") else "unquantized"
             add(f"ratio to {who}", "perplexity ratio", vs, "ppl_ratio")
-            add(f"agreement with {who}", "same top-1 token", vs, "top1_agree")
+            agree = _share_interval(vs, "top1_agree", q.n_scored)  # Wilson: a share near 1 stays below 1
+            add(f"agreement with {who}", "same top-1 token", vs, "top1_agree", agree)
             add(f"nats vs {who}", "loss change", vs, "delta_loss")
             kl = interval_of(vs, "kl")  # a KL is never below 0
             add(f"nats vs {who}", f"KL({who} || model)", vs, "kl", kl and (max(kl[0], 0.0), kl[1]))
