@@ -412,9 +412,10 @@ def test_what_cannot_stream_is_one_line_before_any_weight_is_read(more, message,
         _run(llama_dir, tmp_path, tracking_uri, "runtime.offload=blocks", *more)
 
 
-def test_auto_holds_in_memory_what_cannot_stream_and_says_why(llama_dir, tmp_path, tracking_uri):
-    """Under auto (the default) a model too big for max_memory that cannot stream is held in memory,
-    as before, and the reason says so; a model whose blocks take different masks never streams."""
+def test_auto_refuses_what_exceeds_the_memory_and_cannot_stream_and_says_why(llama_dir, tmp_path, tracking_uri):
+    """Under auto (the default) a model too big for max_memory that cannot stream is refused in one
+    line saying why it cannot stream (runtime.offload=none holds it anyway); a model whose blocks take
+    different masks never streams."""
     import json
     import shutil
 
@@ -423,12 +424,17 @@ def test_auto_holds_in_memory_what_cannot_stream_and_says_why(llama_dir, tmp_pat
 
     overrides = ["model=hf", f"model.name_or_path={llama_dir}", "model.tokenizer=byte", "runtime.max_memory=400KB"]
     components = build_components(api.compose([*overrides, "analyzer=inspect"]))
-    choice = choose_offload(components.settings.runtime, components)
-    assert choice.mode == "none" and choice.reason == (
-        "runtime.offload=auto: the weights (583.8 KiB in float32) exceed the memory this run may use (390.6 KiB: "
-        "runtime.max_memory), but it cannot stream (analyzer=inspect needs the whole model in memory "
-        "(analyzer=bitwidth, analyzer=performance, analyzer=quant_impact, analyzer=robustness stream)), so it is held in memory"
+    with pytest.raises(ConfigError) as err:
+        choose_offload(components.settings.runtime, components)
+    assert str(err.value) == (
+        "model: the model holds 583.8 KiB of weights in float32, more than the memory this run may use (390.6 KiB: "
+        "runtime.max_memory), and it cannot stream block by block (analyzer=inspect needs the whole model in memory "
+        "(analyzer=bitwidth, analyzer=performance, analyzer=quant_impact, analyzer=robustness stream): use "
+        "runtime.offload=none); choose a smaller model or dtype, give more memory (runtime.max_memory), or set "
+        "runtime.offload=none to hold it in memory anyway"
     )
+    components = build_components(api.compose([*overrides, "analyzer=inspect", "runtime.offload=none"]))
+    assert choose_offload(components.settings.runtime, components).mode == "none"  # asked for: held anyway
     mixed = tmp_path / "mixed"
     shutil.copytree(llama_dir, mixed)
     config = json.loads((mixed / "config.json").read_text())
@@ -460,3 +466,16 @@ def test_the_dashboard_panel_of_a_streamed_run_says_what_it_did_instead_of_empty
     ax = Figure().subplots()
     panel(ax, Result("performance", data={"streaming": {"summary": "Streamed 3 blocks from disk."}}))
     assert [t.get_text() for t in ax.texts] == ["Streamed 3 blocks from disk."] and not ax.axison
+
+
+def test_a_config_describing_a_model_larger_than_the_machine_is_refused_before_it_is_built(tmp_path):
+    """A config.json alone (no weights: built with random weights) naming a ~1.5 TB model: its size is
+    counted on the meta device and the run stops in one line before anything is allocated."""
+    from transformers import LlamaConfig
+
+    config = LlamaConfig(hidden_size=16384, intermediate_size=53248, num_hidden_layers=100, num_attention_heads=128,
+                         vocab_size=128000, architectures=["LlamaForCausalLM"])  # fmt: skip
+    config.save_pretrained(tmp_path / "huge")
+    with pytest.raises(ConfigError, match=r"^model: the model holds 1\.\d+ TiB of weights in float32, more than the"):
+        api.analyze(["model=hf", f"model.name_or_path={tmp_path / 'huge'}", "model.tokenizer=byte", "tracker=none"],
+                    output_dir=tmp_path / "out")  # fmt: skip

@@ -72,7 +72,9 @@ def choose_offload(runtime, components) -> OffloadChoice:
     except ConfigError as exc:
         if asked == BLOCKS:
             raise
-        return OffloadChoice(IN_MEMORY, f"runtime.offload=auto: this model is read whole ({exc.message.split(';')[0]})")
+        why = exc.message.split(";")[0]
+        _refuse_too_large(runtime, components.model.estimated_bytes(), components.model.dtype, why)
+        return OffloadChoice(IN_MEMORY, f"runtime.offload=auto: this model is read whole ({why})")
     import torch
 
     size = torch.empty((), dtype=components.model.torch_dtype()).element_size()
@@ -101,9 +103,24 @@ def choose_offload(runtime, components) -> OffloadChoice:
     choice = OffloadChoice(BLOCKS, reason, **sizes)
     refusals = why_not_streamed(components, choice, block_name)
     if refusals:
-        _, what, _ = refusals[0]
-        return OffloadChoice(IN_MEMORY, f"{reason}, but it cannot stream ({what}), so it is held in memory", **sizes)
+        _, what, instead = refusals[0]
+        _refuse_too_large(runtime, total, dtype, f"it cannot stream block by block ({what}: {instead})")
     return choice
+
+
+def _refuse_too_large(runtime, size: int | None, dtype: str, why_not_streamed: str) -> None:
+    """A model larger than the memory the run may use, which cannot stream, is refused before anything
+    is built: one line with its size, the limit and why it cannot stream (``runtime.offload=none``
+    holds it in memory anyway)."""
+    limit, where = memory_limit(runtime)
+    if size is None or size <= limit:
+        return
+    raise ConfigError(
+        "model",
+        f"the model holds {human_bytes(size)} of weights in {dtype}, more than the memory this run may use "
+        f"({human_bytes(limit)}: {where}), and {why_not_streamed}; choose a smaller model or dtype, give more "
+        "memory (runtime.max_memory), or set runtime.offload=none to hold it in memory anyway",
+    )
 
 
 def refuse_oversized_torchscript(runtime, model) -> None:

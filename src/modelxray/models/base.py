@@ -76,6 +76,11 @@ class ModelSource(Configurable):
             f"time; {type(self).__name__} models are read whole: use runtime.offload=none",
         )
 
+    def estimated_bytes(self) -> int | None:
+        """The model's parameter and buffer bytes at ``dtype`` from its config alone, before anything is
+        built or read; None where the source cannot tell (the run then checks nothing before loading)."""
+        return None
+
     def load_streamed(self, hidden_budget: int | None, reason: str) -> LoadedModel:  # pragma: no cover
         """The model built on the meta device with its weights left on disk (``LoadedModel.stream``)."""
         raise NotImplementedError

@@ -242,6 +242,20 @@ class HFSource(ModelSource):
 
         return block_weights(self)
 
+    def estimated_bytes(self) -> int | None:
+        """A local directory's model, counted from its config.json on the meta device."""
+        import torch
+
+        from modelxray.models.config_size import parameter_count
+
+        local = Path(os.path.expanduser(self.name_or_path))
+        if not (local / "config.json").is_file():
+            return None
+        kind = self.declared().kind
+        count = parameter_count(local, getattr(kind, "auto_class", None))
+        size = getattr(getattr(torch, str(self.dtype), None), "itemsize", 4)  # float32 for auto
+        return None if count is None else count * size
+
     def load_streamed(self, hidden_budget: int | None, reason: str) -> LoadedModel:
         from modelxray.models.hf_streamed import load_streamed
 
