@@ -11,6 +11,7 @@ are read from the ``conf/`` directory, and the composed config is printed by Hyd
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -25,6 +26,9 @@ from modelxray.core.errors import ConfigError, JobKilled, OutputError
 from modelxray.core.failures import collecting, collecting_here, report_failure
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
+# what the operating system says of a path the run cannot write: no such folder, not a folder, no
+# permission, a read-only file system, a full disk or quota
+UNWRITABLE = (errno.ENOENT, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT)
 HELP_FLAGS = ("--help", "-h")
 CONFIG_DIR_FLAGS = ("--config-dir", "-cd")
 INFO_FLAGS, INFO_TOPICS = (
@@ -188,6 +192,16 @@ def _sweep_goes_on(exc: BaseException) -> None:
     print(f"modelxray: job #{hc.job.num} ({overrides}) FAILED; the sweep goes on with its other jobs", file=sys.stderr)
 
 
+def unwritable(exc: OSError) -> str:
+    """One line for a folder or file the run cannot write: a run folder under /proc or under a file, a
+    read-only or full disk (Hydra makes the run folder before any check of ours could)."""
+    where = exc.filename or "a file of the run"
+    return (
+        f"cannot write {where}: {exc.strerror or exc}; choose a folder you can write (hydra.run.dir=..., "
+        "hydra.sweep.dir=..., tracker.uri=...) or free some space"
+    )
+
+
 def normalize_argv(argv: list[str]) -> list[str]:
     """Hydra's parser wants its flags (``-m``, ``--config-dir DIR`` ...) before the overrides, which
     must stand together; accept flags anywhere on the line. ``-m`` counts once."""
@@ -273,6 +287,11 @@ def main(argv: list[str] | None = None) -> int:
             hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)()
     except (HydraException, OmegaConfBaseException, ConfigError) as exc:  # composing failed, or the guard refused
         say_error(exc)
+        return 2
+    except OSError as exc:
+        if exc.errno not in UNWRITABLE:
+            raise
+        print(f"modelxray: error: {unwritable(exc)}", file=sys.stderr)  # a run that started has its traceback
         return 2
     except (JobKilled, KeyboardInterrupt) as exc:
         how = f"by {exc}" if isinstance(exc, JobKilled) else "by Ctrl-C"

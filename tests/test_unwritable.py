@@ -1,0 +1,24 @@
+"""A run folder the run cannot write (under a file, under /proc, a read-only or full disk) is one
+line and exit 2, not a traceback from the folder Hydra makes before any check of ours."""
+
+from __future__ import annotations
+
+import errno
+
+from modelxray.cli import main, unwritable
+
+
+def test_a_run_folder_under_a_file_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("")
+    assert main(["debug=tiny", f"hydra.run.dir={tmp_path / 'afile' / 'run'}"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (
+        f"modelxray: error: cannot write {tmp_path / 'afile' / 'run'}: Not a directory; choose a folder you can "
+        "write (hydra.run.dir=..., hydra.sweep.dir=..., tracker.uri=...) or free some space"
+    )
+
+
+def test_a_full_disk_is_said_in_one_line():
+    exc = OSError(errno.ENOSPC, "No space left on device", "/data/mlruns/1/abc/artifacts/report.md")
+    assert unwritable(exc).startswith("cannot write /data/mlruns/1/abc/artifacts/report.md: No space left on device;")
