@@ -22,3 +22,16 @@ def test_a_run_folder_under_a_file_is_one_line(tmp_path, capsys, monkeypatch):
 def test_a_full_disk_is_said_in_one_line():
     exc = OSError(errno.ENOSPC, "No space left on device", "/data/mlruns/1/abc/artifacts/report.md")
     assert unwritable(exc).startswith("cannot write /data/mlruns/1/abc/artifacts/report.md: No space left on device;")
+
+
+def test_a_gguf_option_given_another_weights_file_is_one_line(tmp_path):
+    import pytest
+    import torch
+    from safetensors.torch import save_file
+
+    import modelxray
+    from modelxray.core.errors import ConfigError
+
+    save_file({"a": torch.zeros(2)}, str(tmp_path / "x.safetensors"))
+    with pytest.raises(ConfigError, match=r"^reference.path: '.*x.safetensors' is no GGUF file"):
+        modelxray.analyze(["debug=tiny", "reference=gguf", f"reference.path={tmp_path / 'x.safetensors'}"])

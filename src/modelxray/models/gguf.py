@@ -52,6 +52,14 @@ class GGUFSource(ModelSource):
             p = Path(os.path.expanduser(self.path))
             if not p.is_file():
                 raise ConfigError("path", f"GGUF file {self.path!r} does not exist")
+            with p.open("rb") as f:  # four bytes: a safetensors or .pt file given here is said at once
+                magic = f.read(4)
+            if magic != b"GGUF":
+                raise ConfigError(
+                    "path",
+                    f"{self.path!r} is no GGUF file (it does not start with the bytes GGUF); "
+                    "other weight files load through model=file (or reference=file)",
+                )
             return p
         spec = importlib.util.find_spec(self.package)  # finds the files without importing the package
         if spec is None or not spec.submodule_search_locations:
