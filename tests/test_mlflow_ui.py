@@ -349,7 +349,7 @@ def test_a_sweep_without_new_runs_fails_only_when_a_job_failed(tmp_path):
     with collecting():
         report_failure("job #1")
         assert summarize(parent, tracker, "s1", config, ["performance/perplexity"], []) == "FAILED"
-    assert "1 job(s) failed: job #1" in parent.texts["comparison.md"]
+    assert "## Failed jobs (1)\n\n- job #1" in parent.texts["comparison.md"]
 
 
 def test_a_dataset_row_made_by_a_parallel_job_is_linked_after_the_lost_insert(tmp_path, monkeypatch):

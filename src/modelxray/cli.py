@@ -24,6 +24,7 @@ from omegaconf.errors import OmegaConfBaseException
 from modelxray.config.overrides import FORCE_PREFIX, check_overrides, forced_overrides, group_options
 from modelxray.core.errors import ConfigError, JobKilled, OutputError
 from modelxray.core.failures import collecting, collecting_here, report_failure
+from modelxray.tracking.redact import install_log_redaction, redact_text
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 # what the operating system says of a path the run cannot write: no such folder, not a folder, no
@@ -126,6 +127,7 @@ def task(cfg: DictConfig) -> dict[str, float]:
     """Hydra task function: one job. Config errors end the process with one line and exit code 2."""
     from modelxray.config.components import validate_config
 
+    install_log_redaction()  # again: a job a launcher runs in its own process never passed through main
     try:
         components = validate_config(cfg)  # every check that needs no model, before the heavy imports
         components.tracker.check()  # the store, once: a dead server fails now, not after minutes of retries
@@ -186,7 +188,7 @@ def _sweep_goes_on(exc: BaseException) -> None:
     from hydra.core.hydra_config import HydraConfig
 
     hc = HydraConfig.get()
-    overrides = " ".join(o.removeprefix(FORCE_PREFIX) for o in hc.overrides.task)
+    overrides = redact_text(" ".join(o.removeprefix(FORCE_PREFIX) for o in hc.overrides.task))
     first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
     report_failure(f"job #{hc.job.num} ({overrides}): {first[:300]}")
     print(f"modelxray: job #{hc.job.num} ({overrides}) FAILED; the sweep goes on with its other jobs", file=sys.stderr)
@@ -247,7 +249,7 @@ def say_error(exc: BaseException) -> None:
     key = getattr(exc, "full_key", None)
     if isinstance(exc, OmegaConfBaseException) and key and not text.startswith(f"{key}:"):
         text = f"{key}: {text}"
-    print(f"modelxray: error: {text}", file=sys.stderr)
+    print(f"modelxray: error: {redact_text(text)}", file=sys.stderr)
 
 
 def _config_dirs(args: list[str]) -> list[Path]:
@@ -266,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     from modelxray.core.schema import register_schema
 
     register_schema()
+    install_log_redaction()  # Hydra's lines name each job's overrides: secrets are masked in every log line
     typed = normalize_argv(sys.argv[1:] if argv is None else list(argv))
     try:
         check_overrides(typed, [conf_dir(), *_config_dirs(typed)], multirun=any(a in MULTIRUN_FLAGS for a in typed))

@@ -37,7 +37,7 @@ def sync_run(folder: str | Path, uri: str | None = None, experiment: str | None 
         raise ConfigError("--uri", f"{folder} names no tracking store: give one (--uri sqlite:///mlflow.db)")
     config = run_info.get("config", {})
     tracker = MlflowTracker(uri=uri, experiment=experiment or where.get("experiment") or "modelxray")
-    tracker.redactor = Redactor.of_config(config)
+    tracker.redactor = Redactor.of_config(_as_typed(folder, config))  # the values only the typed config knows
     tracker.check()
     run_id = where.get("run_id")  # looked for in the target store, wherever it is served now
     run = None
@@ -70,3 +70,17 @@ def _where(folder: Path, *names: str) -> dict[str, Any]:
 def _tags(run_info: dict) -> dict[str, str]:
     overrides = run_info.get("overrides") or []
     return {"modelxray.overrides": " ".join(map(str, overrides))} if overrides else {}
+
+
+def _as_typed(folder: Path, config: dict) -> dict:
+    """The run's config as Hydra wrote it (``.hydra/config.yaml``, where secrets stand in clear), so
+    the store's copy is masked the same way as the run's own upload was; else the saved (masked) one."""
+    typed = folder / ".hydra" / "config.yaml"
+    if not typed.is_file():
+        return config
+    from omegaconf import OmegaConf
+
+    try:
+        return OmegaConf.to_container(OmegaConf.load(typed), resolve=False)
+    except Exception:  # noqa: BLE001 - an unreadable copy: the saved config still masks by name and shape
+        return config

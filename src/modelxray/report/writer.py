@@ -14,6 +14,7 @@ from modelxray.core.files import write_file
 from modelxray.report.insights import collect_insights
 from modelxray.report.markdown import display_name, insights_report, summary_report
 from modelxray.report.result_file import check_entry, save_result
+from modelxray.tracking.redact import Redactor
 
 log = logging.getLogger(__name__)  # the run's log (run.log): a line per stage written, one for the report
 
@@ -115,17 +116,20 @@ def write_reports(
             except Exception as exc:  # noqa: BLE001
                 plot_errors["dashboard"] = f"{type(exc).__name__}: {exc}"
     files = [p for w in in_order for p in w.paths if p not in plot_files]
+    # the report shows the config and the overrides: their secrets masked, as in the tracking store
+    redactor = Redactor.of_config(run.get("config"))
+    run = redactor.tree(run)
     payload = {"run": run, "results": {n: r.to_json() for n, r in results.items()}, "plot_errors": plot_errors}
     p = out_dir / "analysis_results.json"
-    write_file(p, json.dumps(_jsonable(payload), indent=2))
+    write_file(p, redactor.text(json.dumps(_jsonable(payload), indent=2)))
     files.append(p)
     rel_plots = [f"plots/{f.name}" for f in plot_files]
     p = out_dir / "summary_report.md"
-    write_file(p, summary_report(run, results, rel_plots))
+    write_file(p, redactor.text(summary_report(run, results, rel_plots)))
     files.append(p)
     sections = collect_insights(results)
     p = out_dir / "insights.md"
-    write_file(p, insights_report(run["model"]["name"], sections, run["model"].get("notes", [])))
+    write_file(p, redactor.text(insights_report(run["model"]["name"], sections, run["model"].get("notes", []))))
     files.append(p)
     log.info("report written: %s", out_dir / "summary_report.md")
     return files + plot_files

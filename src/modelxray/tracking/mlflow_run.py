@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from modelxray.tracking.redact import Redactor, redact
-
-TEXT_SUFFIXES = (".yaml", ".yml", ".json", ".md", ".txt", ".csv", ".log", ".html", ".tsv")  # redacted before upload
+from modelxray.tracking.redact import URI_CREDS, Redactor, redact_text
 
 PID_TAG = "modelxray.pid"  # the process logging the run, with the ``host`` tag: is a RUNNING run alive?
 DONE_TAG = "modelxray.analyzers_done"  # analyzers whose results the run holds, comma-separated
@@ -26,6 +23,30 @@ DATASET_ATTEMPTS = 4  # a dataset row that parallel jobs create at once: linked 
 
 
 RUN_FILE = "mlflow_run.json"  # in the job's output dir: which run this job logs to (local bookkeeping)
+# the URIs this process logs to, by their form without credentials (the one the run folder keeps)
+_WITH_CREDENTIALS: dict[str, str] = {}
+
+
+def without_credentials(uri: str) -> str:
+    """``uri`` as the run folder keeps it: no ``user:password@`` (MLflow takes them from
+    ``MLFLOW_TRACKING_USERNAME``/``_PASSWORD`` too, and ``sync_run.py --uri`` takes a full URI)."""
+    return URI_CREDS.sub(lambda m: m.group("scheme"), uri)
+
+
+@contextmanager
+def no_run_link_printed():
+    """MLflow prints "View run ... at <URL>" when a run on a server ends, credentials and all, to
+    stdout (the console, a SLURM log): not printed (modelxray prints its own link, without them)."""
+    var = "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT"
+    before = os.environ.get(var)
+    os.environ[var] = "true"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = before
 
 
 def end_orphan_run(job_dir: Path, status: str = "KILLED") -> bool:
@@ -39,10 +60,11 @@ def end_orphan_run(job_dir: Path, status: str = "KILLED") -> bool:
     if not path.exists():
         return False
     info = json.loads(path.read_text())
-    client = MlflowClient(tracking_uri=info["uri"])
+    client = MlflowClient(tracking_uri=_WITH_CREDENTIALS.get(info["uri"], info["uri"]))
     if client.get_run(info["run_id"]).info.status != "RUNNING":
         return False
-    client.set_terminated(info["run_id"], status=status)
+    with no_run_link_printed():
+        client.set_terminated(info["run_id"], status=status)
     return True
 
 
@@ -72,6 +94,17 @@ def _unreachable(exc: BaseException) -> bool:
     return isinstance(exc, MlflowException) and any(
         s in text for s in ("Max retries exceeded", "API request to", "Connection refused", "timed out")
     )
+
+
+def _text_of(path: Path) -> str | None:
+    """The file's text, or None for a binary file (a NUL byte in its first 8 KiB, or not UTF-8)."""
+    try:
+        with open(path, "rb") as f:
+            if b"\0" in f.read(8192):
+                return None
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _to_store(method):
@@ -104,6 +137,7 @@ class MlflowRun:
         self.folder: Path | None = None  # the run folder (``record``)
         self._sent: dict[Path, tuple[int, int]] = {}  # file -> (mtime, size) when it was logged
         self.monitor = None  # MLflow's system-metrics monitor, with tracker.system_metrics
+        _WITH_CREDENTIALS[without_credentials(uri)] = uri  # a launcher ending a killed job's run reaches it
 
     @_to_store
     def log_params(self, params: dict[str, str]) -> None:
@@ -163,13 +197,10 @@ class MlflowRun:
 
     @contextmanager
     def _redacted(self, path: Path):
-        """``path``, or where it holds text with a secret, a redacted copy of the same name."""
-        if path.suffix.lower() not in TEXT_SUFFIXES:
-            yield path
-            return
-        try:
-            text = path.read_text()
-        except (OSError, UnicodeDecodeError):
+        """``path``, or where it holds text with a secret, a redacted copy of the same name. Text is
+        known by its content, not its name: a run folder may hold any file (``job.out``, ``.ini``)."""
+        text = _text_of(path)
+        if text is None:
             yield path
             return
         clean = self.redactor.text(text)
@@ -216,10 +247,10 @@ class MlflowRun:
         from mlflow.entities import Dataset, DatasetInput, InputTag
 
         dataset = Dataset(
-            name=identity.name,
+            name=self.redactor.text(identity.name),
             digest=identity.digest,
             source_type=identity.source_type,
-            source=json.dumps({"uri": identity.source}),
+            source=json.dumps({"uri": self.redactor.text(identity.source)}),
             schema=json.dumps({"mlflow_colspec": [{"name": k, "type": v} for k, v in identity.schema.items()]}),
             profile=json.dumps({"num_rows": next(iter(identity.size.values()), 0), **identity.size}),
         )
@@ -240,7 +271,8 @@ class MlflowRun:
         if self.monitor is not None:  # its last samples are flushed before the run ends
             self.monitor.finish()
             self.monitor = None
-        self.client.set_terminated(self.run_id, status=status)
+        with no_run_link_printed():
+            self.client.set_terminated(self.run_id, status=status)
 
     @_to_store
     def reopen(self) -> None:
@@ -252,7 +284,7 @@ class MlflowRun:
         import json
 
         self.folder = Path(folder)
-        info = {"uri": self.uri, "run_id": self.run_id, "experiment": self.experiment}
+        info = {"uri": without_credentials(self.uri), "run_id": self.run_id, "experiment": self.experiment}
         (self.folder / RUN_FILE).write_text(json.dumps(info))
 
     def hurry(self) -> None:
@@ -266,19 +298,20 @@ class MlflowRun:
         import sys
 
         self.offline = True
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        first = self.redactor.text((str(exc).strip().splitlines() or [type(exc).__name__])[0])[:200]
         where = self.folder or Path(".")
         print(
-            f"modelxray: the tracking server {redact({'uri': self.uri})['uri']} stopped answering ({call}: {first}); "
+            f"modelxray: the tracking server {redact_text(self.uri)} stopped answering ({call}: {first}); "
             f"the analysis goes on and is kept in {where}; send it later: python scripts/sync_run.py {where}",
             file=sys.stderr,
         )
         if self.folder is not None:
-            info = {"uri": self.uri, "run_id": self.run_id, "experiment": self.experiment, "failed_call": call}
+            info = {"uri": without_credentials(self.uri), "run_id": self.run_id, "experiment": self.experiment}
+            info["failed_call"] = call
             (self.folder / UNSYNCED_FILE).write_text(json.dumps({**info, "error": first}))
 
     def describe(self) -> str:
-        where = f"MLflow run {self.run_id} in experiment {self.experiment!r} at {redact({'uri': self.uri})['uri']}"
+        where = f"MLflow run {self.run_id} in experiment {self.experiment!r} at {redact_text(self.uri)}"
         if self.offline:
             where += (
                 f" (NOT SYNCED: the server stopped answering; send it with python scripts/sync_run.py {self.folder})"
@@ -291,7 +324,7 @@ class MlflowRun:
         if self.offline:
             return None
         experiment_id = self.client.get_run(self.run_id).info.experiment_id
-        base = re.sub(r"//[^/@]*@", "//", self.uri) if self.uri.startswith(("http://", "https://")) else UI_DEFAULT
+        base = without_credentials(self.uri) if self.uri.startswith(("http://", "https://")) else UI_DEFAULT
         return ui_url(base, experiment_id, run_id or self.run_id)
 
     @_to_store
@@ -306,5 +339,5 @@ class MlflowRun:
             return ""
         experiment_id = self.client.get_run(self.run_id).info.experiment_id
         if self.uri.startswith(("http://", "https://")):
-            return ui_url(re.sub(r"//[^/@]*@", "//", self.uri), experiment_id)  # no credentials in a printed link
-        return f"mlflow ui --backend-store-uri {self.uri}  then  {ui_url(UI_DEFAULT, experiment_id)}"
+            return ui_url(without_credentials(self.uri), experiment_id)  # no credentials in a printed link
+        return f"mlflow ui --backend-store-uri {redact_text(self.uri)}  then  {ui_url(UI_DEFAULT, experiment_id)}"

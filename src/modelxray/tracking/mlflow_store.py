@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 from modelxray.core.errors import ConfigError
-from modelxray.tracking.redact import redact
+from modelxray.tracking.redact import redact_text
 
 # a tracking server must answer GET /health within this many seconds (MLflow's client would retry
 # an unreachable server for minutes before failing)
@@ -90,7 +90,7 @@ def check_server(uri: str) -> None:
     health = urllib.parse.urlunsplit((parts.scheme, netloc, parts.path.rstrip("/") + "/health", "", ""))
     why = health_problem(health, SERVER_PROBE_TIMEOUT_S)
     if why is not None:
-        shown = redact({"uri": uri})["uri"]
+        shown = redact_text(uri)
         raise ConfigError(
             "tracker.uri",
             f"no MLflow server answers at {shown} ({why}); start one (scripts/mlflow_server.sh) "

@@ -42,7 +42,7 @@ from modelxray.tracking.mlflow_store import (
     get_or_create_experiment,
     store_template,
 )
-from modelxray.tracking.redact import Redactor
+from modelxray.tracking.redact import Redactor, secret_values
 
 ARTIFACTS_DIR = "mlruns"  # next to a SQLite file: <folder>/mlruns/<experiment>/<run id>/artifacts
 _CHECKED: set[tuple[str, str | None]] = set()  # (store, artifact location) pairs check() passed in this process
@@ -255,7 +255,7 @@ class MlflowTracker(Configurable):
 
         client = MlflowClient(tracking_uri=self.store_uri)
         client.update_run(run_id, status="RUNNING")
-        run = MlflowRun(client, run_id, self.uri, self.experiment, self.redactor)
+        run = MlflowRun(client, run_id, self.uri, self.experiment, self.run_redactor())
         run.set_tags({**tags, PID_TAG: str(os.getpid())})
         return self._watched(run)
 
@@ -266,12 +266,19 @@ class MlflowTracker(Configurable):
         client = MlflowClient(tracking_uri=self.store_uri)
         experiment_id = get_or_create_experiment(client, self.experiment, self.resolved_artifact_location())
         name = self.run_name or run_name
+        redactor = self.run_redactor()
         run = client.create_run(
             experiment_id,
-            run_name=self.redactor.text(name) if name else name,
-            tags=self.redactor.pairs({**tags, **self.tags, PID_TAG: str(os.getpid())}),
+            run_name=redactor.text(name) if name else name,
+            tags=redactor.pairs({**tags, **self.tags, PID_TAG: str(os.getpid())}),
         )
-        return self._watched(MlflowRun(client, run.info.run_id, self.uri, self.experiment, self.redactor))
+        return self._watched(MlflowRun(client, run.info.run_id, self.uri, self.experiment, redactor))
+
+    def run_redactor(self) -> Redactor:
+        """The run config's secrets (``redactor``) and this tracker's own (its tags', its URI's): a
+        tracker built without the run's config (a sweep's parent run) still knows those."""
+        own = secret_values({"tags": dict(self.tags), "uri": self.uri})
+        return Redactor([*self.redactor.secrets, *own])
 
     def _watched(self, run: MlflowRun) -> MlflowRun:
         """With ``system_metrics``, MLflow's monitor samples the machine in a thread until the run ends."""

@@ -22,6 +22,7 @@ from typing import Any
 import pandas as pd
 
 from modelxray.metrics.pareto import pareto_front
+from modelxray.tracking.redact import redact_text
 
 SUMMARY_TAG = "modelxray.summary"  # comparison runs logged by scripts/compare_runs.py
 
@@ -134,7 +135,7 @@ def load_runs(
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
-        raise KeyError(f"no MLflow experiment {experiment!r} at {uri}")
+        raise KeyError(f"no MLflow experiment {experiment!r} at {redact_text(uri)}")
     filters = []
     if sweep_id:
         filters.append(f"tags.`modelxray.sweep_id` = '{sweep_id}'")
