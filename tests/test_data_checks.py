@@ -354,3 +354,41 @@ def test_a_tokenizer_json_that_is_not_json_is_one_line_before_the_model_loads(op
         modelxray.analyze(
             [f"model={option}", f"model.{key}={tmp_path / 'm'}", "tracker=none"], output_dir=tmp_path / "o"
         )
+
+
+def test_a_text_too_short_to_score_is_one_line_before_the_weights(tmp_path, monkeypatch):
+    """The tokenizer alone reads the text before the model loads: one token is nothing to score."""
+    import modelxray
+    from modelxray.models.tiny_gpt2 import TinyGPT2Source
+
+    def never(*_a, **_k):
+        raise AssertionError("the model loaded before the text was checked")
+
+    monkeypatch.setattr(TinyGPT2Source, "load", never)
+    (tmp_path / "one.txt").write_text("a")
+    with pytest.raises(ConfigError, match=r"^dataset: text_files's text is 1 token\(s\) long"):
+        modelxray.analyze(["model=tiny_gpt2", "dataset=text_files", f"dataset.paths=[{tmp_path / 'one.txt'}]",
+                           f"dataset.cache_dir={tmp_path}", "tracker=none"], output_dir=tmp_path / "o")  # fmt: skip
+
+
+def test_a_tokenizer_beyond_the_models_vocabulary_is_one_line_before_the_weights(tmp_path, monkeypatch):
+    """A GPT-2 of 50 tokens given the byte tokenizer (257 ids): the ids would index past the embedding."""
+    from transformers import GPT2Config
+
+    import modelxray
+    from modelxray.models.hf import HFSource
+
+    GPT2Config(n_layer=1, n_embd=32, n_head=2, vocab_size=50, architectures=["GPT2LMHeadModel"]).save_pretrained(
+        tmp_path / "m"
+    )
+
+    def never(*_a, **_k):
+        raise AssertionError("the model loaded before the tokenizer was checked")
+
+    monkeypatch.setattr(HFSource, "load", never)
+    with pytest.raises(
+        ConfigError, match=r"^model.tokenizer: the tokenizer gives ids up to \d+ on .*50-token vocabulary"
+    ):
+        modelxray.analyze(["model=hf", f"model.name_or_path={tmp_path / 'm'}", "model.tokenizer=byte",
+                           "dataset.max_tokens=512", f"dataset.cache_dir={tmp_path}", "tracker=none"],
+                          output_dir=tmp_path / "o")  # fmt: skip

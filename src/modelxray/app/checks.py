@@ -147,6 +147,11 @@ def check_before_load(source, dataset, dataset_chosen: bool = True) -> None:
     check_source = getattr(dataset, "check_source", None)  # data read now, so a bad file is found before the weights
     if check_source is not None:
         check_source()
+    check_tokens = getattr(dataset, "check_tokens", None)  # a language model's text through its tokenizer alone
+    if check_tokens is not None and declared.kind is not None and declared.kind.reads_token_batches:
+        tokenizer = source.tokenizer_alone()
+        if tokenizer is not None:
+            check_tokens(tokenizer, declared.vocab_size)
 
 
 def _said_by(declared) -> str:

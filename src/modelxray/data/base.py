@@ -82,6 +82,27 @@ class TextDataset(Configurable):
     def read_text(self) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def check_tokens(self, tokenizer: Any, vocab_size: int | None = None) -> None:
+        """The text through the model's tokenizer, before the weights load (the ids are cached for the
+        load): too few tokens to score one, or ids beyond the ``vocab_size`` the model's embedding
+        holds (a tokenizer of another model), is one line."""
+        from modelxray.core.errors import ConfigError
+
+        ids = tokenize_cached(self.read_text(), tokenizer, Path(os.path.expanduser(self.cache_dir)) / "tokens")
+        if ids.numel() < MIN_TOKENS:
+            raise ConfigError(
+                "dataset",
+                f"{self.name}'s text is {ids.numel()} token(s) long: a language model needs at least {MIN_TOKENS} "
+                "(one input and one target); give more text",
+            )
+        top = int(ids.max())
+        if vocab_size is not None and top >= vocab_size:
+            raise ConfigError(
+                "model.tokenizer",
+                f"the tokenizer gives ids up to {top:,} on {self.name}, beyond the model's {vocab_size:,}-token "
+                "vocabulary (its config's vocab_size): use the tokenizer the model was trained with",
+            )
+
     def load(self, tokenizer: Any) -> TokenData:
         text = self.read_text()
         all_ids = tokenize_cached(text, tokenizer, Path(os.path.expanduser(self.cache_dir)) / "tokens")

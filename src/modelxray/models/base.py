@@ -30,6 +30,7 @@ class Declared:
     kind: Any  # a kinds.base.Kind (a kind's name is looked up), or None where the config does not say
     max_positions: int | None = None
     where: str = ""  # the file or key that says so, for the error message
+    vocab_size: int | None = None  # the token ids its embedding holds, where the config says
 
     def __post_init__(self) -> None:
         if isinstance(self.kind, str):
@@ -75,6 +76,12 @@ class ModelSource(Configurable):
             f"blocks reads a Hugging Face causal language model saved as safetensors (model=hf) one block at a "
             f"time; {type(self).__name__} models are read whole: use runtime.offload=none",
         )
+
+    def tokenizer_alone(self) -> Any:
+        """The model's tokenizer without its weights (seconds before a load of minutes), so that a text
+        too short to score, or ids beyond the model's vocabulary, are one line before any weight is
+        read; None where the source cannot give it apart (the load then checks)."""
+        return None
 
     def estimated_bytes(self) -> int | None:
         """The model's parameter and buffer bytes at ``dtype`` from its config alone, before anything is

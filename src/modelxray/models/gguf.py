@@ -70,6 +70,18 @@ class GGUFSource(ModelSource):
             raise ConfigError("package", f"package {self.package!r} holds no .gguf file")
         return found[0]
 
+    def tokenizer_alone(self):
+        """The tokenizer of the converted model when this file was loaded before (its cache), else
+        the one the GGUF file's vocabulary builds."""
+        from transformers import AutoTokenizer
+
+        gguf_path = self.resolved_file()
+        if self.use_disk_cache:
+            cached = self._cache_path(gguf_path)
+            if (cached / "tokenizer_config.json").is_file():
+                return AutoTokenizer.from_pretrained(str(cached))
+        return AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+
     def load(self) -> LoadedModel:
         if self.engine == "llama_cpp":
             return implementation("modelxray.models.llama_cpp_engine").load_llama_cpp(self)

@@ -242,6 +242,21 @@ class HFSource(ModelSource):
 
         return block_weights(self)
 
+    def tokenizer_alone(self):
+        """The byte tokenizer, or a local directory's (``model.tokenizer``'s) tokenizer, as the load
+        reads it; None for a hub id or one that does not load (the load says why)."""
+        if self.tokenizer == "byte":
+            return load_tokenizer("byte")
+        local = Path(os.path.expanduser(self.tokenizer or self.name_or_path))
+        if not local.is_dir():
+            return None
+        from transformers import AutoTokenizer
+
+        try:
+            return AutoTokenizer.from_pretrained(str(local), trust_remote_code=self.trust_remote_code)
+        except Exception:  # noqa: BLE001 - the load reports it, with the model
+            return None
+
     def estimated_bytes(self) -> int | None:
         """A local directory's model, counted from its config.json on the meta device."""
         import torch

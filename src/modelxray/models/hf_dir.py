@@ -66,7 +66,14 @@ def declared_from_dir(path: Path, kind: str, name: str) -> Declared:
     config = path / "config.json"
     fields = json.loads(config.read_text(encoding="utf-8"))
     found = chosen_or_found(kind, SimpleNamespace(**{k: fields.get(k) for k in ("model_type", "architectures")}), name)
-    return Declared(found, learned_positions(fields), str(config))
+    return Declared(found, learned_positions(fields), str(config), vocab_of(fields))
+
+
+def vocab_of(fields: dict) -> int | None:
+    """``vocab_size`` of a config's fields (or of its text config's)."""
+    text = fields.get("text_config") if isinstance(fields.get("text_config"), dict) else fields
+    size = text.get("vocab_size") or fields.get("vocab_size")
+    return int(size) if isinstance(size, int) and size > 0 else None
 
 
 def learned_positions(fields: dict) -> int | None:

@@ -32,6 +32,9 @@ class TinyGPT2Source(ModelSource):
     def declared(self) -> Declared:
         return Declared("causal_lm", self.n_positions, "model.n_positions")
 
+    def tokenizer_alone(self):
+        return load_tokenizer(self.tokenizer, "model.tokenizer")
+
     def load(self) -> LoadedModel:
         import torch
         from transformers import GPT2Config, GPT2LMHeadModel
