@@ -35,3 +35,23 @@ def test_a_gguf_option_given_another_weights_file_is_one_line(tmp_path):
     save_file({"a": torch.zeros(2)}, str(tmp_path / "x.safetensors"))
     with pytest.raises(ConfigError, match=r"^reference.path: '.*x.safetensors' is no GGUF file"):
         modelxray.analyze(["debug=tiny", "reference=gguf", f"reference.path={tmp_path / 'x.safetensors'}"])
+
+
+def test_a_store_that_cannot_be_copied_leaves_no_part_file(tmp_path, monkeypatch):
+    import shutil
+
+    import pytest
+
+    from modelxray.tracking import mlflow_store
+
+    template = tmp_path / "template.db"
+    template.write_bytes(b"x" * 100)
+
+    def full(src, dst, **_):
+        open(dst, "wb").write(b"x")  # part of it written, then the disk is full
+        raise OSError(errno.ENOSPC, "No space left on device", str(dst))
+
+    monkeypatch.setattr(shutil, "copyfile", full)
+    with pytest.raises(OSError):
+        mlflow_store.copy_new(template, tmp_path / "mlflow.db")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["template.db"]

@@ -29,10 +29,13 @@ def store_template(folder: Path) -> Path:
     building = folder / f".building-{os.getpid()}-{threading.get_ident()}.db"
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{building}")
-    client.search_experiments()  # creates the schema at this version's head, and the Default experiment
-    client._tracking_client.store.engine.dispose()
-    os.replace(building, template)  # atomic: a parallel process sees no file or a whole one
+    try:
+        client = MlflowClient(tracking_uri=f"sqlite:///{building}")
+        client.search_experiments()  # creates the schema at this version's head, and the Default experiment
+        client._tracking_client.store.engine.dispose()
+        os.replace(building, template)  # atomic: a parallel process sees no file or a whole one
+    finally:
+        building.unlink(missing_ok=True)  # a full disk leaves no half-built store behind
     return template
 
 
@@ -42,18 +45,19 @@ def copy_new(template: Path, db: Path) -> None:
     import sqlite3
 
     partial = db.with_name(f".{db.name}.{os.getpid()}-{threading.get_ident()}.part")
-    shutil.copyfile(template, partial)
-    with sqlite3.connect(partial) as con:  # MLflow's Default experiment keeps its artifacts under ./mlruns
-        con.execute(
-            "UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0", (str(Path.cwd() / "mlruns" / "0"),)
-        )
-    con.close()
     try:
+        shutil.copyfile(template, partial)
+        with sqlite3.connect(partial) as con:  # MLflow's Default experiment keeps its artifacts under ./mlruns
+            con.execute(
+                "UPDATE experiments SET artifact_location = ? WHERE experiment_id = 0",
+                (str(Path.cwd() / "mlruns" / "0"),),
+            )
+        con.close()
         os.link(partial, db)  # fails if db exists: never overwrite a store
     except FileExistsError:
         pass
     finally:
-        partial.unlink(missing_ok=True)
+        partial.unlink(missing_ok=True)  # a full disk leaves no .part file beside the store
 
 
 def folder_name(experiment: str) -> str:
