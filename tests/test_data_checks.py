@@ -366,7 +366,7 @@ def test_a_text_too_short_to_score_is_one_line_before_the_weights(tmp_path, monk
 
     monkeypatch.setattr(TinyGPT2Source, "load", never)
     (tmp_path / "one.txt").write_text("a")
-    with pytest.raises(ConfigError, match=r"^dataset: text_files's text is 1 token\(s\) long"):
+    with pytest.raises(ConfigError, match=r"^dataset.paths: the text of .* is 1 token\(s\) long"):
         modelxray.analyze(["model=tiny_gpt2", "dataset=text_files", f"dataset.paths=[{tmp_path / 'one.txt'}]",
                            f"dataset.cache_dir={tmp_path}", "tracker=none"], output_dir=tmp_path / "o")  # fmt: skip
 

@@ -251,8 +251,6 @@ def test_quality_aggregate_weights_by_tokens_and_takes_perplexity_of_the_pooled_
 
 
 def test_quality_edge_cases_and_rendering():
-    from modelxray.metrics.measurements.quality import wilson_interval
-
     assert Quality(loss=800.0).perplexity == math.inf
     assert math.isnan(Quality(loss=float("nan")).perplexity)
     clf = Quality.from_dict({"loss": 0.3, "accuracy": 0.9, "samples": 50.0, "kl": 0.01})
@@ -261,8 +259,6 @@ def test_quality_edge_cases_and_rendering():
         "perplexity": pytest.approx(math.exp(0.3)),
         "samples": 50.0,
         "accuracy": 0.9,
-        "accuracy_ci_low": pytest.approx(wilson_interval(45, 50)[0]),
-        "accuracy_ci_high": pytest.approx(wilson_interval(45, 50)[1]),
     }
     q = Quality(loss=math.log(12.5), n_scored=10240, accuracy_at={1: 0.412})
     assert str(q) == "perplexity 12.5 (loss 2.5257 nats, top-1 accuracy 0.412), 10,240 tokens scored"

@@ -249,7 +249,7 @@ def test_a_speech_directory_without_a_processor_or_with_a_broken_one_is_one_line
     assert "processor.save_pretrained(DIR)" in str(e.value) and "\n" not in str(e.value)
     (bare / "processor_config.json").write_text("{")
     with pytest.raises(
-        ConfigError, match=r"^model.name_or_path: cannot load the feature extractor of .*not a valid JSON"
+        ConfigError, match=r"name_or_path: '.*processor_config.json' cannot be read as JSON"
     ):
         HFSource(name_or_path=str(bare), device="cpu").load()
 

@@ -93,6 +93,9 @@ def test_classifier_quality_names_its_metrics_and_never_a_perplexity():
     # a language model keeps its perplexity and gets no interval (its tokens are not independent)
     lm = Quality(loss=2.0, n_scored=100, accuracy_at={1: 0.5})
     assert "perplexity" in lm.to_metrics() and lm.accuracy_ci95 is None and "accuracy_ci_low" not in lm.to_metrics()
+    # with its windows' standard error: a Wilson interval at the effective count (0.25 / 0.1^2 = 25)
+    windowed = Quality(loss=2.0, n_scored=100, accuracy_at={1: 0.5}, accuracy_se=0.1)
+    assert windowed.accuracy_ci95 == pytest.approx(wilson_interval(12.5, 25))
 
 
 def test_speed_of_examples_counts_examples_per_second():

@@ -90,11 +90,7 @@ class TextDataset(Configurable):
 
         ids = tokenize_cached(self.read_text(), tokenizer, Path(os.path.expanduser(self.cache_dir)) / "tokens")
         if ids.numel() < MIN_TOKENS:
-            raise ConfigError(
-                "dataset",
-                f"{self.name}'s text is {ids.numel()} token(s) long: a language model needs at least {MIN_TOKENS} "
-                "(one input and one target); give more text",
-            )
+            raise self.too_short(int(ids.numel()))
         top = int(ids.max())
         if vocab_size is not None and top >= vocab_size:
             raise ConfigError(
@@ -102,6 +98,16 @@ class TextDataset(Configurable):
                 f"the tokenizer gives ids up to {top:,} on {self.name}, beyond the model's {vocab_size:,}-token "
                 "vocabulary (its config's vocab_size): use the tokenizer the model was trained with",
             )
+
+    def too_short(self, n_tokens: int) -> Exception:
+        """The one line for a text of ``n_tokens``, fewer than one input and one target."""
+        from modelxray.core.errors import ConfigError
+
+        return ConfigError(
+            "dataset",
+            f"{self.name}'s text is {n_tokens} token(s) long: a language model needs at least {MIN_TOKENS} "
+            "(one input and one target); give more text",
+        )
 
     def load(self, tokenizer: Any) -> TokenData:
         text = self.read_text()

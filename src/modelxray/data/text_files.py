@@ -55,10 +55,11 @@ class TextFiles(TextDataset):
         """The token stream, refused in one line when it is too short to score a single token."""
         data = super().load(tokenizer)
         if data.available_tokens < MIN_TOKENS:
-            raise ConfigError(
-                "dataset.paths", f"the text of {self._shown()} is {data.available_tokens} token(s) long; {MIN_TEXT}"
-            )
+            raise self.too_short(data.available_tokens)
         return data
+
+    def too_short(self, n_tokens: int) -> Exception:
+        return ConfigError("dataset.paths", f"the text of {self._shown()} is {n_tokens} token(s) long; {MIN_TEXT}")
 
     def files(self) -> list[str]:
         found = {p for pat in self.paths for p in glob.glob(os.path.expanduser(pat), recursive=True)}

@@ -127,12 +127,15 @@ class Quality:
     def accuracy_ci95(self) -> tuple[float, float] | None:
         """95% Wilson score interval of the top-1 accuracy: over a classifier's ``n_scored``
         examples; over a language model's tokens at the effective count its window-clustered
-        standard error implies (``clustered_wilson``). None when the accuracy or count is missing."""
+        standard error implies (``clustered_wilson``). None when the accuracy, the count or (a
+        language model's) standard error is missing."""
         acc, n = self.accuracy, self.n_scored
         if acc is None or not n or not math.isfinite(acc):
             return None
         if self.is_classifier:
             return wilson_interval(acc * n, n)
+        if self.accuracy_se is None:  # tokens are not independent: without the windows' error, no interval
+            return None
         return clustered_wilson(acc, self.accuracy_se, n)
 
     @classmethod
