@@ -248,9 +248,7 @@ def test_a_speech_directory_without_a_processor_or_with_a_broken_one_is_one_line
         HFSource(name_or_path=str(bare), device="cpu").load()
     assert "processor.save_pretrained(DIR)" in str(e.value) and "\n" not in str(e.value)
     (bare / "processor_config.json").write_text("{")
-    with pytest.raises(
-        ConfigError, match=r"name_or_path: '.*processor_config.json' cannot be read as JSON"
-    ):
+    with pytest.raises(ConfigError, match=r"name_or_path: '.*processor_config.json' cannot be read as JSON"):
         HFSource(name_or_path=str(bare), device="cpu").load()
 
 
