@@ -99,7 +99,7 @@ def _lm_quality(result, q: Quality) -> str:
     return (
         f"{q.name[0].upper() + q.name[1:]} {q.perplexity:.3f} ({interval}loss {q.loss:.4f}{loss_err} nats/token{bpb}) "
         f"over {int(q.n_scored or 0):,} scored tokens{windows}{on}. Top-1 {predicted} accuracy "
-        f"{q.accuracy or 0:.3f}{acc_err}" + (" (standard errors with the window as the unit)." if ci else ".")
+        f"{q.accuracy or 0:.3f}{acc_err}" + ("; uncertainties with the window as the unit." if ci else ".")
     )
 
 
