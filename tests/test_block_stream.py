@@ -423,7 +423,10 @@ def test_auto_refuses_what_exceeds_the_memory_and_cannot_stream_and_says_why(lla
     from modelxray.config.components import build_components
 
     overrides = ["model=hf", f"model.name_or_path={llama_dir}", "model.tokenizer=byte", "runtime.max_memory=400KB"]
+    from modelxray.models import process_cache
+
     components = build_components(api.compose([*overrides, "analyzer=inspect"]))
+    process_cache.evict(components.model)  # a model this process held already would be held again
     with pytest.raises(ConfigError) as err:
         choose_offload(components.settings.runtime, components)
     assert str(err.value) == (
@@ -435,6 +438,11 @@ def test_auto_refuses_what_exceeds_the_memory_and_cannot_stream_and_says_why(lla
     )
     components = build_components(api.compose([*overrides, "analyzer=inspect", "runtime.offload=none"]))
     assert choose_offload(components.settings.runtime, components).mode == "none"  # asked for: held anyway
+    process_cache.lookup(components.model)  # held by this process: no new memory, so not refused
+    held = build_components(api.compose([*overrides, "analyzer=inspect"]))
+    choice = choose_offload(held.settings.runtime, held)
+    assert choice.mode == "none" and choice.reason.endswith("so it is held")
+    process_cache.evict(components.model)
     mixed = tmp_path / "mixed"
     shutil.copytree(llama_dir, mixed)
     config = json.loads((mixed / "config.json").read_text())

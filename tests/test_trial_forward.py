@@ -77,3 +77,30 @@ def test_the_command_line_exits_2_with_the_models_error(two_inputs, tmp_path):
     assert proc.returncode == 2, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert "cannot run one example of its own inputs" in last and "Traceback" not in proc.stderr
+
+
+class FixedLengthLM(nn.Module):
+    """A causal LM that runs one sequence length only, as one traced at that length does."""
+
+    def __init__(self, length: int):
+        super().__init__()
+        self.length, self.embed, self.head = length, nn.Embedding(64, 8), nn.Linear(8, 64)
+
+    def forward(self, ids):
+        if ids.shape[1] != self.length:
+            raise RuntimeError(f"traced for {self.length} tokens, got {ids.shape[1]}")
+        return self.head(self.embed(ids))
+
+
+def test_a_model_fixed_to_its_window_length_passes_on_its_full_window(tmp_path):
+    from tokenizers import Tokenizer, models
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {f"t{i}": i for i in range(64)}
+    tok = PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="t1")))
+    ids = torch.randint(0, 64, (4, 24), generator=torch.Generator().manual_seed(0))
+    loader = torch.utils.data.DataLoader(ids, batch_size=2)
+    out = modelxray.analyze([*QUICK, "tracker=none", "analyzer.performance.layer_timing=false",
+                             "analyzer.performance.speed_batch_sizes=[1]"],
+                            model=FixedLengthLM(24), tokenizer=tok, dataloader=loader, output_dir=tmp_path)  # fmt: skip
+    assert not out.failed

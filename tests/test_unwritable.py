@@ -14,14 +14,16 @@ def test_a_run_folder_under_a_file_is_one_line(tmp_path, capsys, monkeypatch):
     assert main(["debug=tiny", f"hydra.run.dir={tmp_path / 'afile' / 'run'}"]) == 2
     err = capsys.readouterr().err.strip()
     assert err == (
-        f"modelxray: error: cannot write {tmp_path / 'afile' / 'run'}: Not a directory; choose a folder you can "
-        "write (hydra.run.dir=..., hydra.sweep.dir=..., tracker.uri=...) or free some space"
+        f"modelxray: error: cannot use {tmp_path / 'afile' / 'run'}: Not a directory; check the path, or choose a "
+        "folder you can write (hydra.run.dir=..., hydra.sweep.dir=..., tracker.uri=...)"
     )
 
 
 def test_a_full_disk_is_said_in_one_line():
     exc = OSError(errno.ENOSPC, "No space left on device", "/data/mlruns/1/abc/artifacts/report.md")
     assert unwritable(exc).startswith("cannot write /data/mlruns/1/abc/artifacts/report.md: No space left on device;")
+    gone = OSError(errno.ENOENT, "No such file or directory", "/data/model.pt")
+    assert unwritable(gone).startswith("cannot use /data/model.pt: No such file or directory; check the path")
 
 
 def test_a_gguf_option_given_another_weights_file_is_one_line(tmp_path):

@@ -195,12 +195,14 @@ def _sweep_goes_on(exc: BaseException) -> None:
 
 
 def unwritable(exc: OSError) -> str:
-    """One line for a folder or file the run cannot write: a run folder under /proc or under a file, a
-    read-only or full disk (Hydra makes the run folder before any check of ours could)."""
+    """One line for a path the run cannot use: a run folder under /proc or under a file, a read-only
+    or full disk (Hydra makes the run folder before any check of ours could), a file gone."""
     where = exc.filename or "a file of the run"
+    if exc.errno == errno.ENOSPC or exc.errno == errno.EDQUOT:
+        return f"cannot write {where}: {exc.strerror or exc}; free some space or write elsewhere (hydra.run.dir=...)"
     return (
-        f"cannot write {where}: {exc.strerror or exc}; choose a folder you can write (hydra.run.dir=..., "
-        "hydra.sweep.dir=..., tracker.uri=...) or free some space"
+        f"cannot use {where}: {exc.strerror or exc}; check the path, or choose a folder you can write "
+        "(hydra.run.dir=..., hydra.sweep.dir=..., tracker.uri=...)"
     )
 
 

@@ -201,9 +201,24 @@ def check_trial_forward(subject: Subject) -> None:
     model = subject.model
     if model is None or subject.stream is not None or getattr(model, "engine", None) or offloaded(model):
         return
-    inputs = kind_of(subject).trial_inputs(subject)
+    kind = kind_of(subject)
+    inputs = kind.trial_inputs(subject)
     if inputs is None:
         return
+    try:
+        with torch.inference_mode():
+            forward_logits(model, inputs)
+    except Exception:  # noqa: BLE001 - a short example first: a model fixed to one length gets its full one
+        inputs = kind.trial_inputs(subject, full=True)
+        _trial(model, inputs, subject.info.name)
+
+
+def _trial(model, inputs, name: str) -> None:
+    """One forward of ``inputs``: whatever the model raises is one line naming its own error."""
+    import torch
+
+    from modelxray.measure.scoring import forward_logits
+
     try:
         with torch.inference_mode():
             forward_logits(model, inputs)
@@ -211,7 +226,7 @@ def check_trial_forward(subject: Subject) -> None:
         said = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
         raise ConfigError(
             "model",
-            f"{subject.info.name} cannot run one example of its own inputs ({_shapes(inputs)}): "
+            f"{name} cannot run one example of its own inputs ({_shapes(inputs)}): "
             f"{type(exc).__name__}: {said[:300]}; check the model's config against its processor and inputs",
         ) from exc
 

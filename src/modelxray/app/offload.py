@@ -73,7 +73,8 @@ def choose_offload(runtime, components) -> OffloadChoice:
         if asked == BLOCKS:
             raise
         why = exc.message.split(";")[0]
-        _refuse_too_large(runtime, components.model.estimated_bytes(), components.model.dtype, why)
+        if not _held_or_on_gpu(components.model):
+            _refuse_too_large(runtime, components.model.estimated_bytes(), components.model.dtype, why)
         return OffloadChoice(IN_MEMORY, f"runtime.offload=auto: this model is read whole ({why})")
     import torch
 
@@ -104,8 +105,23 @@ def choose_offload(runtime, components) -> OffloadChoice:
     refusals = why_not_streamed(components, choice, block_name)
     if refusals:
         _, what, instead = refusals[0]
-        _refuse_too_large(runtime, total, dtype, f"it cannot stream block by block ({what}: {instead})")
+        if not _held_or_on_gpu(components.model):
+            _refuse_too_large(runtime, total, dtype, f"it cannot stream block by block ({what}: {instead})")
+        return OffloadChoice(IN_MEMORY, f"{reason}, but it cannot stream ({what}), so it is held", **sizes)
     return choice
+
+
+def _held_or_on_gpu(model) -> bool:
+    """A model this process holds already (a sweep's earlier job loaded it: no new memory), or one
+    loaded onto a GPU (the host's free memory is not what it needs)."""
+    import torch
+
+    from modelxray.models import process_cache
+
+    device = str(getattr(model, "device", "cpu"))
+    return (
+        process_cache.is_cached(model) or device.startswith("cuda") or (device == "auto" and torch.cuda.is_available())
+    )
 
 
 def _refuse_too_large(runtime, size: int | None, dtype: str, why_not_streamed: str) -> None:

@@ -127,10 +127,11 @@ class Kind:
         """The class of data its analyzers read (checked after loading), or None: any."""
         return None
 
-    def trial_inputs(self, subject: Any) -> Any:
+    def trial_inputs(self, subject: Any, full: bool = False) -> Any:
         """One example of the subject's own inputs (batch 1, on the model's device), as
         ``measure.scoring.forward_logits`` takes them, for the trial forward that runs before any
-        analyzer; None where there is nothing to run (weights alone, no data)."""
+        analyzer; None where there is nothing to run (weights alone, no data). ``full``: as large as
+        the analyzers feed it, where the first try was a shorter one."""
         return None
 
     def examples_for(self, dataset: Any, loaded: Any, progress: bool = False) -> Any:

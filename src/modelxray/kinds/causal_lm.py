@@ -48,16 +48,17 @@ class CausalLM(Kind):
 
         return TokenData
 
-    def trial_inputs(self, subject: Any) -> Any:
+    def trial_inputs(self, subject: Any, full: bool = False) -> Any:
         """The first ``TRIAL_TOKENS`` tokens of the text, or of the user's first row: a short window
-        (whether a full one fits the model's positions is checked from its config)."""
+        (whether a full one fits the model's positions is checked from its config); with ``full``,
+        the whole first window (a model traced at one length runs no other)."""
         from modelxray.measure.scoring import model_device
         from modelxray.metrics.windows import windows_from_batches
 
         if subject.data is not None:
-            ids = subject.data.ids[: min(TRIAL_TOKENS, subject.data.seq_len)]
+            ids = subject.data.ids[: subject.data.seq_len if full else min(TRIAL_TOKENS, subject.data.seq_len)]
         elif subject.batches is not None:
-            ids = windows_from_batches(subject.batches)[0].inputs[:TRIAL_TOKENS]
+            ids = windows_from_batches(subject.batches)[0].inputs[: None if full else TRIAL_TOKENS]
         else:
             return None
         return ids.reshape(1, -1).to(model_device(subject.model))

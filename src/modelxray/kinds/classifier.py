@@ -54,7 +54,7 @@ class Classifier(Kind):
                 f"{dataset.name} is text and {loaded.info.name} is a classification model; use dataset=digits",
             )
 
-    def trial_inputs(self, subject: Any) -> Any:
+    def trial_inputs(self, subject: Any, full: bool = False) -> Any:
         """The first test input, as the model takes it (an image, a feature row, a token sequence)."""
         from modelxray.measure.classifier_reference import example_inputs
         from modelxray.measure.scoring import input_dtype, model_device

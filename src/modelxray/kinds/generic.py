@@ -36,13 +36,10 @@ class Generic(Kind):
                 "a generic model runs on named example inputs: set e.g. model.inputs='{x: [1, 16]}' or a tensors file",
             )
 
-    def trial_inputs(self, subject: Any) -> Any:
-        """One example of its declared inputs, by name."""
-        from modelxray.measure.scoring import input_dtype, model_device
-
-        if subject.data is None:
-            return None
-        return subject.data.batch(1, model_device(subject.model), input_dtype(subject.model))
+    def trial_inputs(self, subject: Any, full: bool = False) -> Any:
+        """Its declared inputs, by name, as the analyzers pass them (a graph's ``edge_index`` or a
+        fixed mask is not batch-first: nothing is cut)."""
+        return None if subject.data is None else dict(subject.data.tensors)
 
     def reference_work(self):
         from modelxray.measure.reference_outputs import generic_reference

@@ -39,7 +39,7 @@ class LabelledImagesKind(Kind):
 
         return partial(vision_reference, outputs=self.image_outputs())
 
-    def trial_inputs(self, subject: Any) -> Any:
+    def trial_inputs(self, subject: Any, full: bool = False) -> Any:
         """The first image, in the model's dtype."""
         from modelxray.measure.scoring import input_dtype, model_device
 

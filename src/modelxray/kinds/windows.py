@@ -60,7 +60,7 @@ class WindowsKind(Kind):
         n = int((targets >= 0).sum())
         return chance_signs("accuracy", round(metrics["accuracy"] * n), n, commonest_share(targets))
 
-    def trial_inputs(self, subject: Any) -> Any:
+    def trial_inputs(self, subject: Any, full: bool = False) -> Any:
         """The first example as its scored window holds it (text, audio features, image and prompt)."""
         from modelxray.measure.scoring import model_device
         from modelxray.measure.task_outputs import example_batch

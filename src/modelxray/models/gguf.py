@@ -76,11 +76,14 @@ class GGUFSource(ModelSource):
         from transformers import AutoTokenizer
 
         gguf_path = self.resolved_file()
-        if self.use_disk_cache:
-            cached = self._cache_path(gguf_path)
-            if (cached / "tokenizer_config.json").is_file():
-                return AutoTokenizer.from_pretrained(str(cached))
-        return AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+        try:
+            if self.use_disk_cache:
+                cached = self._cache_path(gguf_path)
+                if (cached / "tokenizer_config.json").is_file():
+                    return AutoTokenizer.from_pretrained(str(cached))
+            return AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+        except Exception:  # noqa: BLE001 - the load reports it, with the model
+            return None
 
     def load(self) -> LoadedModel:
         if self.engine == "llama_cpp":

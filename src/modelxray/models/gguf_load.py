@@ -9,6 +9,7 @@ a model dequantized from 4 bits, and reports say so.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -68,6 +69,14 @@ def gguf_provenance(path: str) -> dict:
 
 
 def file_sha256(path: str, chunk: int = 1 << 22) -> str:
+    """The file's SHA-256, read once per version of the file (its size and change time) in a process:
+    the tokenizer checked before the load and the load itself both key the cache by it."""
+    st = os.stat(path)
+    return _sha256(str(path), st.st_size, st.st_mtime_ns, chunk)
+
+
+@functools.lru_cache(maxsize=32)
+def _sha256(path: str, _size: int, _mtime_ns: int, chunk: int) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(chunk):

@@ -134,8 +134,8 @@ class Quality:
             return None
         if self.is_classifier:
             return wilson_interval(acc * n, n)
-        if self.accuracy_se is None:  # tokens are not independent: without the windows' error, no interval
-            return None
+        if self.accuracy_se is None or not math.isfinite(self.accuracy_se):  # tokens are not independent:
+            return None  # without the windows' error (one window gives none), no interval
         return clustered_wilson(acc, self.accuracy_se, n)
 
     @classmethod
