@@ -22,7 +22,6 @@ raised: the call then raises too, with the traceback saved in ``errors/``); the 
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +60,7 @@ class ModelAnalyzer:
     ):
         import torch
 
-        from modelxray.api import compose
+        from modelxray.api import compose, default_output_dir
         from modelxray.app import JobInfo, choices_of
         from modelxray.config.components import build_components
 
@@ -71,7 +70,7 @@ class ModelAnalyzer:
         self.name = type(model).__name__ if in_memory else Path(str(model)).name
         self.overrides = [*chosen, *([] if in_memory else model_overrides(model)), *user]
         cfg = compose(self.overrides)
-        out = Path(output_dir) if output_dir else Path("outputs") / "api" / time.strftime("%Y-%m-%d/%H-%M-%S")
+        out = Path(output_dir) if output_dir else default_output_dir()
         self.job = JobInfo(output_dir=out, choices=choices_of(cfg.hydra), overrides=self.overrides)
         from omegaconf import open_dict
 
@@ -86,6 +85,7 @@ class ModelAnalyzer:
         self._base = None  # the loaded (and quantized) subject for DataLoaders, loaded on first use
         self._with_dataset = None  # the same on the configured dataset, loaded on first use
         self._run = None
+        self._tried: set[tuple[int, int]] = set()  # (model, data) pairs whose trial forward ran
         self.results: dict[str, Any] = {}  # analyzer -> Result, the latest call's
         self._written: dict[str, Any] = {}
         self.performance_analyzer = PerformanceCalls(self)
@@ -164,7 +164,10 @@ class ModelAnalyzer:
         subject = self._subject(data_loader)
         check_task(subject, {name: analyzer})
         preflight(subject, {name: analyzer})
-        check_trial_forward(subject)
+        tried = (id(subject.model), id(subject.data if subject.data is not None else subject.batches))
+        if tried not in self._tried:  # once per model and data: every later call runs the same example
+            check_trial_forward(subject)
+            self._tried.add(tried)
         run = self._tracker_run()
         from omegaconf import OmegaConf
 

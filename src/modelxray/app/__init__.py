@@ -4,7 +4,8 @@
 all call it), following lightning-hydra-template's ``train(cfg)``.
 
 The stages live in modules with one job each: :mod:`.orchestration` (``run``, the stages in order),
-:mod:`.loading` (the model and its data), :mod:`.checks` (what must fit before any analyzer works),
+:mod:`.loading` (the model and its data), :mod:`.run_tracking` (the run in the store: opened,
+ended, recorded when it fails), :mod:`.checks` (what must fit before any analyzer works),
 :mod:`.resume` (where a run starts), :mod:`.reference_model` (another model's outputs to compare
 with), :mod:`.quant_stage` (quantizing in place or a copy), :mod:`.stage_results` (one analyzer run
 and kept), :mod:`.summary` (what a run says of itself), :mod:`.given` (a Python caller's own model)

@@ -193,9 +193,6 @@ def check_trial_forward(subject: Subject) -> None:
     differs from its inputs') is one line naming the model's own error, not a traceback inside the
     first analyzer after the model was quantized. A streamed or disk-offloaded model is not run here
     (one forward reads every weight from disk), nor one another engine runs."""
-    import torch
-
-    from modelxray.measure.scoring import forward_logits
     from modelxray.models.device_map import offloaded
 
     model = subject.model
@@ -203,18 +200,21 @@ def check_trial_forward(subject: Subject) -> None:
         return
     kind = kind_of(subject)
     inputs = kind.trial_inputs(subject)
-    if inputs is None:
+    if inputs is None or _forward_error(model, inputs) is None:
         return
-    try:
-        with torch.inference_mode():
-            forward_logits(model, inputs)
-    except Exception:  # noqa: BLE001 - a short example first: a model fixed to one length gets its full one
-        inputs = kind.trial_inputs(subject, full=True)
-        _trial(model, inputs, subject.info.name)
+    inputs = kind.trial_inputs(subject, full=True)  # a short example first: a model fixed to one length
+    exc = _forward_error(model, inputs)
+    if exc is not None:
+        said = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+        raise ConfigError(
+            "model",
+            f"{subject.info.name} cannot run one example of its own inputs ({_shapes(inputs)}): "
+            f"{type(exc).__name__}: {said[:300]}; check the model's config against its processor and inputs",
+        ) from exc
 
 
-def _trial(model, inputs, name: str) -> None:
-    """One forward of ``inputs``: whatever the model raises is one line naming its own error."""
+def _forward_error(model, inputs) -> Exception | None:
+    """What one forward of ``inputs`` raises (None: it ran)."""
     import torch
 
     from modelxray.measure.scoring import forward_logits
@@ -223,12 +223,8 @@ def _trial(model, inputs, name: str) -> None:
         with torch.inference_mode():
             forward_logits(model, inputs)
     except Exception as exc:  # noqa: BLE001 - whatever the model raises is reported as its own error
-        said = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
-        raise ConfigError(
-            "model",
-            f"{name} cannot run one example of its own inputs ({_shapes(inputs)}): "
-            f"{type(exc).__name__}: {said[:300]}; check the model's config against its processor and inputs",
-        ) from exc
+        return exc
+    return None
 
 
 def _shapes(inputs) -> str:

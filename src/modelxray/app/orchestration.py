@@ -4,7 +4,6 @@ of them. ModelAnalyzer runs single stages with ``run_stage`` and ``keep_stage``.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import os
@@ -35,7 +34,6 @@ from modelxray.app.quant_stage import (
     _keeps_reference,
     _quantize_in_place,
     quantize_streamed,
-    stream_metrics,
     streamed_quant_result,
 )
 from modelxray.app.reference_model import (
@@ -49,30 +47,22 @@ from modelxray.app.reference_model import (
     unquantized_outputs,
 )
 from modelxray.app.resume import _earlier_results, _resume_point
+from modelxray.app.run_tracking import finish_tracking, record_failure, start_tracking, view_hint
 from modelxray.app.stage_results import keep_stage, run_stage
-from modelxray.app.summary import kind_tags, run_summary
+from modelxray.app.summary import run_summary
 from modelxray.config.components import Components, build_components
 from modelxray.core.cpus import cpu_budget
-from modelxray.core.errors import ConfigError, JobKilled
+from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 from modelxray.core.subject import Subject
-from modelxray.data.identity import identify
 from modelxray.kinds.table import kind_of
 from modelxray.models import process_cache
-from modelxray.models.device_map import offloaded, on_disk, placements
-from modelxray.report.headline import description, headline, headline_metrics
+from modelxray.models.device_map import offloaded, on_disk
 from modelxray.report.writer import Written, write_reports
 from modelxray.tracking.run_names import run_name as readable_run_name
-from modelxray.tracking.run_tags import PARENT_RUN_ENV, SWEEP_ID_ENV, SWEPT_KEYS_ENV, run_tags, store_key
+from modelxray.tracking.run_tags import SWEEP_ID_ENV, SWEPT_KEYS_ENV, run_tags, store_key
 
 log = logging.getLogger(__package__)  # log lines keep the name modelxray.app
-
-
-def _view_hint(tracker_run) -> str:
-    try:
-        return tracker_run.view_hint()
-    except Exception:  # noqa: BLE001 - a link is a convenience; the run is logged
-        return ""
 
 
 def _seed_everything(seed: int) -> None:
@@ -125,7 +115,7 @@ def run(cfg: DictConfig, job: JobInfo, **given: Any) -> RunOutcome:
                 if state.skipped is not None:
                     return state.skipped
         except BaseException as exc:
-            _record_failure(state, exc)
+            record_failure(state, exc)
             raise
         return RunOutcome(
             state.metrics,
@@ -133,7 +123,7 @@ def run(cfg: DictConfig, job: JobInfo, **given: Any) -> RunOutcome:
             state.out_dir,
             state.tracker_run.run_id,
             state.tracker_run.describe(),
-            view=_view_hint(state.tracker_run),
+            view=view_hint(state.tracker_run),
         )
     finally:
         torch.set_num_threads(threads)
@@ -254,27 +244,6 @@ def _load(state: RunState) -> None:
         state.subject = dataclasses.replace(state.subject, reference_weights=reference_weights(components.reference))
     if cache:
         state.tags["modelxray.model_cache"] = cache
-
-
-def _start_tracking(state: RunState) -> None:
-    """Open the run in the store (a resumed run is open already), with its tags, params and dataset."""
-    if state.tracker_run is None:
-        state.tracker_run = state.components.tracker.start(state.run_name, state.tags)
-        state.tracker_run.record(state.out_dir)
-    elif "modelxray.model_cache" in state.tags:
-        state.tracker_run.set_tags({"modelxray.model_cache": state.tags["modelxray.model_cache"]})
-    state.tracker_run.set_tags(kind_tags(state.subject, state.run_name, resumed=state.resume_id is not None))
-    state.params.update(state.subject.info.as_params())
-    if state.offload is not None:
-        state.params.update(state.offload.params())
-    placed = placements(state.subject.model)
-    if placed:  # where accelerate put the modules (model.device_map)
-        state.params["runtime/device_map"] = ", ".join(f"{where}: {n} modules" for where, n in placed.items())
-    if state.resume_id is None:  # a resumed run has its params (MLflow refuses a changed value)
-        state.tracker_run.log_params(state.params)
-        identity = identify(state.subject.data, state.components.dataset)
-        if identity is not None:
-            state.tracker_run.log_dataset(identity)
 
 
 def _train(state: RunState) -> None:
@@ -399,41 +368,11 @@ def _report(state: RunState) -> None:
     write_reports(state.out_dir, run_info, state.results, dashboard=dashboard, written=state.written)
 
 
-def _links(state: RunState) -> list[tuple[str, str]]:
-    """The run description's links: the sweep's parent run, which holds the comparison of its jobs."""
-    parent = os.environ.get(PARENT_RUN_ENV)
-    link = state.tracker_run.run_link(parent) if parent else None
-    return [("The sweep's comparison of its jobs (comparison.md, in the parent run's artifacts)", link)] if link else []
-
-
-def _finish_tracking(state: RunState) -> None:
-    """The metrics no stage logged yet, the report's files, and the run's end status."""
-    results, earlier = state.results, state.earlier
-    metrics = {f"{name}/{k}": v for name, r in results.items() for k, v in r.finite_metrics().items()}
-    metrics.update({f"{name}/seconds": r.seconds for name, r in results.items()})
-    state.metrics = metrics
-    if state.subject is not None and state.subject.stream is not None:
-        metrics.update(stream_metrics(state.subject.stream))
-    size = next((metrics[k] for k in ("quant/model_bytes_after", "performance/param_bytes") if k in metrics), None)
-    if size is not None:  # one size axis for quantized and unquantized runs alike
-        metrics["model/size_bytes"] = size
-    report = state.components.settings.report
-    figures = headline(metrics, list(report.headline))
-    metrics.update(headline_metrics(figures))
-    unlogged = {k: v for k, v in metrics.items() if k.split("/", 1)[0] not in (*state.written, *earlier)}
-    state.tracker_run.log_metrics(unlogged)
-    state.tracker_run.set_description(description(state.run_name, figures, _links(state)))
-    train = state.components.train
-    keep_checkpoints = train is not None and train.log_checkpoints
-    state.tracker_run.log_artifacts(state.out_dir, exclude=() if keep_checkpoints else ("checkpoints",))
-    state.tracker_run.finish("FAILED" if any(not r.ok for r in results.values()) else "FINISHED")
-
-
 STAGES = (  # one run, in order; each stage reads and extends the RunState
     ("resume", _resume),
     ("reference model", _reference_model),
     ("load", _load),
-    ("start tracking", _start_tracking),
+    ("start tracking", start_tracking),
     ("train", _train),
     ("keep reference outputs", _keep_reference),
     ("keep the analyzers' baselines", _keep_baselines),
@@ -441,28 +380,5 @@ STAGES = (  # one run, in order; each stage reads and extends the RunState
     ("analyze", _analyze),
     ("streamed quant report", _streamed_quant_report),
     ("report", _report),
-    ("finish tracking", _finish_tracking),
+    ("finish tracking", finish_tracking),
 )
-
-
-def _record_failure(state: RunState, exc: BaseException) -> None:
-    """A stage raised: bad input found while loading, or a stop before the run was opened, leaves no
-    run; anything else ends the run FAILED (KILLED when stopped) with its traceback in the store."""
-    tracker_run = state.tracker_run
-    stopped = isinstance(exc, (KeyboardInterrupt, JobKilled))
-    if stopped and hasattr(tracker_run, "hurry"):
-        tracker_run.hurry()  # a stopped process ends in seconds, whatever the server does
-    tb = traceback.format_exc()
-    if tracker_run is None and (stopped or isinstance(exc, ConfigError) or state.stage == "resume"):
-        return  # bad input found while loading (its one line), a stop before any analysis, or a store
-        # that could not be asked whether to resume: no run
-    with contextlib.suppress(OSError):  # a full disk: the run still ends FAILED, its traceback in the store
-        (state.out_dir / "errors").mkdir(exist_ok=True)
-        (state.out_dir / "errors" / "run_traceback.txt").write_text(tb)
-    if tracker_run is None:  # a crash while loading is recorded: a FAILED run with its traceback
-        tracker_run = state.tracker_run = state.components.tracker.start(state.run_name, state.tags)
-        tracker_run.record(state.out_dir)
-    try:
-        tracker_run.log_text(tb, "errors/run_traceback.txt")
-    finally:
-        tracker_run.finish("KILLED" if stopped else "FAILED")

@@ -75,6 +75,16 @@ class Kind:
     analyzer_hint: ClassVar[str] = ""  # said after the analyzers that fit, when one that does not was chosen
 
     @classmethod
+    def quality_figure(cls) -> str:
+        """What its quality is read as at the scored positions: ``perplexity`` or ``accuracy``."""
+        return "perplexity" if cls.scored_by == "perplexity" else "accuracy"
+
+    @classmethod
+    def labels_every_token(cls) -> bool:
+        """Each scored token carries its own label (a token classifier): a replaced token is unscored."""
+        return cls.scored_by == "token_labels"
+
+    @classmethod
     def plural(cls) -> str:
         """How a sentence names every model of this class (a family names its members)."""
         return cls.__dict__.get("family", None) or f"{cls.noun}s"

@@ -42,7 +42,7 @@ def substitute_text(
     source = NamedTensors({**inputs, "input_ids": torch.where(replaced, random_ids, ids)})
     source.primary = inputs.primary
     targets = window.targets
-    if kind.scored_by == "token_labels":
+    if kind.labels_every_token():
         targets = targets.masked_fill(replaced, IGNORE)
     return Window(source, targets)
 
@@ -63,7 +63,7 @@ class TextTaskHarness(LMHarness):
     ):
         super().__init__(model, windows, batch_size, kl_windows, progress, attack_batch_size)
         self.kind = kind
-        self.quality = "perplexity" if kind.scored_by == "perplexity" else "accuracy"
+        self.quality = kind.quality_figure()
         self.vocab_size = len(tokenizer)
         self.protected = torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long)
         encoder = model.get_encoder() if isinstance(kind, Seq2SeqLM) and hasattr(model, "get_encoder") else None

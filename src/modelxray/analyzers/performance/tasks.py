@@ -75,7 +75,7 @@ QUALITY = {"perplexity": _perplexity, "label": _one_label, "token_labels": _per_
 def _scored(cfg, subject, kind, ctx: RunContext, result: Result) -> None:
     """Loss and accuracy at the scored positions; agreement with the unquantized model's."""
     data = subject.data
-    ks = sorted(set(cfg.top_k) | {1}) if kind.scored_by == "perplexity" else [1]  # labels: accuracy at k = 1
+    ks = sorted(set(cfg.top_k) | {1}) if kind.quality_figure() == "perplexity" else [1]  # labels: accuracy at k = 1
     comp = None
     if subject.stream is not None:  # block by block from disk: the float and quantized paths together
         from modelxray.analyzers.performance.streamed import stream_scores
