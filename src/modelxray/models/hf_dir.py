@@ -19,10 +19,7 @@ def dir_bytes(path: Path) -> int:
 def check_config_json(config: Path, key: str) -> None:
     """A model directory's ``config.json`` is JSON and names its ``model_type``: without one,
     transformers cannot tell which architecture to build. Read as JSON only (milliseconds)."""
-    try:
-        fields = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(key, f"{str(config)!r} cannot be read as JSON ({exc}); save the model again") from None
+    fields = read_json(config, key, "save the model again")
     if not isinstance(fields, dict) or not fields.get("model_type"):
         raise ConfigError(
             key,
@@ -46,15 +43,16 @@ def check_side_files(path: Path, key: str) -> None:
     """Each JSON file beside the weights that is present parses (milliseconds): a tokenizer.json cut
     short is one line naming it now, not a traceback once the weights are loaded."""
     for name in SIDE_FILES:
-        file = path / name
-        if not file.is_file():
-            continue
-        try:
-            json.loads(file.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ConfigError(
-                key, f"{str(file)!r} cannot be read as JSON ({exc}); save the tokenizer or processor again"
-            ) from None
+        if (path / name).is_file():
+            read_json(path / name, key, "save the tokenizer or processor again")
+
+
+def read_json(file: Path, key: str, fix: str):
+    """``file`` as JSON, or one line at ``key`` naming it, what is wrong and ``fix``."""
+    try:
+        return json.loads(file.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(key, f"{str(file)!r} cannot be read as JSON ({exc}); {fix}") from None
 
 
 def declared_from_dir(path: Path, kind: str, name: str) -> Declared:

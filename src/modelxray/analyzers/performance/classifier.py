@@ -142,7 +142,8 @@ def speed(cfg, subject, ctx: RunContext, result: Result) -> None:
 
 
 def layer_input(subject) -> tuple[torch.Tensor, dict]:
-    """One test input (batch 1) for per-module timing, and how to describe it."""
-    model = subject.model
-    batch = example_inputs(subject.data, 1, model_device(model), input_dtype(model))
+    """One test input (batch 1) for per-module timing, and how to describe it: the trial forward's."""
+    from modelxray.kinds.table import kind_of
+
+    batch = kind_of(subject).trial_inputs(subject)
     return batch, {"input_shape": list(batch.shape[1:])}

@@ -231,6 +231,6 @@ def speed(cfg, subject, ctx: RunContext, result: Result) -> None:
 
 
 def layer_input(subject) -> tuple:
-    """One example (batch 1) for per-module timing, and how to describe it."""
-    batch = example_batch(subject, 1).to(model_device(subject.model))
+    """One example (batch 1) for per-module timing, and how to describe it: the trial forward's."""
+    batch = kind_of(subject).trial_inputs(subject)
     return batch, {"inputs": {n: list(t.shape) for n, t in dict.items(batch)}}

@@ -161,5 +161,6 @@ def _images(subject, n: int) -> torch.Tensor:
 
 
 def layer_input(subject) -> tuple:
-    batch = _images(subject, 1)
+    """The first image (batch 1) for per-module timing: the trial forward's."""
+    batch = kind_of(subject).trial_inputs(subject)
     return batch, {"input_shape": list(batch.shape[1:])}
