@@ -266,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     from hydra.errors import HydraException
 
     from modelxray.config.code_guard import guarded
+    from modelxray.config.compose_once import composing_once
     from modelxray.core.paths import conf_dir
     from modelxray.core.schema import register_schema
 
@@ -288,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     full_error = os.environ.get("HYDRA_FULL_ERROR")
     os.environ["HYDRA_FULL_ERROR"] = "1"  # Hydra's own errors reach the handler below, not its printer
     try:
-        with collecting() as failures, guarded():  # code a config names is checked before Hydra builds it
+        # code a config names is checked before Hydra builds it; a run's config is composed once
+        with collecting() as failures, guarded(), composing_once():
             hydra.main(config_path=str(conf_dir()), config_name="config", version_base="1.3")(task)()
     except (HydraException, OmegaConfBaseException, ConfigError) as exc:  # composing failed, or the guard refused
         say_error(exc)

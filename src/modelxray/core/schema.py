@@ -136,22 +136,55 @@ def defaults_of(cls: type) -> dict[str, Any]:
 _registered = False
 
 
+def schema_node(path: str, settings: bool = False) -> dict[str, Any]:
+    """The stored node of the config class at ``path``: its defaults and ``_target_`` (the dataclass's
+    own target, so a subclass registered under an alias keeps its class); the run settings without
+    a target."""
+    node = defaults_of(load_class(path))
+    if settings:
+        node.pop("_target_")
+    else:
+        node["_target_"] = path
+    return node
+
+
+def _lazy_node_class():
+    """A ConfigStore entry built when Hydra first loads it: importing each config module and converting
+    its defaults is paid for only the schemas a run's config names (a handful of ~60), which keeps
+    ``--help`` and a bad value's one-line error quick."""
+    from hydra.core.config_store import ConfigNode
+    from omegaconf import OmegaConf
+
+    class LazySchemaNode(ConfigNode):
+        def __init__(self, name: str, group: str, path: str, settings: bool = False) -> None:
+            self.name, self.group, self.package, self.provider = name, group, None, "modelxray"
+            self._path, self._settings, self._node = path, settings, None
+
+        @property
+        def node(self):  # ConfigStore.load deep-copies it, so it is built once and never changed
+            if self._node is None:
+                self._node = OmegaConf.create(schema_node(self._path, self._settings))
+            return self._node
+
+        @node.setter
+        def node(self, value) -> None:
+            self._node = value
+
+    return LazySchemaNode
+
+
 def register_schema() -> None:
-    """Store every schema node (idempotent; cheap: config modules import no torch)."""
+    """Store every schema node, each built on first use (idempotent; config modules import no torch)."""
     global _registered
     if _registered:
         return
     from hydra.core.config_store import ConfigStore
 
-    cs = ConfigStore.instance()
+    lazy = _lazy_node_class()
+    repo = ConfigStore.instance().repo.setdefault("schema", {})
     for group, options in SCHEMA.items():
+        options_dir = repo.setdefault(group, {})
         for name, path in options.items():
-            cls = load_class(path)
-            # the dataclass's own target, so a subclass registered under an alias keeps its class
-            node = defaults_of(cls)
-            node["_target_"] = path
-            cs.store(group=f"schema/{group}", name=name, node=node)
-    settings = defaults_of(load_class(SETTINGS))
-    settings.pop("_target_")
-    cs.store(group="schema", name="settings", node=settings)
+            options_dir[f"{name}.yaml"] = lazy(f"{name}.yaml", f"schema/{group}", path)
+    repo["settings.yaml"] = lazy("settings.yaml", "schema", SETTINGS, settings=True)
     _registered = True
