@@ -38,23 +38,48 @@ def test_config_classes_import_no_heavy_library():
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
 
 
-def test_a_run_that_does_not_quantize_with_hqq_never_imports_it():
-    """transformers imports hqq's quantizer (seconds of torch.compile) whenever hqq is installed; a
-    modelxray run imports it only for quant=hqq_*."""
+def test_a_run_imports_no_optional_library_it_does_not_use():
+    """transformers imports hqq's quantizer (seconds of torch.compile) and torchao (seconds) whenever
+    they are installed; a modelxray run that uses neither imports neither (hqq for quant=hqq_*,
+    torchao for quant=torchao_*). scipy is left out of this: seaborn imports it to draw."""
     import importlib.util
 
-    if importlib.util.find_spec("hqq") is None:
-        return  # nothing to keep out
+    optional = [name for name in ("hqq", "torchao") if importlib.util.find_spec(name) is not None]
     code = (
-        "import sys, modelxray\n"
+        "import json, sys, modelxray\n"
         "modelxray.analyze(['debug=tiny', 'model.n_layer=1', 'dataset.max_tokens=256', 'dataset.seq_len=64',"
         " 'analyzer.performance.iters=1', 'analyzer.performance.layer_timing=false',"
         " 'analyzer.performance.speed_batch_sizes=[1]', 'report.dashboard=false'], output_dir=sys.argv[1])\n"
-        "print('hqq' in sys.modules)\n"
+        f"print(json.dumps([m for m in {optional!r} if m in sys.modules]))\n"
     )
     import tempfile
 
     with tempfile.TemporaryDirectory() as out:
         proc = subprocess.run([sys.executable, "-c", code, out], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert proc.stdout.strip().splitlines()[-1] == "False"
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+
+
+def test_deferred_names_work_when_used():
+    """What transformers would have imported is there when a feature uses it: the detection losses'
+    matching, torchao's checkpoint flattening, hqq's quantizer, and the real availability checks."""
+    import importlib.util
+
+    code = (
+        "import sys\n"
+        "from modelxray.models.optional_imports import optional_libraries_on_use\n"
+        "optional_libraries_on_use()\n"
+        "import transformers.loss.loss_rt_detr as rt, transformers.cache_utils as cache\n"
+        "import transformers.quantizers.quantizer_torchao as ao\n"
+        "import numpy as np\n"
+        "rows, cols = rt.linear_sum_assignment(np.array([[4.0, 1.0], [2.0, 8.0]]))\n"
+        "assert list(cols) == [1, 0], cols\n"
+        "assert 'scipy.optimize' in sys.modules\n"
+        "assert rt.is_scipy_available() and ao.is_torchao_available() == bool(ao.flatten_tensor_state_dict)\n"
+        "print(callable(ao.flatten_tensor_state_dict), cache.is_hqq_available())\n"
+    )
+    if importlib.util.find_spec("scipy") is None or importlib.util.find_spec("torchao") is None:
+        return
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.split()[-2:] == ["True", str(importlib.util.find_spec("hqq") is not None)]

@@ -17,7 +17,7 @@ from modelxray.kinds.labelled_images import LabelledImagesKind
 from modelxray.kinds.table import kind_of, kind_of_architecture
 from modelxray.kinds.windows import WindowsKind
 from modelxray.models import process_cache
-from modelxray.models.optional_imports import without_hqq_in_transformers
+from modelxray.models.optional_imports import optional_libraries_on_use
 
 
 def _in_memory(
@@ -109,7 +109,7 @@ def load_subject(
     dataset fitted to the model (images resized, a dual encoder bound to the class prompts), else a
     generic model's example inputs. ``offload``: the run's ``app.offload.OffloadChoice``; with
     ``blocks`` the model is built on the meta device and streamed from disk by the analyzers."""
-    without_hqq_in_transformers()  # seconds of start-up a run that does not quantize with HQQ never uses
+    optional_libraries_on_use()  # seconds of start-up: hqq, torchao and scipy load when a run uses them
     cache = None
     if model is None and offload is not None and offload.mode == "blocks":
         loaded = process_cache.load_streamed(components.model, offload.hidden_budget(), offload.reason)
