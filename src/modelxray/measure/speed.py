@@ -3,7 +3,9 @@ machine the timed work had (a busy machine slows every figure; the timings alone
 
 from __future__ import annotations
 
+import math
 import os
+import statistics
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -14,6 +16,7 @@ from torch import nn
 from modelxray.core.cpus import cpu_budget
 from modelxray.core.progress import bar
 from modelxray.measure.scoring import device_of, forward_logits
+from modelxray.metrics.measurements.speed import t_critical_95
 
 
 def _sync(device: torch.device) -> None:
@@ -21,26 +24,60 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+@dataclass(frozen=True)
+class StopRule:
+    """When timing stops: at ``max_iters`` timed passes, or once ``min_iters`` ran and either the
+    95% interval of the mean latency is within ``precision`` of it (a fraction: 0.05 is +-5%) or
+    ``budget_s`` seconds of timed passes went by. A slow or steady model stops after a few passes, a
+    fast or noisy one takes more, and no figure waits on a fixed count it did not need."""
+
+    max_iters: int
+    min_iters: int = 3
+    precision: float = 0.05
+    budget_s: float = 3.0
+
+    @classmethod
+    def of(cls, cfg) -> StopRule:
+        """From an analyzer's ``iters``, ``min_iters``, ``precision`` and ``timing_budget_s``."""
+        return cls(cfg.iters, min(cfg.min_iters, cfg.iters), cfg.precision, cfg.timing_budget_s)
+
+    def done(self, times: list[float]) -> bool:
+        n = len(times)
+        if n >= self.max_iters:
+            return True
+        if n < max(self.min_iters, 2):
+            return False
+        if sum(times) >= self.budget_s:
+            return True
+        mean = statistics.fmean(times)
+        half = t_critical_95(n - 1) * statistics.stdev(times) / math.sqrt(n)
+        return half <= self.precision * mean
+
+
 def time_forward(
     model: nn.Module,
     input_ids: torch.Tensor | dict,
     warmup: int,
-    iters: int,
+    stop: StopRule | int,
     progress: bool = True,
     desc: str = "timing",
 ) -> list[float]:
-    """Seconds per forward pass of ``input_ids`` over ``iters`` timed runs after ``warmup`` untimed ones."""
+    """Seconds per forward pass of ``input_ids``, timed after ``warmup`` untimed passes until ``stop``
+    says so (a count: exactly that many)."""
+    rule = StopRule(stop, min_iters=stop, budget_s=math.inf) if isinstance(stop, int) else stop
     device = device_of(input_ids)
-    times = []
+    times: list[float] = []
     with torch.inference_mode():
         for _ in range(warmup):
             forward_logits(model, input_ids)
         _sync(device)
-        for _ in bar(range(iters), desc=desc, enabled=progress):
+        for _ in bar(range(rule.max_iters), desc=desc, enabled=progress):
             start = time.perf_counter()
             forward_logits(model, input_ids)
             _sync(device)
             times.append(time.perf_counter() - start)
+            if rule.done(times):
+                break
     return times
 
 

@@ -17,7 +17,7 @@ from modelxray.core.progress import bar
 from modelxray.core.result import Result, RunContext
 from modelxray.measure.classifier_reference import check_logits, example_inputs, input_dtype
 from modelxray.measure.scoring import logits_of, model_device
-from modelxray.measure.speed import time_forward
+from modelxray.measure.speed import StopRule, time_forward
 from modelxray.metrics.degenerate import classifier_signs
 from modelxray.metrics.measurements import Latency, Quality, Speed, wilson_interval
 
@@ -133,7 +133,9 @@ def speed(cfg, subject, ctx: RunContext, result: Result) -> None:
     speeds = []
     for bs in cfg.speed_batch_sizes:
         batch = example_inputs(subject.data, bs, device, dtype)
-        times = time_forward(model, batch, cfg.warmup, cfg.iters, ctx.progress, desc=f"performance: latency bs={bs}")
+        times = time_forward(
+            model, batch, cfg.warmup, StopRule.of(cfg), ctx.progress, desc=f"performance: latency bs={bs}"
+        )
         sp = Speed.of_examples(bs, tuple(batch.shape[1:]), Latency.from_values(times))
         result.record(f"speed/bs{bs}", sp)  # metrics bs<b>_latency_*_ms, bs<b>_examples_per_s ...
         speeds.append(sp)

@@ -53,7 +53,10 @@ class PerformanceAnalyzer(Analyzer):
     speed_batch_sizes: list[int] = field(default_factory=lambda: [1, 4])  # batch sizes timed
     speed_seq_len: int | None = None  # tokens per timed sequence (null = dataset.seq_len)
     warmup: int = 1  # untimed forward passes before timing
-    iters: int = 5  # timed forward passes per batch size
+    iters: int = 20  # at most this many timed forward passes per batch size
+    min_iters: int = 3  # at least this many; then timing stops once the estimate is precise enough:
+    precision: float = 0.05  # ... the 95% interval of the mean latency within +-5% of it,
+    timing_budget_s: float = 3.0  # ... or this many seconds of timed passes per batch size
     # per-module forward time (hooks), batch 1
     layer_timing: bool = True  # time every module's forward (hooks, batch 1)
     layer_timing_iters: int = 2  # forward passes averaged for the module times
@@ -89,6 +92,7 @@ class PerformanceAnalyzer(Analyzer):
         self.require_choice("protocol", PROTOCOLS)
         self.require_choice("prefix_token", ["none", "bos", "eos"])
         self.require_positive("batch_size", "top_k", "speed_batch_sizes", "iters", "layer_timing_iters", "top_layers")
+        self.require_positive("min_iters", "precision", "timing_budget_s")
         self.require_positive("stride", "speed_seq_len", allow_none=True)
         self.require_non_negative("warmup", "generate_examples", "kl_examples", "kl_windows", "shown_outputs")
         self.require_positive("max_new_tokens", "bootstrap", "max_detections", "detection_bootstrap", "knn_k")

@@ -9,7 +9,7 @@ from modelxray.data.example_inputs import tensors_only
 from modelxray.measure.classifier_reference import input_dtype
 from modelxray.measure.reference_outputs import generic_outputs
 from modelxray.measure.scoring import model_device
-from modelxray.measure.speed import time_forward
+from modelxray.measure.speed import StopRule, time_forward
 from modelxray.metrics.agreement import output_agreement
 from modelxray.metrics.measurements import Latency, Speed
 
@@ -47,7 +47,9 @@ def speed(cfg, subject, ctx: RunContext, result: Result) -> None:
     speeds = []
     for bs in cfg.speed_batch_sizes:
         batch = data.batch(bs, device, dtype)
-        times = time_forward(model, batch, cfg.warmup, cfg.iters, ctx.progress, desc=f"performance: latency bs={bs}")
+        times = time_forward(
+            model, batch, cfg.warmup, StopRule.of(cfg), ctx.progress, desc=f"performance: latency bs={bs}"
+        )
         first = next(iter(tensors_only(batch).values()))
         sp = Speed.of_examples(bs, tuple(first.shape[1:]), Latency.from_values(times))
         result.record(f"speed/bs{bs}", sp)

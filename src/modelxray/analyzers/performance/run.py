@@ -26,7 +26,7 @@ from modelxray.measure.process_memory import cuda_peaks, reset_cuda_peaks, rss_a
 from modelxray.measure.reference import Reference
 from modelxray.measure.reference_outputs import is_dual_encoder
 from modelxray.measure.scoring import model_device, score_windows
-from modelxray.measure.speed import CpuUse, CpuWatch, time_forward
+from modelxray.measure.speed import CpuUse, CpuWatch, StopRule, time_forward
 from modelxray.metrics.measurements import Latency, Memory, Quality, Speed
 from modelxray.metrics.tensor_bytes import count_parameters, tensor_bytes_by_dtype
 from modelxray.metrics.windows import speed_inputs, windows_from_batches
@@ -186,7 +186,7 @@ def _speed(cfg, subject, ctx, result: Result) -> None:
     for bs in cfg.speed_batch_sizes:
         batch = speed_inputs(source, bs, seq_len).to(device)
         times = time_forward(
-            subject.model, batch, cfg.warmup, cfg.iters, ctx.progress, desc=f"performance: latency bs={bs}"
+            subject.model, batch, cfg.warmup, StopRule.of(cfg), ctx.progress, desc=f"performance: latency bs={bs}"
         )
         speed = Speed(bs, seq_len, Latency.from_values(times))
         result.record(f"speed/bs{bs}", speed)  # metrics bs<b>_latency_*_ms, bs<b>_tokens_per_s ...

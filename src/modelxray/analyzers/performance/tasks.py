@@ -25,7 +25,7 @@ from modelxray.kinds.speech import SpeechRecognizer
 from modelxray.kinds.speech_ctc import SpeechCTC
 from modelxray.kinds.table import kind_of
 from modelxray.measure.scoring import model_device, score_windows
-from modelxray.measure.speed import time_forward
+from modelxray.measure.speed import StopRule, time_forward
 from modelxray.measure.task_outputs import answers, ctc_outputs, example_batch, generations
 from modelxray.metrics.lm import divergence_summary, ratio_se
 from modelxray.metrics.measurements import Latency, Quality, Speed
@@ -221,7 +221,9 @@ def speed(cfg, subject, ctx: RunContext, result: Result) -> None:
     speeds = []
     for bs in cfg.speed_batch_sizes:
         batch = example_batch(subject, bs).to(device)
-        times = time_forward(model, batch, cfg.warmup, cfg.iters, ctx.progress, desc=f"performance: latency bs={bs}")
+        times = time_forward(
+            model, batch, cfg.warmup, StopRule.of(cfg), ctx.progress, desc=f"performance: latency bs={bs}"
+        )
         shape = tuple(next(iter(dict.values(batch))).shape[1:])
         sp = Speed.of_examples(bs, shape, Latency.from_values(times))
         result.record(f"speed/bs{bs}", sp)

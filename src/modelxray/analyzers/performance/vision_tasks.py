@@ -23,7 +23,7 @@ from modelxray.kinds.semantic_segmentation import SemanticSegmenter
 from modelxray.kinds.table import kind_of
 from modelxray.measure.classifier_reference import input_dtype
 from modelxray.measure.scoring import model_device
-from modelxray.measure.speed import time_forward
+from modelxray.measure.speed import StopRule, time_forward
 from modelxray.measure.vision_outputs import vision_outputs
 from modelxray.metrics.detection import coco_map
 from modelxray.metrics.embeddings import cosine_drift, knn_accuracy
@@ -146,7 +146,9 @@ def speed(cfg, subject, ctx: RunContext, result: Result) -> None:
     speeds = []
     for bs in cfg.speed_batch_sizes:
         batch = _images(subject, bs)
-        times = time_forward(model, batch, cfg.warmup, cfg.iters, ctx.progress, desc=f"performance: latency bs={bs}")
+        times = time_forward(
+            model, batch, cfg.warmup, StopRule.of(cfg), ctx.progress, desc=f"performance: latency bs={bs}"
+        )
         sp = Speed.of_examples(bs, tuple(batch.shape[1:]), Latency.from_values(times))
         result.record(f"speed/bs{bs}", sp)
         speeds.append(sp)

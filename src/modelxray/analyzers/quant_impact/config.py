@@ -126,8 +126,11 @@ class QuantImpactAnalyzer(Analyzer):
     eval_examples: int = 512  # classifier: test examples for quality per strategy
     eval_batch_size: int = 64  # classifier: test examples per forward pass while evaluating
     knn_k: int = 5  # vision backbone: neighbours voting in the k-NN accuracy of its embeddings
-    warmup: int = 1
-    iters: int = 3
+    warmup: int = 1  # untimed forward passes before timing a strategy
+    iters: int = 10  # at most this many timed forward passes per strategy
+    min_iters: int = 3  # at least this many; then timing stops once the estimate is precise enough:
+    precision: float = 0.05  # ... the 95% interval of the mean latency within +-5% of it,
+    timing_budget_s: float = 2.0  # ... or this many seconds of timed passes per strategy
     memory_interval_ms: float = 50.0  # memory sampling period of the timeline
     agreement_floor: float = 0.9  # never recommend a strategy whose top-1 agreement with the baseline is below this
     kl_ceiling: float = 0.25  # ... or whose KL (nats) from it is above this, where measured
@@ -147,6 +150,9 @@ class QuantImpactAnalyzer(Analyzer):
             "eval_examples",
             "eval_batch_size",
             "iters",
+            "min_iters",
+            "precision",
+            "timing_budget_s",
             "memory_interval_ms",
         )
         self.require_non_negative("warmup")

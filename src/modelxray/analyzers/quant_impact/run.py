@@ -21,7 +21,7 @@ from modelxray.measure.hardware import hardware_profile, strategy_support
 from modelxray.measure.memory_timeline import MemoryTimeline
 from modelxray.measure.reference import Reference
 from modelxray.measure.scoring import model_device
-from modelxray.measure.speed import time_forward
+from modelxray.measure.speed import StopRule, time_forward
 from modelxray.metrics.agreement import outside_agreement_bounds
 from modelxray.metrics.measurements import Latency
 from modelxray.metrics.tensor_bytes import tensor_bytes_by_dtype
@@ -324,7 +324,7 @@ class FloatSpeed:
         if self._value is None:
             model = self.subject.model
             batch = self.mode.speed_batch(model, self.cfg.speed_batch_size)
-            times = time_forward(model, batch, self.cfg.warmup, self.cfg.iters, progress=False)
+            times = time_forward(model, batch, self.cfg.warmup, StopRule.of(self.cfg), progress=False)
             self._value = (times, batch.shape[0] if self.mode.classifier else batch.numel())
         return self._value
 
@@ -349,7 +349,7 @@ def _measure(cfg, name, quantizer, support, subject, mode, device, timelines, ct
                 times, per_pass = float_speed.get()
             else:
                 batch = mode.speed_batch(qsubject.model, cfg.speed_batch_size)
-                times = time_forward(qsubject.model, batch, cfg.warmup, cfg.iters, progress=False)
+                times = time_forward(qsubject.model, batch, cfg.warmup, StopRule.of(cfg), progress=False)
                 per_pass = batch.shape[0] if mode.classifier else batch.numel()
     stored = sum(sum(d.values()) for d in tensor_bytes_by_dtype(qsubject.model).values())
     weight_bytes = report.metrics["model_bytes_after"] if report is not None else stored
