@@ -72,12 +72,12 @@ def time_forward(
             forward_logits(model, input_ids)
         _sync(device)
         for _ in bar(range(rule.max_iters), desc=desc, enabled=progress):
+            if times and rule.done(times):  # checked before the next pass: the bar counts the passes run
+                break
             start = time.perf_counter()
             forward_logits(model, input_ids)
             _sync(device)
             times.append(time.perf_counter() - start)
-            if rule.done(times):
-                break
     return times
 
 
