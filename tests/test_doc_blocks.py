@@ -39,3 +39,18 @@ def test_the_trained_defaults_tables_match_a_fresh_run():
         capture_output=True, text=True, timeout=1800,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_every_timed_readme_command_is_in_the_readme():
+    """scripts/time_readme.py times what the README tells a new user to run: each of its commands is
+    a line of the README's first commands, so neither can change without the other."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("time_readme", REPO / "scripts" / "time_readme.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    readme = (REPO / "README.md").read_text()
+    for label, args, promise, words in module.COMMANDS:
+        line = " ".join(["python run.py", *(f"'{a}'" if "[" in a else a for a in args)])
+        assert line.rstrip() in readme, f"{label}: {line!r} is not in the README"
+        assert promise > 0 and words
