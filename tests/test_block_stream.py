@@ -164,7 +164,13 @@ def _run(path, tmp_path, tracking_uri, *more):
 FIGURES = ("perplexity", "loss", "accuracy", "top1_agree", "kl", "kl_p99", "delta_loss", "delta_loss_se")
 
 
-@pytest.mark.parametrize("quant", ["none", "int4", "gptq_int4", "awq_int4", "hqq_int4"])
+# AWQ's and HQQ's streamed figures: pytest -m slow (AWQ streams in the quant_impact test below too)
+SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize(
+    "quant", ["none", "int4", "gptq_int4", pytest.param("awq_int4", marks=SLOW), pytest.param("hqq_int4", marks=SLOW)]
+)
 def test_a_streamed_run_gives_the_in_memory_runs_figures(quant, llama_dir, tmp_path, tracking_uri):
     """GPTQ and AWQ calibrate each block on the windows it sees as the model streams: the same
     calibration, so the same weights and figures as in memory; HQQ swaps each block's layers for its
@@ -278,7 +284,7 @@ NO_INPUT_FAMILIES = [
 ]
 
 
-@pytest.mark.parametrize("targets", ["linear", "matrices"])
+@pytest.mark.parametrize("targets", ["linear", pytest.param("matrices", marks=SLOW)])
 def test_robustness_noise_streams_with_the_in_memory_noise(targets, gpt2_dir, tmp_path, tracking_uri):
     """Every level and seed of weight and quantization noise is a path of one read; each tensor gets
     the noise an in-memory run draws for it (the tied head and embeddings too, with matrices)."""

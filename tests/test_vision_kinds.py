@@ -563,7 +563,10 @@ def vlm_dirs(tmp_path_factory):
     return {name: vision_task_models.ALL_VLMS[name](root / name) for name in names}
 
 
-@pytest.mark.parametrize("name", ["idefics3", "paligemma", "llava_next", "blip2"])
+# the four architectures' checks run in pytest -m slow, LLaVA-NeXT's in every run of the suite
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow) for n in ("idefics3", "paligemma", "blip2")] + ["llava_next"]
+)
 def test_smolvlm_paligemma_llava_next_and_blip2_run_every_analyzer(name, vlm_dirs, tmp_path):
     """SmolVLM's architecture (Idefics3: image tiles, row and column tokens, a chat template),
     PaliGemma (answer passed as the processor's suffix), LLaVA-NeXT (any-resolution tiles) and
