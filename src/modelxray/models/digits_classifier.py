@@ -1,9 +1,10 @@
 """A small MLP, CNN or vision transformer on scikit-learn's digits: real, trained classifiers offline.
 
-Given no checkpoint it trains (Adam, seeded, on the train part of the same split the ``digits``
-dataset evaluates): the MLP and CNN in about a second, the ViT (a Hugging Face ``ViTForImageClassification``
-on 2x2-pixel patches) in about half a minute on 2 cores. The trained weights are cached on disk,
-keyed by every setting that shapes them, so a second run loads them instantly.
+Given no checkpoint, the defaults (``digits_mlp``, its ``arch=cnn``, ``digits_vit``: a Hugging Face
+``ViTForImageClassification`` on 2x2-pixel patches) load the weights shipped with modelxray. Other
+settings, or ``retrain=true``, train here (Adam, seeded, on the train part of the same split the
+``digits`` dataset evaluates: the MLP and CNN in a few seconds, the ViT in about 20 s on one core)
+and cache the weights on disk, keyed by every setting that shapes them, so a second run loads them.
 A checkpoint (a state dict of the same architecture, .pt or .safetensors) is loaded with
 ``weights_only=True``. torch is imported when a model is built, not with the config."""
 
@@ -18,9 +19,11 @@ from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel, ModelInfo
 from modelxray.data.digits import load_digits_split
 from modelxray.models.base import ModelSource
+from modelxray.models.trained_cache import TrainedKey
 
 if TYPE_CHECKING:
     from torch import nn
+
 
 ARCHS = ("mlp", "cnn", "vit")
 CACHE_FORMAT = 1  # bump when training changes, so stale cached weights are not reused
@@ -102,7 +105,8 @@ class DigitsClassifierSource(ModelSource):
     test_fraction: float = 0.25  # the split to train on: the digits dataset's, so nothing leaks
     split_seed: int = 0
     cache_dir: str = "~/.cache/modelxray"  # trained weights are kept here (no checkpoint given)
-    use_disk_cache: bool = True  # reuse weights trained before with the same settings
+    use_disk_cache: bool = True  # reuse weights trained before on this machine with the same settings
+    retrain: bool = False  # train afresh (into cache_dir) even where shipped or cached weights exist
     progress: bool = True  # a progress bar while it trains (the model configs follow the run's progress)
 
     def validate(self) -> None:
@@ -121,10 +125,8 @@ class DigitsClassifierSource(ModelSource):
     def _vit(self) -> dict:
         return {"patch_size": self.patch_size, "dim": self.dim, "depth": self.depth, "heads": self.heads}
 
-    def cache_path(self) -> Path:
-        """Where weights trained with exactly these settings are kept."""
-        from modelxray.models.trained_cache import cache_file
-
+    def trained_key(self) -> TrainedKey:
+        """What names the trained weights: ``digits-<arch>`` and every setting that shapes them."""
         keys = (
             "arch",
             "hidden",
@@ -138,7 +140,11 @@ class DigitsClassifierSource(ModelSource):
             "split_seed",
         )
         settings = {k: getattr(self, k) for k in keys} | ({"vit": self._vit()} if self.arch == "vit" else {})
-        return cache_file(self.cache_dir, f"digits-{self.arch}", settings, CACHE_FORMAT)
+        return TrainedKey(f"digits-{self.arch}", settings, CACHE_FORMAT)
+
+    def cache_path(self) -> Path:
+        """Where this machine keeps weights it trains with exactly these settings."""
+        return self.trained_key().cache_path(self.cache_dir)
 
     def load(self) -> LoadedModel:
         import torch
@@ -146,53 +152,10 @@ class DigitsClassifierSource(ModelSource):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)  # seeded construction (the ViT initialises in its constructor)
             model = build_digits_model(self.arch, self.hidden, self.channels, vit=self._vit())
-        cached = self.cache_path() if self.checkpoint is None and self.use_disk_cache else None
         if self.checkpoint is not None:
-            from modelxray.models.file import detect_format
-            from modelxray.models.readers import read_state_dict
-
-            path = Path(self.checkpoint).expanduser()
-            fmt = detect_format(path)
-            if fmt not in ("safetensors", "state_dict"):
-                raise ConfigError("model.checkpoint", f"{path} is a {fmt}; give a state dict (.pt) or .safetensors")
-            state = read_state_dict(path, fmt, allow_unsafe_pickle=False)
-            fix = "set model.arch / hidden / channels to the saved ones"
-            try:
-                missing, unexpected = model.load_state_dict(state, strict=False)
-            except RuntimeError as exc:  # shape mismatch
-                detail = next((ln.strip() for ln in str(exc).splitlines() if "size mismatch" in ln), str(exc)[:200])
-                raise ConfigError(
-                    "model.checkpoint", f"{path} does not match arch={self.arch}: {detail}; {fix}"
-                ) from None
-            if missing or unexpected:
-                raise ConfigError(
-                    "model.checkpoint",
-                    f"{path} does not match arch={self.arch} (missing {missing[:3]}, "
-                    f"unexpected {unexpected[:3]}); {fix}",
-                )
-            note = f"weights from {path}"
-            source = fmt
-        elif cached is not None and cached.is_file():
-            from safetensors.torch import load_file
-
-            model.load_state_dict(load_file(str(cached)))
-            note = f"trained before with these settings ({self.epochs} epochs of Adam, seed {self.seed}), loaded from {cached}"
-            source = "config"
+            note, source = self._load_checkpoint(model)
         else:
-            from modelxray.models.trained_cache import about, reproducible_training
-
-            what = f"{self.epochs} epochs of Adam on the digits train split, {about(self._about_seconds())} on one core"
-            with reproducible_training(f"digits-{self.arch}", what, cached):
-                seconds, train_acc = self._train(model)
-            note = (
-                f"trained now: {self.epochs} epochs of Adam (lr {self.lr}, seed {self.seed}) on the train split, "
-                f"{seconds:.1f} s, train accuracy {train_acc:.3f}"
-            )
-            source = "config"
-            if cached is not None:
-                from modelxray.models.trained_cache import save_weights
-
-                save_weights(model.state_dict(), cached)
+            note, source = self._load_trained(model), "config"
         if self.save_checkpoint:
             from modelxray.models.trained_cache import save_weights
 
@@ -205,6 +168,45 @@ class DigitsClassifierSource(ModelSource):
             file_path=self.checkpoint,
         )
         return LoadedModel(self.place(model), None, info, task="classification", image_shape=DIGIT_SHAPE)
+
+    def _load_checkpoint(self, model: nn.Module) -> tuple[str, str]:
+        """``model.checkpoint`` into ``model``: the note and the file's format."""
+        from modelxray.models.file import detect_format
+        from modelxray.models.readers import read_state_dict
+
+        path = Path(self.checkpoint).expanduser()
+        fmt = detect_format(path)
+        if fmt not in ("safetensors", "state_dict"):
+            raise ConfigError("model.checkpoint", f"{path} is a {fmt}; give a state dict (.pt) or .safetensors")
+        state = read_state_dict(path, fmt, allow_unsafe_pickle=False)
+        fix = "set model.arch / hidden / channels to the saved ones"
+        try:
+            missing, unexpected = model.load_state_dict(state, strict=False)
+        except RuntimeError as exc:  # shape mismatch
+            detail = next((ln.strip() for ln in str(exc).splitlines() if "size mismatch" in ln), str(exc)[:200])
+            raise ConfigError("model.checkpoint", f"{path} does not match arch={self.arch}: {detail}; {fix}") from None
+        if missing or unexpected:
+            raise ConfigError(
+                "model.checkpoint",
+                f"{path} does not match arch={self.arch} (missing {missing[:3]}, unexpected {unexpected[:3]}); {fix}",
+            )
+        return f"weights from {path}", fmt
+
+    def _load_trained(self, model: nn.Module) -> str:
+        """The weights shipped or cached for these settings into ``model``, else ``model`` trained
+        now (and cached on this machine); returns the note saying which."""
+        from modelxray.models.trained_cache import about, load_trained_weights
+
+        def train() -> str:
+            seconds, train_acc = self._train(model)
+            return (
+                f"trained now: {self.epochs} epochs of Adam (lr {self.lr}, seed {self.seed}) on the train split, "
+                f"{seconds:.1f} s, train accuracy {train_acc:.3f}"
+            )
+
+        how = f"{self.epochs} epochs of Adam, seed {self.seed}"
+        what = f"{self.epochs} epochs of Adam on the digits train split, {about(self._about_seconds())} on one core"
+        return load_trained_weights(self, model, how, what, train)
 
     def _about_seconds(self) -> float:
         """The training's expected time on one core of a laptop-class CPU: the default's measured

@@ -6,8 +6,9 @@ text side is the ten class prompts: each batch of train images is scored against
 digit 0" ... "a photo of the digit 9" and the cross-entropy over those similarities is minimised.
 The template varies from step to step (``train_templates``), so the text tower learns the label
 rather than one sentence. Adam, seeded, on the train part of the split the ``digits`` dataset
-evaluates; a few tens of seconds on 2 cores, then cached on disk keyed by every setting that shapes
-the weights (as ``digits_vit``).
+evaluates. The default's weights ship with modelxray; other settings, or ``retrain=true``, train
+here (about 30 s on one core) and are cached on disk keyed by every setting that shapes the weights
+(as ``digits_vit``).
 
 It loads as the same unbound ``ZeroShotClassifier`` as ``model=hf`` on a CLIP directory, and the
 run binds it to the dataset's class names: analyzers see one kind, and its accuracy is zero-shot
@@ -25,9 +26,11 @@ from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel, ModelInfo
 from modelxray.data.digits import load_digits_split
 from modelxray.models.base import ModelSource
+from modelxray.models.trained_cache import TrainedKey
 
 if TYPE_CHECKING:
     from torch import nn
+
 
 CACHE_FORMAT = 1  # bump when training changes, so stale cached weights are not reused
 SECONDS_PER_EPOCH = 0.5  # measured on one thread (the announcement's estimate, not a limit)
@@ -73,7 +76,8 @@ class DigitsCLIPSource(ModelSource):
     test_fraction: float = 0.25  # the split to train on: the digits dataset's, so nothing leaks
     split_seed: int = 0
     cache_dir: str = "~/.cache/modelxray"  # trained weights are kept here
-    use_disk_cache: bool = True  # reuse weights trained before with the same settings
+    use_disk_cache: bool = True  # reuse weights trained before on this machine with the same settings
+    retrain: bool = False  # train afresh (into cache_dir) even where shipped or cached weights exist
     save_pretrained: str | None = None  # also write a Hugging Face directory here (model=hf loads it)
     progress: bool = True  # a progress bar while it trains (the model configs follow the run's progress)
 
@@ -105,13 +109,14 @@ class DigitsCLIPSource(ModelSource):
             "projection_dim": self.projection_dim,
         }
 
-    def cache_path(self) -> Path:
-        """Where weights trained with exactly these settings are kept."""
-        from modelxray.models.trained_cache import cache_file
-
+    def trained_key(self) -> TrainedKey:
+        """What names the trained weights: ``digits-clip`` and every setting that shapes them."""
         keys = ("train_templates", "epochs", "batch_size", "lr", "weight_decay", "seed", "test_fraction", "split_seed")
-        settings = {k: getattr(self, k) for k in keys} | self._arch()
-        return cache_file(self.cache_dir, "digits-clip", settings, CACHE_FORMAT)
+        return TrainedKey("digits-clip", {k: getattr(self, k) for k in keys} | self._arch(), CACHE_FORMAT)
+
+    def cache_path(self) -> Path:
+        """Where this machine keeps weights it trains with exactly these settings."""
+        return self.trained_key().cache_path(self.cache_dir)
 
     def load(self) -> LoadedModel:
         import torch
@@ -124,36 +129,33 @@ class DigitsCLIPSource(ModelSource):
             net = build_digits_clip(**self._arch())
         tokenizer = load_tokenizer("byte")
         model = ZeroShotClassifier(net, [0.0], [1.0], (1, 8, 8), "clip", self.prompt_template)
-        cached = self.cache_path() if self.use_disk_cache else None
-        if cached is not None and cached.is_file():
-            from safetensors.torch import load_file
-
-            net.load_state_dict(load_file(str(cached)))
-            note = f"trained before with these settings ({self.epochs} epochs of Adam, seed {self.seed}), loaded from {cached}"
-        else:
-            from modelxray.models.trained_cache import about, reproducible_training
-
-            what = (
-                f"{self.epochs} epochs of Adam on the digits train split against its class prompts, "
-                f"{about(SECONDS_PER_EPOCH * self.epochs)} on one core"
-            )
-            with reproducible_training("digits-clip", what, cached):
-                seconds, train_acc = self._train(model, tokenizer)
-            note = (
-                f"trained now: {self.epochs} epochs of Adam (lr {self.lr}, seed {self.seed}) on the train split "
-                f"against the class prompts of {len(self.train_templates)} templates, {seconds:.1f} s, "
-                f"zero-shot train accuracy {train_acc:.3f}"
-            )
-            if cached is not None:
-                from modelxray.models.trained_cache import save_weights
-
-                save_weights(net.state_dict(), cached)
+        note = self._load_trained(model, tokenizer)
         if self.save_pretrained:
             self._save_pretrained(net)
         info = ModelInfo(name="digits-clip", source_format="config", source_dtype="float32", notes=[note])
         return LoadedModel(
             self.place(model), tokenizer, info, task="classification", image_shape=(1, 8, 8), kind=self.kind_of_source
         )
+
+    def _load_trained(self, model: Any, tokenizer: Any) -> str:
+        """The weights shipped or cached for these settings into ``model.net``, else trained now
+        (and cached on this machine); returns the note saying which."""
+        from modelxray.models.trained_cache import about, load_trained_weights
+
+        def train() -> str:
+            seconds, train_acc = self._train(model, tokenizer)
+            return (
+                f"trained now: {self.epochs} epochs of Adam (lr {self.lr}, seed {self.seed}) on the train split "
+                f"against the class prompts of {len(self.train_templates)} templates, {seconds:.1f} s, "
+                f"zero-shot train accuracy {train_acc:.3f}"
+            )
+
+        how = f"{self.epochs} epochs of Adam, seed {self.seed}"
+        what = (
+            f"{self.epochs} epochs of Adam on the digits train split against its class prompts, "
+            f"{about(SECONDS_PER_EPOCH * self.epochs)} on one core"
+        )
+        return load_trained_weights(self, model.net, how, what, train)
 
     def _save_pretrained(self, net: nn.Module) -> None:
         import json

@@ -7,9 +7,9 @@ trains with denoised queries, so it learns in minutes on 2 cores where plain or 
 barely starts. Each step draws fresh canvases from the digits' train split (seeded by ``seed`` and
 the step); the evaluation canvases (``dataset=digit_canvases``) hold test-split digits it never saw.
 Seeded AdamW at a constant rate dropped tenfold for the last tenth of the steps (DETR's recipe;
-a linear decay stops it early); the first run trains (a few minutes on 2 cores, with a progress bar), then the model
-directory (config, weights, image processor) is kept under ``cache_dir`` keyed by every setting that
-shapes it."""
+a linear decay stops it early). The default's model directory (config, weights, image processor)
+ships with modelxray; other settings, or ``retrain=true``, train here (about 3 minutes on one core,
+with a progress bar) and keep it under ``cache_dir`` keyed by every setting that shapes it."""
 
 from __future__ import annotations
 
@@ -99,5 +99,5 @@ class DigitsDetectorSource(CanvasTrainedSource):
                 targets.append({"class_labels": lab, "boxes": torch.cat([centre, (b[:, 2:] - b[:, :2]) / side], 1)})
             return net(pixel_values=grey.expand(-1, 3, -1, -1), labels=targets).loss
 
-        desc = "training digits-detector (first run only)"
+        desc = "training digits-detector"
         return optimize(net, loss_of, self.steps, self.lr, self.weight_decay, desc, self.progress, schedule="step")

@@ -6,9 +6,10 @@ loads like any ``model=hf`` segmenter. Its encoder is a vision backbone too: wit
 Each step draws fresh canvases from the digits' train split (seeded by ``seed`` and the step), with
 their masks as labels (0 = background, c + 1 = digit c, as the canvases count); the evaluation
 canvases (``dataset=digit_canvases``) hold test-split digits it never saw. Seeded AdamW on the
-per-pixel cross-entropy, background pixels (most of a canvas) weighted down. The first run trains
-(two to four minutes on 2 cores, with a progress bar); the model directory (config, weights, image
-processor) is then kept under ``cache_dir``, keyed by every setting that shapes it."""
+per-pixel cross-entropy, background pixels (most of a canvas) weighted down. The default's model
+directory (config, weights, image processor) ships with modelxray; other settings, or
+``retrain=true``, train here (about 1.5 minutes on one core, with a progress bar) and keep it under
+``cache_dir``, keyed by every setting that shapes it."""
 
 from __future__ import annotations
 
@@ -89,5 +90,5 @@ class DigitsSegmenterSource(CanvasTrainedSource):
             logits = F.interpolate(logits, size=(side, side), mode="bilinear", align_corners=False)
             return F.cross_entropy(logits, masks, weight=weights)
 
-        desc = "training digits-segmenter (first run only)"
+        desc = "training digits-segmenter"
         return optimize(net, loss_of, self.steps, self.lr, self.weight_decay, desc, self.progress)

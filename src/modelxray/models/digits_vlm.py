@@ -4,10 +4,10 @@ a small Llama language model) with the byte-level BPE of the Python docs and an 
 
 It is trained on the digits' train split, each image asked "What digit is this?" with the loss on
 the answer's tokens only (the evaluation's questions, ``data/image_questions.py``, are asked about
-the test split, so it is scored on digits it never saw). Seeded AdamW; the first run trains (a
-minute or two on 2 cores, with a progress bar), then the model directory (config, weights,
-processor) is kept under ``cache_dir`` keyed by every setting that shapes it and loads like
-``model=hf`` on that directory."""
+the test split, so it is scored on digits it never saw). Seeded AdamW. The default's model directory
+(config, weights, processor) ships with modelxray; other settings, or ``retrain=true``, train here
+(about a minute on one core, with a progress bar) and keep it under ``cache_dir`` keyed by every
+setting that shapes it. Either loads like ``model=hf`` on that directory."""
 
 from __future__ import annotations
 
@@ -128,5 +128,5 @@ class DigitsVLMSource(TrainedDirectorySource):
             logits = net(**inputs).logits
             return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE)
 
-        desc = "training digits-vlm (first run only)"
+        desc = "training digits-vlm"
         return optimize(net, loss_of, self.steps, self.lr, self.weight_decay, desc, self.progress)

@@ -1,12 +1,16 @@
 """Weights of models trained here (the digits classifiers, the digits CLIP, the text and
-vision-language defaults), kept on disk by the settings that shaped them, so a second run loads
-instead of training again; and the training loop and directory handling those defaults share.
+vision-language defaults): the ones shipped with modelxray for the default settings, and this
+machine's own trainings kept on disk by the settings that shaped them; and the training loop and
+directory handling those defaults share.
 
 Every default trains reproducibly (``reproducible_training``): on one intra-op thread with PyTorch's
 deterministic algorithms, whatever ``threads`` the run uses, so training it afresh gives the cached
 weights byte for byte. What floating-point results still depend on (the torch version and the CPU's
 vector instruction set) is part of the cache key, so a cache copied between machines never mixes
-models trained differently."""
+models trained differently. The defaults' weights ship in ``models/shipped`` (written by
+``scripts/ship_trained_defaults.py``, named without the platform, listed with their digests in its
+manifest), so every machine loads the same weights and nothing trains on first use;
+``model.retrain=true`` trains afresh into the machine's own cache."""
 
 from __future__ import annotations
 
@@ -14,12 +18,18 @@ import hashlib
 import json
 import logging
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from modelxray.core.errors import ConfigError
 
 # one thread: a reduction split over threads sums in another order, so its result depends on their count
 TRAINING_THREADS = 1
 log = logging.getLogger("modelxray.models")
+SHIPPED = Path(__file__).with_name("shipped")  # the defaults' weights, shipped with modelxray
+MANIFEST = "manifest.json"  # in SHIPPED: each entry's settings, files and their sha256, platform and command
+SHIP = "python scripts/ship_trained_defaults.py"  # the command that writes SHIPPED
 
 
 def training_platform() -> dict[str, str | int]:
@@ -34,11 +44,88 @@ def training_platform() -> dict[str, str | int]:
     }
 
 
-def cache_file(cache_dir: str, stem: str, settings: dict[str, Any], version: int) -> Path:
-    """``<cache_dir>/<stem>-<hash of settings, version and training platform>.safetensors``."""
-    key = [version, settings, training_platform()]
-    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-    return Path(cache_dir).expanduser() / f"{stem}-{digest}.safetensors"
+@dataclass
+class TrainedKey:
+    """What names one trained model's weights: its stem, every setting that shapes them and the
+    format version of its training (bumped when training changes, so stale weights are not reused)."""
+
+    stem: str
+    settings: dict[str, Any]
+    version: int
+    directory: bool = False  # a Hugging Face directory (config, weights, tokenizer), not one safetensors file
+
+    def _name(self, *platform: dict) -> str:
+        digest = hashlib.sha256(json.dumps([self.version, self.settings, *platform], sort_keys=True).encode())
+        return f"{self.stem}-{digest.hexdigest()[:16]}" + ("" if self.directory else ".safetensors")
+
+    def cache_path(self, cache_dir: str) -> Path:
+        """This machine's own training under ``cache_dir``: keyed by its platform too, so a cache
+        copied between machines never mixes weights trained differently."""
+        return Path(cache_dir).expanduser() / self._name(training_platform())
+
+    @property
+    def shipped_name(self) -> str:
+        """The name of the shipped entry: without the platform, as every machine loads the same one."""
+        return self._name()
+
+
+def file_sha256(path: Path) -> str:
+    """The file's sha256, read in chunks (a shipped file is checked before it loads)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_manifest(folder: Path | None = None) -> dict[str, dict]:
+    """The entries shipped in ``folder`` (``SHIPPED``) by name; none when it holds no manifest."""
+    path = (folder or SHIPPED) / MANIFEST
+    return json.loads(path.read_text())["entries"] if path.is_file() else {}
+
+
+def verified(folder: Path, name: str, entry: dict) -> Path:
+    """The shipped entry ``name`` (its file or directory) once every file matches the manifest's
+    sha256: a damaged or partial copy stops the run, never loads as other weights."""
+    fix = f"run {SHIP} or set model.retrain=true"
+    for rel, digest in entry["files"].items():
+        path = folder / rel
+        if not path.is_file():
+            raise ConfigError(str(path), f"missing, though {MANIFEST} lists it; {fix}")
+        if file_sha256(path) != digest:
+            raise ConfigError(str(path), f"sha256 differs from the one {MANIFEST} lists; {fix}")
+    return folder / name
+
+
+def shipped_note(entry: dict, path: Path, how: str) -> str:
+    """The model's note for shipped weights: which script trained them, on which platform."""
+    p = entry["platform"]
+    return (
+        f"the weights shipped with modelxray for these settings ({how}), trained by {entry['command']} "
+        f"on torch {p['torch']}, {p['cpu']} CPU; loaded from {path}"
+    )
+
+
+def weights_to_load(key: TrainedKey, source: Any, how: str) -> tuple[Path | None, str]:
+    """Where ``key``'s weights come from and the note saying so: those shipped with modelxray for
+    exactly these settings, else this machine's earlier training (``source.use_disk_cache``), else
+    ``(None, "")``: train them. ``source.retrain`` skips both and trains afresh."""
+    if source.retrain:
+        return None, ""
+    entry = read_manifest().get(key.shipped_name)
+    if entry is not None:
+        path = verified(SHIPPED, key.shipped_name, entry)
+        return path, shipped_note(entry, path, how)
+    cached = key.cache_path(source.cache_dir)
+    if source.use_disk_cache and (cached / "config.json" if key.directory else cached).is_file():
+        return cached, f"trained before with these settings ({how}), loaded from {cached}"
+    return None, ""
+
+
+def training_target(key: TrainedKey, source: Any) -> Path | None:
+    """Where weights trained now are kept: this machine's platform-keyed cache (never the shipped
+    folder), or nowhere with ``model.use_disk_cache=false``."""
+    return key.cache_path(source.cache_dir) if source.use_disk_cache else None
 
 
 def about(seconds: float) -> str:
@@ -90,22 +177,40 @@ def write_directory(directory: Path, *parts: Any) -> None:
     tmp.replace(directory)
 
 
+def load_trained_weights(source: Any, net: Any, how: str, what: str, train) -> str:
+    """``net`` given the shipped or cached weights for ``source.trained_key()`` (``weights_to_load``;
+    ``how`` says in short how they were trained), else trained now by ``train()`` (which returns the
+    note saying how; ``what`` is announced first) and cached on this machine. Returns the note."""
+    key = source.trained_key()
+    found, note = weights_to_load(key, source, how)
+    if found is not None:
+        from safetensors.torch import load_file
+
+        net.load_state_dict(load_file(str(found)))
+        return note
+    cached = training_target(key, source)
+    with reproducible_training(key.stem, what, cached):
+        note = train()
+    if cached is not None:
+        save_weights(net.state_dict(), cached)
+    return note
+
+
 def load_trained_directory(source: Any, name: str, train_into, kind: str | None = None) -> Any:
-    """A model trained here and kept as a Hugging Face directory: ``source.cache_path()`` when
-    ``source.use_disk_cache`` and it was trained before, else ``train_into(directory)`` (which writes
-    it and returns the note saying how); copied to ``source.save_pretrained`` when set; loaded as
-    ``model=hf`` loads that directory (as ``kind`` where given), named ``name``, the note first."""
+    """A model trained and kept as a Hugging Face directory: the shipped or cached one for
+    ``source.trained_key()`` (``weights_to_load``), else ``train_into(directory)`` (which writes it
+    and returns the note saying how) into this machine's cache; copied to ``source.save_pretrained``
+    when set; loaded as ``model=hf`` loads that directory (as ``kind`` where given), named
+    ``name``, the note first."""
     import shutil
 
     from modelxray.models.hf import HFSource
 
-    directory = source.cache_path()
-    if source.use_disk_cache and (directory / "config.json").is_file():
-        note = f"trained before with these settings ({source.steps} steps, seed {source.seed}), loaded from {directory}"
-    else:
-        cached = directory if source.use_disk_cache else None
-        if not source.use_disk_cache:
-            directory = Path(source.cache_dir).expanduser() / f"{name}-uncached"
+    key = source.trained_key()
+    directory, note = weights_to_load(key, source, f"{source.steps} steps, seed {source.seed}")
+    if directory is None:
+        cached = training_target(key, source)
+        directory = cached or Path(source.cache_dir).expanduser() / f"{name}-uncached"
         what = f"{source.steps} steps of AdamW, {about(source.seconds_per_step * source.steps)} on one core"
         with reproducible_training(name, what, cached):
             note = train_into(directory)

@@ -1,7 +1,8 @@
 """What the Hugging Face models trained here share (``digits_vlm``, ``digits_detector``,
-``digits_segmenter``): the digits split they train on, the cache of their trained directory keyed
-by every setting that shapes it, the seeded training around a model's own ``build`` and ``_train``,
-and, for those trained on digit canvases, the canvases' geometry."""
+``digits_segmenter``): the digits split they train on, the key of their trained directory (every
+setting that shapes it: the shipped directory for the defaults, this machine's cache for the rest),
+the seeded training around a model's own ``build`` and ``_train``, and, for those trained on digit
+canvases, the canvases' geometry."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ from typing import Any, ClassVar
 from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel
 from modelxray.models.base import ModelSource
+from modelxray.models.trained_cache import TrainedKey
 
 
 @dataclass
 class TrainedDirectorySource(ModelSource):
-    """A model trained on first use, then loaded from its Hugging Face directory. A subclass names
+    """A model trained here and loaded from its Hugging Face directory: the one shipped with
+    modelxray for the default settings, else this machine's own training (cached). A subclass names
     its ``stem`` and ``cache_format``, and gives ``settings``, ``build`` (the untrained model and its
     processor), ``_train`` (returns the final loss) and ``trained_on`` (what each step saw)."""
 
@@ -28,7 +31,8 @@ class TrainedDirectorySource(ModelSource):
     test_fraction: float = 0.25  # the digits split: trained on its train part, evaluated on its test part
     split_seed: int = 0
     cache_dir: str = "~/.cache/modelxray"  # trained model directories are kept here
-    use_disk_cache: bool = True  # reuse a model trained before with the same settings
+    use_disk_cache: bool = True  # reuse a model trained before on this machine with the same settings
+    retrain: bool = False  # train afresh (into cache_dir) even where shipped or cached weights exist
     save_pretrained: str | None = None  # also copy the Hugging Face directory here (model=hf loads it)
     progress: bool = True  # a progress bar while training
 
@@ -49,10 +53,13 @@ class TrainedDirectorySource(ModelSource):
     def trained_on(self) -> str:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def cache_path(self) -> Path:
-        from modelxray.models.trained_cache import cache_file
+    def trained_key(self) -> TrainedKey:
+        """What names the trained directory: the stem, ``settings()`` and ``cache_format``."""
+        return TrainedKey(self.stem, self.settings(), self.cache_format, directory=True)
 
-        return cache_file(self.cache_dir, self.stem, self.settings(), self.cache_format).with_suffix("")
+    def cache_path(self) -> Path:
+        """Where this machine keeps the directory it trains with these settings."""
+        return self.trained_key().cache_path(self.cache_dir)
 
     def load(self) -> LoadedModel:
         from modelxray.models.trained_cache import load_trained_directory
