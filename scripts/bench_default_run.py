@@ -74,38 +74,29 @@ def _tokens_and_settings(work: Path) -> tuple[str, Path, int, int, int]:
     return str(source.resolved_file()), ids_path, data.seq_len, cfg.analyzer.performance.batch_size, threads
 
 
-def _run_ours(work: Path) -> tuple[float, str]:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT / "src")}
-    out = work / "ours"
+def _timed(what: str, args: list[str], work: Path, env: dict) -> tuple[float, str]:
+    """Wall seconds and stdout of one whole process; its failure ends the benchmark with its stderr."""
     start = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "run.py"), "progress=false", f"hydra.run.dir={out}"],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
+    proc = subprocess.run([sys.executable, *args], cwd=work, env={**os.environ, **env}, capture_output=True, text=True)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
-        raise SystemExit(f"python run.py failed:\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"{what} failed:\n{proc.stderr[-3000:]}")
+    return wall, proc.stdout
+
+
+def _run_ours(work: Path) -> tuple[float, str]:
+    out = work / "ours"
+    args = [str(ROOT / "run.py"), "progress=false", f"hydra.run.dir={out}"]
+    wall, _ = _timed("python run.py", args, work, {"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT / "src")})
     return wall, (out / "run.log").read_text()
 
 
 def _run_floor(work: Path, gguf: str, ids: Path, seq_len: int, batch: int, threads: int) -> tuple[float, str]:
     script = work / "floor.py"
     script.write_text(FLOOR)
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    start = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, str(script), gguf, str(ids), str(seq_len), str(batch), str(threads)],
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"the floor script failed:\n{proc.stderr[-3000:]}")
-    return wall, next(line for line in proc.stdout.splitlines() if line.startswith("FLOOR"))
+    args = [str(script), gguf, str(ids), str(seq_len), str(batch), str(threads)]
+    wall, stdout = _timed("the floor script", args, work, {"HF_HUB_OFFLINE": "1"})
+    return wall, next(line for line in stdout.splitlines() if line.startswith("FLOOR"))
 
 
 def stages(log: str) -> list[tuple[str, float]]:
