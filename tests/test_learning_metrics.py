@@ -331,3 +331,52 @@ def test_cartography_regions_by_share_of_variability():
         "easy",
         "hard",
     ]
+
+
+def test_centered_cka_with_known_self_similarities_is_linear_cka_exactly():
+    """The feature-evolution callback reuses a snapshot's centered activations and self-similarity
+    (the next snapshot's cka_prev, the report's CKA to the final one): the same numbers, bit for bit."""
+    from modelxray.learning_dynamics.cka import centered, centered_cka, gram_space, self_similarity
+
+    rng = np.random.default_rng(1)
+    for n, p in ((200, 30), (20, 300)):  # feature space, Gram space
+        x, y = rng.standard_normal((n, p)), rng.standard_normal((n, p)) + 0.3
+        gram = gram_space(n, p, p)
+        assert gram == (p > n)
+        xc, yc = centered(x), centered(y)
+        known = centered_cka(xc, yc, self_similarity(xc, gram), self_similarity(yc, gram))
+        assert known == centered_cka(xc, yc) == linear_cka(x, y)
+    with pytest.raises(ValueError, match="same examples"):
+        linear_cka(np.ones((3, 2)), np.ones((4, 2)))
+
+
+def test_beside_runs_both_and_gives_the_sequential_results():
+    from modelxray.learning_dynamics import features
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((300, 64))
+    labels = rng.integers(0, 5, 300)
+    side, main = features.beside(
+        lambda: features.silhouette_by_class(a, labels), lambda: features.linear_probe_accuracy(a, labels)
+    )
+    with features.single_thread():
+        assert side == features.silhouette_by_class(a, labels)
+        assert main == features.linear_probe_accuracy(a, labels)
+
+    def fails():
+        raise RuntimeError("side failed")
+
+    with pytest.raises(RuntimeError, match="side failed"):
+        features.beside(fails, lambda: 1)
+
+
+def test_loss_and_prediction_are_the_cross_entropy_and_the_argmax():
+    from modelxray.learning_dynamics.evaluation import loss_and_prediction, per_example_stats
+
+    logits = torch.tensor([[1.0, 3.0, 3.0], [0.5, -1.0, 0.0], [2.0, 2.0, 1.0]])
+    labels = torch.tensor([2, 0, 0])
+    loss, pred = loss_and_prediction(logits, labels)
+    assert torch.equal(pred, logits.argmax(-1)) and pred.tolist() == [1, 0, 0]  # the first maximum
+    assert torch.equal(loss, torch.nn.functional.cross_entropy(logits, labels, reduction="none"))
+    stats = per_example_stats(logits.half(), labels)
+    assert stats[1].tolist() == [False, True, True] and stats[0].dtype == torch.float32

@@ -291,3 +291,73 @@ def test_memorization_shares_the_loops_evaluation_of_the_same_weights(monkeypatc
     del model, state, opt  # another model, even one built where the first lived, is evaluated anew
     task.evaluate(MLPSource(p=7, hidden=[16], seed=1, device="cpu").load().model)
     assert len(calls) == 7
+
+
+def test_feature_snapshots_equal_the_pure_functions_on_their_activations():
+    """A snapshot computes its probe beside its silhouette, CKA and PCA, and reuses the previous
+    snapshot's centered activations: every number is what the pure functions give, exactly."""
+    from modelxray.learning_dynamics.cka import linear_cka
+    from modelxray.learning_dynamics.features import (
+        linear_probe_accuracy,
+        pca_projection,
+        silhouette_by_class,
+        single_thread,
+    )
+
+    data = ModularArithmetic(p=13, train_fraction=0.6).load()
+    model = MLPSource(p=13, hidden=[32], device="cpu").load().model
+    cb = FeatureEvolutionCallback(every_n_epochs=1, sample_split="train", sample_size=80)
+    state = TrainState(model=model, task=SimpleNamespace(data=data))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    cb.on_train_begin(state)
+    for step in range(1, 4):
+        F.cross_entropy(model(data.x_train), data.y_train).backward()
+        opt.step()
+        opt.zero_grad()
+        state.step = state.epoch = step
+        cb.on_epoch_end(state)
+    layer = cb.layers[0]
+    acts = [cb.acts[k][layer] for k in sorted(cb.acts)]
+    y = cb.sample_labels
+    with single_thread():
+        for k, a in enumerate(acts):
+            assert cb.metrics[f"{layer}/silhouette"][k] == silhouette_by_class(a, y)
+            assert cb.metrics[f"{layer}/probe_accuracy"][k] == linear_probe_accuracy(a, y, 0.3, 0, probe_max_dim=64)
+            assert cb.metrics[f"{layer}/pca_explained"][k] == float(sum(pca_projection(a, 2, 0)[1]))
+            if k:
+                assert cb.metrics[f"{layer}/cka_prev"][k] == linear_cka(acts[k - 1], a)
+    report = cb.report()
+    assert report.data["cka_final"][layer]["cka"] == [linear_cka(a, acts[-1]) for a in acts]
+
+
+def test_the_loop_calls_only_the_hooks_a_callback_implements():
+    from modelxray.core.callbacks import Callback
+    from modelxray.training.config import TrainConfig
+    from modelxray.training.loop import _hooks, train
+    from modelxray.training.tasks import ClassificationTask
+
+    class Steps(Callback):
+        name = "steps"
+
+        def __init__(self):
+            self.seen = []
+
+        def on_step_end(self, state):
+            self.seen.append(state.step)
+            return {"steps/seen": float(len(self.seen))}
+
+    class Nothing(Callback):
+        name = "nothing"
+
+    steps, nothing = Steps(), Nothing()
+    hooks = _hooks([steps, nothing])
+    assert [n for n, _ in hooks["on_step_end"]] == ["steps"] and not hooks["on_epoch_end"]
+    data = ModularArithmetic(p=7, train_fraction=0.5).load()
+    model = MLPSource(p=7, hidden=[16], device="cpu").load().model
+    logged = []
+    cfg = TrainConfig(steps=3, lr=1e-2, batch_size=None, max_grad_norm=None)
+    out = train(
+        model, ClassificationTask(data, None), cfg, callbacks=[steps, nothing], log=lambda m, s: logged.append((s, m))
+    )
+    assert steps.seen == [1, 2, 3] and (3, {"steps/seen": 3.0}) in logged
+    assert {"steps", "nothing", "evaluation"} <= set(out.callback_seconds) and out.callback_seconds["nothing"] == 0.0

@@ -20,6 +20,13 @@ from modelxray.measure.scoring import model_device
 def per_example_stats(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(loss, correct, p_true)`` per row of ``logits`` (N, C): cross-entropy, argmax == label (bool),
     and the softmax probability of the label. Computed in float32 (or float64 if given), no loops."""
+    loss, pred = loss_and_prediction(logits, labels)
+    return loss, pred == labels.to(pred.device).long(), torch.exp(-loss)
+
+
+def loss_and_prediction(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(loss, prediction)`` per row of ``logits`` (N, C): the cross-entropy (float32, or float64
+    if given) and the first maximum's index, the argmax. What an evaluation keeps of a batch."""
     if logits.dim() != 2:
         raise ValueError(f"logits must be (N, classes), got shape {tuple(logits.shape)}")
     lg = logits.detach()
@@ -28,8 +35,7 @@ def per_example_stats(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch
     labels = labels.to(lg.device).long()
     # the fused cross-entropy and max(dim).indices (first maximum, as argmax) cost 30% less than
     # log_softmax + gather + argmax: this runs after every training step
-    loss = F.cross_entropy(lg, labels, reduction="none")
-    return loss, lg.max(dim=-1).indices == labels, torch.exp(-loss)
+    return F.cross_entropy(lg, labels, reduction="none"), lg.max(dim=-1).indices
 
 
 @dataclass
@@ -51,9 +57,8 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int
     preds, losses = [], []
     try:
         for i in range(0, len(y), batch_size):
-            logits = model(x[i : i + batch_size].to(device))
-            loss, _, _ = per_example_stats(logits, y[i : i + batch_size])
-            preds.append(logits.argmax(-1).cpu())
+            loss, pred = loss_and_prediction(model(x[i : i + batch_size].to(device)), y[i : i + batch_size])
+            preds.append(pred.cpu())
             losses.append(loss.float().cpu())
     finally:
         model.train(was_training)
@@ -84,8 +89,8 @@ def evaluate_loader(model: nn.Module, loader, key: str = "dataloader", n_classes
             logits = logits_of(model(x.to(device)), "model output")
             if n_classes is not None and logits.shape[1] != n_classes:
                 raise ConfigError("num_classes", f"is {n_classes} but the model gives {logits.shape[1]} logits")
-            loss, _, _ = per_example_stats(logits, y)
-            preds.append(logits.argmax(-1).cpu())
+            loss, pred = loss_and_prediction(logits, y)
+            preds.append(pred.cpu())
             losses.append(loss.float().cpu())
             labels.append(y.cpu())
     finally:

@@ -15,19 +15,25 @@
 The scikit-learn calls run with BLAS limited to one thread (``threadpoolctl``): on these small
 matrices (hundreds of rows) thread start-up and contention cost 40-200x the work itself when the
 training loop holds the cores (measured: a 180 x 64 probe takes 5 ms on one thread, 0.2-1 s on two
-busy cores).
+busy cores). :func:`beside` runs two such single-threaded computations at once, one on a helper
+thread: a snapshot's silhouette, CKA and PCA beside its probe.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+import os
+import threading
+from collections.abc import Callable, Iterable
+from typing import TypeVar
 
 import numpy as np
 import torch
 from torch import nn
 
 _CONTROLLER = None
+T = TypeVar("T")
+U = TypeVar("U")
 
 
 def single_thread():
@@ -49,6 +55,48 @@ def single_thread():
             return contextlib.nullcontext()
         _CONTROLLER = ThreadpoolController()
     return _CONTROLLER.limit(limits=1)
+
+
+def beside(side: Callable[[], T], main: Callable[[], U]) -> tuple[T, U]:
+    """``(side(), main())``, with ``side`` on a helper thread while ``main`` runs on this one, each
+    with single-threaded BLAS and OpenMP (:func:`single_thread`; OpenMP's limit is per thread, so the
+    helper sets its own). Both run sequentially here when this process may use one CPU only.
+
+    Why: a snapshot pauses training, so on a 2-core machine one core idles while the other runs a
+    single-threaded scikit-learn call; the probe (about half a snapshot) and the silhouette, CKA
+    and PCA (the other half) are independent and release the GIL in BLAS, so side by side they take
+    about half the time. Each result is the same number as sequentially: every computation still
+    runs on one thread. ``side`` must not touch process-wide state such as ``warnings.catch_warnings``
+    (the probe, which does, runs as ``main``)."""
+    if _usable_cpus() < 2:
+        with single_thread():
+            return side(), main()
+    box: dict[str, object] = {}
+
+    def run_side() -> None:
+        try:
+            with single_thread():
+                box["value"] = side()
+        except BaseException as exc:  # noqa: BLE001 - re-raised on the calling thread
+            box["error"] = exc
+
+    helper = threading.Thread(target=run_side, name="modelxray-features", daemon=True)
+    with single_thread():
+        helper.start()
+        try:
+            here = main()
+        finally:
+            helper.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"], here
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS, Windows
+        return os.cpu_count() or 1
 
 
 def default_feature_layer(model: nn.Module) -> str:
@@ -95,13 +143,22 @@ def capture_activations(
     return {n: torch.cat(v).numpy() for n, v in out.items()}
 
 
-def pca_projection(acts: np.ndarray, n_components: int = 2, seed: int = 0) -> tuple[np.ndarray, list[float]]:
-    """``(coords (n, n_components), explained variance ratios)``; zeros if the activations are constant."""
+def is_constant(acts) -> bool:
+    """Whether every row of the activations equals the first (within ``np.allclose``)."""
+    a = np.asarray(acts, np.float64)
+    return bool(np.allclose(a, a[:1]))
+
+
+def pca_projection(
+    acts: np.ndarray, n_components: int = 2, seed: int = 0, *, constant: bool | None = None
+) -> tuple[np.ndarray, list[float]]:
+    """``(coords (n, n_components), explained variance ratios)``; zeros if the activations are constant
+    (``constant``: :func:`is_constant` of ``acts``, if the caller knows it already)."""
     from sklearn.decomposition import PCA
 
     a = np.asarray(acts, np.float64)
     k = min(n_components, a.shape[0], a.shape[1])
-    if k == 0 or np.allclose(a, a[:1]):
+    if k == 0 or (is_constant(a) if constant is None else constant):
         return np.zeros((a.shape[0], n_components)), [0.0] * n_components
     with single_thread():
         pca = PCA(n_components=k, svd_solver="randomized", random_state=seed)  # 2 of hundreds: ~7x faster
@@ -125,15 +182,16 @@ def tsne_projection(acts: np.ndarray, seed: int = 0) -> np.ndarray:
         return TSNE(n_components=2, init="pca", perplexity=perplexity, random_state=seed).fit_transform(a)
 
 
-def silhouette_by_class(acts: np.ndarray, labels: np.ndarray) -> float:
+def silhouette_by_class(acts: np.ndarray, labels: np.ndarray, *, constant: bool | None = None) -> float:
     """Silhouette score of the activations clustered by class (NaN if undefined: <2 classes,
-    every example its own class, or constant activations)."""
+    every example its own class, or constant activations; ``constant``: :func:`is_constant` of
+    ``acts``, if the caller knows it already)."""
     from sklearn.metrics import silhouette_score
 
     labels = np.asarray(labels)
     n_labels = len(np.unique(labels))
     a = np.asarray(acts, np.float64)
-    if n_labels < 2 or n_labels >= len(labels) or np.allclose(a, a[:1]):
+    if n_labels < 2 or n_labels >= len(labels) or (is_constant(a) if constant is None else constant):
         return float("nan")
     with single_thread():
         return float(silhouette_score(a, labels, metric="euclidean"))

@@ -111,6 +111,18 @@ def _seconds(fn, timings: dict[str, float], name: str):
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
 
 
+def _hooks(callbacks) -> dict[str, list[tuple[str, Callable]]]:
+    """Per hook, ``(name, bound method)`` of the callbacks that implement it: a full-batch run calls
+    ``on_step_end`` and ``on_epoch_end`` every step, and the base class's empty hooks need no call
+    (nor a timing); ``train`` still reports a (zero) time for a callback that implements none."""
+    out: dict[str, list[tuple[str, Callable]]] = {}
+    for hook in ("on_train_begin", "on_step_end", "on_epoch_end", "on_train_end"):
+        base = getattr(Callback, hook)
+        bound = [(cb.name, getattr(cb, hook)) for cb in callbacks]
+        out[hook] = [(name, fn) for name, fn in bound if getattr(fn, "__func__", None) is not base]
+    return out
+
+
 def train(
     model: nn.Module,
     task,
@@ -150,9 +162,15 @@ def train(
             total_params=sum(p.numel() for p in model.parameters()),
         )
 
+        hooks = _hooks(callbacks)
+
         def run_hook(hook: str) -> None:
-            for cb in callbacks:
-                metrics = _seconds(lambda: getattr(cb, hook)(state), timings, cb.name)
+            for name, fn in hooks[hook]:
+                t0 = time.perf_counter()
+                try:
+                    metrics = fn(state)
+                finally:
+                    timings[name] = timings.get(name, 0.0) + time.perf_counter() - t0
                 if metrics:
                     log(metrics, state.step)
 
@@ -162,6 +180,8 @@ def train(
             log({f"eval/{k}": v for k, v in values.items()}, state.step)
 
         evaluate()
+        for cb in callbacks:
+            timings.setdefault(cb.name, 0.0)
         run_hook("on_train_begin")
         batches = task.batches()
         start = time.perf_counter()
@@ -176,7 +196,7 @@ def train(
                     run_hook("on_epoch_end")
                     state.epoch = epoch
                 loss, logits, example_loss = task.loss(model, batch)
-                (loss / cfg.grad_accum).backward()
+                (loss / cfg.grad_accum if cfg.grad_accum > 1 else loss).backward()  # x / 1: two kernels for nothing
                 total_loss += float(loss.detach()) / cfg.grad_accum
                 outcome.examples += task.tokens(batch)
             grad_norm = None

@@ -32,10 +32,12 @@ import torch
 from modelxray.core.callbacks import CallbackReport, TrainState
 from modelxray.learning_dynamics.callbacks.base import LearningCallback, finite, task_data
 from modelxray.learning_dynamics.callbacks.configs import FeatureEvolutionConfig
-from modelxray.learning_dynamics.cka import linear_cka
+from modelxray.learning_dynamics.cka import centered, centered_cka, gram_space, self_similarity
 from modelxray.learning_dynamics.features import (
+    beside,
     capture_activations,
     default_feature_layer,
+    is_constant,
     linear_probe_accuracy,
     pca_projection,
     silhouette_by_class,
@@ -62,6 +64,7 @@ class FeatureEvolutionCallback(LearningCallback):
         self.top_freqs: list[list[int]] = []
         self._x: torch.Tensor | None = None
         self._p: int | None = None
+        self._centered: dict[int, dict[str, _Centered]] = {}  # the latest snapshot's, for the next cka_prev
 
     # ---- hooks ------------------------------------------------------------------------------------------
     def on_train_begin(self, state: TrainState):
@@ -109,27 +112,53 @@ class FeatureEvolutionCallback(LearningCallback):
         k = len(self.steps)
         acts = capture_activations(state.model, self._x, self.layers)
         out: dict[str, float] = {}
-        prev = self._latest_acts()
+        latest = max(self.acts) if self.acts else None
+        prev = self.acts[latest] if latest is not None else None
+        kept = self._centered.get(latest, {}) if latest is not None else {}
+        centered_now: dict[str, _Centered] = {}
         for layer, a in acts.items():
-            vals = {
-                "silhouette": silhouette_by_class(a, self.sample_labels) if c.silhouette else np.nan,
-                "probe_accuracy": linear_probe_accuracy(
-                    a, self.sample_labels, c.probe_test_fraction, c.seed, probe_max_dim=c.probe_max_dim
+            a64 = np.asarray(a, np.float64)  # once, for every measure below
+            previous = (kept.get(layer) or _Centered(prev[layer])) if c.cka and prev is not None else None
+            current = _Centered(a64) if c.cka else None
+
+            def geometry(a64=a64, previous=previous, current=current) -> dict:
+                """Silhouette, CKA to the previous snapshot and the PCA: the helper thread's half."""
+                constant = is_constant(a64) if (c.silhouette or c.pca) else False
+                got: dict = {
+                    "silhouette": silhouette_by_class(a64, self.sample_labels, constant=constant)
+                    if c.silhouette
+                    else np.nan,
+                    "cka_prev": previous.cka(current) if previous is not None else np.nan,
+                }
+                if c.pca:
+                    got["pca"] = pca_projection(a64, 2, c.seed, constant=constant)
+                return got
+
+            def probe(a64=a64) -> float:
+                if not c.probe:
+                    return np.nan
+                return linear_probe_accuracy(
+                    a64, self.sample_labels, c.probe_test_fraction, c.seed, probe_max_dim=c.probe_max_dim
                 )
-                if c.probe
-                else np.nan,
-                "cka_prev": linear_cka(prev[layer], a) if c.cka and prev is not None else np.nan,
+
+            got, probe_accuracy = beside(geometry, probe) if c.probe else (geometry(), np.nan)
+            vals = {
+                "silhouette": got["silhouette"],
+                "probe_accuracy": probe_accuracy,
+                "cka_prev": got["cka_prev"],
                 "pca_explained": np.nan,
             }
             if c.pca:
-                coords, ratios = pca_projection(a, 2, c.seed)
+                coords, ratios = got["pca"]
                 vals["pca_explained"] = float(sum(ratios))
                 if c.projection == "tsne":
-                    coords = tsne_projection(a, c.seed)
+                    coords = tsne_projection(a64, c.seed)
                 self.pca.setdefault(k, {})[layer] = coords.astype(np.float32)
             for name, v in vals.items():
                 self._put(f"{layer}/{name}", k, v)
                 out[f"features/{layer}/{name}"] = v
+            if current is not None:
+                centered_now[layer] = current
         if c.fourier:
             emb = self._embedding(state.model)
             if emb is not None:
@@ -141,6 +170,7 @@ class FeatureEvolutionCallback(LearningCallback):
         self.steps.append(int(state.step))
         self.epochs.append(int(state.epoch))
         self.acts[k] = acts
+        self._centered = {k: centered_now} if centered_now else {}
         self._thin()
         return finite(out)
 
@@ -148,9 +178,6 @@ class FeatureEvolutionCallback(LearningCallback):
         series = self.metrics.setdefault(key, [])
         series.extend([float("nan")] * (k - len(series)))
         series.append(float(v))
-
-    def _latest_acts(self):
-        return self.acts[max(self.acts)] if self.acts else None
 
     def _thin(self) -> None:
         keys = sorted(self.acts)
@@ -191,7 +218,8 @@ class FeatureEvolutionCallback(LearningCallback):
                     metrics[f"features/{layer}/{name}"] = series[-1]
             if final is not None and self.config.cka:
                 ks = sorted(self.acts)
-                vals = [linear_cka(self.acts[k][layer], final[layer]) for k in ks]
+                last = _Centered(final[layer])  # centered and its self-similarity once, not per snapshot
+                vals = [_Centered(self.acts[k][layer]).cka(last) for k in ks]
                 cka_final[layer] = {"steps": [self.steps[k] for k in ks], "cka": vals}
                 metrics[f"features/{layer}/cka_first_final"] = vals[0]
         data["cka_final"] = cka_final
@@ -255,3 +283,28 @@ class FeatureEvolutionCallback(LearningCallback):
         self.acts = {int(k): v for k, v in state["acts"].items()}
         self.pca = {int(k): v for k, v in state["pca"].items()}
         self.top_freqs = [list(t) for t in state["top_freqs"]]
+
+
+class _Centered:
+    """One snapshot's activations of one layer, centered (float64), with their CKA self-similarity
+    once computed: the snapshot after it, and the report's CKA to the final snapshot, reuse both
+    instead of centering and multiplying the same matrix again (the same numbers as
+    :func:`modelxray.learning_dynamics.cka.linear_cka`)."""
+
+    def __init__(self, acts):
+        self.x = centered(acts)
+        self._self: dict[bool, float] = {}
+
+    def self_similarity(self, gram: bool) -> float:
+        if gram not in self._self:
+            self._self[gram] = self_similarity(self.x, gram)
+        return self._self[gram]
+
+    def cka(self, other: _Centered) -> float:
+        """``linear_cka(self's activations, other's)``."""
+        if self.x.shape[0] != other.x.shape[0]:
+            raise ValueError(
+                f"CKA needs the same examples on both sides, got {self.x.shape[0]} and {other.x.shape[0]} rows"
+            )
+        gram = gram_space(self.x.shape[0], self.x.shape[1], other.x.shape[1])
+        return centered_cka(self.x, other.x, self.self_similarity(gram), other.self_similarity(gram))
