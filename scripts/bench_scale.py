@@ -6,13 +6,17 @@ process, and scored by our evaluation loop and by a bare ``model(input_ids)`` lo
     python scripts/bench_scale.py                            # 135m and 360m, 256 tokens
     python scripts/bench_scale.py --sizes 135m,360m,1.7b --tokens 512 --markdown docs/scale.md
 
-Prints, per size: the weight bytes; for each run its peak resident memory over the weight bytes
-(targets: 1.15 for a single run with a quantizer, 1.3 for bitwidth, quant_impact and robustness)
-and the growth: the peak above the same run's peak on a 2-layer model (the fixed cost of Python,
-torch, transformers and the report), over the weight bytes above that model's; seconds per scored
-token; and our loop's tokens/s over a bare forward loop's and over a bare perplexity loop's
-(forward plus cross-entropy; target >= 0.97), timed in alternating rounds in one process. The 2-layer model (``tiny``) always runs first:
-``--sizes tiny`` alone checks the script itself in a minute.
+Prints, per size: the weight bytes and the peak of a bare loop, a process of its own that loads the
+same directory with ``AutoModelForCausalLM.from_pretrained`` (float32, as ``model=hf``) and scores the
+same windows in the same batches with ``F.cross_entropy``, nothing else (no quantization, no report);
+for each run its peak resident memory over the weight bytes (targets: 1.15 for a single run with a
+quantizer, 1.3 for bitwidth, quant_impact and robustness), over the bare loop's peak (target: 1.10 for
+a single run with a quantizer; both peaks are the process's ``ru_maxrss``, mapped weight files
+included) and the growth: the peak above the same run's peak on a 2-layer model (the fixed cost of
+Python, torch, transformers and the report), over the weight bytes above that model's; seconds per
+scored token; and our loop's tokens/s over a bare forward loop's and over a bare perplexity loop's
+(forward plus cross-entropy; target >= 0.97), timed in alternating rounds in one process. The
+2-layer model (``tiny``) always runs first: ``--sizes tiny`` alone checks the script itself in a minute.
 
 ``--token-sweep 256,1024,4096`` adds the growth with tokens: each run again on the first size at
 each token count, with its peak memory (flat: windows are scored one batch at a time) and the
@@ -59,6 +63,12 @@ RUNS = {
     "performance int4": [
         "analyzer=performance",
         "quant=int4",
+        "analyzer.performance.speed_batch_sizes=[1]",
+        "analyzer.performance.iters=1",
+    ],
+    "performance int8": [
+        "analyzer=performance",
+        "quant=int8",
         "analyzer.performance.speed_batch_sizes=[1]",
         "analyzer.performance.iters=1",
     ],
@@ -129,6 +139,52 @@ BASE = (
     "import torch, transformers, modelxray.app, modelxray.models.hf, resource;"
     "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)"
 )
+
+
+EVAL_BATCH = 4  # analyzer.performance.batch_size's default: windows per forward of the perplexity pass
+
+
+def bare_loop(path: str, tokens: int, seq_len: int, batch_size: int = EVAL_BATCH) -> None:
+    """The bare loop (run in its own process, ``--bare-loop``): load the model as ``model=hf`` does
+    (float32) and score the run's windows - ``tokens`` ids cut into disjoint ``seq_len`` windows,
+    ``batch_size`` per forward, as ``analyzer=performance`` batches them - with ``F.cross_entropy``."""
+    import torch
+    import torch.nn.functional as F
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
+    ids = torch.randint(0, 256, (tokens,), generator=torch.Generator().manual_seed(0))
+    windows = []
+    for start in range(0, tokens, seq_len):
+        chunk = ids[start : start + seq_len]
+        if chunk.numel() < 2:
+            break
+        targets = torch.full_like(chunk, -100)
+        targets[:-1] = chunk[1:]
+        windows.append((chunk, targets))
+    with torch.inference_mode():
+        i = 0
+        while i < len(windows):  # consecutive windows of one length, at most batch_size of them
+            j = i + 1
+            while j < len(windows) and j - i < batch_size and windows[j][0].numel() == windows[i][0].numel():
+                j += 1
+            inputs, targets = (torch.stack(part) for part in zip(*windows[i:j]))
+            logits = model(input_ids=inputs, use_cache=False).logits
+            F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100, reduction="sum")
+            i = j
+
+
+def bare_loop_command(path: Path, tokens: int, seq_len: int) -> list[str]:
+    return [
+        sys.executable,
+        str(Path(__file__).resolve()),
+        "--bare-loop",
+        str(path),
+        "--tokens",
+        str(tokens),
+        "--seq-len",
+        str(seq_len),
+    ]
 
 
 def speed(path: Path, tokens: int, seq_len: int, rounds: int) -> tuple[float, float, float]:
@@ -224,7 +280,11 @@ def main() -> None:
     ap.add_argument("--work", default="outputs/bench_scale", help="where the model directories are kept")
     ap.add_argument("--markdown", help="also write the table to this Markdown file")
     ap.add_argument("--token-sweep", help="comma-separated token counts: each run again at each, on the first size")
+    ap.add_argument("--bare-loop", metavar="DIR", help=argparse.SUPPRESS)  # the bare loop's own process
     args = ap.parse_args()
+    if args.bare_loop:
+        bare_loop(args.bare_loop, args.tokens, args.seq_len)
+        return
     work = (ROOT / args.work).resolve()
     work.mkdir(parents=True, exist_ok=True)
     sizes = args.sizes.split(",")
@@ -237,8 +297,8 @@ def main() -> None:
     print(f"process before any model (python, torch, transformers, modelxray): {base / 2**30:.2f} GiB")
     sizes = ["tiny", *(s for s in sizes if s != "tiny")]
     fixed: dict[str, tuple[int, int]] = {}  # run -> (peak, weight bytes) on the tiny model
-    header = "| size | weights | run | peak RSS | peak / weights | growth / weights | s / token |"
-    lines = [header, "|---|---|---|---|---|---|---|"]
+    header = "| size | weights | run | peak RSS | peak / weights | peak / bare loop | growth / weights | s / token |"
+    lines = [header, "|---|---|---|---|---|---|---|---|"]
     speeds = [
         "| size | ours tokens/s | bare forward tokens/s | ours / bare forward | bare forward + loss tokens/s | ours / bare + loss |",
         "|---|---|---|---|---|---|",
@@ -246,6 +306,13 @@ def main() -> None:
     print(header)
     for size in sizes:
         path, nbytes = build(size, work)
+        bare, secs, code = peak_of(bare_loop_command(path, args.tokens, args.seq_len))
+        line = (
+            f"| {size} | {nbytes / 2**30:.2f} GiB | bare loop | {bare / 2**30:.2f} GiB | {bare / nbytes:.2f} | 1.00 | "
+            f"| {secs / args.tokens:.3f} |" + ("" if code == 0 else f" (exit {code})")
+        )
+        lines.append(line)
+        print(line, flush=True)
         for run in runs:
             cmd = run_command(path, run, args.tokens, args.seq_len, work / "runs" / f"{size}-{run.replace(' ', '-')}")
             peak, secs, code = peak_of(cmd)
@@ -253,7 +320,8 @@ def main() -> None:
             growth = (peak - fixed[run][0]) / (nbytes - fixed[run][1]) if size != "tiny" else math.nan
             line = (
                 f"| {size} | {nbytes / 2**30:.2f} GiB | {run} | {peak / 2**30:.2f} GiB | {peak / nbytes:.2f} | "
-                f"{growth:.2f} | {secs / args.tokens:.3f} |" + ("" if code == 0 else f" (exit {code})")
+                f"{peak / bare:.2f} | {growth:.2f} | {secs / args.tokens:.3f} |"
+                + ("" if code == 0 else f" (exit {code})")
             )
             lines.append(line)
             print(line, flush=True)

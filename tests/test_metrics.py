@@ -112,3 +112,27 @@ def test_the_per_token_standard_error_is_the_one_of_independent_tokens():
     assert out["loss_se_per_token"] == pytest.approx(float(nll.std(unbiased=True) / nll.numel() ** 0.5), rel=1e-9)
     metrics = Quality.from_dict(out).to_metrics()
     assert metrics["perplexity_se_per_token"] == pytest.approx(metrics["perplexity"] * out["loss_se_per_token"])
+
+
+def test_divergence_in_chunks_is_the_whole_tensor_formula():
+    """The KL pass goes a few positions at a time (memory: no N x vocab copies); its figures are the
+    textbook KL(p || q) and top-token change at every position, gathered or indexed."""
+    from modelxray.metrics.lm import KL_CHUNK, divergence_at, divergence_spans, token_divergence
+
+    torch.manual_seed(0)
+    logits_ref, logits = torch.randn(3, 2 * KL_CHUNK + 1, 40), torch.randn(3, 2 * KL_CHUNK + 1, 40)
+    mask = torch.rand(3, 2 * KL_CHUNK + 1) > 0.3
+    logp = torch.log_softmax(logits_ref, -1)
+    kl, dp, rows = token_divergence(logp, logits, mask)
+    p, logq = logp[mask].double(), torch.log_softmax(logits[mask].double(), -1)
+    assert torch.allclose(kl, (p.exp() * (p - logq)).sum(-1), atol=1e-5)
+    top = p.argmax(-1, keepdim=True)
+    assert torch.allclose(dp, (logq.gather(-1, top).exp() - p.gather(-1, top).exp()).squeeze(-1), atol=1e-6)
+    assert rows.tolist() == mask.nonzero()[:, 0].tolist()
+    # the same positions named by index rather than gathered: the same numbers
+    flat = logits.reshape(-1, 40)
+    again = divergence_at(
+        logp.reshape(-1, 40), flat, mask, mask.reshape(-1).nonzero().squeeze(1), mask.reshape(-1).nonzero().squeeze(1)
+    )
+    assert torch.equal(again[0], kl) and torch.equal(again[1], dp)
+    assert divergence_spans(33, 16) == [(0, 16), (16, 33)] and divergence_spans(0) == [(0, 0)]

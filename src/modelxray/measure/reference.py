@@ -229,8 +229,11 @@ class Comparison:
             scored, logp = ref[0].to(logits.device), ref[1].to(logits.device)
             k = min(scored.shape[0], rows)
             both = mask[:k] & scored[:k]  # a variant may score fewer positions (tokens it replaced)
-            logp = logp[: int(scored[:k].sum())][both[scored[:k]]]
-            kl, dp, win = divergence_at(logp, logits[:k][both], both)
+            # the rows of logp and of the logits compared, gathered a chunk at a time (no N x vocab copies)
+            logp_rows = both[scored[:k]].nonzero().squeeze(1)
+            logit_rows = both.reshape(-1).nonzero().squeeze(1)
+            flat = logits[:k].reshape(-1, logits.shape[-1])
+            kl, dp, win = divergence_at(logp, flat, both, logp_rows, logit_rows)
             self.kl_sum += float(kl.sum())
             self.kl_n += int(kl.numel())
             self.kl_parts.append((kl, dp, win + self.windows_seen))

@@ -36,16 +36,15 @@ def batch_token_stats(
         x, y = flat[start : start + _CHUNK], tgt[start : start + _CHUNK]
         row = positions[start : start + _CHUNK] // steps
         mask = y != IGNORE
-        count = int(mask.sum())
-        if count == 0:
+        if not bool(mask.any()):
             continue
-        if count < y.numel():
-            x, y, row = x[mask], y[mask], row[mask]
+        # every position of the chunk goes through (no copy of the scored ones): a position not
+        # scored has NLL 0 and matches no index, so it adds nothing but its zeros
         x = x.float()
-        nll = F.cross_entropy(x, y, reduction="none").double()
+        nll = F.cross_entropy(x, y, reduction="none", ignore_index=IGNORE).double()
         found = x.topk(kmax, dim=1).indices == y.unsqueeze(1)  # (N, kmax), at most one True per row
         hits += torch.stack([found[:, :k].sum() for k in ks])
-        stats = torch.stack([nll, torch.ones_like(nll), found[:, 0].double(), nll * nll], dim=1)
+        stats = torch.stack([nll, mask.double(), found[:, 0].double(), nll * nll], dim=1)
         per_row.index_add_(0, row, stats)
     totals = per_row.sum(0)
     return float(totals[0]), int(totals[1]), {k: int(h) for k, h in zip(ks, hits)}, per_row
@@ -142,17 +141,52 @@ def token_divergence(
 
 
 def divergence_at(
-    logp: torch.Tensor, logits: torch.Tensor, mask: torch.Tensor
+    logp: torch.Tensor,
+    logits: torch.Tensor,
+    mask: torch.Tensor,
+    logp_rows: torch.Tensor | None = None,
+    logit_rows: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``token_divergence`` from the reference log-probabilities and the model's logits already
     gathered at the positions of ``mask`` (N, V each, row-major): what a reference that keeps only
-    its scored positions (a masked LM's masked tokens, a classifier's one label) compares with."""
+    its scored positions (a masked LM's masked tokens, a classifier's one label) compares with.
+
+    ``logp_rows`` / ``logit_rows``: the rows of ``logp`` / ``logits`` to compare (indices, in order),
+    when these are not gathered yet: each chunk is gathered as it is compared. Positions go through
+    in chunks of ``KL_CHUNK`` (``divergence_spans``), so the pass holds a few chunk x vocab floats
+    beside the logits, not several N x V tensors; each position's figures are those of one pass."""
+    n = int(logp.shape[0] if logp_rows is None else logp_rows.shape[0])
+    kl, dp = [], []
+    for a, b in divergence_spans(n):
+        p = logp[a:b] if logp_rows is None else logp.index_select(0, logp_rows[a:b])
+        q = logits[a:b] if logit_rows is None else logits.index_select(0, logit_rows[a:b])
+        chunk_kl, chunk_dp = _divergence(p, q)
+        kl.append(chunk_kl)
+        dp.append(chunk_dp)
+    rows = torch.arange(mask.shape[0], device=mask.device)[:, None].expand_as(mask)[mask]
+    return torch.cat(kl).double().cpu(), torch.cat(dp).double().cpu(), rows.cpu()
+
+
+KL_CHUNK = 16  # positions per chunk of the KL pass (16 x a 49k vocabulary: 3 MiB per temporary)
+
+
+def divergence_spans(n: int, size: int = KL_CHUNK) -> list[tuple[int, int]]:
+    """Row ranges of at most ``size`` rows covering ``n`` rows (one empty range when ``n`` is 0), none of
+    a single row unless ``n`` is 1: torch sums a lone long row in two halves on two threads, and rows
+    of a many-row tensor each whole, so a one-row chunk would change the last bits of its figures."""
+    spans = [(a, min(a + size, n)) for a in range(0, n, size)] or [(0, 0)]
+    if len(spans) > 1 and spans[-1][1] - spans[-1][0] == 1:
+        spans[-2:] = [(spans[-2][0], n)]
+    return spans
+
+
+def _divergence(logp: torch.Tensor, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """KL(reference || model) and the change of the reference top token's probability, per row."""
     logq = torch.log_softmax(logits.float(), dim=-1)
     kl = (logp.exp() * (logp - logq)).sum(-1).clamp_min(0.0)
     top = logp.argmax(-1, keepdim=True)
     dp = logq.gather(-1, top).exp() - logp.gather(-1, top).exp()
-    rows = torch.arange(mask.shape[0], device=mask.device)[:, None].expand_as(mask)[mask]
-    return kl.double().cpu(), dp.squeeze(-1).double().cpu(), rows.cpu()
+    return kl, dp.squeeze(-1)
 
 
 def divergence_summary(kl: torch.Tensor, dp: torch.Tensor, rows: torch.Tensor) -> dict[str, float]:

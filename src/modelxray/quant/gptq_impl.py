@@ -57,6 +57,7 @@ def gptq_quantize(
     params = (lambda x: _params_mse(x, spec, clip_grid, clip_min)) if clip_grid > 1 else (lambda x: _params(x, spec))
     W = weight.detach().float().clone()
     H = hessian.float().clone()
+    del hessian  # the caller's, freed here when it handed it over (``quantize_block``)
     rows, cols = W.shape
     dead = torch.diag(H) == 0
     H[dead, dead] = 1
@@ -78,9 +79,15 @@ def gptq_quantize(
             if not ready[g]:
                 scales[:, g], los[:, g] = params(W[:, a:b])
                 ready[g] = True
-        W, H = W[:, perm], H[perm][:, perm]
-    H += damp * torch.mean(torch.diag(H)) * torch.eye(cols)
-    Hinv = torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(H)), upper=True)
+        W, H = W[:, perm], H[perm[:, None], perm]  # one gather: no (in x in) intermediate
+    H.diagonal().add_(damp * torch.mean(torch.diag(H)))  # the damping, without an (in x in) identity
+    # the inverse's upper Cholesky factor, each (in x in) step freed once the next holds its result
+    L = torch.linalg.cholesky(H)
+    del H
+    inverse = torch.cholesky_inverse(L)
+    del L
+    Hinv = torch.linalg.cholesky(inverse, upper=True)
+    del inverse
     Q = torch.zeros_like(W)
     for i1 in range(0, cols, block_size):
         i2 = min(i1 + block_size, cols)
@@ -119,8 +126,8 @@ def quantize_block(cfg: GPTQQuantizer, block, layer_targets, plan, inputs: Block
             continue
         spec = plan[t.name]
         w = t.weight_matrix()
-        q = gptq_quantize(
-            w, hessians[t.name], spec, cfg.act_order, cfg.damp, cfg.block_size, cfg.clip_grid, cfg.clip_min
+        q = gptq_quantize(  # each Hessian is let go once its layer is done
+            w, hessians.pop(t.name), spec, cfg.act_order, cfg.damp, cfg.block_size, cfg.clip_grid, cfg.clip_min
         )
         rows.append(layer_row(t, spec, w, q))
         t.set_weight_matrix(q)
@@ -137,4 +144,5 @@ def _collect_hessians(block, layer_targets, inputs: BlockInputs | ModelInputs) -
         counts[name] = counts.get(name, 0) + x.shape[0]
 
     inputs.observe(block, layer_targets, add)
-    return {n: 2 * sums[n] / counts[n] for n in sums}
+    with torch.inference_mode():  # the sums were made there: 2 * sum / n in place, no second copy
+        return {n: sums[n].mul_(2).div_(counts[n]) for n in sums}
