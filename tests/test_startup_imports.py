@@ -41,10 +41,15 @@ def test_config_classes_import_no_heavy_library():
 def test_a_run_imports_no_optional_library_it_does_not_use():
     """transformers imports hqq's quantizer (seconds of torch.compile) and torchao (seconds) whenever
     they are installed; a modelxray run that uses neither imports neither (hqq for quant=hqq_*,
-    torchao for quant=torchao_*). scipy is left out of this: seaborn imports it to draw."""
+    torchao for quant=torchao_*), nor scipy.stats or scipy.optimize (seaborn's density estimate and the speed benchmark's t
+    quantiles used to import it: seconds of start-up for a figure that draws none)."""
     import importlib.util
 
-    optional = [name for name in ("hqq", "torchao") if importlib.util.find_spec(name) is not None]
+    optional = [
+        name
+        for name in ("hqq", "torchao", "scipy.stats", "scipy.optimize")
+        if importlib.util.find_spec(name) is not None
+    ]
     code = (
         "import json, sys, modelxray\n"
         "modelxray.analyze(['debug=tiny', 'model.n_layer=1', 'dataset.max_tokens=256', 'dataset.seq_len=64',"
@@ -58,6 +63,22 @@ def test_a_run_imports_no_optional_library_it_does_not_use():
         proc = subprocess.run([sys.executable, "-c", code, out], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == []
+
+
+def test_a_plain_torch_model_never_imports_transformers():
+    """experiment=grokking trains an MLP: transformers (seconds of imports) is not imported at all."""
+    code = (
+        "import json, sys, modelxray\n"
+        "modelxray.analyze(['experiment=grokking', 'dataset.p=11', 'train.steps=20', 'train.eval_every=10',"
+        " 'tracker=none', 'progress=false', 'report.dashboard=false'], output_dir=sys.argv[1])\n"
+        "print(json.dumps('transformers' in sys.modules))\n"
+    )
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as out:
+        proc = subprocess.run([sys.executable, "-c", code, out], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) is False
 
 
 def test_deferred_names_work_when_used():
@@ -83,3 +104,31 @@ def test_deferred_names_work_when_used():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.split()[-2:] == ["True", str(importlib.util.find_spec("hqq") is not None)]
+
+
+_KDE = """
+import json, sys
+import numpy as np
+{imports}
+from seaborn._statistics import KDE
+x = np.random.default_rng(0).normal(size=300)
+before = "scipy.stats" in sys.modules
+density, support = KDE(bw_adjust=0.7)(x)
+cdf, _ = KDE(cumulative=True)(x)
+print(json.dumps([before, density.tolist(), support.tolist(), cdf.tolist()]))
+"""
+
+
+def test_seaborn_imports_scipy_stats_only_for_a_density_and_estimates_the_same():
+    """The report's figures import seaborn without scipy.stats (most of a second); a density
+    estimate imports it then, and is the same as with seaborn imported the plain way."""
+
+    def kde(imports: str):
+        code = _KDE.format(imports=imports)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+    held = kde("from modelxray.plotting import import_seaborn\nimport_seaborn()")
+    plain = kde("import seaborn")
+    assert held[0] is False and plain[0] is True
+    assert held[1:] == plain[1:]

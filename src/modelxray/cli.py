@@ -126,12 +126,14 @@ def _drop_unused_output_dir() -> None:
 def task(cfg: DictConfig) -> dict[str, float]:
     """Hydra task function: one job. Config errors end the process with one line and exit code 2."""
     from modelxray.config.components import validate_config
+    from modelxray.core.lazy import collector_paused
 
     install_log_redaction()  # again: a job a launcher runs in its own process never passed through main
     try:
-        components = validate_config(cfg)  # every check that needs no model, before the heavy imports
-        components.tracker.check()  # the store, once: a dead server fails now, not after minutes of retries
-        from modelxray import app
+        with collector_paused():  # the checks import torch, then the run's modules load
+            components = validate_config(cfg)  # every check that needs no model, before the heavy imports
+            components.tracker.check()  # the store, once: a dead server fails now, not after minutes of retries
+            from modelxray import app
 
         _stop_on_sigterm()  # again: a job a launcher runs in its own process never passed through main
         job = job_info()

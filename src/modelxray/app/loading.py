@@ -109,7 +109,8 @@ def load_subject(
     dataset fitted to the model (images resized, a dual encoder bound to the class prompts), else a
     generic model's example inputs. ``offload``: the run's ``app.offload.OffloadChoice``; with
     ``blocks`` the model is built on the meta device and streamed from disk by the analyzers."""
-    optional_libraries_on_use()  # seconds of start-up: hqq, torchao and scipy load when a run uses them
+    if model is not None or components.model.builds_with_transformers:
+        optional_libraries_on_use()  # seconds of start-up: hqq, torchao and scipy load when a run uses them
     cache = None
     if model is None and offload is not None and offload.mode == "blocks":
         loaded = process_cache.load_streamed(components.model, offload.hidden_budget(), offload.reason)

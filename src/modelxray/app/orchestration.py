@@ -5,6 +5,7 @@ of them. ModelAnalyzer runs single stages with ``run_stage`` and ``keep_stage``.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import logging
 import os
 import random
@@ -114,6 +115,10 @@ def run(cfg: DictConfig, job: JobInfo, **given: Any) -> RunOutcome:
                 stage(state)
                 if state.skipped is not None:
                     return state.skipped
+                if stage is start_tracking:
+                    # the libraries and the model are loaded: the garbage collector's full passes skip
+                    # their millions of objects from here on (seconds over a long training loop)
+                    gc.freeze()
         except BaseException as exc:
             record_failure(state, exc)
             raise
@@ -126,6 +131,7 @@ def run(cfg: DictConfig, job: JobInfo, **given: Any) -> RunOutcome:
             view=view_hint(state.tracker_run),
         )
     finally:
+        gc.unfreeze()  # what the run left behind is collected as usual again
         torch.set_num_threads(threads)
 
 

@@ -47,6 +47,9 @@ class ModelSource(Configurable):
     device: str = "auto"
     # the kind every model of this source is (None: known only once loaded, or from declared())
     kind_of_source: ClassVar[str | None] = None
+    # whether load() builds the model with transformers: the run then imports transformers' model code
+    # with its optional libraries deferred (models.optional_imports); a plain torch model skips both
+    builds_with_transformers: ClassVar[bool] = True
 
     def declared(self) -> Declared:
         """The model's kind and positions as its config says, read without loading it."""

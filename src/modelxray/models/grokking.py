@@ -20,7 +20,7 @@ evolution callback reads for the Fourier sparsity.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from modelxray.core.errors import ConfigError
 from modelxray.core.subject import LoadedModel, ModelInfo
@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class MLPSource(ModelSource):
+    builds_with_transformers: ClassVar[bool] = False  # plain torch modules
+
     p: int | None = None  # modular task: the modulus (inputs one-hot a and b); null = feature input (digits)
     in_features: int = 64  # feature input only
     n_classes: int | None = None  # null = p
@@ -67,6 +69,8 @@ class MLPSource(ModelSource):
 
 @dataclass
 class GrokkingTransformerSource(ModelSource):
+    builds_with_transformers: ClassVar[bool] = False  # plain torch modules
+
     p: int = 113  # the modulus (the dataset's); vocabulary p + 1 with '='
     d_model: int = 128
     n_heads: int = 4

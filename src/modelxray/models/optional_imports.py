@@ -19,6 +19,8 @@ import importlib
 import sys
 from typing import Any
 
+from modelxray.core.lazy import collector_paused
+
 # library's availability check in transformers.utils -> the transformers modules that import it at
 # import time, and the names each binds from it (name -> the library module it comes from)
 ON_USE: dict[str, dict[str, dict[str, str]]] = {
@@ -83,8 +85,9 @@ def optional_libraries_on_use() -> None:
         setattr(utils, check, _absent)
         setattr(import_utils, check, _absent)
     try:
-        for module in ENTRY_MODULES:
-            importlib.import_module(module)
+        with collector_paused():  # transformers' model code: seconds of imports
+            for module in ENTRY_MODULES:
+                importlib.import_module(module)
     finally:
         for check, found in real.items():
             setattr(utils, check, found)

@@ -32,6 +32,7 @@ from urllib.parse import urlparse
 
 from modelxray.core.configurable import Configurable
 from modelxray.core.errors import ConfigError
+from modelxray.core.lazy import collector_paused
 from modelxray.tracking.mlflow_run import DONE_TAG, PID_TAG, MlflowRun
 from modelxray.tracking.mlflow_store import (
     check_server,
@@ -260,11 +261,12 @@ class MlflowTracker(Configurable):
         return self._watched(run)
 
     def start(self, run_name: str | None, tags: dict[str, str]) -> MlflowRun:
-        from mlflow.tracking import MlflowClient
+        with collector_paused():  # MLflow, SQLAlchemy and the store's schema check: seconds of imports
+            from mlflow.tracking import MlflowClient
 
-        self.check()
-        client = MlflowClient(tracking_uri=self.store_uri)
-        experiment_id = get_or_create_experiment(client, self.experiment, self.resolved_artifact_location())
+            self.check()
+            client = MlflowClient(tracking_uri=self.store_uri)
+            experiment_id = get_or_create_experiment(client, self.experiment, self.resolved_artifact_location())
         name = self.run_name or run_name
         redactor = self.run_redactor()
         run = client.create_run(

@@ -7,7 +7,7 @@ own metrics (``to_metrics(prefix)``, the names logged to MLflow), serialises its
 plain sentence, ``markdown()`` for the summary report). Readers use attributes (``lat.p95_ms``),
 never string keys; the keys live here only.
 
-Pure: numpy, scipy (imported on first use) and the standard library, no torch.
+Pure: numpy and the standard library, no torch.
 """
 
 from modelxray.metrics.measurements.memory import Memory
