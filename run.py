@@ -6,9 +6,7 @@ Examples:
     python run.py model=tiny_gpt2 dataset.max_tokens=2048,4096 -m
 """
 
-import sys
-
-from modelxray.cli import main
+from modelxray.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

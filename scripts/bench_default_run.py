@@ -5,8 +5,10 @@ The floor is what the run cannot do without: a plain script that imports torch a
 loads the same GGUF file with transformers (``from_pretrained(..., gguf_file=...)``, dequantized to
 float32 as modelxray does) and runs a bare perplexity loop (forward, cross-entropy) over the same
 token windows in the same batches. modelxray does more than that: a speed benchmark, per-module
-times, memory, greedy outputs, the report and its plots, MLflow. Where the rest goes is read from
-the run's own log (each stage's time) and printed beside the ratio (target 1.3).
+times, memory, greedy outputs, the report and its plots, MLflow. Where the rest goes is printed
+beside the ratio (target 1.3): our process runs through a small wrapper that times the run's own
+stages and the performance analyzer's parts (the timers cost microseconds); the table is the median
+over the rounds of each phase.
 
     python scripts/bench_default_run.py                  # 3 rounds, about 8 minutes on 2 idle cores
     python scripts/bench_default_run.py --rounds 1
@@ -19,6 +21,7 @@ which is what a plain script pays.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -54,7 +57,79 @@ with torch.inference_mode():
         total, count = total + loss.item(), count + batch[:, 1:].numel()
 print(f"FLOOR load_s={loaded - start:.2f} loop_s={time.perf_counter() - loaded:.2f} ppl={torch.tensor(total / count).exp():.4f}")
 """
-STAGE = re.compile(r"\[(?P<t>[\d-]+ [\d:,]+)\]\[[\w.]+\]\[INFO\] - (?P<msg>.*)")
+# Runs ``run.py <args>`` with timers around the run's stages and parts; writes them to $MX_BENCH_PHASES.
+RUNNER = r"""
+import json, os, sys, time
+T0 = time.perf_counter()
+phases = {}
+sys.argv = ["run.py", *sys.argv[1:]]
+
+
+def add(label, seconds):
+    phases[label] = phases.get(label, 0.0) + seconds
+
+
+def timing(fn, label):
+    def timed(*args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            add(label, time.perf_counter() - t)
+
+    return timed
+
+
+def time_attr(owner, attr, label):
+    setattr(owner, attr, timing(getattr(owner, attr), label))
+
+
+t = time.perf_counter()
+import modelxray.cli as cli
+add("import the command line (Hydra, OmegaConf)", time.perf_counter() - t)
+T_MAIN = time.perf_counter()
+t = time.perf_counter()
+import modelxray.app as app
+add("import the run's modules (torch, numpy)", time.perf_counter() - t)
+import modelxray.analyzers.performance.run as perf
+import modelxray.app.loading as loading
+import modelxray.app.orchestration as orch
+import modelxray.config.components as components
+import modelxray.models.process_cache as process_cache
+import modelxray.report.writer as writer
+import modelxray.tracking.mlflow_run as mlflow_run
+import modelxray.tracking.mlflow_tracker as mlflow_tracker
+
+time_attr(components, "validate_config", "config composed, built and checked")
+orch.STAGES = tuple((name, timing(fn, f"stage: {name}")) for name, fn in orch.STAGES)
+time_attr(loading, "optional_libraries_on_use", "  load: transformers' model code imported")
+time_attr(process_cache, "lookup", "  load: the model built, its cached weights read")
+time_attr(loading, "load_subject", "  load: the two above, the dataset and its checks")
+time_attr(mlflow_tracker.MlflowTracker, "start", "  start tracking: MLflow imported, run opened")
+for part, label in [
+    ("_quality", "perplexity over the windows"),
+    ("_speed", "speed benchmark"),
+    ("_memory", "memory"),
+    ("_consistency", "consistency checks"),
+    ("_layers", "per-module times"),
+]:
+    time_attr(perf, part, f"  analyze: {label}")
+time_attr(writer, "_draw", "  analyze: figures drawn and saved")
+time_attr(mlflow_run.MlflowRun, "log_artifacts", "  finish tracking: MLflow artifacts")
+code = 0
+try:
+    code = cli.main()
+except SystemExit as exc:
+    code = exc.code
+finally:
+    phases["in the wrapper"] = time.perf_counter() - T0
+    phases["the command line's own work (Hydra composes the config, the job's folder)"] = (
+        time.perf_counter() - T_MAIN - sum(v for k, v in phases.items() if k.startswith(("stage:", "import the run", "config")))
+    )
+    with open(os.environ["MX_BENCH_PHASES"], "w") as f:
+        json.dump(phases, f)
+sys.exit(code)
+"""
 
 
 def _tokens_and_settings(work: Path) -> tuple[str, Path, int, int, int]:
@@ -84,11 +159,15 @@ def _timed(what: str, args: list[str], work: Path, env: dict) -> tuple[float, st
     return wall, proc.stdout
 
 
-def _run_ours(work: Path) -> tuple[float, str]:
-    out = work / "ours"
-    args = [str(ROOT / "run.py"), "progress=false", f"hydra.run.dir={out}"]
-    wall, _ = _timed("python run.py", args, work, {"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT / "src")})
-    return wall, (out / "run.log").read_text()
+def _run_ours(work: Path, round_: int) -> tuple[float, dict[str, float]]:
+    """Wall seconds of ``python run.py`` (through the timing wrapper) and its phases."""
+    out, phases_file = work / f"ours{round_}", work / f"phases{round_}.json"
+    args = ["-c", RUNNER, "progress=false", f"hydra.run.dir={out}"]
+    env = {"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT / "src"), "MX_BENCH_PHASES": str(phases_file)}
+    wall, _ = _timed("python run.py", args, work, env)
+    phases = json.loads(phases_file.read_text())
+    phases["interpreter start and exit"] = wall - phases.pop("in the wrapper")
+    return wall, phases
 
 
 def _run_floor(work: Path, gguf: str, ids: Path, seq_len: int, batch: int, threads: int) -> tuple[float, str]:
@@ -99,17 +178,17 @@ def _run_floor(work: Path, gguf: str, ids: Path, seq_len: int, batch: int, threa
     return wall, next(line for line in stdout.splitlines() if line.startswith("FLOOR"))
 
 
-def stages(log: str) -> list[tuple[str, float]]:
-    """``(what, seconds)`` between consecutive lines of the run's log: where its time went after
-    logging started (the imports before the first line are the rest of the wall time)."""
-    import datetime as dt
-
-    stamps = []
-    for line in log.splitlines():
-        m = STAGE.match(line)
-        if m:
-            stamps.append((dt.datetime.strptime(m["t"], "%Y-%m-%d %H:%M:%S,%f"), m["msg"][:90]))
-    return [(msg, (t1 - t0).total_seconds()) for (t0, _), (t1, msg) in zip(stamps, stamps[1:])]
+def _ordered(labels: list[str]) -> list[str]:
+    """Top-level phases in the order they ended, each stage followed by its parts ("  <stage>...")."""
+    out = []
+    for label in labels:
+        if label.startswith("  "):
+            continue
+        out.append(label)
+        if label.startswith("stage: "):
+            stage = label.removeprefix("stage: ")
+            out += [x for x in labels if x.startswith(f"  {stage}")]
+    return out + [x for x in labels if x.startswith("  ") and x not in out]
 
 
 def main() -> int:
@@ -123,13 +202,14 @@ def main() -> int:
             f"GGUF {gguf}; {ids.stat().st_size // 8:,} tokens in windows of {seq_len}, batch {batch}, {threads} threads"
         )
         load = os.getloadavg()[0]
-        ours, floor, floor_lines, log = [], [], [], ""
+        ours, floor, floor_lines, phases = [], [], [], []
         for r in range(args.rounds):
             order = ("ours", "floor") if r % 2 == 0 else ("floor", "ours")
             for name in order:
                 if name == "ours":
-                    wall, log = _run_ours(work)
+                    wall, parts = _run_ours(work, r)
                     ours.append(wall)
+                    phases.append(parts)
                 else:
                     wall, line = _run_floor(work, gguf, ids, seq_len, batch, threads)
                     floor.append(wall)
@@ -141,10 +221,15 @@ def main() -> int:
         )
         print(f"python run.py: {o:.1f} s; floor (transformers GGUF load + bare perplexity loop): {f:.1f} s")
         print(f"ratio {o / f:.2f} (target {TARGET}); rounds: {', '.join(f'{a / b:.2f}' for a, b in zip(ours, floor))}")
-        print("\nwhere the last run's time went after its log began (seconds to each line):")
-        for msg, secs in stages(log):
-            if secs >= 0.2:
-                print(f"  {secs:6.1f}  {msg}")
+        floor_load = statistics.median(float(re.search(r"load_s=([\d.]+)", x)[1]) for x in floor_lines)
+        floor_loop = statistics.median(float(re.search(r"loop_s=([\d.]+)", x)[1]) for x in floor_lines)
+        print(
+            f"\nwhere the time goes (median over the rounds; the floor: load {floor_load:.1f} s, loop {floor_loop:.1f} s)"
+        )
+        print("\n| phase of python run.py | seconds |\n|---|---|")
+        for label in _ordered(list(phases[0])):
+            secs = statistics.median(p.get(label, 0.0) for p in phases)
+            print(f"| {label.replace('  ', '&nbsp;&nbsp;')} | {secs:.2f} |")
     return 0
 
 
