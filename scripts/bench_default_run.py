@@ -128,7 +128,7 @@ finally:
     )
     with open(os.environ["MX_BENCH_PHASES"], "w") as f:
         json.dump(phases, f)
-sys.exit(code)
+cli.exit_promptly(code)  # as python run.py ends
 """
 
 

@@ -258,7 +258,7 @@ finally:
     phases["in the wrapper"] = time.perf_counter() - T0
     with open(os.environ["MX_BENCH_PHASES"], "w") as f:
         json.dump({"phases": phases, "host_reads": counts, "collections": collections}, f)
-sys.exit(code)
+cli.exit_promptly(code)  # as python run.py ends
 """
 
 NO_CALLBACKS = [

@@ -5,6 +5,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 HEAVY = [
     "torch",
     "transformers",
@@ -38,11 +40,19 @@ def test_config_classes_import_no_heavy_library():
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
 
 
-def test_a_run_imports_no_optional_library_it_does_not_use():
+SMALL_RUNS = {
+    "tiny_gpt2": ["debug=tiny", "model.n_layer=1", "dataset.max_tokens=256", "dataset.seq_len=64"],
+    # the embedded GGUF model: its tokenizer is checked before its weights load, which imports transformers
+    "embedded default": ["debug=few_tokens", "tracker=none", "dataset.max_tokens=256", "dataset.seq_len=64"],
+}
+
+
+@pytest.mark.parametrize("run", SMALL_RUNS)
+def test_a_run_imports_no_optional_library_it_does_not_use(run):
     """transformers imports hqq's quantizer (seconds of torch.compile) and torchao (seconds) whenever
     they are installed; a modelxray run that uses neither imports neither (hqq for quant=hqq_*,
-    torchao for quant=torchao_*), nor scipy.stats or scipy.optimize (seaborn's density estimate and the speed benchmark's t
-    quantiles used to import it: seconds of start-up for a figure that draws none)."""
+    torchao for quant=torchao_*), nor scipy.stats or scipy.optimize (seaborn's density estimate and
+    the speed benchmark's t quantiles imported them: seconds of start-up for figures that draw none)."""
     import importlib.util
 
     optional = [
@@ -52,7 +62,7 @@ def test_a_run_imports_no_optional_library_it_does_not_use():
     ]
     code = (
         "import json, sys, modelxray\n"
-        "modelxray.analyze(['debug=tiny', 'model.n_layer=1', 'dataset.max_tokens=256', 'dataset.seq_len=64',"
+        f"modelxray.analyze({SMALL_RUNS[run]!r} + ["
         " 'analyzer.performance.iters=1', 'analyzer.performance.layer_timing=false',"
         " 'analyzer.performance.speed_batch_sizes=[1]', 'report.dashboard=false'], output_dir=sys.argv[1])\n"
         f"print(json.dumps([m for m in {optional!r} if m in sys.modules]))\n"

@@ -89,6 +89,15 @@ def _pixel_classifier(model: torch.nn.Module, image_shape: Any, processor: Any, 
     return LoadedModel(wrapped, None, info, task="classification", image_shape=shape, processor=processor)
 
 
+def defer_optional_libraries(components: Any, model_given: bool) -> None:
+    """Before anything of the run imports transformers' model code (the tokenizer checked before the
+    weights load, a reference model, the model itself), its optional libraries are set to import on
+    first use (``models.optional_imports``); a run whose models are plain torch modules skips both."""
+    sources = [components.model, getattr(components, "reference", None)]
+    if model_given or any(s is not None and s.builds_with_transformers for s in sources):
+        optional_libraries_on_use()
+
+
 def load_subject(
     cfg: DictConfig,
     components,
@@ -109,8 +118,7 @@ def load_subject(
     dataset fitted to the model (images resized, a dual encoder bound to the class prompts), else a
     generic model's example inputs. ``offload``: the run's ``app.offload.OffloadChoice``; with
     ``blocks`` the model is built on the meta device and streamed from disk by the analyzers."""
-    if model is not None or components.model.builds_with_transformers:
-        optional_libraries_on_use()  # seconds of start-up: hqq, torchao and scipy load when a run uses them
+    defer_optional_libraries(components, model is not None)  # hqq, torchao and scipy load when a run uses them
     cache = None
     if model is None and offload is not None and offload.mode == "blocks":
         loaded = process_cache.load_streamed(components.model, offload.hidden_budget(), offload.reason)

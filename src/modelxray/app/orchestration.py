@@ -28,7 +28,7 @@ from modelxray.app.checks import (
 )
 from modelxray.app.given import Given
 from modelxray.app.job import JobInfo, RunOutcome, config_fingerprint, flatten
-from modelxray.app.loading import load_subject
+from modelxray.app.loading import defer_optional_libraries, load_subject
 from modelxray.app.offload import choose_offload
 from modelxray.app.quant_stage import (
     _in_place_note,
@@ -110,6 +110,7 @@ def run(cfg: DictConfig, job: JobInfo, **given: Any) -> RunOutcome:
     threads = torch.get_num_threads()
     try:
         state = _prepare(cfg, job, Given(**given))
+        defer_optional_libraries(state.components, state.given.model is not None)
         try:
             for state.stage, stage in STAGES:
                 stage(state)
