@@ -37,8 +37,8 @@ BUSY_SHARE = 0.25  # share of the CPUs' time busy in the second before a command
 # cache (first run) where the README promises a first-run time
 COMMANDS = [
     ("debug=tiny", ["debug=tiny"], 10, '"in seconds"'),
-    ("embedded default, first run", [], 120, '"about 2 minutes ... the first time"'),
-    ("embedded default, cached", [], 60, '"later runs load in under a second"'),
+    ("embedded default, first run", [], 120, '"about 1.5 minutes ... the first time"'),
+    ("embedded default, cached", [], 60, '"later runs ... take about 45 s in all"'),
     ("robustness sweep", ["analyzer=robustness", "quant=int4,int8", "-m"], 420, '"about 7 minutes"'),
     ("digits_vit, two analyzers", ["model=digits_vit", "analyzer=[performance,robustness]"], 60, '"in about a minute"'),
     ("experiment=grokking", ["experiment=grokking"], 60, '"about a minute"'),

@@ -35,9 +35,18 @@ def _start(args: list[str], cwd: Path, flag: Path) -> subprocess.Popen:
         "HYDRA_FULL_ERROR": "0",
     }
     cmd = [sys.executable, str(REPO / "run.py"), "threads=1", *args]
-    # its own session, as a terminal gives a command: Ctrl-C reaches the whole group
+    # its own session, as a terminal gives a command: Ctrl-C reaches the whole group; and Ctrl-C
+    # heard as a terminal's command hears it, even where this suite runs in a background shell job
+    # (which starts its commands with SIGINT ignored)
     return subprocess.Popen(
-        cmd, cwd=cwd, env=env, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True
+        cmd,
+        cwd=cwd,
+        env=env,
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 

@@ -107,7 +107,7 @@ def run(cfg: DictConfig, job: JobInfo, **given: Any) -> RunOutcome:
     loaded and checked: bad input found while loading leaves none behind (a crash while loading does
     leave a FAILED run, with its traceback). ``threads`` holds for the run only: a Python caller's
     torch keeps its own thread count after it."""
-    threads = torch.get_num_threads()
+    threads, frozen = torch.get_num_threads(), False
     try:
         state = _prepare(cfg, job, Given(**given))
         defer_optional_libraries(state.components, state.given.model is not None)
@@ -120,6 +120,7 @@ def run(cfg: DictConfig, job: JobInfo, **given: Any) -> RunOutcome:
                     # the libraries and the model are loaded: the garbage collector's full passes skip
                     # their millions of objects from here on (seconds over a long training loop)
                     gc.freeze()
+                    frozen = True
         except BaseException as exc:
             record_failure(state, exc)
             raise
@@ -132,7 +133,8 @@ def run(cfg: DictConfig, job: JobInfo, **given: Any) -> RunOutcome:
             view=view_hint(state.tracker_run),
         )
     finally:
-        gc.unfreeze()  # what the run left behind is collected as usual again
+        if frozen:
+            gc.unfreeze()  # what the run left behind is collected as usual again
         torch.set_num_threads(threads)
 
 
