@@ -61,27 +61,8 @@ print(f"FLOOR load_s={loaded - start:.2f} loop_s={time.perf_counter() - loaded:.
 RUNNER = r"""
 import json, os, sys, time
 T0 = time.perf_counter()
-phases = {}
+from phase_timers import add, exit_code_of, phases, time_attr, timing
 sys.argv = ["run.py", *sys.argv[1:]]
-
-
-def add(label, seconds):
-    phases[label] = phases.get(label, 0.0) + seconds
-
-
-def timing(fn, label):
-    def timed(*args, **kwargs):
-        t = time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            add(label, time.perf_counter() - t)
-
-    return timed
-
-
-def time_attr(owner, attr, label):
-    setattr(owner, attr, timing(getattr(owner, attr), label))
 
 
 t = time.perf_counter()
@@ -118,9 +99,7 @@ time_attr(writer, "_draw", "  analyze: figures drawn and saved")
 time_attr(mlflow_run.MlflowRun, "log_artifacts", "  finish tracking: MLflow artifacts")
 code = 0
 try:
-    code = cli.main()
-except SystemExit as exc:
-    code = exc.code
+    code = exit_code_of(cli.main)
 finally:
     phases["in the wrapper"] = time.perf_counter() - T0
     phases["the command line's own work (Hydra composes the config, the job's folder)"] = (
@@ -163,7 +142,11 @@ def _run_ours(work: Path, round_: int) -> tuple[float, dict[str, float]]:
     """Wall seconds of ``python run.py`` (through the timing wrapper) and its phases."""
     out, phases_file = work / f"ours{round_}", work / f"phases{round_}.json"
     args = ["-c", RUNNER, "progress=false", f"hydra.run.dir={out}"]
-    env = {"HF_HUB_OFFLINE": "1", "PYTHONPATH": str(ROOT / "src"), "MX_BENCH_PHASES": str(phases_file)}
+    env = {
+        "HF_HUB_OFFLINE": "1",
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT / "scripts")]),
+        "MX_BENCH_PHASES": str(phases_file),
+    }
     wall, _ = _timed("python run.py", args, work, env)
     phases = json.loads(phases_file.read_text())
     phases["interpreter start and exit"] = wall - phases.pop("in the wrapper")

@@ -118,7 +118,8 @@ json.dump(
 RUNNER = r"""
 import contextlib, gc, json, os, sys, time
 T0 = time.perf_counter()
-phases, counts, collections = {}, {}, {}
+from phase_timers import add, exit_code_of, phases, time_attr, timing
+counts, collections = {}, {}
 sys.argv = ["run.py", *sys.argv[1:]]
 gc_start = [0.0]
 
@@ -133,25 +134,6 @@ def gc_timer(phase, info):
 
 
 gc.callbacks.append(gc_timer)
-
-
-def add(label, seconds):
-    phases[label] = phases.get(label, 0.0) + seconds
-
-
-def timing(fn, label):
-    def timed(*args, **kwargs):
-        t = time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            add(label, time.perf_counter() - t)
-
-    return timed
-
-
-def time_attr(owner, attr, label):
-    setattr(owner, attr, timing(getattr(owner, attr), label))
 
 
 t = time.perf_counter()
@@ -251,9 +233,7 @@ if os.environ.get("MX_BENCH_COUNT") == "1":
     training_run.train = train
 code = 0
 try:
-    code = cli.main()
-except SystemExit as exc:
-    code = exc.code
+    code = exit_code_of(cli.main)
 finally:
     phases["in the wrapper"] = time.perf_counter() - T0
     with open(os.environ["MX_BENCH_PHASES"], "w") as f:
@@ -293,7 +273,7 @@ def run_modelxray(steps: int, eval_every: int, folder: Path, extra: list[str], p
     phases_file = folder / f"phases{time.time_ns()}.json"
     env = {
         **os.environ,
-        "PYTHONPATH": str(REPO / "src") + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO / "scripts"), os.environ.get("PYTHONPATH", "")]),
         "MX_BENCH_PHASES": str(phases_file),
         "MX_BENCH_COUNT": "1" if profile else "0",
     }
