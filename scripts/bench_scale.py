@@ -152,26 +152,14 @@ def bare_loop(path: str, tokens: int, seq_len: int, batch_size: int = EVAL_BATCH
     import torch.nn.functional as F
     from transformers import AutoModelForCausalLM
 
+    from modelxray.metrics.windows import batched, make_windows  # the run's own windows and batches
+
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32).eval()
     ids = torch.randint(0, 256, (tokens,), generator=torch.Generator().manual_seed(0))
-    windows = []
-    for start in range(0, tokens, seq_len):
-        chunk = ids[start : start + seq_len]
-        if chunk.numel() < 2:
-            break
-        targets = torch.full_like(chunk, -100)
-        targets[:-1] = chunk[1:]
-        windows.append((chunk, targets))
     with torch.inference_mode():
-        i = 0
-        while i < len(windows):  # consecutive windows of one length, at most batch_size of them
-            j = i + 1
-            while j < len(windows) and j - i < batch_size and windows[j][0].numel() == windows[i][0].numel():
-                j += 1
-            inputs, targets = (torch.stack(part) for part in zip(*windows[i:j]))
+        for inputs, targets in batched(make_windows(ids, seq_len, "disjoint"), batch_size):
             logits = model(input_ids=inputs, use_cache=False).logits
             F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-100, reduction="sum")
-            i = j
 
 
 def bare_loop_command(path: Path, tokens: int, seq_len: int) -> list[str]:

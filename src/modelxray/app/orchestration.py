@@ -10,7 +10,6 @@ import logging
 import os
 import random
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,6 @@ from modelxray.app.quant_stage import (
     streamed_quant_result,
 )
 from modelxray.app.reference_model import (
-    ReferenceOutputs,
     baseline_specs,
     check_against,
     check_reference_use,
@@ -48,18 +46,18 @@ from modelxray.app.reference_model import (
     unquantized_outputs,
 )
 from modelxray.app.resume import _earlier_results, _resume_point
+from modelxray.app.run_state import RunState
 from modelxray.app.run_tracking import finish_tracking, record_failure, start_tracking, view_hint
 from modelxray.app.stage_results import keep_stage, run_stage
 from modelxray.app.summary import run_summary
-from modelxray.config.components import Components, build_components
+from modelxray.config.components import build_components
 from modelxray.core.cpus import cpu_budget
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
-from modelxray.core.subject import Subject
 from modelxray.kinds.table import kind_of
 from modelxray.models import process_cache
 from modelxray.models.device_map import offloaded, on_disk
-from modelxray.report.writer import Written, write_reports
+from modelxray.report.writer import write_reports
 from modelxray.tracking.run_names import run_name as readable_run_name
 from modelxray.tracking.run_tags import SWEEP_ID_ENV, SWEPT_KEYS_ENV, run_tags, store_key
 
@@ -70,35 +68,6 @@ def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
-
-
-@dataclass
-class RunState:
-    """What one run's stages hand each other, from the composed config to the tracked run."""
-
-    cfg: DictConfig
-    job: JobInfo
-    given: Given
-    components: Components
-    config: dict[str, Any]  # the resolved config, as logged
-    out_dir: Path
-    run_name: str
-    tags: dict[str, str]
-    config_hash: str
-    resume_id: str | None = None  # the run this one continues
-    done: Any = ()  # the analyzers that run finished (or, when skipped, its id and metrics)
-    tracker_run: Any = None  # started once the model and data are loaded and checked
-    subject: Subject | None = None
-    params: dict[str, str] = field(default_factory=dict)
-    earlier: dict[str, Result] = field(default_factory=dict)  # results a resumed run finished before
-    results: dict[str, Result] = field(default_factory=dict)
-    written: dict[str, Written] = field(default_factory=dict)
-    reference_error: str | None = None  # the unquantized outputs failed: performance fails, the rest run
-    metrics: dict[str, float] = field(default_factory=dict)
-    skipped: RunOutcome | None = None  # FINISHED before: nothing runs
-    reference: ReferenceOutputs | None = None  # reference=file|hf|gguf: the other model's outputs
-    stage: str = ""  # the stage running now
-    offload: Any = None  # app.offload.OffloadChoice: the model in memory, or streamed block by block
 
 
 def run(cfg: DictConfig, job: JobInfo, **given: Any) -> RunOutcome:

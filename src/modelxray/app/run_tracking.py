@@ -18,7 +18,7 @@ from modelxray.report.headline import description, headline, headline_metrics
 from modelxray.tracking.run_tags import PARENT_RUN_ENV
 
 if TYPE_CHECKING:
-    from modelxray.app.orchestration import RunState
+    from modelxray.app.run_state import RunState
 
 
 def view_hint(tracker_run) -> str:
