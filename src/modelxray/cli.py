@@ -297,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from modelxray.config.code_guard import guarded
     from modelxray.config.compose_once import composing_once
+    from modelxray.config.early_values import check_values_early
     from modelxray.core.paths import conf_dir
     from modelxray.core.schema import register_schema
 
@@ -305,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     typed = normalize_argv(sys.argv[1:] if argv is None else list(argv))
     try:
         check_overrides(typed, [conf_dir(), *_config_dirs(typed)], multirun=any(a in MULTIRUN_FLAGS for a in typed))
+        check_values_early(typed, conf_dir())  # a value the command line sets, where no composing is needed to check it
     except ConfigError as exc:
         say_error(exc)
         return 2

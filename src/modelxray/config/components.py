@@ -9,7 +9,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from modelxray.analyzers.base import Analyzer
 from modelxray.config.names import check_names
-from modelxray.config.settings import GROUPS, RunSettings, run_settings, top_level_keys
+from modelxray.config.settings import GROUPS, RunSettings, run_settings, top_level_keys, unknown_top_level_key
 from modelxray.core.errors import ConfigError
 from modelxray.core.instantiate import build_component
 
@@ -38,10 +38,9 @@ def build_components(cfg: DictConfig, *, skip_model: bool = False, skip_dataset:
             "holds none of the keys model, dataset, analyzer, quant, tracker: the primary config file (--config-name) "
             "is empty or not a modelxray config; start it with 'defaults: [config, _self_]' to build on the defaults",
         )
-    valid = top_level_keys()
-    unknown = sorted(set(cfg.keys()) - valid)
+    unknown = sorted(set(cfg.keys()) - top_level_keys())
     if unknown:
-        raise ConfigError(unknown[0], f"unknown top-level key; valid keys: {', '.join(sorted(valid - {'hydra'}))}")
+        raise unknown_top_level_key(unknown[0])
     check_names(cfg)  # names that become paths or MLflow names: before the model loads, not when the run starts
     settings = run_settings({k: _plain(cfg, k) for k in cfg if k not in ("hydra", *GROUPS)})
     model = None if skip_model else build_component(cfg.model, "model")

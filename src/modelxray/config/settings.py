@@ -102,6 +102,11 @@ def top_level_keys() -> set[str]:
     return {*GROUPS, *(f.name for f in dataclasses.fields(RunSettings)), "hydra"}
 
 
+def unknown_top_level_key(key: str) -> ConfigError:
+    """The one line for a top-level key a run's config does not take, with the keys it does."""
+    return ConfigError(key, f"unknown top-level key; valid keys: {', '.join(sorted(top_level_keys() - {'hydra'}))}")
+
+
 def run_settings(config: dict[str, Any]) -> RunSettings:
     """The run's settings from its composed config (a plain mapping); a bad or unknown key raises
     ``ConfigError`` naming it (``runtime.resume``, ``report.dashbord``)."""

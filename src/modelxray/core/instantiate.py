@@ -29,6 +29,12 @@ def _target_class(node: DictConfig, key: str) -> type:
         raise ConfigError(f"{key}._target_", f"cannot import {target!r}: {exc}") from None
 
 
+def unknown_key(key: str, cls: type, allowed: set[str]) -> ConfigError:
+    """The one line for a key ``cls`` does not take, with the keys it does."""
+    valid = ", ".join(sorted(allowed)) or "none (this option takes no keys)"
+    return ConfigError(key, f"unknown key for {cls.__name__}; valid keys: {valid}")
+
+
 def build_component(node: DictConfig, key: str) -> Any:
     """Instantiate one config node (``cfg.dataset``...) after checking its keys.
 
@@ -54,10 +60,7 @@ def build_component(node: DictConfig, key: str) -> Any:
         allowed = {f.name for f in dataclasses.fields(cls) if f.init}
         unknown = sorted(set(node.keys()) - allowed - _HYDRA_KEYS)
         if unknown:
-            raise ConfigError(
-                f"{key}.{unknown[0]}",
-                f"unknown key for {cls.__name__}; valid keys: {', '.join(sorted(allowed)) or 'none (this option takes no keys)'}",
-            )
+            raise unknown_key(f"{key}.{unknown[0]}", cls, allowed)
     for name in node.keys():
         if OmegaConf.is_missing(node, name):
             raise ConfigError(f"{key}.{name}", f"is required: set it on the command line, e.g. {key}.{name}=...")
