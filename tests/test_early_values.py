@@ -51,6 +51,7 @@ def test_the_early_line_is_the_full_checks_line(overrides):
         ["debug=tiny", "dataset.seq_len=-1"],  # a preset sets keys of other groups
         ["experiment=grokking", "model.width=0"],
         ["model=digits_mlp", "model.hidden=0"],  # an option that changes another group's choice
+        ["model=digits_mlp", "dataset.seq_len=-1"],  # ... of the group whose key is set
         ["dataset.seq_len=${seed}"],  # an interpolation
         ["-m", "dataset.seq_len=-1,8"],  # a sweep
         ["--config-dir", "/tmp", "dataset.seq_len=-1"],  # another config folder

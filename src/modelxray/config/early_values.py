@@ -3,12 +3,13 @@
 Composing the whole config reads and merges some 28 files (about a third of a second on 2 cores),
 most of a bad value's time to its one-line error. A value the command line sets for a component
 (``dataset.seq_len=-1``, ``analyzer.performance.batch_size=0``) or a top-level setting (``threads=0``)
-is checked here first: the component is built from its schema's defaults, then its option's file, then
-the command line, which is what composing gives wherever it is used below. It is used only where that
-holds: every chosen option's file starts from its schema alone (no other defaults, no package header)
-and holds plain values (no interpolation), and the command line names no preset (``experiment=``,
-``debug=``) and no flag (another config folder or name, a sweep, ``--cfg``, ``--help``). Only an error about a key the command line
-set is reported here; anything else is left to the check after composing, which reports the same line.
+is checked here first: the component is built from its schema's defaults, then its option's file,
+then the command line, which is what composing gives under these conditions: every chosen option's
+file starts from its schema alone (no other defaults, no package header) and holds plain values (no
+interpolation), and the command line names no preset (``experiment=``, ``debug=``) and no flag
+(another config folder or name, a sweep, ``--cfg``, ``--help``). Elsewhere this module stays quiet.
+Only an error about a key the command line set is reported here; anything else is left to the check
+after composing, which reports the same line.
 Hydra offers no way to compose one group alone without its own config, hence this module.
 """
 
@@ -28,20 +29,21 @@ def check_values_early(args: list[str], conf: Path) -> None:
     that is known without composing (see the module docstring); return quietly otherwise."""
     if any(a.startswith("-") for a in args):  # --cfg and --help print the config unchecked; -m sweeps
         return
-    plan = _read_command_line([a for a in args if not a.startswith("-") and "=" in a], conf)
-    if plan is None:
+    plan = _read_command_line([a for a in args if "=" in a], conf)
+    if plan is None or not plan[1]:
         return
     choices, values = plan
+    files = _option_files(choices, conf)
+    if files is None:  # an option sets another group's choice or keys, or builds on another option
+        return
     for group, settings in values.items():
         if group == "":
             _check_settings(settings)
-            continue
-        node = _composed_node(group, choices, conf)
-        if node is None:
-            continue
-        for path, value in settings:
-            _set(node, path, value)
-        _build(node, group, [p for p, _ in settings])
+        elif group in files:  # analyzer.<name> of an analyzer not chosen: the full check says so
+            node = _schema_defaults(*files[group])
+            for path, value in settings:
+                _set(node, path, value)
+            _build(node, group, [p for p, _ in settings])
 
 
 def _read_command_line(overrides: list[str], conf: Path) -> tuple[dict, dict] | None:
@@ -102,38 +104,44 @@ def _default_choices(conf: Path) -> dict[str, Any] | None:
     return choices
 
 
-def _composed_node(group: str, choices: dict[str, Any], conf: Path) -> dict | None:
-    """``group``'s node as composing gives it (``analyzer.<name>`` for an analyzer), or None where
-    its option's file is more than its schema and plain values."""
+def _option_files(choices: dict[str, Any], conf: Path) -> dict[str, tuple[str, str, dict]] | None:
+    """Per chosen component (``analyzer.<name>`` for each analyzer): its schema's group and name and
+    its file's values; None where any chosen option's file is more than its schema and plain values
+    (it could change another group's choice or keys, which only composing tells)."""
+    from modelxray.core.schema import SCHEMA
+
+    files = {}
+    for head, chosen in choices.items():
+        if chosen is None:  # the group left out
+            continue
+        options = [chosen] if head != "analyzer" or isinstance(chosen, str) else chosen
+        for option in options:
+            if not isinstance(option, str) or "/" in option:
+                return None
+            package = option if head == "analyzer" else "_here_"
+            path = conf / head / f"{option}.yaml"
+            if not path.is_file() or "@package" in path.read_text(encoding="utf-8", errors="replace")[:512]:
+                return None
+            content = _load(path)
+            if content is None or _has_interpolation(content):
+                return None
+            defaults = content.pop("defaults", None)
+            if not (isinstance(defaults, list) and len(defaults) == 2 and defaults[1] == "_self_"):
+                return None
+            schema, _, at = str(defaults[0]).partition("@")
+            schema_group, _, schema_name = schema.removeprefix(_SCHEMA_PREFIX).partition("/")
+            plain = schema.startswith(_SCHEMA_PREFIX) and schema_group == head and at == package
+            if not plain or schema_name not in SCHEMA.get(head, {}) or (head == "analyzer" and content):
+                return None
+            files[f"analyzer.{option}" if head == "analyzer" else head] = (head, schema_name, content)
+    return files
+
+
+def _schema_defaults(group: str, name: str, content: dict) -> dict:
+    """The node composing gives: the schema's defaults, then the option file's values."""
     from modelxray.core.schema import SCHEMA, schema_node
 
-    head, _, name = group.partition(".")
-    chosen = choices.get(head)
-    if head == "analyzer":
-        names = [chosen] if isinstance(chosen, str) else chosen
-        if not isinstance(names, list) or name not in names:
-            return None
-        option, package = name, name
-    else:
-        option, package = chosen, "_here_"
-    if not isinstance(option, str) or "/" in option:
-        return None
-    path = conf / head / f"{option}.yaml"
-    if not path.is_file() or "@package" in path.read_text(encoding="utf-8", errors="replace")[:512]:
-        return None
-    content = _load(path)
-    if content is None or _has_interpolation(content):
-        return None
-    defaults = content.pop("defaults", None)
-    if not (isinstance(defaults, list) and len(defaults) == 2 and defaults[1] == "_self_"):
-        return None
-    schema, _, at = str(defaults[0]).partition("@")
-    schema_group, _, schema_name = schema.removeprefix(_SCHEMA_PREFIX).partition("/")
-    if not schema.startswith(_SCHEMA_PREFIX) or schema_group != head or at != package:
-        return None
-    if schema_name not in SCHEMA.get(head, {}) or (head == "analyzer" and content):
-        return None
-    node = schema_node(SCHEMA[head][schema_name])
+    node = schema_node(SCHEMA[group][name])
     _merge(node, content)
     return node
 
