@@ -22,6 +22,7 @@ from typing import NoReturn
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 
+import modelxray.core.cpus  # noqa: F401 - first: it notes how busy the machine is as the process starts
 from modelxray.config.overrides import FORCE_PREFIX, check_overrides, forced_overrides, group_options
 from modelxray.core.errors import ConfigError, JobKilled, OutputError
 from modelxray.core.failures import collecting, collecting_here, report_failure

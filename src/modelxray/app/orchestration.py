@@ -51,7 +51,7 @@ from modelxray.app.run_tracking import finish_tracking, record_failure, start_tr
 from modelxray.app.stage_results import keep_stage, run_stage
 from modelxray.app.summary import run_summary
 from modelxray.config.components import build_components
-from modelxray.core.cpus import cpu_budget
+from modelxray.core.cpus import busy_at_start, cpu_budget, free_threads
 from modelxray.core.errors import ConfigError
 from modelxray.core.result import Result, RunContext
 from modelxray.kinds.table import kind_of
@@ -108,12 +108,12 @@ def run(cfg: DictConfig, job: JobInfo, **given: Any) -> RunOutcome:
 
 
 def default_threads() -> int:
-    """torch's default (the physical cores) capped by the CPUs this process may use: more threads than
-    those spin waiting for each other."""
+    """torch's default (the physical cores) capped by the CPUs this process may use, less the share
+    other processes kept busy as it started: more threads than free cores wait for each other."""
     import psutil
 
     usable = cpu_budget().cpus
-    return max(1, min(usable, psutil.cpu_count(logical=False) or usable))
+    return free_threads(min(usable, psutil.cpu_count(logical=False) or usable), busy_at_start())
 
 
 def _prepare(cfg: DictConfig, job: JobInfo, given: Given) -> RunState:

@@ -7,7 +7,7 @@ from dataclasses import asdict
 from typing import Any
 
 from modelxray.app.job import JobInfo
-from modelxray.core.cpus import cpu_budget
+from modelxray.core.cpus import busy_at_start, cpu_budget
 from modelxray.core.provenance import host, versions
 from modelxray.core.subject import Subject
 from modelxray.kinds.table import kind_of
@@ -31,7 +31,9 @@ def threads_line(configured: int | None) -> str:
     used = torch.get_num_threads()
     if configured:
         return f"{used} (threads={configured})"
-    return f"{used}, from the {cpu_budget().describe()}; threads=N sets it"
+    busy = busy_at_start()
+    elsewhere = f", {busy:.0%} of the machine's CPUs busy with other processes as the run started" if busy else ""
+    return f"{used}, from the {cpu_budget().describe()}{elsewhere}; threads=N sets it"
 
 
 def run_summary(config: dict, job: JobInfo, subject: Subject, tracking: str) -> dict[str, Any]:

@@ -82,7 +82,7 @@ class RunSettings(Configurable):
 
     seed: int = 0  # python, numpy and torch RNGs
     threads: int | None = (
-        None  # torch intra-op threads; null = the CPUs this process may use (affinity, cgroup quota), at most the physical cores
+        None  # torch intra-op threads; null = the CPUs this process may use (affinity, cgroup quota), at most the physical cores, less those other processes keep busy as it starts
     )
     progress: bool = True  # progress bars
     model_cache_size: int = 1  # models kept loaded per process (a multirun reuses them); 0 disables

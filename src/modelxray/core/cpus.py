@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import math
 import os
+import time
 from dataclasses import dataclass
 from pathlib import Path
+
+PROC_STAT = Path("/proc/stat")
+MIN_WINDOW_S = 0.25  # a shorter look says too little of what other processes do
 
 
 @dataclass(frozen=True)
@@ -46,3 +50,54 @@ def cpu_budget(root: Path = Path("/sys/fs/cgroup")) -> CpuBudget:
     limits = [n for n in (affinity, math.ceil(quota) if quota is not None else None) if n is not None]
     cpus = max(1, min(limits)) if limits else max(1, os.cpu_count() or 1)
     return CpuBudget(cpus, affinity, quota)
+
+
+@dataclass(frozen=True)
+class CpuSample:
+    """What the machine's CPUs and this process had done by ``wall``."""
+
+    wall: float  # time.monotonic()
+    busy: float | None  # CPU-seconds every process spent running since boot; None where unreadable
+    cpus: int  # CPUs the machine's count covers
+    own: float  # this process's CPU-seconds, all its threads
+
+
+def cpu_sample(stat: Path = PROC_STAT) -> CpuSample:
+    """The machine's busy CPU time (``/proc/stat``: user, nice, system, irq and softirq; idle, I/O
+    wait and time the hypervisor stole are not busy) beside this process's own."""
+    busy, cpus = None, 1
+    try:
+        lines = stat.read_text().splitlines()
+        fields = [int(v) for v in lines[0].split()[1:8]]  # user nice system idle iowait irq softirq
+        busy = (fields[0] + fields[1] + fields[2] + fields[5] + fields[6]) / os.sysconf("SC_CLK_TCK")
+        cpus = max(1, sum(1 for line in lines if line.startswith("cpu") and line[3:4].isdigit()))
+    except (OSError, ValueError, IndexError):
+        pass
+    return CpuSample(time.monotonic(), busy, cpus, time.process_time())
+
+
+def busy_elsewhere(since: CpuSample, now: CpuSample) -> float | None:
+    """The share (0-1) of the machine's CPUs other processes kept busy between two samples; None
+    where unknown or the window is too short to tell."""
+    wall = now.wall - since.wall
+    if since.busy is None or now.busy is None or wall < MIN_WINDOW_S:
+        return None
+    others = (now.busy - since.busy) - (now.own - since.own)
+    return min(1.0, max(0.0, others / (wall * now.cpus)))
+
+
+_START = cpu_sample()  # this module is imported as the process starts (the command line imports it first)
+_busy_at_start: list[float | None] = []
+
+
+def busy_at_start() -> float | None:
+    """:func:`busy_elsewhere` from this module's import to the first call, the same on every call."""
+    if not _busy_at_start:
+        _busy_at_start.append(busy_elsewhere(_START, cpu_sample()))
+    return _busy_at_start[0]
+
+
+def free_threads(cores: int, busy: float | None) -> int:
+    """Threads for ``cores`` CPUs of which the share ``busy`` is held by other processes: the free
+    ones, rounded, at least one."""
+    return max(1, round(cores * (1.0 - (busy or 0.0))))
