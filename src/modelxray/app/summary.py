@@ -32,7 +32,8 @@ def threads_line(configured: int | None) -> str:
     if configured:
         return f"{used} (threads={configured})"
     busy = busy_at_start()
-    elsewhere = f", {busy:.0%} of the machine's CPUs busy with other processes as the run started" if busy else ""
+    shown = busy is not None and busy >= 0.05
+    elsewhere = f", {busy:.0%} of the machine's CPUs busy with other processes as the run started" if shown else ""
     return f"{used}, from the {cpu_budget().describe()}{elsewhere}; threads=N sets it"
 
 

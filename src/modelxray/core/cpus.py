@@ -14,6 +14,7 @@ from pathlib import Path
 
 PROC_STAT = Path("/proc/stat")
 MIN_WINDOW_S = 0.25  # a shorter look says too little of what other processes do
+MAX_WINDOW_S = 60.0  # a longer one (a notebook that imported modelxray long ago) says too little of now
 
 
 @dataclass(frozen=True)
@@ -91,9 +92,14 @@ _busy_at_start: list[float | None] = []
 
 
 def busy_at_start() -> float | None:
-    """:func:`busy_elsewhere` from this module's import to the first call, the same on every call."""
+    """:func:`busy_elsewhere` from this module's import to the first call, the same on every call; a
+    first call long after the import looks for a quarter of a second instead."""
     if not _busy_at_start:
-        _busy_at_start.append(busy_elsewhere(_START, cpu_sample()))
+        since = _START
+        if time.monotonic() - since.wall > MAX_WINDOW_S:
+            since = cpu_sample()
+            time.sleep(MIN_WINDOW_S)
+        _busy_at_start.append(busy_elsewhere(since, cpu_sample()))
     return _busy_at_start[0]
 
 
