@@ -110,3 +110,17 @@ def test_other_processes_running_are_seen_as_busy():
     share = busy_elsewhere(start, cpu_sample())
     busy.wait()
     assert share is not None and share >= 0.8 / start.cpus  # one CPU of the machine's, nearly all the time
+
+
+def test_a_first_look_long_after_the_import_measures_afresh(monkeypatch):
+    import time
+
+    from modelxray.core import cpus
+
+    samples = iter([cpus.CpuSample(100.0, 50.0, 2, 0.0), cpus.CpuSample(101.0, 51.0, 2, 0.0)])
+    monkeypatch.setattr(cpus, "_START", cpus.CpuSample(0.0, 0.0, 2, 0.0))  # imported long ago
+    monkeypatch.setattr(cpus, "_busy_at_start", [])
+    monkeypatch.setattr(cpus, "cpu_sample", lambda: next(samples))
+    monkeypatch.setattr(time, "sleep", lambda s: None)
+    assert cpus.busy_at_start() == 0.5  # the fresh second (1 of 2 CPUs), not the average since the import
+    assert cpus.busy_at_start() == 0.5  # and the same on every call
