@@ -118,9 +118,9 @@ def mlp():
 def trained_tiny(tmp_path_factory):
     """The tiny GPT-2 trained for a few seconds on the docs text, so quantization and noise have
     something to destroy. Returns (LoadedModel, TokenData) with 128-token windows."""
-    from helpers import train_tiny
+    from helpers import train_tiny_once
 
-    return train_tiny(str(tmp_path_factory.mktemp("tok")))
+    return train_tiny_once(str(tmp_path_factory.mktemp("tok")))
 
 
 def flat(value) -> list:

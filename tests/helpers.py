@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
 
 
@@ -27,6 +29,42 @@ def train_tiny(cache_dir: str, steps: int = 200, batch: int = 16, lr: float = 3e
             loss.backward()
             opt.step()
     model.eval()
+    return loaded, data
+
+
+def train_tiny_once(cache_dir: str, store: Path | None = None, steps: int = 200):
+    """:func:`train_tiny`'s result, trained once per machine and code: its weights are kept under a key
+    of the code that builds, feeds and trains the model, torch's version and the thread count, so the
+    two test workers and later sessions load the same weights instead of training for 20 s each."""
+    import hashlib
+    import os
+    import sys
+
+    from filelock import FileLock
+
+    from modelxray.data import pydoc_topics
+    from modelxray.models import tiny_gpt2
+
+    code = b"".join(Path(f).read_bytes() for f in (__file__, tiny_gpt2.__file__, pydoc_topics.__file__))
+    key = hashlib.sha256(
+        code + f"{steps} {torch.__version__} {torch.get_num_threads()} {sys.version}".encode()
+    ).hexdigest()
+    store = store or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "modelxray-tests"
+    store.mkdir(parents=True, exist_ok=True)
+    path = store / f"trained_tiny-{key[:16]}.pt"
+    with FileLock(f"{path}.lock"):
+        if not path.exists():
+            loaded, data = train_tiny(cache_dir, steps=steps)
+            torch.save(loaded.model.state_dict(), f"{path}.tmp")
+            os.replace(f"{path}.tmp", path)
+            return loaded, data
+    from modelxray.data.pydoc_topics import PydocTopics
+    from modelxray.models.tiny_gpt2 import TinyGPT2Source
+
+    loaded = TinyGPT2Source(device="cpu").load()
+    loaded.model.load_state_dict(torch.load(path, weights_only=True))
+    loaded.model.eval()
+    data = PydocTopics(seq_len=128, max_tokens=2048, cache_dir=cache_dir).load(loaded.tokenizer)
     return loaded, data
 
 

@@ -209,3 +209,23 @@ def test_a_model_without_a_hugging_face_tokenizer_is_one_line(tmp_path):
         ConfigError, match=r"^analyzer.lm_eval: runs with a Hugging Face tokenizer, and tiny-gpt2.* has ByteTokenizer"
     ):
         api.analyze(["model=tiny_gpt2", "analyzer=lm_eval", "tracker=none"], output_dir=tmp_path / "run")
+
+
+def test_standard_errors_are_bootstrapped_without_forking_the_run(monkeypatch):
+    """lm-eval's bootstrap forks a process pool, which can hang at its end when forked from a run's
+    threaded process; the analyzer has lm-eval draw the resamples in the run's own process."""
+    import multiprocessing
+    import os
+
+    from lm_eval.api import metrics
+
+    from modelxray.analyzers.lm_eval.run import _bootstrap_in_process
+
+    monkeypatch.delenv("DISABLE_MULTIPROC", raising=False)
+    monkeypatch.setattr(multiprocessing, "Pool", lambda *a, **k: (_ for _ in ()).throw(AssertionError("forked")))
+    xs = [float(i % 7) for i in range(50)]
+    with pytest.raises(AssertionError, match="forked"):  # lm-eval's own way
+        metrics.bootstrap_stderr(metrics.median, xs, iters=100)
+    with _bootstrap_in_process():
+        se = metrics.bootstrap_stderr(metrics.median, xs, iters=100)
+    assert 0 < se < 3 and "DISABLE_MULTIPROC" not in os.environ

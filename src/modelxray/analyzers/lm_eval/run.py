@@ -4,8 +4,11 @@ quantized them), wrapped in lm-eval's own ``HFLM``, so the scores are lm-eval's,
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
+from collections.abc import Iterator
 
 from modelxray.analyzers.lm_eval.tasks_check import load_tasks, task_manager
 from modelxray.core.result import Result, RunContext
@@ -27,21 +30,39 @@ def evaluate(cfg, model, tokenizer, seed: int) -> dict:
         max_length=cfg.max_length,
         device=str(model_device(model)),
     )
-    return simple_evaluate(
-        model=lm,
-        tasks=list(cfg.tasks),
-        num_fewshot=cfg.num_fewshot,
-        limit=cfg.limit,
-        task_manager=manager,
-        log_samples=True,
-        apply_chat_template=cfg.apply_chat_template,
-        gen_kwargs=dict(cfg.gen_kwargs) if cfg.gen_kwargs else None,
-        bootstrap_iters=cfg.bootstrap_iters,
-        random_seed=seed,
-        numpy_random_seed=seed,
-        torch_random_seed=seed,
-        fewshot_random_seed=seed,
-    )
+    with _bootstrap_in_process():
+        return simple_evaluate(
+            model=lm,
+            tasks=list(cfg.tasks),
+            num_fewshot=cfg.num_fewshot,
+            limit=cfg.limit,
+            task_manager=manager,
+            log_samples=True,
+            apply_chat_template=cfg.apply_chat_template,
+            gen_kwargs=dict(cfg.gen_kwargs) if cfg.gen_kwargs else None,
+            bootstrap_iters=cfg.bootstrap_iters,
+            random_seed=seed,
+            numpy_random_seed=seed,
+            torch_random_seed=seed,
+            fewshot_random_seed=seed,
+        )
+
+
+@contextlib.contextmanager
+def _bootstrap_in_process() -> Iterator[None]:
+    """lm-eval bootstraps a metric's standard error in a pool of forked processes unless
+    ``DISABLE_MULTIPROC`` is set; forked from a run's process (torch's, MLflow's and the progress
+    bars' threads) a pool worker can hang at the pool's end, and the run with it. The resamples are
+    drawn in this process instead: the same figures, a second or two for the largest task."""
+    previous = os.environ.get("DISABLE_MULTIPROC")
+    os.environ["DISABLE_MULTIPROC"] = "1"
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("DISABLE_MULTIPROC", None)
+        else:
+            os.environ["DISABLE_MULTIPROC"] = previous
 
 
 # per process: every document's scores by (model, settings), so the jobs of a sweep score the
