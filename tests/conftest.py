@@ -44,6 +44,23 @@ SLOWEST_FILES = (
 )
 
 
+@pytest.fixture(autouse=True)
+def _logging_as_it_was():
+    """A run Hydra starts in-process (``cli.main``) sets up logging for it (the root logger at INFO,
+    a console and a file handler) and leaves it so, as it may in a process that ends with the run; after
+    each test the root logger's level and handlers go back, so the next test sees a fresh process's."""
+    import logging
+
+    root = logging.getLogger()
+    level, handlers = root.level, list(root.handlers)
+    yield
+    root.setLevel(level)
+    for handler in list(root.handlers):
+        if handler not in handlers and not type(handler).__module__.startswith("_pytest"):
+            root.removeHandler(handler)
+            handler.close()
+
+
 def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(SLOWEST_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: each file's own order kept
