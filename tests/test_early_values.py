@@ -56,6 +56,7 @@ def test_the_early_line_is_the_full_checks_line(overrides):
         ["-m", "dataset.seq_len=-1,8"],  # a sweep
         ["--config-dir", "/tmp", "dataset.seq_len=-1"],  # another config folder
         ["~dataset.seq_len"],  # a deletion
+        ["analyzer=[performance,robustness]", "analyzer.robustness.seeds.0=5"],  # an item of a list
         ["model=file", "model.path=/no/such.pt", "--cfg", "job"],  # --cfg prints the config unchecked
         ["quant=int3", "quant.bits=1"],  # an option that builds on another option
     ],

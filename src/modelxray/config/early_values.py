@@ -66,6 +66,8 @@ def _read_command_line(overrides: list[str], conf: Path) -> tuple[dict, dict] | 
         head, _, rest = key.partition(".")
         if override.is_delete() or override.is_sweep_override() or override.package is not None:
             return None
+        if any(part.isdigit() for part in key.split(".")):  # an item of a list (seeds.0=...)
+            return None
         if head == "hydra" or head.startswith("hydra/"):
             continue
         if head in other_groups:  # a preset sets keys of other groups
