@@ -14,7 +14,7 @@ def train_tiny(cache_dir: str, steps: int = 200, batch: int = 16, lr: float = 3e
     from modelxray.models.tiny_gpt2 import TinyGPT2Source
 
     loaded = TinyGPT2Source(device="cpu").load()
-    data = PydocTopics(seq_len=128, max_tokens=2048, cache_dir=cache_dir).load(loaded.tokenizer)
+    data = _evaluated_tokens(loaded.tokenizer, cache_dir)
     ids = PydocTopics(max_tokens=None, cache_dir=cache_dir).load(loaded.tokenizer).ids[4096 : 4096 + 129 * 512]
     windows = ids[: (ids.numel() // 129) * 129].view(-1, 129)
     model = loaded.model.train()
@@ -58,14 +58,19 @@ def train_tiny_once(cache_dir: str, store: Path | None = None, steps: int = 200)
             torch.save(loaded.model.state_dict(), f"{path}.tmp")
             os.replace(f"{path}.tmp", path)
             return loaded, data
-    from modelxray.data.pydoc_topics import PydocTopics
     from modelxray.models.tiny_gpt2 import TinyGPT2Source
 
     loaded = TinyGPT2Source(device="cpu").load()
     loaded.model.load_state_dict(torch.load(path, weights_only=True))
     loaded.model.eval()
-    data = PydocTopics(seq_len=128, max_tokens=2048, cache_dir=cache_dir).load(loaded.tokenizer)
-    return loaded, data
+    return loaded, _evaluated_tokens(loaded.tokenizer, cache_dir)
+
+
+def _evaluated_tokens(tokenizer, cache_dir: str):
+    """The docs text's first 2,048 tokens in 128-token windows: what the trained tiny model is scored on."""
+    from modelxray.data.pydoc_topics import PydocTopics
+
+    return PydocTopics(seq_len=128, max_tokens=2048, cache_dir=cache_dir).load(tokenizer)
 
 
 def save_torchscript_lm(model, path, example_ids) -> None:
