@@ -57,7 +57,16 @@ def main() -> None:
     batches = [inputs.cuda() for inputs, _ in batched(windows, args.batch_size)]
     n = sum(w.inputs.numel() for w in windows)
     gpu = torch.cuda.get_device_name()
-    lines = [f"# GPU benchmark: {gpu}, {loaded.info.name}, {args.dtype}, {n:,} tokens in windows of {data.seq_len}", ""]
+    lines: list[str] = []
+
+    def emit(block: list[str]) -> None:
+        """Print a table as soon as it is measured (a later step that fails keeps the earlier ones)."""
+        lines.extend(block)
+        print("\n".join(block), flush=True)
+        if args.markdown:
+            Path(args.markdown).write_text("\n".join(lines) + "\n")
+
+    emit([f"# GPU benchmark: {gpu}, {loaded.info.name}, {args.dtype}, {n:,} tokens in windows of {data.seq_len}", ""])
 
     def bare() -> float:
         torch.cuda.synchronize()
@@ -80,39 +89,38 @@ def main() -> None:
                 ours_t.append(secs)
                 ppl = score.result()["perplexity"]
     ours, theirs = n / statistics.median(ours_t), n / statistics.median(bare_t)
-    lines += [
-        "| loop | tokens/s | perplexity |",
-        "|---|---|---|",
-        f"| bare model(input_ids) | {theirs:,.0f} | |",
-        f"| modelxray | {ours:,.0f} | {ppl:.4f} |",
-        f"| ratio modelxray / bare | {ours / theirs:.3f} | |",
-        "",
-    ]
-    lines += _lm_eval(model, loaded.tokenizer, data, args.batch_size, ours, ppl)
+    emit(
+        [
+            "| loop | tokens/s | perplexity |",
+            "|---|---|---|",
+            f"| bare model(input_ids) | {theirs:,.0f} | |",
+            f"| modelxray | {ours:,.0f} | {ppl:.4f} |",
+            f"| ratio modelxray / bare | {ours / theirs:.3f} | |",
+            "",
+        ]
+    )
+    emit(_lm_eval(model, loaded.tokenizer, data, args.batch_size, ours, ppl))
 
     out = api.analyze(
         [*model_keys, *data_keys, "analyzer=quant_impact", "tracker=none"], output_dir="outputs/bench_gpu/quant_impact"
     )
     rows = out.results["quant_impact"].tables.get("strategies", [])
-    lines += [
+    table = [
         "| strategy | perplexity | tokens/s | weights MiB | CUDA peak allocated MiB | reserved MiB | fragmentation MiB |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
-        lines.append(
+        table.append(
             f"| {r['strategy']} | {r['perplexity']:.3f} | {r['tokens_per_s']:,.0f} | {r['weight_bytes'] / 2**20:,.1f} | "
             f"{r.get('cuda_peak_allocated', 0) / 2**20:,.0f} | {r.get('cuda_peak_reserved', 0) / 2**20:,.0f} | "
             f"{r.get('cuda_fragmentation_bytes', 0) / 2**20:,.0f} |"
         )
+    emit(table)
     gptq = api.analyze(
         [*model_keys, *data_keys, "quant=gptq_int4", "analyzer=performance", "tracker=none"],
         output_dir="outputs/bench_gpu/gptq",
     )
-    lines += ["", f"GPTQ int4: {gptq.metrics['quant/seconds']:.1f} s to quantize on {gpu}."]
-    text = "\n".join(lines)
-    print(text)
-    if args.markdown:
-        Path(args.markdown).write_text(text + "\n")
+    emit(["", f"GPTQ int4: {gptq.metrics['quant/seconds']:.1f} s to quantize on {gpu}."])
 
 
 def _lm_eval(model, tokenizer, data, batch_size: int, ours: float, ppl: float) -> list[str]:

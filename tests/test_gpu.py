@@ -20,7 +20,23 @@ pytestmark = [
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run pytest -m gpu on a GPU machine)"),
 ]
 
-GPU = [*TINY_JOB, "model.device=cuda", "tracker=none"]
+# the tiny job's keys, less performance's (set only where performance is chosen)
+PERFORMANCE = [k for k in TINY_JOB if k.startswith("analyzer.performance.")]
+GPU = [*(k for k in TINY_JOB if k not in PERFORMANCE), "model.device=cuda", "tracker=none"]
+EVERY_ANALYZER = [
+    *GPU,
+    *PERFORMANCE,
+    "analyzer=[performance,robustness,quant_impact,bitwidth,inspect]",
+    "analyzer.bitwidth.sensitivity=false",
+]
+STRATEGIES = ["none", "int8", "int4", "gptq_int4", "awq_int4", "bf16"]
+if importlib.util.find_spec("torchao"):
+    STRATEGIES.append("int8_torchao")
+QUANT_IMPACT = [*GPU, "analyzer=quant_impact", f"analyzer.quant_impact.strategies=[{','.join(STRATEGIES)}]"]
+CALIBRATED = {quant: [*GPU, *PERFORMANCE, f"quant={quant}"] for quant in ("gptq_int4", "awq_int4")}
+ENERGY = [*GPU, "analyzer=inspect"]
+# every job above, by name: tests/test_gpu_jobs.py builds each on any machine, so none rots unseen
+JOBS = {"every_analyzer": EVERY_ANALYZER, "quant_impact": QUANT_IMPACT, **CALIBRATED, "energy": ENERGY}
 
 
 def _finite(metrics: dict) -> bool:
@@ -29,16 +45,7 @@ def _finite(metrics: dict) -> bool:
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
 def test_every_analyzer_on_cuda(dtype, tmp_path):
-    out = api.analyze(
-        [
-            *GPU,
-            f"model.dtype={dtype}",
-            "analyzer=[performance,robustness,quant_impact,bitwidth,inspect]",
-            "quant=int4",
-            "analyzer.bitwidth.sensitivity=false",
-        ],
-        output_dir=tmp_path,
-    )
+    out = api.analyze([*EVERY_ANALYZER, f"model.dtype={dtype}"], output_dir=tmp_path)
     assert out.failed == [] and _finite(out.metrics)
     m = out.metrics
     assert m["performance/cuda_max_allocated_bytes"] > 0
@@ -48,16 +55,10 @@ def test_every_analyzer_on_cuda(dtype, tmp_path):
 
 
 def test_quant_impact_reports_cuda_memory_and_fragmentation(tmp_path):
-    strategies = ["none", "int8", "int4", "gptq_int4", "awq_int4", "bf16"]
-    if importlib.util.find_spec("torchao"):
-        strategies.append("int8_torchao")
-    out = api.analyze(
-        [*GPU, "analyzer=quant_impact", f"analyzer.quant_impact.strategies=[{','.join(strategies)}]"],
-        output_dir=tmp_path,
-    )
+    out = api.analyze(QUANT_IMPACT, output_dir=tmp_path)
     result = out.results["quant_impact"]
     rows = {r["strategy"]: r for r in result.tables["strategies"]}
-    assert set(rows) == set(strategies)
+    assert set(rows) == set(STRATEGIES)
     assert result.data["load_memory"]["cuda_peak_allocated"] > 0  # the load onto the GPU, measured
     said = result.sentences(out.results)
     assert any(s.startswith("Loading the model took") for s in said)
@@ -75,14 +76,14 @@ def test_quant_impact_reports_cuda_memory_and_fragmentation(tmp_path):
 
 @pytest.mark.parametrize("quant", ["gptq_int4", "awq_int4"])
 def test_calibrated_quantizers_on_the_gpu(quant, tmp_path):
-    out = api.analyze([*GPU, f"quant={quant}"], output_dir=tmp_path)
+    out = api.analyze(CALIBRATED[quant], output_dir=tmp_path)
     assert out.failed == [] and out.metrics["quant/modules_quantized"] > 0
     assert math.isfinite(out.metrics["performance/perplexity"])
 
 
 def test_energy_on_the_gpu_is_measured_when_nvml_reads_power(tmp_path):
     pytest.importorskip("pynvml", reason="NVML bindings (pynvml) are not installed")
-    out = api.analyze([*GPU, "analyzer=inspect"], output_dir=tmp_path)
+    out = api.analyze(ENERGY, output_dir=tmp_path)
     m = out.metrics
     assert m["inspect/energy_j_per_forward"] > 0
     text = "\n".join(out.results["inspect"].sentences(out.results))

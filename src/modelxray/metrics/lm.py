@@ -29,9 +29,12 @@ def batch_token_stats(
     vocab = logits.shape[-1]
     flat, tgt = logits.reshape(-1, vocab), targets.reshape(-1)
     kmax = min(max(ks), vocab)
-    hits = torch.zeros(len(ks), dtype=torch.int64)
-    per_row = torch.zeros(rows_n, 4, dtype=torch.float64)  # nll, tokens, top-1 hits, nll^2 of each sequence
-    positions = torch.arange(flat.shape[0])
+    device = logits.device  # sums stay beside the logits (a GPU's): one copy to the host at the end
+    hits = torch.zeros(len(ks), dtype=torch.int64, device=device)
+    per_row = torch.zeros(
+        rows_n, 4, dtype=torch.float64, device=device
+    )  # nll, tokens, top-1 hits, nll^2 of each sequence
+    positions = torch.arange(flat.shape[0], device=device)
     for start in range(0, flat.shape[0], _CHUNK):
         x, y = flat[start : start + _CHUNK], tgt[start : start + _CHUNK]
         row = positions[start : start + _CHUNK] // steps
@@ -46,8 +49,9 @@ def batch_token_stats(
         hits += torch.stack([found[:, :k].sum() for k in ks])
         stats = torch.stack([nll, mask.double(), found[:, 0].double(), nll * nll], dim=1)
         per_row.index_add_(0, row, stats)
+    per_row, hits = per_row.cpu(), hits.tolist()
     totals = per_row.sum(0)
-    return float(totals[0]), int(totals[1]), {k: int(h) for k, h in zip(ks, hits)}, per_row
+    return float(totals[0]), int(totals[1]), dict(zip(ks, hits)), per_row
 
 
 def ratio_se(numerators: torch.Tensor, denominators: torch.Tensor) -> float:
@@ -196,9 +200,9 @@ def divergence_summary(kl: torch.Tensor, dp: torch.Tensor, rows: torch.Tensor) -
         return {}
     windows = torch.unique(rows, return_inverse=True)[1]
     m = int(windows.max()) + 1
-    sums = torch.zeros(m, dtype=torch.float64).index_add_(0, windows, kl)
-    counts = torch.zeros(m, dtype=torch.float64).index_add_(0, windows, torch.ones_like(kl))
-    q = torch.quantile(kl, torch.tensor([0.9, 0.99, 0.999], dtype=torch.float64))
+    sums = torch.zeros(m, dtype=torch.float64, device=kl.device).index_add_(0, windows, kl)
+    counts = torch.zeros(m, dtype=torch.float64, device=kl.device).index_add_(0, windows, torch.ones_like(kl))
+    q = torch.quantile(kl, torch.tensor([0.9, 0.99, 0.999], dtype=kl.dtype, device=kl.device))
     return {
         "kl_se": ratio_se(sums, counts),
         "kl_p90": float(q[0]),

@@ -15,7 +15,7 @@ def confusions(pred: torch.Tensor, truth: torch.Tensor, n_classes: int) -> torch
     truth = truth.long().reshape(truth.shape[0], -1)
     scored = truth >= 0
     idx = truth.clamp(min=0) * n_classes + pred.long().reshape(pred.shape[0], -1)
-    out = torch.zeros(truth.shape[0], n_classes * n_classes, dtype=torch.float64)
+    out = torch.zeros(truth.shape[0], n_classes * n_classes, dtype=torch.float64, device=truth.device)
     out.scatter_add_(1, idx, scored.to(torch.float64))
     return out.view(-1, n_classes, n_classes)
 

@@ -75,15 +75,15 @@ def search_clip(x: torch.Tensor, w: torch.Tensor, spec: QuantSpec, grid: int, cl
     """Per (row, group) clipping ratio of the weight range minimising that group's output error."""
     bounds = group_bounds(w.shape[1], spec)
     if spec.granularity == "tensor":
-        return torch.ones(1, 1)
-    clip = torch.ones(w.shape[0], len(bounds))
+        return torch.ones(1, 1, device=w.device)
+    clip = torch.ones(w.shape[0], len(bounds), device=w.device)
     row_spec = replace(spec, granularity="channel")
     for g, (a, b) in enumerate(bounds):
         xg, wg = x[:, a:b], w[:, a:b]
-        best_err = torch.full((w.shape[0],), float("inf"))
+        best_err = torch.full((w.shape[0],), float("inf"), device=w.device)
         for i in range(grid):
             ratio = 1.0 - (1.0 - clip_min) * i / grid
-            c = torch.full((w.shape[0], 1), ratio)
+            c = torch.full((w.shape[0], 1), ratio, device=w.device)
             err = ((xg @ (fake_quantize(wg, row_spec, c) - wg).t()) ** 2).sum(0)
             better = err < best_err
             best_err = torch.where(better, err, best_err)

@@ -66,13 +66,13 @@ def gptq_quantize(
     group_of = torch.empty(cols, dtype=torch.long)
     for g, (a, b) in enumerate(bounds):
         group_of[a:b] = g
-    scales = torch.zeros(rows, len(bounds))
-    los = torch.zeros(rows, len(bounds))
+    scales = torch.zeros(rows, len(bounds), device=W.device)
+    los = torch.zeros(rows, len(bounds), device=W.device)
     ready = torch.zeros(len(bounds), dtype=torch.bool)
     if spec.granularity == "tensor":
         s, l = params(W)
         scales[:], los[:], ready[:] = s[:, None], l[:, None], True
-    perm = torch.arange(cols)
+    perm = torch.arange(cols, device=W.device)
     if act_order:
         perm = torch.argsort(torch.diag(H), descending=True)
         for g, (a, b) in enumerate(bounds):  # static groups: scales from the weights before any update
@@ -80,6 +80,7 @@ def gptq_quantize(
                 scales[:, g], los[:, g] = params(W[:, a:b])
                 ready[g] = True
         W, H = W[:, perm], H[perm[:, None], perm]  # one gather: no (in x in) intermediate
+    order, group_list = perm.tolist(), group_of.tolist()  # read per column on the host (no GPU sync each)
     H.diagonal().add_(damp * torch.mean(torch.diag(H)))  # the damping, without an (in x in) identity
     # the inverse's upper Cholesky factor, each (in x in) step freed once the next holds its result
     L = torch.linalg.cholesky(H)
@@ -96,8 +97,7 @@ def gptq_quantize(
         Err1 = torch.zeros_like(W1)
         Hinv1 = Hinv[i1:i2, i1:i2]
         for i in range(i2 - i1):
-            col = int(perm[i1 + i])
-            g = int(group_of[col])
+            g = group_list[order[i1 + i]]
             if not ready[g]:  # lazy groups (no act_order): columns arrive in order
                 a, b = bounds[g]
                 current = torch.cat([W1[:, i:], W[:, i2:]], dim=1)[:, : b - a]

@@ -202,12 +202,12 @@ def frame_agreement(ref_logprobs: list[torch.Tensor], logits: list[torch.Tensor]
         kl = (logp.exp() * (logp - logq)).sum(-1).clamp_min(0.0)  # (B, frames)
         kls.append(kl.double().reshape(-1))
         agree.append((logp.argmax(-1) == logq.argmax(-1)).double().reshape(-1))
-        rows.append((torch.arange(kl.shape[0])[:, None].expand_as(kl) + 1000 * b).reshape(-1))
+        rows.append((torch.arange(kl.shape[0], device=kl.device)[:, None].expand_as(kl) + 1000 * b).reshape(-1))
     kl, same, row = torch.cat(kls), torch.cat(agree), torch.cat(rows)
     units = torch.unique(row, return_inverse=True)[1]
     m = int(units.max()) + 1
-    sums = torch.zeros(m, dtype=torch.float64).index_add_(0, units, same)
-    counts = torch.zeros(m, dtype=torch.float64).index_add_(0, units, torch.ones_like(same))
+    sums = torch.zeros(m, dtype=torch.float64, device=same.device).index_add_(0, units, same)
+    counts = torch.zeros(m, dtype=torch.float64, device=same.device).index_add_(0, units, torch.ones_like(same))
     out = {"frame_top1_agree": float(same.mean()), "frame_top1_agree_se": ratio_se(sums, counts)}
     summary = divergence_summary(kl, torch.zeros_like(kl), units)
     out.update({"frame_kl": float(kl.mean()), "frame_kl_se": summary.get("kl_se", float("nan"))})
