@@ -35,6 +35,7 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--markdown", help="also write the tables to this Markdown file")
+    ap.add_argument("--no-quant", action="store_true", help="only the evaluation loops (no quant_impact, no GPTQ)")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench_gpu: no CUDA GPU here; run it on a GPU machine", file=sys.stderr)
@@ -100,18 +101,24 @@ def main() -> None:
         ]
     )
     emit(_lm_eval(model, loaded.tokenizer, data, args.batch_size, ours, ppl))
+    if args.no_quant:
+        return
+    loaded.model = model = None  # the strategies load their own copy: free this one's GPU memory first
+    batches.clear()
+    torch.cuda.empty_cache()
 
     out = api.analyze(
         [*model_keys, *data_keys, "analyzer=quant_impact", "tracker=none"], output_dir="outputs/bench_gpu/quant_impact"
     )
     rows = out.results["quant_impact"].tables.get("strategies", [])
     table = [
-        "| strategy | perplexity | tokens/s | weights MiB | CUDA peak allocated MiB | reserved MiB | fragmentation MiB |",
+        "| strategy | perplexity | tokens/s (speed) | weights MiB | CUDA peak allocated MiB | reserved MiB | fragmentation MiB |",
         "|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         table.append(
-            f"| {r['strategy']} | {r['perplexity']:.3f} | {r['tokens_per_s']:,.0f} | {r['weight_bytes'] / 2**20:,.1f} | "
+            f"| {r['strategy']} | {r['perplexity']:.3f} | {r['tokens_per_s']:,.0f} ({r['speed_measured']}) | "
+            f"{r['weight_bytes'] / 2**20:,.1f} | "
             f"{r.get('cuda_peak_allocated', 0) / 2**20:,.0f} | {r.get('cuda_peak_reserved', 0) / 2**20:,.0f} | "
             f"{r.get('cuda_fragmentation_bytes', 0) / 2**20:,.0f} |"
         )

@@ -126,3 +126,19 @@ def test_progress_false_hides_the_quantizers_bar(trained_tiny, capsys):
     assert "gptq" not in capsys.readouterr().err
     q.apply(subject, progress=True)
     assert "gptq" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("quantizer", [GPTQQuantizer(bits=4, batch_size=16), AWQQuantizer(bits=4, batch_size=16, grid=2)])
+def test_a_bf16_models_bytes_before_are_its_stored_bytes(trained_tiny, quantizer):
+    """AWQ searches on a float32 copy of each weight: the report counts the bf16 weight as stored
+    (it once counted the copy, 4 bytes each, and gave a bf16 model a negative size after)."""
+    import copy
+
+    subject = _subject(trained_tiny)
+    model = copy.deepcopy(subject.model).to(torch.bfloat16)
+    _, report = quantizer.apply(Subject(model, subject.tokenizer, subject.data, subject.info))
+    rows = report.tables["layers"]
+    assert all(r["bytes_before"] == 2 * r["elements"] for r in rows)
+    m = report.metrics
+    assert 0 < m["model_bytes_after"] < m["model_bytes_before"]
+    assert m["model_bytes_before"] == 2 * sum(p.numel() for p in {p.data_ptr(): p for p in model.parameters()}.values())

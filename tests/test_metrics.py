@@ -52,6 +52,23 @@ def test_batch_stats_match_torch_cross_entropy_and_topk():
     assert hits[1] == int((logits.argmax(-1) == targets)[mask].sum())
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 128, 4096])
+def test_batch_stats_are_the_same_in_chunks_of_any_size(chunk):
+    """A GPU scores in large chunks and computes the chunks without a scored token too: any chunk size
+    gives the default's figures, per row as well."""
+    torch.manual_seed(1)
+    logits = torch.randn(3, 150, 40)
+    targets = torch.randint(0, 40, (3, 150))
+    targets[1] = IGNORE  # a row with no scored token: whole chunks of nothing
+    targets[2, :60] = IGNORE
+    nll, n, hits, per_row = batch_token_stats(logits, targets, [1, 3])
+    nll_c, n_c, hits_c, per_row_c = batch_token_stats(logits, targets, [1, 3], chunk=chunk)
+    assert (n_c, hits_c) == (n, hits) and n == 150 + 90
+    assert nll_c == pytest.approx(nll, rel=1e-12)
+    torch.testing.assert_close(per_row_c, per_row, rtol=1e-12, atol=1e-12)
+    assert per_row_c[1].tolist() == [0.0, 0.0, 0.0, 0.0]
+
+
 def test_perplexity_overflow_is_inf_and_bpb():
     assert perplexity(1e6) == math.inf
     assert bits_per_byte(math.log(2) * 8, 8) == pytest.approx(1.0)

@@ -102,7 +102,8 @@ class WeightQuantizer(Quantizer):
 def layer_row(t: Target, spec: QuantSpec, w, q) -> dict:
     """One row of the per-layer table: what a quantized weight was, became and lost. ``w`` is the
     weight as a matrix (``Target.weight_matrix``: a convolution's is flattened), which is what the
-    packed format stores. ``tower`` only for the modules of a dual encoder's towers."""
+    packed format stores, in any dtype (AWQ's is float32): its bytes before are counted at the stored
+    weight's element size. ``tower`` only for the modules of a dual encoder's towers."""
     row = {
         "module": t.name,
         "kind": t.kind,
@@ -111,7 +112,7 @@ def layer_row(t: Target, spec: QuantSpec, w, q) -> dict:
         "bits": spec.bits,
         "format": spec.describe(),
         "elements": w.numel(),
-        "bytes_before": w.numel() * w.element_size(),
+        "bytes_before": w.numel() * t.tensor().element_size(),
         "packed_bytes": packed_bits(tuple(w.shape), spec) / 8,
         "rel_error": relative_error(w, q),
     }
