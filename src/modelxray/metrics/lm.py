@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -18,9 +17,26 @@ _DEVICE_CHUNK_BYTES = 256 * 2**20
 def batch_token_stats(
     logits: torch.Tensor, targets: torch.Tensor, ks: list[int], chunk: int | None = None
 ) -> tuple[float, int, dict[int, int], torch.Tensor]:
-    """Summed NLL (nats), scored-token count and top-k hit counts for one batch, and per row
-    (sequence) its summed NLL, scored tokens, top-1 hits and summed squared NLL as a (B, 4) float64
-    tensor.
+    """``batch_token_sums`` read back to the host: summed NLL, scored tokens, top-k hits by k, and
+    the (B, 4) per-row sums."""
+    return host_stats(ks, *batch_token_sums(logits, targets, ks, chunk))
+
+
+def host_stats(
+    ks: list[int], hits: torch.Tensor, per_row: torch.Tensor
+) -> tuple[float, int, dict[int, int], torch.Tensor]:
+    """Sums made on any device, on the host: summed NLL, scored tokens, hits by k, per-row sums."""
+    per_row, hits_k = per_row.cpu(), hits.tolist()
+    totals = per_row.sum(0)
+    return float(totals[0]), int(totals[1]), dict(zip(ks, hits_k)), per_row
+
+
+def batch_token_sums(
+    logits: torch.Tensor, targets: torch.Tensor, ks: list[int], chunk: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One batch's top-k hit counts (one per k, int64) and per row (sequence) its summed NLL (nats),
+    scored tokens, top-1 hits and summed squared NLL as a (B, 4) float64 tensor, both left on the
+    logits' device: reading them back waits for the GPU, which a caller does once, not per batch.
 
     ``logits`` (B, T, V), ``targets`` (B, T) with ``IGNORE`` where not scored. Works through the
     tokens in chunks so that the cross-entropy and top-k passes read each chunk from cache: on a
@@ -56,9 +72,7 @@ def batch_token_stats(
         hits += torch.stack([found[:, :k].sum() for k in ks])
         stats = torch.stack([nll, mask.double(), found[:, 0].double(), nll * nll], dim=1)
         per_row.index_add_(0, row, stats)
-    per_row, hits = per_row.cpu(), hits.tolist()
-    totals = per_row.sum(0)
-    return float(totals[0]), int(totals[1]), dict(zip(ks, hits)), per_row
+    return hits, per_row
 
 
 def ratio_se(numerators: torch.Tensor, denominators: torch.Tensor) -> float:
@@ -75,35 +89,82 @@ def ratio_se(numerators: torch.Tensor, denominators: torch.Tensor) -> float:
     return math.sqrt(m / (m - 1) * float((resid**2).sum())) / total
 
 
-@dataclass
 class LMScore:
     """Accumulates batch statistics into loss, perplexity, bits per byte and top-k accuracy, and keeps
-    each window's sums so that the loss and the accuracy carry a standard error (windows as units)."""
+    each window's sums so that the loss and the accuracy carry a standard error (windows as units).
 
-    ks: list[int]
-    nll_sum: float = 0.0
-    n_tokens: int = 0
-    hits: dict[int, int] = field(default_factory=dict)
-    windows: list[torch.Tensor] = field(default_factory=list, repr=False)  # (B, 3) per batch: nll, n, hits
-    nll_sq_sum: float = 0.0  # summed squared token NLL: the per-token standard error llama.cpp reports
+    A batch's sums stay on its device until a figure is read (``n_tokens``, ``result()``...): then all
+    of them come back in one copy. On a GPU the next batch's forward is queued while this one runs,
+    where a read-back per batch would leave the GPU idle while the host queues the next."""
+
+    def __init__(
+        self,
+        ks: list[int],
+        nll_sum: float = 0.0,
+        n_tokens: int = 0,
+        hits: dict[int, int] | None = None,
+        nll_sq_sum: float = 0.0,  # summed squared token NLL: the per-token standard error llama.cpp reports
+    ):
+        self.ks = ks
+        self._nll_sum, self._n_tokens, self._hits, self._nll_sq_sum = nll_sum, n_tokens, dict(hits or {}), nll_sq_sum
+        self._windows: list[torch.Tensor] = []  # (B, 3) per batch: nll, n, hits of each scored window
+        self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []  # (hits, per_row) not yet read back
+
+    def __repr__(self) -> str:
+        return f"LMScore(ks={self.ks}, nll_sum={self.nll_sum}, n_tokens={self.n_tokens}, hits={self.hits})"
 
     def update(self, logits: torch.Tensor, targets: torch.Tensor) -> None:
-        nll, n, hits, per_row = batch_token_stats(logits, targets, self.ks)
-        self.nll_sum += nll
-        self.n_tokens += n
-        for k, h in hits.items():
-            self.hits[k] = self.hits.get(k, 0) + h
-        self.nll_sq_sum += float(per_row[:, 3].sum())
-        self.windows.append(per_row[per_row[:, 1] > 0][:, :3])
+        self._pending.append(batch_token_sums(logits, targets, self.ks))
+
+    def settle(self) -> None:
+        """Read the pending batches' sums back to the host in one copy and add them."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        hits = torch.stack([h for h, _ in pending]).sum(0)
+        per_row = torch.cat([r for _, r in pending])
+        nll, n, by_k, per_row = host_stats(self.ks, hits, per_row)
+        self._nll_sum += nll
+        self._n_tokens += n
+        for k, h in by_k.items():
+            self._hits[k] = self._hits.get(k, 0) + h
+        self._nll_sq_sum += float(per_row[:, 3].sum())
+        self._windows.append(per_row[per_row[:, 1] > 0][:, :3])
+
+    @property
+    def nll_sum(self) -> float:
+        self.settle()
+        return self._nll_sum
+
+    @property
+    def n_tokens(self) -> int:
+        self.settle()
+        return self._n_tokens
+
+    @property
+    def hits(self) -> dict[int, int]:
+        self.settle()
+        return self._hits
+
+    @property
+    def nll_sq_sum(self) -> float:
+        self.settle()
+        return self._nll_sq_sum
+
+    @property
+    def windows(self) -> list[torch.Tensor]:
+        self.settle()
+        return self._windows
 
     def merge(self, other: LMScore) -> None:
         """Add another score's tokens and windows to this one (same ``ks``)."""
-        self.nll_sum += other.nll_sum
-        self.n_tokens += other.n_tokens
-        self.nll_sq_sum += other.nll_sq_sum
+        self.settle()
+        self._nll_sum += other.nll_sum
+        self._n_tokens += other.n_tokens
+        self._nll_sq_sum += other.nll_sq_sum
         for k, h in other.hits.items():
-            self.hits[k] = self.hits.get(k, 0) + h
-        self.windows.extend(other.windows)
+            self._hits[k] = self._hits.get(k, 0) + h
+        self._windows.extend(other.windows)
 
     def per_window(self) -> torch.Tensor:
         """(windows, 3): each scored window's summed NLL, scored tokens and top-1 hits."""
