@@ -190,7 +190,9 @@ def test_agreement_bounds_the_recommendation_where_the_budget_would_not(trained_
 def test_changes_read_with_their_sign():
     from modelxray.analyzers.bitwidth.insights import Scoring
 
-    mode = Scoring("causal_lm", "perplexity", "perplexity", {}, {"count": 8160, "unit": "tokens"}, "", "", 0.05)
+    mode = Scoring(
+        "causal_lm", "perplexity", "perplexity", {}, {"count": 8160, "unit": "tokens"}, "", "", 0.05, "components"
+    )
     assert mode.describe({"perplexity": 18.0}, -0.005) == "perplexity 18.000 (-0.5%)"  # not "(+-0.5%)"
     assert mode.describe({"perplexity": 18.0}, 0.007) == "perplexity 18.000 (+0.7%)"
     assert mode.budget_text() == "+5% budget"

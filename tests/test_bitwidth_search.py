@@ -51,3 +51,20 @@ def test_two_levels_per_call_halve_the_calls_of_a_64_unit_search():
         smallest_within(64, lambda ks: calls.append(ks) or [k >= 37 for k in ks], levels)
         counts[levels] = len(calls)
     assert counts == {1: 7, 2: 4}
+
+
+def test_each_mode_names_how_its_sensitivity_is_ranked_and_older_results_are_read_the_same():
+    """insights.md ranks sensitivity units by the view the mode names (no branch on a kind's name);
+    a result saved before modes named it is read to the same view."""
+    from modelxray.analyzers.bitwidth.insights import _view_of_older_result
+    from modelxray.analyzers.bitwidth.modes import ClassifierMode, LanguageModelMode, TaskMode, VisionMode
+
+    views = {m: m.sensitivity_view for m in (LanguageModelMode, TaskMode, ClassifierMode, VisionMode)}
+    assert len(set(views.values())) == 4
+    for mode, sens in (
+        (LanguageModelMode, [{"loss_increase": 0.1}]),
+        (TaskMode, [{"loss_increase": 0.1}]),
+        (ClassifierMode, [{"kl": 0.1}]),
+        (VisionMode, [{"disagreement": 0.1}]),
+    ):
+        assert _view_of_older_result({"unit_noun": mode.unit_noun}, mode.key, sens) == views[mode]

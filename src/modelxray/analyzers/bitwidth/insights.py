@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from modelxray.analyzers.bitwidth.blocks import OTHER
 from modelxray.core.result import Result
-from modelxray.kinds.causal_lm import CausalLM
 from modelxray.metrics.distinguish import Difference, indistinguishable
 
 
@@ -34,14 +33,24 @@ class Scoring:
     unit_noun: str  # what a sensitivity unit is called: block components | blocks
     change_key: str  # the recommendation's budgeted change: ppl_increase | accuracy_drop
     budget: float
+    sensitivity_view: str  # how the sensitivity units are ranked: components | blocks | agreement | classifier
 
     @classmethod
     def of(cls, result: Result, cfg) -> Scoring:
         d = result.data
         key = d["quality_key"]
         budget = cfg.budget_ppl_increase if key == "perplexity" else cfg.budget_accuracy_drop
+        view = d.get("sensitivity_view") or _view_of_older_result(d, key, result.tables.get("layer_sensitivity") or [])
         return cls(
-            d["task"], key, d["quality_metric"], d["reference"], d["scored"], d["unit_noun"], d["change_key"], budget
+            d["task"],
+            key,
+            d["quality_metric"],
+            d["reference"],
+            d["scored"],
+            d["unit_noun"],
+            d["change_key"],
+            budget,
+            view,
         )
 
     def describe(self, m: dict, change: float) -> str:
@@ -58,6 +67,13 @@ class Scoring:
         return scored_text(self.scored)
 
 
+def _view_of_older_result(d: dict, key: str, sens: list[dict]) -> str:
+    """A result saved before its mode named its sensitivity view: read it off what the result holds."""
+    if key == "perplexity":
+        return "components" if d.get("unit_noun") == "block components" else "blocks"
+    return "agreement" if sens and "disagreement" in sens[0] else "classifier"
+
+
 def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
     """Every sentence, in the order of insights.md; none for a failed result."""
     if not result.ok:
@@ -66,11 +82,12 @@ def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
     out = _pareto(result, mode) + _same_as_reference(result.tables.get("configurations") or [], mode)
     sens = result.tables.get("layer_sensitivity") or []
     if sens:
-        if mode.task == CausalLM.task:
+        view = mode.sensitivity_view
+        if view == "components":
             out += _sensitivity_lm(sens, cfg)
-        elif mode.key == "perplexity":  # a text or speech task: blocks of each stack, by loss
+        elif view == "blocks":
             out += _sensitivity_blocks(sens, cfg)
-        elif "disagreement" in sens[0]:  # a detector, segmenter or backbone: by agreement with itself
+        elif view == "agreement":
             out += _sensitivity_vision(sens, cfg, mode)
         else:
             out += _sensitivity_classifier(sens, cfg)

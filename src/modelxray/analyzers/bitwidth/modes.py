@@ -54,6 +54,7 @@ class LanguageModelMode:
     rec_keys = ("perplexity", "delta_loss", "delta_loss_se", "kl", "top1_agree")
     rank_by = ("loss_increase",)
     unit_noun = "block components"
+    sensitivity_view = "components"  # how insights.md ranks the sensitivity units: by component of each block
     search_on_probe = True  # the recommendation's search: windows are costly, a few estimate the budget
 
     def __init__(self, cfg, subject, work, targets: list[Target], progress: bool):
@@ -96,7 +97,12 @@ class LanguageModelMode:
 
     def facts(self) -> dict:
         """What the sentences of insights.md need of this mode, kept in the Result's data (JSON)."""
-        return {"scored": self.scored(), "unit_noun": self.unit_noun, "change_key": self.change_key}
+        return {
+            "scored": self.scored(),
+            "unit_noun": self.unit_noun,
+            "change_key": self.change_key,
+            "sensitivity_view": self.sensitivity_view,
+        }
 
     @staticmethod
     def paired_difference(a: dict, b: dict) -> Difference | None:
@@ -164,6 +170,7 @@ class ClassifierMode:
     rec_keys = ("accuracy", "accuracy_ci_low", "accuracy_ci_high", "kl", "top1_agree")
     rank_by = ("kl", "loss_increase")
     unit_noun = "blocks"
+    sensitivity_view = "classifier"  # blocks of each tower, by KL and loss
     search_on_probe = False  # accuracy moves in steps of 1/examples: search on the examples it is confirmed on
 
     def __init__(self, cfg, subject, work, targets: list[Target], progress: bool):
@@ -251,6 +258,7 @@ class TaskMode(LanguageModelMode):
     has its own blocks."""
 
     unit_noun = "blocks"
+    sensitivity_view = "blocks"  # blocks of each stack, by loss
 
     def __init__(self, cfg, subject, work, targets: list[Target], progress: bool):
         super().__init__(cfg, subject, work, targets, progress)
@@ -270,6 +278,7 @@ class VisionMode(ClassifierMode):
     reference_keys = ("accuracy",)
     rec_keys = ("accuracy", "top1_agree")
     rank_by = ("disagreement", "accuracy_drop")
+    sensitivity_view = "agreement"  # blocks, by disagreement with the unquantized outputs
 
     def __init__(self, cfg, subject, work, targets: list[Target], progress: bool):
         import dataclasses
