@@ -128,7 +128,9 @@ def test_progress_false_hides_the_quantizers_bar(trained_tiny, capsys):
     assert "gptq" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("quantizer", [GPTQQuantizer(bits=4, batch_size=16), AWQQuantizer(bits=4, batch_size=16, grid=2)])
+@pytest.mark.parametrize(
+    "quantizer", [GPTQQuantizer(bits=4, batch_size=16), AWQQuantizer(bits=4, batch_size=16, grid=2)]
+)
 def test_a_bf16_models_bytes_before_are_its_stored_bytes(trained_tiny, quantizer):
     """AWQ searches on a float32 copy of each weight: the report counts the bf16 weight as stored
     (it once counted the copy, 4 bytes each, and gave a bf16 model a negative size after)."""

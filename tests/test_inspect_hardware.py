@@ -14,6 +14,7 @@ from torch import nn
 
 import modelxray.measure.energy as energy
 import modelxray.measure.hardware as hardware
+import modelxray.measure.rapl as rapl_counters
 from modelxray.analyzers.inspect import InspectAnalyzer
 from modelxray.core.result import RunContext
 from modelxray.core.subject import ModelInfo, Subject
@@ -49,22 +50,22 @@ def _powercap(root, package_uj=1_000, dram_uj=50):
 
 
 def test_rapl_zones_are_the_packages_and_dram_once_and_a_wrapped_counter_is_undone(tmp_path):
-    zones, why = energy.rapl_zones(_powercap(tmp_path / "powercap"))
+    zones, why = rapl_counters.rapl_zones(_powercap(tmp_path / "powercap"))
     assert why is None and [z.name for z in zones] == ["package-0", "dram"]
-    meter = energy.RaplMeter(zones)
+    meter = rapl_counters.RaplMeter(zones)
     (zones[0].path).write_text("3000\n")  # 2000 uJ later
     assert meter.read() == pytest.approx(0.002)
-    assert energy.counter_delta(before=90, after=10, max_uj=100) == 20
+    assert rapl_counters.counter_delta(before=90, after=10, max_uj=100) == 20
 
 
 def test_without_readable_counters_one_line_says_why(tmp_path):
-    zones, why = energy.rapl_zones(tmp_path / "nothing")
+    zones, why = rapl_counters.rapl_zones(tmp_path / "nothing")
     assert zones == [] and why.startswith("no RAPL energy counters on this machine") and "\n" not in why
     root = _powercap(tmp_path / "powercap")
     for counter in root.rglob("energy_uj"):  # unreadable, even for root: a directory
         counter.unlink()
         counter.mkdir()
-    zones, why = energy.rapl_zones(root)
+    zones, why = rapl_counters.rapl_zones(root)
     assert zones == [] and "cannot read them" in why and "only root" in why
 
 
@@ -90,7 +91,7 @@ def _fake_clock_counter(monkeypatch, idle_w=5.0, busy_w=20.0):
             return 50
         return int(1e6 * (idle_w * (time.perf_counter() - t0) + busy_w * (time.thread_time() - c0)))
 
-    monkeypatch.setattr(energy, "read_counter", read)
+    monkeypatch.setattr(rapl_counters, "read_counter", read)
 
 
 def _report(measured: bool, **kw):
@@ -122,7 +123,7 @@ def _mlp():
 
 
 def test_rapl_splits_the_energy_per_op_and_fits_the_model(tmp_path, monkeypatch):
-    monkeypatch.setattr(energy, "POWERCAP_ROOT", _powercap(tmp_path / "powercap"))
+    monkeypatch.setattr(rapl_counters, "POWERCAP_ROOT", _powercap(tmp_path / "powercap"))
     _fake_clock_counter(monkeypatch)
     cfg, result = _run(
         tmp_path, monkeypatch, _mlp(), _report(True), input_shape=[32], idle_seconds=0.2, rapl_seconds=0.3
@@ -142,7 +143,7 @@ def test_rapl_splits_the_energy_per_op_and_fits_the_model(tmp_path, monkeypatch)
 
 
 def test_without_rapl_the_report_says_so_in_one_line(tmp_path, monkeypatch):
-    monkeypatch.setattr(energy, "POWERCAP_ROOT", tmp_path / "none")
+    monkeypatch.setattr(rapl_counters, "POWERCAP_ROOT", tmp_path / "none")
     _, result = _run(tmp_path, monkeypatch, _mlp(), _report(False), input_shape=[32])
     text = result.texts["comprehensive_model_analysis.txt"]
     (line,) = [ln for ln in text.splitlines() if "rapl_energy_j" in ln]
@@ -170,7 +171,7 @@ def test_the_dynamic_energy_is_split_by_flops_and_bytes_and_the_parts_add_up():
 def test_inspect_subtracts_the_model_idle_power_and_splits_the_rest(tmp_path, monkeypatch):
     """codecarbon's load model: idle = its RAM power (2 J over 2 s = 1 W), so the dynamic energy per
     forward is (8 J - 1 W x 2 s) / 4 = 1.5 J, split by the documented constants."""
-    monkeypatch.setattr(energy, "POWERCAP_ROOT", tmp_path / "none")
+    monkeypatch.setattr(rapl_counters, "POWERCAP_ROOT", tmp_path / "none")
     _, result = _run(tmp_path, monkeypatch, _mlp(), _report(False), input_shape=[32])
     m, roof = result.metrics, result.tables["roofline"]
     assert m["idle_power_w"] == 1.0 and m["dynamic_energy_j_per_forward"] == pytest.approx(1.5)

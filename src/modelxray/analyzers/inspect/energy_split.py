@@ -14,7 +14,8 @@ codecarbon's power model charges a process doing nothing."""
 
 from __future__ import annotations
 
-from modelxray.measure.energy import EnergyReport, RaplMeter, idle_power_of_model, idle_power_rapl
+from modelxray.measure.energy import EnergyReport, idle_power_of_model
+from modelxray.measure.rapl import RaplMeter, idle_power_rapl
 from modelxray.metrics import energy_model
 
 TIME_SHARE = "ESTIMATED: the forward's energy (idle draw included) by each op's share of the profiled time"

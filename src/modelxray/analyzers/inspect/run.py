@@ -253,11 +253,12 @@ def _compute(cfg, model, spec: dict, result: Result, ctx: RunContext, watch: Wat
     traced forward: which weights ran, which layers write the outputs (``executed.py``)."""
     from modelxray.analyzers.inspect import energy_split
     from modelxray.core.progress import bar
-    from modelxray.measure.energy import Energy, RaplMeter, measure_energy, rapl_zones
+    from modelxray.measure.energy import Energy, measure_energy
     from modelxray.measure.flops import count_flops, fusion_candidates, op_traffic, run_model, trace_ops
     from modelxray.measure.hardware import cache_sizes
     from modelxray.measure.op_profile import energy_by_op, node_table, profile_nodes, profile_ops
     from modelxray.measure.peak import measure_peak, roofline
+    from modelxray.measure.rapl import RaplMeter, rapl_zones
     from modelxray.measure.utilization import UtilizationSampler
     from modelxray.metrics.memory_layout import locality_candidates
 
