@@ -123,7 +123,7 @@ def _wav(path, seconds=0.3, rate=16000, freq=440.0):
 
 
 def test_a_folder_of_clips_is_labelled_by_its_transcripts_and_a_label_the_model_lacks_is_one_line(spotter, tmp_path):
-    from modelxray.data.speech import AudioFolder
+    from modelxray.data.audio_folder import AudioFolder
 
     folder = tmp_path / "clips"
     folder.mkdir()

@@ -14,9 +14,9 @@ import pytest
 from PIL import Image
 
 from modelxray.core.errors import ConfigError
+from modelxray.data.audio_folder import AudioFolder
 from modelxray.data.coco_folder import CocoFolder
 from modelxray.data.mask_folder import MaskFolder
-from modelxray.data.speech import AudioFolder
 from modelxray.data.text_files import TextFiles
 from modelxray.data.user_text import ImageQuestions, LabelledText, TextPairs
 

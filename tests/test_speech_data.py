@@ -14,15 +14,9 @@ import pytest
 import torch
 
 from modelxray.core.errors import ConfigError
-from modelxray.data.speech import (
-    AudioFolder,
-    Utterances,
-    pick_sentences,
-    read_audio_folder,
-    spoken_sentences,
-    synthesize,
-    usable_sentences,
-)
+from modelxray.data.audio_folder import AudioFolder, read_audio_folder
+from modelxray.data.speech import Utterances
+from modelxray.data.spoken_text import pick_sentences, spoken_sentences, synthesize, usable_sentences
 from modelxray.perturb.audio import add_noise_at_snr, change_speed, time_shift
 
 needs_espeak = pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")

@@ -49,7 +49,7 @@ SCHEMA: dict[str, dict[str, str]] = {
         "labelled_text": "modelxray.data.user_text.LabelledText",
         "text_pairs": "modelxray.data.user_text.TextPairs",
         "image_questions": "modelxray.data.user_text.ImageQuestions",
-        "audio_folder": "modelxray.data.speech.AudioFolder",
+        "audio_folder": "modelxray.data.audio_folder.AudioFolder",
         "digit_canvases": "modelxray.data.digit_canvases.DigitCanvases",
         "coco_folder": "modelxray.data.coco_folder.CocoFolder",
         "mask_folder": "modelxray.data.mask_folder.MaskFolder",

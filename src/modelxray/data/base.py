@@ -48,7 +48,7 @@ class TextDataset(Configurable):
     max_tokens: int | None = 8192
     calibration_windows: int = 128  # windows of seq_len after the evaluated tokens (GPTQ, AWQ)
     cache_dir: str = "~/.cache/modelxray"
-    # models that are not causal LMs get examples built from this text (data.text_tasks, data.speech):
+    # models that are not causal LMs get examples built from this text (data.text_tasks, data.spoken_text):
     examples: int = 64  # masked windows, source/target pairs, paragraphs or spoken sentences
     mask_rate: float = 0.15  # masked LMs: share of each window's tokens masked and scored
     drop_rate: float = 0.15  # seq2seq models: share of a passage's words dropped from its source

@@ -45,7 +45,7 @@ class AudioClassifier(WindowsKind):
     words_per_minute: ClassVar[tuple[int, ...]] = (130, 160, 190)  # each clip's speed, seeded: one voice, three paces
 
     def from_text(self, dataset: Any, loaded: Any, progress: bool) -> Any:
-        from modelxray.data.speech import spoken_words
+        from modelxray.data.spoken_text import spoken_words
 
         words = class_words(loaded.model, dataset.read_text())
         rate = int(getattr(loaded.processor, "sampling_rate", 16000) or 16000)
@@ -64,7 +64,7 @@ class AudioClassifier(WindowsKind):
         return self.from_clips(utterances, labels, loaded, f"{dataset.name} (words spoken by espeak-ng)")
 
     def from_dataset(self, dataset: Any, loaded: Any) -> Any:
-        from modelxray.data.speech import AudioFolder
+        from modelxray.data.audio_folder import AudioFolder
 
         if not isinstance(dataset, AudioFolder):
             return None
@@ -80,7 +80,7 @@ class AudioClassifier(WindowsKind):
         return labelled_clips(utterances, labels, loaded.processor, names, name, self.task)
 
     def calibration_from_text(self, data: Any, dataset: Any, loaded: Any, progress: bool, n: int, seed: int):
-        from modelxray.data.speech import spoken_words
+        from modelxray.data.spoken_text import spoken_words
 
         words = class_words(loaded.model, dataset.read_text())
         rate = int(data.meta["sample_rate"])

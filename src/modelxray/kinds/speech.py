@@ -36,7 +36,7 @@ class SpeechRecognizer(WindowsKind):
         return transcript_signs(metrics["wer"]) if "wer" in metrics else []
 
     def from_text(self, dataset: Any, loaded: Any, progress: bool) -> Any:
-        from modelxray.data.speech import spoken_sentences
+        from modelxray.data.spoken_text import spoken_sentences
 
         rate = int(getattr(loaded.processor, "sampling_rate", 16000) or 16000)
         utterances = spoken_sentences(
@@ -53,7 +53,7 @@ class SpeechRecognizer(WindowsKind):
         return self.from_utterances(utterances, loaded, f"{dataset.name} (spoken by espeak-ng)")
 
     def from_dataset(self, dataset: Any, loaded: Any) -> Any:
-        from modelxray.data.speech import AudioFolder
+        from modelxray.data.audio_folder import AudioFolder
 
         if not isinstance(dataset, AudioFolder):
             return None

@@ -24,7 +24,7 @@ class SpeechSeq2Seq(SpeechRecognizer):
         return whisper_windows(utterances, loaded.processor, loaded.tokenizer, prompt, min(max_target, 128), name)
 
     def calibration_from_text(self, data: Any, dataset: Any, loaded: Any, progress: bool, n: int, seed: int):
-        from modelxray.data.speech import spoken_sentences
+        from modelxray.data.spoken_text import spoken_sentences
 
         utterances = spoken_sentences(
             dataset.read_text(),
