@@ -163,3 +163,39 @@ def test_weight_statistics_read_the_weight_a_library_computes_with(option):
         assert got.is_floating_point() and got.numel() == row["elements"]
         assert torch.allclose(got.float(), _dequantized(module).float().reshape(got.shape))
     assert not any(k.endswith(("W_q", "scale", "zero")) for k in tensors)  # HQQ's packed codes are not weights
+
+
+def test_quantos_cpu_kernels_are_built_before_the_run_times_anything_and_it_says_so(tmp_path, monkeypatch, caplog):
+    """quanto compiles its C++ unpacking kernels at their first use in an environment (about a
+    minute): int4 and int2 on a CPU build them as they quantize, with a line before and after;
+    built ones, int8 and a GPU model build nothing."""
+    pytest.importorskip("optimum.quanto")
+    import logging
+
+    import optimum.quanto.library.extensions as extensions
+
+    from modelxray.quant import quanto_impl
+
+    class FakeExtension:
+        name, build_directory, builds = "quanto_cpp", str(tmp_path), 0
+
+        @property
+        def lib(self):
+            self.builds += 1
+            (tmp_path / "quanto_cpp.so").write_bytes(b"")
+            (tmp_path / "pytorch_version.txt").write_text(torch.__version__)
+
+    fake = FakeExtension()
+    monkeypatch.setattr(extensions, "get_extension", lambda name: fake)
+    model = torch.nn.Linear(4, 4)
+    quanto_impl._build_cpu_kernels("int8", model)
+    assert fake.builds == 0
+    with caplog.at_level(logging.INFO, logger="modelxray.progress"):
+        quanto_impl._build_cpu_kernels("int4", model)
+    assert fake.builds == 1
+    assert "building optimum-quanto's CPU kernels" in caplog.text and "kernels built in" in caplog.text
+    quanto_impl._build_cpu_kernels("int2", model)  # built for this torch: nothing to do
+    assert fake.builds == 1
+    (tmp_path / "pytorch_version.txt").write_text("0.0")  # built for another torch: quanto rebuilds
+    quanto_impl._build_cpu_kernels("int4", model)
+    assert fake.builds == 2

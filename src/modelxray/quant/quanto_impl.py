@@ -5,6 +5,8 @@ shifts) against quanto's own dequantized weight."""
 from __future__ import annotations
 
 import functools
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import torch
@@ -39,9 +41,33 @@ def _outside_inference_mode(cls: type) -> type:
     return type(cls.__name__, (cls,), {"forward": forward, "__module__": cls.__module__})
 
 
+def _build_cpu_kernels(weights: str, model: nn.Module) -> None:
+    """quanto unpacks int4 and int2 weights on a CPU with a C++ extension it compiles at its first
+    use in an environment (about a minute on 2 cores), into its own package folder. Build it here,
+    saying so, rather than as a silent minute inside the first timed forward pass."""
+    if weights == "int8" or any(p.device.type != "cpu" for p in model.parameters()):
+        return
+    from optimum.quanto.library.extensions import get_extension, is_extension_available
+
+    if not is_extension_available("quanto_cpp"):
+        return
+    ext = get_extension("quanto_cpp")
+    built = Path(ext.build_directory)
+    version = built / "pytorch_version.txt"  # quanto rebuilds for another torch
+    if (built / f"{ext.name}.so").exists() and version.exists() and version.read_text().strip() == torch.__version__:
+        return
+    from modelxray.core.progress import log
+
+    start = time.perf_counter()
+    log.info("quanto: building optimum-quanto's CPU kernels (once per environment, about a minute on 2 cores)")
+    ext.lib  # noqa: B018 - the property compiles and loads the extension
+    log.info("quanto: CPU kernels built in %.0f s, in %s", time.perf_counter() - start, ext.build_directory)
+
+
 def quantize_quanto(quantizer: QuantoQuantizer, model: nn.Module) -> tuple[nn.Module, Result]:
     from optimum import quanto
 
+    _build_cpu_kernels(quantizer.weights, model)
     qtype = {"int8": quanto.qint8, "int4": quanto.qint4, "int2": quanto.qint2}[quantizer.weights]
 
     def swap(copy: nn.Module, names: set[str]) -> None:
