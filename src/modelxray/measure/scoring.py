@@ -123,6 +123,6 @@ def to_device(batch, device: torch.device):
     """A batch on ``device``. Onto a GPU, a tensor is copied from pinned host memory without the host
     waiting: a plain copy would wait for the batch before it to finish, and the GPU would then idle
     while the host queues this batch's forward."""
-    if device.type == "cuda" and isinstance(batch, torch.Tensor):
+    if device.type == "cuda" and isinstance(batch, torch.Tensor) and batch.device.type == "cpu":
         return batch.pin_memory().to(device, non_blocking=True)
     return batch.to(device)
