@@ -268,6 +268,8 @@ def test_quant_impact_compares_strategies_by_the_task_and_calibrates_on_train_ca
     # GPTQ calibrates on canvases of the train split, block by block; SegFormer's decode head is
     # parallel projections (each reads its own encoder stage), calibrated in a whole-model forward
     assert not result.tables["unsupported"] and 0 < rows["gptq_int4"]["top1_agree"] <= 1
+    # scored as a classifier is (accuracy, examples/s), its speed-vs-quality figure is drawn
+    assert (tmp_path / "plots" / "quant_impact_speed_vs_quality.png").is_file()
 
 
 def test_parallel_heads_are_calibrated_on_their_own_inputs(dirs):

@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from modelxray.kinds.classifier import Classifier
 from modelxray.metrics.distinguish import error_bars
 from modelxray.plotting import new_figure
 
@@ -101,8 +100,9 @@ def _size_tradeoff(rows):
 
 
 def _is_classifier(result) -> bool:
-    """Whether the saved result is a classifier's (its ``task`` as the run logged it)."""
-    return result.data.get("task") == Classifier.task
+    """Whether the strategies were scored one score per example (a classifier or a vision task: accuracy
+    and examples/s), as the run recorded its scoring, rather than by perplexity and tokens/s."""
+    return bool((result.data.get("scoring") or {}).get("classifier"))
 
 
 CLASSIFIER_LABELS = {
