@@ -56,9 +56,9 @@ def _not_wav(path: Path, exc: Exception) -> str:
     """What ``path`` is instead of a PCM WAV (MP3, FLAC, Ogg by their first bytes), and how to convert it."""
     with open(path, "rb") as f:
         head = f.read(4)
-    kind = "MP3" if head[:3] == b"ID3" or head[:2] in (b"\xff\xfb", b"\xff\xf3", b"\xff\xf2") else None
-    kind = kind or {b"fLaC": "FLAC", b"OggS": "Ogg"}.get(head) or "not PCM WAV"
-    what = f"is {kind}, not PCM WAV" if kind != "not PCM WAV" else f"is not a PCM WAV file ({exc})"
+    fmt = "MP3" if head[:3] == b"ID3" or head[:2] in (b"\xff\xfb", b"\xff\xf3", b"\xff\xf2") else None
+    fmt = fmt or {b"fLaC": "FLAC", b"OggS": "Ogg"}.get(head)
+    what = f"is {fmt}, not PCM WAV" if fmt else f"is not a PCM WAV file ({exc})"
     return f"{path} {what}: {CONVERT}"
 
 

@@ -61,6 +61,14 @@ def named(name: str) -> Kind:
     return BY_NAME[name]
 
 
+def saved_kind(data: dict) -> Kind | None:
+    """The kind of the model a saved result measured: its ``kind``, or for a result saved before kinds
+    were recorded, the first kind scored as its ``task`` (of the same family); None when neither says."""
+    if data.get("kind") in BY_NAME:
+        return BY_NAME[data["kind"]]
+    return next((k for k in KINDS if k.task == data.get("task")), None)
+
+
 def kind_of(subject: Any) -> Kind:
     """The kind of a loaded model or subject: its ``kind`` (a Kind, or a kind's name), else the kind its
     ``task`` stands for (a language model, a classifier, a generic module, weights alone)."""

@@ -36,7 +36,7 @@ def noise_targets(model: nn.Module, which: str) -> list[NoiseTarget]:
         raise ValueError(f"unknown noise target set {which!r}; expected one of {NOISE_TARGETS}")
     conv1d = {id(m.weight) for m in model.modules() if _is_conv1d(m)}
     if which == "linear":
-        linear = {id(t.module) for t in find_targets(model) if t.kind == "linear"}
+        linear = {id(t.module) for t in find_targets(model) if t.is_linear}
         return [
             NoiseTarget(f"{name}.weight", m.weight, 1 if id(m.weight) in conv1d else 0)
             for name, m in model.named_modules()

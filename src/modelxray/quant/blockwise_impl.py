@@ -53,13 +53,13 @@ def quantize_blockwise(
         if len(done_blocks) < len(blocks):
             parallel.append(stack_name)
     in_stacks = {m for block in chained for m in block.modules()}
-    outside = [t for t in planned if t.module not in in_stacks and t.kind == "linear"]
+    outside = [t for t in planned if t.module not in in_stacks and t.is_linear]
     if outside:
         rows += quantizer.quantize_block(model, outside, plan, ModelInputs(model, calibration, quantizer.batch_size))
     done = {r["module"] for r in rows}
     # an expert no calibration token was routed to has no inputs to calibrate on: rounded to nearest
     idle = {t.name for t in planned if t.expert is not None and t.name not in done}
-    rest = {t.name: plan[t.name] for t in planned if (t.kind != "linear" or t.name in idle) and t.name not in done}
+    rest = {t.name: plan[t.name] for t in planned if (not t.is_linear or t.name in idle) and t.name not in done}
     rtn_rows, notes = quantize_model([t for t in targets if t.name in rest], rest)
     for r in rtn_rows:
         r["format"] += (
@@ -134,7 +134,7 @@ def not_quantized(quantizer, targets: list[Target], plan: dict, done: set[str]) 
             continue
         if plan.get(t.name) is not None:
             why = NO_INPUT
-        elif t.kind == "conv":
+        elif t.is_conv:
             why = f"convolution: {quantizer.name.upper()} calibrates Linear layers only; RTN (quant=int4) rounds convolutions"
         elif t.kind not in quantizer.targets:
             why = f"{t.kind} not in quant.targets"

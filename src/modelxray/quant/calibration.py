@@ -90,7 +90,12 @@ class Calibration:
     def kind(self) -> str:
         if isinstance(self.chunks[0], NamedTensors):
             return "named"  # a text model's named inputs (masked ids, source and decoder ids)
-        return "examples" if self.chunks[0].is_floating_point() else "tokens"
+        return "tokens" if self.takes_tokens else "examples"
+
+    @property
+    def takes_tokens(self) -> bool:
+        """Token ids or named inputs, which go through the model as a language model takes them."""
+        return isinstance(self.chunks[0], NamedTensors) or not self.chunks[0].is_floating_point()
 
     @property
     def n_rows(self) -> int:
@@ -107,7 +112,7 @@ class Calibration:
     def forward(self, model: nn.Module, batch: torch.Tensor) -> Any:
         """One forward of ``model`` on a batch: token ids as a language model takes them (no KV
         cache), float inputs as a classifier takes them (on its device, in its weights' dtype)."""
-        if self.kind in ("tokens", "named"):
+        if self.takes_tokens:
             return forward_logits(model, batch.to(model_device(model)))
         return model(batch.to(device=model_device(model), dtype=input_dtype(model)))
 

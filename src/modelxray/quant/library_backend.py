@@ -68,7 +68,7 @@ def chosen_linears(targets: list, skip: list[str]) -> set[str]:
     """Names of the Linear modules a library quantizes: every ``linear`` target not matched by a
     ``skip`` glob. An expert of a fused mixture-of-experts tensor is a slice, not a module
     (``chosen_experts``)."""
-    return {t.name for t in targets if t.kind == "linear" and t.expert is None and not _skipped(t.name, skip)}
+    return {t.name for t in targets if t.is_linear and t.expert is None and not _skipped(t.name, skip)}
 
 
 def chosen_experts(targets: list, skip: list[str]) -> list:

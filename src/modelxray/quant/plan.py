@@ -144,7 +144,7 @@ def resolve_plan(
             blocks = _parse_blocks(rule.match["blocks"], n, f"quant.{rule.key}.blocks")
         hit = [t for t in targets if _matches(rule, t, blocks)]
         if not hit:
-            example = next((t.name for t in targets if t.kind in ("linear", "conv")), "?")
+            example = next((t.name for t in targets if t.is_matrix), "?")
             raise ConfigError(
                 f"quant.{rule.key}",
                 f"matches no module of this model (e.g. {example!r}); check name, component, kind and blocks",

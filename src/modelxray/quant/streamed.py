@@ -95,7 +95,7 @@ class CalibratedBlockQuantization(BlockQuantization):
         outside = [
             t.name
             for t in self.targets
-            if t.kind == "linear" and self.plan.get(t.name) is not None and not inside(t.name, blocks_name)
+            if t.is_linear and self.plan.get(t.name) is not None and not inside(t.name, blocks_name)
         ]
         if outside:  # in memory they are calibrated in a forward of the whole quantized model
             from modelxray.core.errors import ConfigError
@@ -127,7 +127,7 @@ class CalibratedBlockQuantization(BlockQuantization):
             read = [
                 t
                 for t in self.targets
-                if inside(t.name, prefix) and t.kind != "linear" and t.tensor().device.type != "meta"
+                if inside(t.name, prefix) and not t.is_linear and t.tensor().device.type != "meta"
             ]
             rows, notes = quantize_model(read, self.plan, done)
             for r in rows:
@@ -138,9 +138,7 @@ class CalibratedBlockQuantization(BlockQuantization):
             return
         start = time.perf_counter()
         block = self.model.get_submodule(prefix)
-        layer_targets = [
-            t for t in self.targets if inside(t.name, prefix) and t.kind == "linear" and self.plan.get(t.name)
-        ]
+        layer_targets = [t for t in self.targets if inside(t.name, prefix) and t.is_linear and self.plan.get(t.name)]
         if layer_targets:
             rows = self.quantizer.quantize_block(block, layer_targets, self.plan, self.inputs)
             self.rows.update({r["module"]: r for r in rows})

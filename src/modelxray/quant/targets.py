@@ -104,6 +104,21 @@ class Target:
         return self.tensor().data_ptr(), self.expert
 
     @property
+    def is_linear(self) -> bool:
+        """A Linear's weight (GPT-2's Conv1D and a MoE expert's matrices too)."""
+        return self.kind == "linear"
+
+    @property
+    def is_conv(self) -> bool:
+        return self.kind == "conv"
+
+    @property
+    def is_matrix(self) -> bool:
+        """A weight quantized as a matrix in groups along its input (a Linear's or a convolution's),
+        not an embedding table."""
+        return self.is_linear or self.is_conv
+
+    @property
     def groups(self) -> tuple[str, ...]:
         """The component names a plan rule's ``component`` matches: the component, then the tower."""
         return (self.component, self.tower) if self.tower else (self.component,)
@@ -116,7 +131,7 @@ class Target:
             return w[self.expert].t() if self.transposed else w[self.expert]
         if _is_conv1d(self.module):
             return w.t()
-        if self.kind == "conv":
+        if self.is_conv:
             return w.reshape(w.shape[0], math.prod(w.shape[1:]))
         return w
 
@@ -129,7 +144,7 @@ class Target:
             value = value.t() if self.transposed else value
         elif _is_conv1d(self.module):
             value = value.t()
-        elif self.kind == "conv":
+        elif self.is_conv:
             value = value.reshape(w.shape)
         with torch.no_grad():
             w.copy_(value)
@@ -211,7 +226,7 @@ def expert_targets(name: str, module: nn.Module, tower: str | None = None) -> li
 
 
 def num_blocks(targets: list[Target]) -> int:
-    blocks = [t.block for t in targets if t.block is not None and t.kind in ("linear", "conv")]
+    blocks = [t.block for t in targets if t.block is not None and t.is_matrix]
     return max(blocks) + 1 if blocks else 0
 
 

@@ -143,8 +143,8 @@ def get_or_create_experiment(client, name: str, artifact_location: str | None) -
     if exp is not None:
         if exp.lifecycle_stage == "deleted":
             client.restore_experiment(exp.experiment_id)
-        kind = exp.tags.get(EXPERIMENT_KIND_TAG, "")
-        if not kind or kind.endswith("_inferred") or kind == "no_inferred_type":  # a kind a person chose stays
+        chosen = exp.tags.get(EXPERIMENT_KIND_TAG, "")
+        if not chosen or chosen.endswith("_inferred") or chosen == "no_inferred_type":  # a type a person chose stays
             client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         return exp.experiment_id
     try:

@@ -40,7 +40,7 @@ class Scoring:
         d = result.data
         key = d["quality_key"]
         budget = cfg.budget_ppl_increase if key == "perplexity" else cfg.budget_accuracy_drop
-        view = d.get("sensitivity_view") or _view_of_older_result(d, key, result.tables.get("layer_sensitivity") or [])
+        view = sensitivity_view(result)
         return cls(
             d["task"],
             key,
@@ -65,6 +65,14 @@ class Scoring:
 
     def sample_text(self) -> str:
         return scored_text(self.scored)
+
+
+def sensitivity_view(result: Result) -> str:
+    """How the result's sensitivity units are ranked: components | blocks | agreement | classifier."""
+    d = result.data
+    return d.get("sensitivity_view") or _view_of_older_result(
+        d, d.get("quality_key", "perplexity"), result.tables.get("layer_sensitivity") or []
+    )
 
 
 def _view_of_older_result(d: dict, key: str, sens: list[dict]) -> str:

@@ -9,7 +9,7 @@ import pandas as pd
 import seaborn as sns
 
 from modelxray.analyzers.bitwidth.blocks import OTHER
-from modelxray.kinds.classifier import Classifier
+from modelxray.analyzers.bitwidth.insights import sensitivity_view
 from modelxray.metrics.distinguish import error_bars
 from modelxray.plotting import new_figure
 
@@ -29,8 +29,8 @@ def figures(result) -> dict:
 
 
 def _is_classifier(result) -> bool:
-    """Whether the saved result is a classifier's (its ``task`` as the run logged it)."""
-    return result.data.get("task") == Classifier.task
+    """Whether the saved result was scored as a classifier is (accuracy, blocks by KL)."""
+    return sensitivity_view(result) == "classifier"
 
 
 def _quality(result) -> tuple[str, str]:

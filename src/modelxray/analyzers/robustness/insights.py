@@ -15,7 +15,7 @@ from modelxray.core.result import Result
 from modelxray.kinds.base import Kind
 from modelxray.kinds.classifier import Classifier
 from modelxray.kinds.speech import SpeechRecognizer
-from modelxray.kinds.table import BY_NAME, KINDS
+from modelxray.kinds.table import saved_kind
 
 
 def insights(result: Result, results: dict[str, Result], cfg) -> list[str]:
@@ -77,14 +77,6 @@ def _and(parts: list[str]) -> str:
 
 def level_name(family: str, level: float) -> str:
     return f"{int(level)}bit" if family == "quant_noise" else f"{level:g}"
-
-
-def saved_kind(data: dict) -> Kind | None:
-    """The kind of the model a saved result measured (its ``kind``; a result saved before kinds were
-    recorded: the first kind scored as its ``task``, of the same family)."""
-    if data.get("kind") in BY_NAME:
-        return BY_NAME[data["kind"]]
-    return next((k for k in KINDS if k.task == data.get("task")), None)
 
 
 def count_key(kind: Kind | None) -> str:

@@ -17,8 +17,9 @@ import textwrap
 import pandas as pd
 import seaborn as sns
 
-from modelxray.analyzers.robustness.insights import pgd_short_note, saved_kind
+from modelxray.analyzers.robustness.insights import pgd_short_note
 from modelxray.kinds.causal_lm import CausalLM
+from modelxray.kinds.table import saved_kind
 from modelxray.plotting import new_figure
 
 _FAMILIES = {
