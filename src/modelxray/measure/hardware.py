@@ -62,30 +62,6 @@ def _cpu_flags() -> list[str]:
     return []
 
 
-def strategy_support(quantizer, profile: dict) -> tuple[bool, str]:
-    """Whether a quantizer runs here, and what it measures on this hardware."""
-    kind = type(quantizer).__name__
-    if kind == "TorchaoQuantizer":
-        if not profile["torchao_installed"]:
-            return False, "needs torchao (pip install torchao)"
-        why_not = quantizer.unsupported_here()
-        if why_not is not None:
-            return False, why_not
-        if quantizer.method == "int4_weight_only":
-            return True, "real int4 kernels: memory and latency are measured"
-        return True, "real int8 kernels: memory and latency are measured"
-    if kind == "CastQuantizer":
-        if getattr(quantizer, "dtype", "") == "float16" and not profile["gpus"]:
-            return True, "float16 runs on this CPU but usually slower than float32 (no fp16 matmul units)"
-        return True, "real 16-bit weights: memory and latency are measured"
-    if kind == "NoQuant":
-        return True, "baseline"
-    if not quantizer.simulated:  # optimum-quanto, HQQ: the library's own modules hold and run the weights
-        what = quantizer.describe() if hasattr(quantizer, "describe") else quantizer.name
-        return True, f"{what} stores and runs its quantized weights: memory and latency are measured"
-    return True, "simulated low-bit weights: quality is exact, memory and latency are the float model's"
-
-
 CPU_CACHE_ROOT = Path("/sys/devices/system/cpu/cpu0/cache")  # Linux's cache sizes; a test points it at a fake tree
 _UNITS = {"K": 2**10, "M": 2**20, "G": 2**30}
 

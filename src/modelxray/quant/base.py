@@ -56,6 +56,14 @@ class Quantizer(QuantPresentation, Configurable):
         """What ``Subject.applied`` records of this quantization."""
         return {"method": self.name}
 
+    def support_here(self, profile: dict) -> tuple[bool, str]:
+        """Whether it runs on this hardware (``measure.hardware.hardware_profile``), and what it
+        measures here: the sentence quant_impact's table and report give for it."""
+        if not self.simulated:  # optimum-quanto, HQQ: the library's own modules hold and run the weights
+            what = self.describe() if hasattr(self, "describe") else self.name
+            return True, f"{what} stores and runs its quantized weights: memory and latency are measured"
+        return True, "simulated low-bit weights: quality is exact, memory and latency are the float model's"
+
     def apply(self, subject: Subject, progress: bool = True, in_place: bool = False) -> tuple[Subject, Result | None]:
         """The run's quant stage: the subject with its model quantized (calibrated on its dataset);
         ``progress``: the run's progress key (a calibrating quantizer's bar); ``in_place``: change the

@@ -29,6 +29,11 @@ class CastQuantizer(Quantizer):
     def validate(self) -> None:
         self.require_choice("dtype", DTYPES)
 
+    def support_here(self, profile: dict) -> tuple[bool, str]:
+        if self.dtype == "float16" and not profile["gpus"]:
+            return True, "float16 runs on this CPU but usually slower than float32 (no fp16 matmul units)"
+        return True, "real 16-bit weights: memory and latency are measured"
+
     in_place_capable: ClassVar[bool] = True
 
     def quantize(

@@ -14,3 +14,6 @@ class NoQuant(Quantizer):
 
     def quantize(self, model, calibration=None, *, in_place=False):
         return model, None  # nothing changes, so no copy and no report
+
+    def support_here(self, profile: dict) -> tuple[bool, str]:
+        return True, "baseline"

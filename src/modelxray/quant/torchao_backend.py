@@ -64,3 +64,12 @@ class TorchaoQuantizer(LibraryQuantizer):
 
     def step(self, result: Result) -> dict[str, Any]:
         return {"method": "torchao", "config": self.method}
+
+    def support_here(self, profile: dict) -> tuple[bool, str]:
+        if not profile["torchao_installed"]:
+            return False, "needs torchao (pip install torchao)"
+        why_not = self.unsupported_here()
+        if why_not is not None:
+            return False, why_not
+        bits = "int4" if self.method == "int4_weight_only" else "int8"
+        return True, f"real {bits} kernels: memory and latency are measured"

@@ -17,7 +17,7 @@ from modelxray.kinds.causal_lm import CausalLM
 from modelxray.kinds.classifier import Classifier
 from modelxray.kinds.labelled_images import LabelledImagesKind
 from modelxray.kinds.table import kind_of
-from modelxray.measure.hardware import hardware_profile, strategy_support
+from modelxray.measure.hardware import hardware_profile
 from modelxray.measure.memory_timeline import MemoryTimeline
 from modelxray.measure.reference import Reference
 from modelxray.measure.scoring import model_device
@@ -218,7 +218,7 @@ def run(cfg, subject, ctx: RunContext) -> Result:
             except MissingLibrary as exc:
                 unsupported.append({"strategy": name, "reason": str(exc)})
                 continue
-            ok, why = strategy_support(quantizer, profile)
+            ok, why = quantizer.support_here(profile)
             reason = None if ok else why
             if reason is None:
                 if quantizer.in_place_capable and originals is None:

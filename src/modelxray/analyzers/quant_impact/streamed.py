@@ -14,7 +14,6 @@ from modelxray.analyzers.performance.streamed import NOT_TIMED
 from modelxray.analyzers.quant_impact.config import load_strategy, strategy_name
 from modelxray.core.errors import ConfigError, MissingLibrary
 from modelxray.core.result import RunContext
-from modelxray.measure.hardware import strategy_support
 from modelxray.measure.memory_timeline import MemoryTimeline
 from modelxray.measure.streamed_comparison import score_variants
 from modelxray.metrics.tensor_bytes import tensor_bytes_by_dtype
@@ -75,7 +74,7 @@ def _paths(cfg, subject, profile) -> tuple[list[tuple[str, str, GuardedPath | No
         except MissingLibrary as exc:
             unsupported.append({"strategy": name, "reason": str(exc)})
             continue
-        ok, support = strategy_support(quantizer, profile)
+        ok, support = quantizer.support_here(profile)
         if not ok:
             unsupported.append({"strategy": name, "reason": support})
             continue
